@@ -1,0 +1,597 @@
+//! The store: opening and creating the file, transactions with a bounded wait, scopes, settings
+//! and statistics. The log, the tree, wake and the importers add their operations to
+//! [`WriteTxn`] and [`ReadTxn`] in their own files.
+
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use redb::{
+    ConcurrencyMode, Database, ReadTransaction, ReadableDatabase, ReadableTable, TableError,
+    TransactionError, WriteTransaction,
+};
+use serde::Serialize;
+
+use crate::codec::{decode, encode};
+use crate::error::{Error, Result};
+use crate::record::ScopeMeta;
+use crate::schema::{self, CONFIG, IDEMPOTENCY, LOG, META, PENDING, SCOPES, STORE_FORMAT, TREE};
+use crate::text::{now_us, DEFAULT_ENTRY_BYTES, MAX_ENTRY_BYTES};
+
+/// The scope used when none is named.
+pub const DEFAULT_SCOPE: &str = "default";
+
+/// How a [`Store`] is opened.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Options {
+    /// How long a writer waits for another writer (thread or process) before failing with
+    /// [`Error::Busy`]. Default 10 s.
+    pub busy_timeout: Duration,
+    /// redb's page cache for this handle. Default 32 MiB (redb's own default is 1 GiB).
+    pub cache_bytes: usize,
+    /// Open with redb's `ExclusiveWriter` mode: one process owns the file, commits cost one
+    /// fsync instead of two, and other processes wait (then fail `Busy`) to open it. Default
+    /// false: `MultiWriter`, so many agent processes share one store. See docs/design.md.
+    pub exclusive: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            busy_timeout: Duration::from_secs(10),
+            cache_bytes: 32 << 20,
+            exclusive: false,
+        }
+    }
+}
+
+impl Options {
+    /// Sets [`Options::busy_timeout`].
+    pub fn busy_timeout(mut self, d: Duration) -> Self {
+        self.busy_timeout = d;
+        self
+    }
+    /// Sets [`Options::exclusive`].
+    pub fn exclusive(mut self, yes: bool) -> Self {
+        self.exclusive = yes;
+        self
+    }
+    /// Sets [`Options::cache_bytes`].
+    pub fn cache_bytes(mut self, n: usize) -> Self {
+        self.cache_bytes = n;
+        self
+    }
+}
+
+/// The settings of a store, read from its `config` table (defaults where unset).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Config {
+    /// Largest memory or summary, in bytes (`ENTRY_BYTES`, default 280, at most 4096).
+    pub entry_bytes: usize,
+    /// Largest block summarized from raw memories; larger blocks are summarized from their two
+    /// children (`RAW_MAX`, default 16, a power of two).
+    pub raw_max: u64,
+    /// Default wake budget in lines (`WAKE_LINES`, default 96).
+    pub wake_lines: usize,
+    /// Default wake budget in bytes, 0 for none (`WAKE_BYTES`, default 0).
+    pub wake_bytes: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            entry_bytes: DEFAULT_ENTRY_BYTES,
+            raw_max: 16,
+            wake_lines: 96,
+            wake_bytes: 0,
+        }
+    }
+}
+
+/// The names `config NAME=V` accepts.
+pub const CONFIG_NAMES: &[&str] = &["ENTRY_BYTES", "RAW_MAX", "WAKE_LINES", "WAKE_BYTES"];
+
+/// Checks a setting and returns its value.
+pub fn validate_config(name: &str, value: &str) -> Result<u64> {
+    let v: u64 = value
+        .trim()
+        .parse()
+        .map_err(|_| Error::invalid("config", format!("{name}={value:?}: not a whole number")))?;
+    let ok = match name {
+        "ENTRY_BYTES" => (16..=MAX_ENTRY_BYTES as u64).contains(&v),
+        "RAW_MAX" => v.is_power_of_two() && (2..=1 << 20).contains(&v),
+        "WAKE_LINES" => (1..=1_000_000).contains(&v),
+        "WAKE_BYTES" => v == 0 || (256..=1 << 30).contains(&v),
+        _ => {
+            return Err(Error::invalid(
+                "config",
+                format!(
+                    "unknown setting {name:?}; known: {}",
+                    CONFIG_NAMES.join(", ")
+                ),
+            ))
+        }
+    };
+    if !ok {
+        let rule = match name {
+            "ENTRY_BYTES" => "16 to 4096",
+            "RAW_MAX" => "a power of two from 2 to 1048576",
+            "WAKE_LINES" => "1 to 1000000",
+            _ => "0 (no limit) or 256 to 1073741824",
+        };
+        return Err(Error::invalid(
+            "config",
+            format!("{name}={v}: must be {rule}"),
+        ));
+    }
+    Ok(v)
+}
+
+/// Checks a scope name: 1 to 128 bytes of ASCII letters, digits and `_ . : / @ -`.
+pub fn validate_scope(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > 128 {
+        return Err(Error::invalid(
+            "scope",
+            format!("{name:?}: must be 1 to 128 bytes"),
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "_.:/@-".contains(*c)))
+    {
+        return Err(Error::invalid(
+            "scope",
+            format!(
+                "{:?}: the character {c:?} is not allowed (use letters, digits, _ . : / @ -)",
+                name.escape_debug().to_string()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// An engram store: one redb file holding every scope's log and tree.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("memory.redb");
+/// assert!(engram::Store::open(&path).is_err()); // only create() makes a store
+/// let store = engram::Store::create(&path).unwrap();
+/// let id = store.note("default", engram::NewMemory::new("the user prefers tabs")).unwrap();
+/// assert_eq!(id, 0);
+/// assert_eq!(store.count("default").unwrap(), 1);
+/// ```
+pub struct Store {
+    db: Database,
+    path: PathBuf,
+    opts: Options,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+fn builder(opts: &Options) -> redb::Builder {
+    let mut b = Database::builder();
+    b.set_cache_size(opts.cache_bytes);
+    b.set_concurrency_mode(if opts.exclusive {
+        ConcurrencyMode::ExclusiveWriter
+    } else {
+        ConcurrencyMode::MultiWriter
+    });
+    b
+}
+
+impl Store {
+    /// Creates the store at `path` (file mode 0600, parent directories 0700), or opens it if it
+    /// already exists. This is `engram init`: idempotent.
+    pub fn create(path: impl AsRef<Path>) -> Result<Store> {
+        Self::create_with(path, Options::default())
+    }
+
+    /// [`Store::create`] with options.
+    pub fn create_with(path: impl AsRef<Path>, opts: Options) -> Result<Store> {
+        let path = path.as_ref();
+        if Self::exists(path) {
+            return Self::open_with(path, opts);
+        }
+        if let Some(parent) = path.parent() {
+            if !parent.as_os_str().is_empty() && !parent.exists() {
+                let mut b = std::fs::DirBuilder::new();
+                b.recursive(true);
+                #[cfg(unix)]
+                {
+                    use std::os::unix::fs::DirBuilderExt;
+                    b.mode(0o700);
+                }
+                b.create(parent)?;
+            }
+        }
+        {
+            let mut o = OpenOptions::new();
+            o.write(true).create(true).truncate(false);
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::OpenOptionsExt;
+                o.mode(0o600);
+            }
+            o.open(path)?;
+        }
+        let db = retry_busy(&opts, || builder(&opts).create(path))?;
+        let store = Store {
+            db,
+            path: path.to_path_buf(),
+            opts,
+        };
+        store.write(|tx| {
+            let mut meta = tx.tx.open_table(META)?;
+            if meta.get("format")?.is_none() {
+                meta.insert("format", encode(&STORE_FORMAT)?.as_slice())?;
+                meta.insert("created_us", encode(&tx.now)?.as_slice())?;
+                meta.insert("next_scope_id", encode(&0u32)?.as_slice())?;
+            }
+            drop(meta);
+            tx.ensure_tables()
+        })?;
+        Ok(store)
+    }
+
+    /// Whether a store file exists (and is not empty) at `path`.
+    pub fn exists(path: impl AsRef<Path>) -> bool {
+        std::fs::metadata(path.as_ref())
+            .map(|m| m.is_file() && m.len() > 0)
+            .unwrap_or(false)
+    }
+
+    /// Opens an existing store. A missing file is [`Error::NotFound`]; nothing is created.
+    pub fn open(path: impl AsRef<Path>) -> Result<Store> {
+        Self::open_with(path, Options::default())
+    }
+
+    /// [`Store::open`] with options.
+    pub fn open_with(path: impl AsRef<Path>, opts: Options) -> Result<Store> {
+        let path = path.as_ref();
+        if !Self::exists(path) {
+            return Err(Error::NotFound {
+                path: path.to_path_buf(),
+            });
+        }
+        let db = retry_busy(&opts, || builder(&opts).open(path))?;
+        let store = Store {
+            db,
+            path: path.to_path_buf(),
+            opts,
+        };
+        store.check_format()?;
+        Ok(store)
+    }
+
+    fn check_format(&self) -> Result<()> {
+        let rtx = self.db.begin_read()?;
+        let meta = match rtx.open_table(META) {
+            Ok(t) => t,
+            Err(TableError::TableDoesNotExist(_)) => {
+                return Err(Error::Unsupported(format!(
+                    "{} is a redb file but not an engram store",
+                    self.path.display()
+                )))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let Some(v) = meta.get("format")? else {
+            return Err(Error::Unsupported(format!(
+                "{} is a redb file but not an engram store",
+                self.path.display()
+            )));
+        };
+        let format: u32 = decode("meta", &"format", v.value())?;
+        if format > STORE_FORMAT {
+            return Err(Error::Unsupported(format!(
+                "store format {format} is newer than this engram (format {STORE_FORMAT}); upgrade engram"
+            )));
+        }
+        drop(v);
+        drop(meta);
+        let missing = schema::TABLE_NAMES.len() > rtx.list_tables()?.count();
+        drop(rtx);
+        if missing {
+            self.write(|tx| tx.ensure_tables())?;
+        }
+        Ok(())
+    }
+
+    /// The path of the store file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The options this handle was opened with.
+    pub fn options(&self) -> &Options {
+        &self.opts
+    }
+
+    /// Runs `f` in one write transaction and commits it durably; if `f` fails, nothing is
+    /// written. Waits up to [`Options::busy_timeout`] for another writer, then fails with
+    /// [`Error::Busy`].
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = engram::Store::create(dir.path().join("m.redb")).unwrap();
+    /// use engram::NewMemory;
+    /// // Two notes in two scopes, one commit: a reader sees both or neither.
+    /// store.write(|tx| {
+    ///     tx.note("project:a", NewMemory::new("chose postgres"))?;
+    ///     tx.note("user", NewMemory::new("prefers short answers"))?;
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn write<R>(&self, f: impl FnOnce(&mut WriteTxn<'_>) -> Result<R>) -> Result<R> {
+        let tx = self.begin_write()?;
+        let mut w = WriteTxn {
+            tx,
+            now: now_us(),
+            config: None,
+            _s: std::marker::PhantomData,
+        };
+        let r = f(&mut w)?;
+        w.tx.commit()?;
+        Ok(r)
+    }
+
+    fn begin_write(&self) -> Result<WriteTransaction> {
+        let start = Instant::now();
+        let mut pause = Duration::from_micros(200);
+        loop {
+            match self.db.try_begin_write() {
+                Ok(tx) => return Ok(tx),
+                Err(TransactionError::WouldBlock) => {
+                    let waited = start.elapsed();
+                    if waited >= self.opts.busy_timeout {
+                        return Err(Error::Busy { waited });
+                    }
+                    std::thread::sleep(pause.min(self.opts.busy_timeout - waited));
+                    pause = (pause * 2).min(Duration::from_millis(20));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Runs `f` over one consistent snapshot. Keep it short: a read transaction pins pages.
+    pub fn read<R>(&self, f: impl FnOnce(&ReadTxn) -> Result<R>) -> Result<R> {
+        let tx = self.db.begin_read()?;
+        let r = ReadTxn { tx };
+        f(&r)
+    }
+
+    /// Runs redb's own integrity check (every page checksum, the allocator state). Returns
+    /// `Ok(true)` when the file was intact, `Ok(false)` when redb repaired it.
+    pub fn check_engine_integrity(&mut self) -> Result<bool> {
+        Ok(self.db.check_integrity()?)
+    }
+
+    /// Compacts the file (offline: needs no other handle open in this process).
+    pub fn compact(&mut self) -> Result<()> {
+        while self.db.compact()? {}
+        Ok(())
+    }
+
+    /// Stores a setting (see [`CONFIG_NAMES`]).
+    pub fn set_config(&self, name: &str, value: &str) -> Result<u64> {
+        let v = validate_config(name, value)?;
+        self.write(|tx| {
+            let mut t = tx.tx.open_table(CONFIG)?;
+            t.insert(name, encode(&v)?.as_slice())?;
+            Ok(v)
+        })
+    }
+
+    /// The store's settings.
+    pub fn config(&self) -> Result<Config> {
+        self.read(|r| r.config())
+    }
+}
+
+fn retry_busy(
+    opts: &Options,
+    mut f: impl FnMut() -> Result<Database, redb::DatabaseError>,
+) -> Result<Database> {
+    let start = Instant::now();
+    loop {
+        match f() {
+            Ok(db) => return Ok(db),
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                let waited = start.elapsed();
+                if waited >= opts.busy_timeout {
+                    return Err(Error::Busy { waited });
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Counters of one scope, for `stats`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ScopeStats {
+    /// The scope's name.
+    pub scope: String,
+    /// Number of memories.
+    pub memories: u64,
+    /// Number of summaries.
+    pub summaries: u64,
+    /// Number of blocks waiting for a summary.
+    pub pending: u64,
+}
+
+/// A write transaction. Every change engram makes goes through one; see [`Store::write`].
+pub struct WriteTxn<'s> {
+    pub(crate) tx: WriteTransaction,
+    /// The commit's timestamp (microseconds), shared by everything it records.
+    pub(crate) now: i64,
+    pub(crate) config: Option<Config>,
+    pub(crate) _s: std::marker::PhantomData<&'s ()>,
+}
+
+/// A read-only snapshot. See [`Store::read`].
+pub struct ReadTxn {
+    pub(crate) tx: ReadTransaction,
+}
+
+fn read_config<T: ReadableTable<&'static str, &'static [u8]>>(t: &T) -> Result<Config> {
+    let mut c = Config::default();
+    for item in t.iter()? {
+        let (k, v) = item?;
+        let name = k.value();
+        let n: u64 = decode("config", &name, v.value())?;
+        match name {
+            "ENTRY_BYTES" => c.entry_bytes = n.min(MAX_ENTRY_BYTES as u64) as usize,
+            "RAW_MAX" if n.is_power_of_two() && n >= 2 => c.raw_max = n,
+            "WAKE_LINES" => c.wake_lines = (n as usize).max(1),
+            "WAKE_BYTES" => c.wake_bytes = n as usize,
+            _ => {}
+        }
+    }
+    Ok(c)
+}
+
+pub(crate) fn read_scope<T: ReadableTable<&'static str, &'static [u8]>>(
+    t: &T,
+    name: &str,
+) -> Result<Option<ScopeMeta>> {
+    match t.get(name)? {
+        Some(v) => Ok(Some(decode("scopes", &name, v.value())?)),
+        None => Ok(None),
+    }
+}
+
+pub(crate) fn list_scopes<T: ReadableTable<&'static str, &'static [u8]>>(
+    t: &T,
+) -> Result<Vec<(String, ScopeMeta)>> {
+    let mut out = Vec::new();
+    for item in t.iter()? {
+        let (k, v) = item?;
+        let name = k.value().to_string();
+        let meta: ScopeMeta = decode("scopes", &name, v.value())?;
+        out.push((name, meta));
+    }
+    Ok(out)
+}
+
+impl ReadTxn {
+    pub(crate) fn open<K: redb::Key + 'static, V: redb::Value + 'static>(
+        &self,
+        def: redb::TableDefinition<K, V>,
+    ) -> Result<redb::ReadOnlyTable<K, V>> {
+        Ok(self.tx.open_table(def)?)
+    }
+
+    /// The store's settings.
+    pub fn config(&self) -> Result<Config> {
+        read_config(&self.open(CONFIG)?)
+    }
+
+    pub(crate) fn scope_meta(&self, scope: &str) -> Result<Option<ScopeMeta>> {
+        read_scope(&self.open(SCOPES)?, scope)
+    }
+
+    /// Names of every scope, sorted.
+    pub fn scopes(&self) -> Result<Vec<String>> {
+        Ok(list_scopes(&self.open(SCOPES)?)?
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect())
+    }
+
+    /// Number of memories in `scope` (0 for a scope that does not exist).
+    pub fn count(&self, scope: &str) -> Result<u64> {
+        Ok(self.scope_meta(scope)?.map(|m| m.count).unwrap_or(0))
+    }
+
+    /// Counters of every scope.
+    pub fn stats(&self) -> Result<Vec<ScopeStats>> {
+        Ok(list_scopes(&self.open(SCOPES)?)?
+            .into_iter()
+            .map(|(scope, m)| ScopeStats {
+                scope,
+                memories: m.count,
+                summaries: m.summaries,
+                pending: m.pending,
+            })
+            .collect())
+    }
+}
+
+impl WriteTxn<'_> {
+    pub(crate) fn ensure_tables(&mut self) -> Result<()> {
+        self.tx.open_table(META)?;
+        self.tx.open_table(CONFIG)?;
+        self.tx.open_table(SCOPES)?;
+        self.tx.open_table(LOG)?;
+        self.tx.open_table(TREE)?;
+        self.tx.open_table(PENDING)?;
+        self.tx.open_table(IDEMPOTENCY)?;
+        Ok(())
+    }
+
+    /// The commit's timestamp in microseconds.
+    pub fn now_us(&self) -> i64 {
+        self.now
+    }
+
+    /// The store's settings (read once per transaction).
+    pub fn config(&mut self) -> Result<Config> {
+        if let Some(c) = self.config {
+            return Ok(c);
+        }
+        let c = read_config(&self.tx.open_table(CONFIG)?)?;
+        self.config = Some(c);
+        Ok(c)
+    }
+
+    pub(crate) fn scope_meta(&self, scope: &str) -> Result<Option<ScopeMeta>> {
+        read_scope(&self.tx.open_table(SCOPES)?, scope)
+    }
+
+    /// The scope's bookkeeping, creating the scope if it does not exist yet.
+    pub(crate) fn scope_or_create(&mut self, scope: &str) -> Result<ScopeMeta> {
+        validate_scope(scope)?;
+        if let Some(m) = self.scope_meta(scope)? {
+            return Ok(m);
+        }
+        let mut meta = self.tx.open_table(META)?;
+        let next: u32 = match meta.get("next_scope_id")? {
+            Some(v) => decode("meta", &"next_scope_id", v.value())?,
+            None => 0,
+        };
+        let after = next
+            .checked_add(1)
+            .ok_or_else(|| Error::invalid("scope", "too many scopes"))?;
+        meta.insert("next_scope_id", encode(&after)?.as_slice())?;
+        drop(meta);
+        let m = ScopeMeta {
+            id: next,
+            created_us: self.now,
+            count: 0,
+            summaries: 0,
+            pending: 0,
+        };
+        self.put_scope(scope, &m)?;
+        Ok(m)
+    }
+
+    pub(crate) fn put_scope(&mut self, scope: &str, m: &ScopeMeta) -> Result<()> {
+        let mut t = self.tx.open_table(SCOPES)?;
+        t.insert(scope, encode(m)?.as_slice())?;
+        Ok(())
+    }
+
+    /// Number of memories in `scope`, as of this transaction.
+    pub fn count(&self, scope: &str) -> Result<u64> {
+        Ok(self.scope_meta(scope)?.map(|m| m.count).unwrap_or(0))
+    }
+}

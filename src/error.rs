@@ -1,0 +1,189 @@
+//! The errors of every operation.
+//!
+//! One enum, [`Error`], is returned by the whole library. It is `#[non_exhaustive]` so that new
+//! failure kinds can be added without breaking callers; match on the variants you handle and keep
+//! a fallback arm. [`Error::exit_code`] gives the CLI's exit status for each kind.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::block::Block;
+
+/// Result alias used throughout engram.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Every failure engram reports. Nothing in the library panics on bad input, bad files or bad
+/// bytes: it returns one of these.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// There is no store at this path. Only [`crate::Store::create`] (`engram init`) makes one.
+    NotFound {
+        /// The path that was looked at.
+        path: PathBuf,
+    },
+    /// Another writer held the store for longer than the configured wait.
+    Busy {
+        /// How long this call waited before giving up.
+        waited: Duration,
+    },
+    /// A stored value failed its checksum or could not be decoded.
+    Corrupt {
+        /// The table the value lives in.
+        table: &'static str,
+        /// The key of the value, rendered for humans.
+        key: String,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// The caller's input was rejected; nothing was written.
+    Invalid {
+        /// What was being validated (`text`, `scope`, `block`, ...).
+        what: &'static str,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// `nap` answered a block that is not the next pending one.
+    WrongBlock {
+        /// The block that was answered.
+        given: Block,
+        /// The block that is next, if any.
+        next: Option<Block>,
+    },
+    /// A block or memory id lies past the end of the log.
+    OutOfRange {
+        /// What was asked for, rendered (`#12`, `16-31`).
+        asked: String,
+        /// How many memories the scope has.
+        count: u64,
+    },
+    /// A write would contradict what is already stored (an idempotency key reused with other
+    /// content, a revision that moved on, an import into a non-empty scope).
+    Conflict(String),
+    /// The store was written by a newer engram, or uses a feature this build does not know.
+    Unsupported(String),
+    /// The storage engine (redb) failed.
+    Storage(String),
+    /// An operating-system I/O error.
+    Io(std::io::Error),
+}
+
+impl Error {
+    pub(crate) fn invalid(what: &'static str, reason: impl Into<String>) -> Self {
+        Error::Invalid {
+            what,
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn corrupt(
+        table: &'static str,
+        key: impl fmt::Display,
+        reason: impl Into<String>,
+    ) -> Self {
+        Error::Corrupt {
+            table,
+            key: key.to_string(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The exit status the `engram` CLI uses for this error: 2 for rejected input, 3 for a
+    /// missing store, 4 for a busy store, 5 for corruption, 1 for anything else.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Invalid { .. } | Error::WrongBlock { .. } | Error::OutOfRange { .. } => 2,
+            Error::NotFound { .. } => 3,
+            Error::Busy { .. } => 4,
+            Error::Corrupt { .. } => 5,
+            _ => 1,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::NotFound { path } => write!(
+                f,
+                "no engram store at {}; create one with `engram init` (or `engram --db {} init`)",
+                path.display(),
+                path.display()
+            ),
+            Error::Busy { waited } => write!(
+                f,
+                "the store is busy: another writer held it for {} ms; try again",
+                waited.as_millis()
+            ),
+            Error::Corrupt { table, key, reason } => {
+                write!(
+                    f,
+                    "corrupt value in table {table} at key {key}: {reason}; run `engram verify`"
+                )
+            }
+            Error::Invalid { what, reason } => write!(f, "invalid {what}: {reason}"),
+            Error::WrongBlock { given, next } => match next {
+                Some(n) => write!(f, "Wrong block {given}: the next is {n}."),
+                None => write!(f, "Wrong block {given}: nothing is pending."),
+            },
+            Error::OutOfRange { asked, count } => {
+                write!(f, "{asked} is past the end of the log ({count} memories)")
+            }
+            Error::Conflict(m) => write!(f, "conflict: {m}"),
+            Error::Unsupported(m) => write!(f, "unsupported: {m}"),
+            Error::Storage(m) => write!(f, "storage error: {m}"),
+            Error::Io(e) => write!(f, "I/O error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Io(e)
+    }
+}
+
+macro_rules! storage_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Error {
+            fn from(e: $t) -> Self {
+                storage_error(e.into())
+            }
+        }
+    )*};
+}
+
+storage_from!(
+    redb::DatabaseError,
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError,
+    redb::SetDurabilityError,
+    redb::CompactionError
+);
+
+fn storage_error(e: redb::Error) -> Error {
+    match e {
+        redb::Error::Corrupted(m) => Error::Corrupt {
+            table: "(file)",
+            key: "(page)".into(),
+            reason: m,
+        },
+        redb::Error::Io(io) => Error::Io(io),
+        redb::Error::UpgradeRequired(v) => Error::Unsupported(format!(
+            "the file uses redb format {v}; this engram cannot open it"
+        )),
+        other => Error::Storage(other.to_string()),
+    }
+}

@@ -1,0 +1,503 @@
+//! Getting memories in and out: dated text lines, a whole OptMem store, and JSON Lines
+//! export/import of every scope. Every importer validates all of its input before it writes
+//! anything, and writes in one transaction: all or nothing.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::{BufRead, Write};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::block::Block;
+use crate::codec::encode;
+use crate::db::{validate_config, validate_scope, Store, WriteTxn, CONFIG_NAMES};
+use crate::error::{Error, Result};
+use crate::log::NewMemory;
+use crate::record::{BuiltFrom, Kind, Memory, Status, Summary};
+use crate::schema::{CONFIG, LOG, PENDING, TREE};
+use crate::text::{parse_time, validate_line, MAX_ENTRY_BYTES};
+
+/// Parses `YYYY-MM-DD text` lines (the reference's import format). Every line is checked: a real
+/// date, dates never going back, valid text. Blank lines are skipped.
+pub fn parse_dated_lines(input: &str, entry_bytes: usize) -> Result<Vec<NewMemory>> {
+    let mut out = Vec::new();
+    let mut last = i64::MIN;
+    for (n, line) in input.split('\n').enumerate() {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = |e: Error| match e {
+            Error::Invalid { what, reason } => {
+                Error::invalid("import", format!("line {}: {what}: {reason}", n + 1))
+            }
+            e => e,
+        };
+        let (date, text) = line.split_once(' ').ok_or_else(|| {
+            Error::invalid(
+                "import",
+                format!("line {}: expected `YYYY-MM-DD text`", n + 1),
+            )
+        })?;
+        if date.len() != 10 {
+            return Err(Error::invalid(
+                "import",
+                format!("line {}: {date:?} is not a date YYYY-MM-DD", n + 1),
+            ));
+        }
+        let t = parse_time(date).map_err(at)?;
+        if t < last {
+            return Err(Error::invalid(
+                "import",
+                format!("line {}: dates must not go back in time", n + 1),
+            ));
+        }
+        last = t;
+        validate_line(text, entry_bytes).map_err(at)?;
+        out.push(NewMemory::new(text).observed_us(t));
+    }
+    if out.is_empty() {
+        return Err(Error::invalid("import", "no memories in the input"));
+    }
+    Ok(out)
+}
+
+/// An OptMem store read into memory, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OptMemStore {
+    /// The memories: observed date (microseconds) and text, ids 0.. in order.
+    pub memories: Vec<(i64, String)>,
+    /// The summaries present.
+    pub summaries: Vec<(Block, String)>,
+    /// Bytes of a torn trailing LOG.txt record that were ignored.
+    pub torn_bytes: u64,
+}
+
+const LOG_RECORD: usize = 320;
+const TREE_RECORD: usize = 288;
+
+/// Reads and validates an OptMem directory (`LOG.txt` and `TREE/<size>`). A torn trailing record
+/// is ignored; any other bad record is an error naming its position.
+pub fn read_optmem(dir: &Path) -> Result<OptMemStore> {
+    let log_path = dir.join("LOG.txt");
+    let bytes = std::fs::read(&log_path).map_err(|e| {
+        Error::invalid(
+            "OptMem store",
+            format!("cannot read {}: {e}", log_path.display()),
+        )
+    })?;
+    let full = bytes.len() / LOG_RECORD;
+    let torn_bytes = (bytes.len() % LOG_RECORD) as u64;
+    let mut memories = Vec::with_capacity(full);
+    for (i, rec) in bytes.chunks_exact(LOG_RECORD).enumerate() {
+        let bad = |why: &str| Error::Corrupt {
+            table: "LOG.txt",
+            key: format!("record #{i} (byte {})", i * LOG_RECORD),
+            reason: why.to_string(),
+        };
+        let (body, nl) = rec.split_at(LOG_RECORD - 1);
+        if nl != b"\n" {
+            return Err(bad("does not end with a newline"));
+        }
+        let s = std::str::from_utf8(body).map_err(|_| bad("is not UTF-8"))?;
+        let s = s.trim_end_matches(' ');
+        let rest = s
+            .strip_prefix(&format!("#{i} "))
+            .ok_or_else(|| bad(&format!("does not start with \"#{i} \"")))?;
+        let (date, text) = rest
+            .split_once(' ')
+            .ok_or_else(|| bad("has no date and text"))?;
+        if date.len() != 10 {
+            return Err(bad("has no date YYYY-MM-DD"));
+        }
+        let t = parse_time(date).map_err(|_| bad(&format!("has a bad date {date:?}")))?;
+        validate_line(text, MAX_ENTRY_BYTES).map_err(|e| bad(&e.to_string()))?;
+        memories.push((t, text.to_string()));
+    }
+    let total = memories.len() as u64;
+    let mut summaries = Vec::new();
+    let tree_dir = dir.join("TREE");
+    if tree_dir.is_dir() {
+        let mut sizes = Vec::new();
+        for entry in std::fs::read_dir(&tree_dir)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let Ok(size) = name.parse::<u64>() else {
+                continue;
+            };
+            if size < 2 || !size.is_power_of_two() {
+                return Err(Error::Corrupt {
+                    table: "TREE",
+                    key: name.to_string(),
+                    reason: "a level file must be named by a power of two of at least 2".into(),
+                });
+            }
+            sizes.push(size);
+        }
+        sizes.sort_unstable();
+        for size in sizes {
+            let data = std::fs::read(tree_dir.join(size.to_string()))?;
+            for (k, rec) in data.chunks_exact(TREE_RECORD).enumerate() {
+                let lo = k as u64 * size;
+                let bad = |why: &str| Error::Corrupt {
+                    table: "TREE",
+                    key: format!("{size} record {k} (block {lo}-{})", lo + size - 1),
+                    reason: why.to_string(),
+                };
+                let (body, nl) = rec.split_at(TREE_RECORD - 1);
+                if nl != b"\n" {
+                    return Err(bad("does not end with a newline"));
+                }
+                let s = std::str::from_utf8(body).map_err(|_| bad("is not UTF-8"))?;
+                let s = s.trim_end_matches(' ');
+                if s.is_empty() {
+                    continue;
+                }
+                if lo + size > total {
+                    return Err(bad("summarizes memories past the end of the log"));
+                }
+                validate_line(s, MAX_ENTRY_BYTES).map_err(|e| bad(&e.to_string()))?;
+                summaries.push((Block::new(size.trailing_zeros() as u8, lo)?, s.to_string()));
+            }
+        }
+    }
+    Ok(OptMemStore {
+        memories,
+        summaries,
+        torn_bytes,
+    })
+}
+
+/// One line of a JSON Lines export.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum ExportLine {
+    /// The header: store format.
+    Store {
+        /// The store format.
+        format: u32,
+    },
+    /// A setting.
+    Config {
+        /// Its name.
+        name: String,
+        /// Its value.
+        value: u64,
+    },
+    /// A memory with its whole envelope.
+    Memory {
+        /// The scope it belongs to.
+        scope: String,
+        /// The memory.
+        #[serde(flatten)]
+        memory: Memory,
+    },
+    /// A summary node.
+    Summary {
+        /// The scope it belongs to.
+        scope: String,
+        /// First position.
+        lo: u64,
+        /// One past the last position.
+        hi: u64,
+        /// The summary.
+        #[serde(flatten)]
+        summary: Summary,
+    },
+}
+
+impl WriteTxn<'_> {
+    /// Fills an empty scope with memories and summaries as they were (ids, times, envelopes),
+    /// and makes every complete block without a summary pending.
+    pub(crate) fn restore_scope(
+        &mut self,
+        scope: &str,
+        memories: Vec<Memory>,
+        summaries: Vec<(Block, Summary)>,
+    ) -> Result<()> {
+        validate_scope(scope)?;
+        let mut meta = self.scope_or_create(scope)?;
+        if meta.count > 0 || meta.summaries > 0 {
+            return Err(Error::Conflict(format!(
+                "scope {scope:?} already holds {} memories; import into an empty scope (--scope NAME)",
+                meta.count
+            )));
+        }
+        let t = memories.len() as u64;
+        {
+            let mut log = self.tx.open_table(LOG)?;
+            for (i, m) in memories.iter().enumerate() {
+                if m.id != i as u64 {
+                    return Err(Error::invalid(
+                        "import",
+                        format!(
+                            "scope {scope}: memory #{} is out of order (expected #{i})",
+                            m.id
+                        ),
+                    ));
+                }
+                log.insert((meta.id, m.id), encode(m)?.as_slice())?;
+            }
+        }
+        let mut present = HashSet::new();
+        {
+            let mut tree = self.tx.open_table(TREE)?;
+            for (b, s) in &summaries {
+                if b.size() < 2 || b.hi() > t {
+                    return Err(Error::invalid(
+                        "import",
+                        format!("scope {scope}: summary {b} is outside the log of {t}"),
+                    ));
+                }
+                if !present.insert(*b) {
+                    return Err(Error::invalid(
+                        "import",
+                        format!("scope {scope}: summary {b} appears twice"),
+                    ));
+                }
+                tree.insert((meta.id, b.level(), b.lo()), encode(s)?.as_slice())?;
+            }
+        }
+        let mut pending_count = 0u64;
+        {
+            let mut pending = self.tx.open_table(PENDING)?;
+            let mut level = 1u8;
+            while level < 63 && (1u64 << level) <= t {
+                let size = 1u64 << level;
+                for k in 0..t / size {
+                    let b = Block::raw(level, k * size);
+                    if !present.contains(&b) {
+                        pending.insert((meta.id, level, b.lo()), ())?;
+                        pending_count += 1;
+                    }
+                }
+                level += 1;
+            }
+        }
+        meta.count = t;
+        meta.summaries = summaries.len() as u64;
+        meta.pending = pending_count;
+        self.put_scope(scope, &meta)
+    }
+
+    /// Imports a validated OptMem store into the empty `scope`: same ids, same summaries.
+    pub fn import_optmem(&mut self, scope: &str, src: &OptMemStore) -> Result<u64> {
+        let now = self.now;
+        let memories = src
+            .memories
+            .iter()
+            .enumerate()
+            .map(|(i, (t, text))| Memory {
+                id: i as u64,
+                observed_us: *t,
+                recorded_us: now,
+                text: text.clone(),
+                kind: Kind::Observation,
+                status: Status::Accepted,
+                source: Some("optmem-import".into()),
+                source_uri: None,
+                supersedes: Vec::new(),
+                conflicts_with: Vec::new(),
+                valid_until_us: None,
+            })
+            .collect();
+        let summaries = src
+            .summaries
+            .iter()
+            .map(|(b, text)| {
+                (
+                    *b,
+                    Summary {
+                        text: text.clone(),
+                        written_us: now,
+                        built_from: BuiltFrom::Imported,
+                        inputs_crc: 0,
+                    },
+                )
+            })
+            .collect();
+        self.restore_scope(scope, memories, summaries)?;
+        Ok(src.memories.len() as u64)
+    }
+}
+
+type ScopeContent = (Vec<Memory>, Vec<(Block, Summary)>);
+
+/// What a JSON Lines import brought in.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ImportSummary {
+    /// Scopes created.
+    pub scopes: usize,
+    /// Memories imported.
+    pub memories: u64,
+    /// Summaries imported.
+    pub summaries: u64,
+}
+
+impl Store {
+    /// Imports `YYYY-MM-DD text` lines into `scope` in one transaction.
+    pub fn import_lines(&self, scope: &str, input: &str) -> Result<crate::Appended> {
+        let cfg = self.config()?;
+        let items = parse_dated_lines(input, cfg.entry_bytes)?;
+        self.append(scope, items, None)
+    }
+
+    /// Migrates an OptMem directory into the empty `scope`. Returns the store read.
+    pub fn import_optmem(&self, scope: &str, dir: &Path) -> Result<OptMemStore> {
+        let src = read_optmem(dir)?;
+        if src.memories.is_empty() {
+            return Err(Error::invalid(
+                "OptMem store",
+                "LOG.txt holds no complete record",
+            ));
+        }
+        self.write(|tx| tx.import_optmem(scope, &src))?;
+        Ok(src)
+    }
+
+    /// Writes every setting, scope, memory and summary as JSON Lines.
+    pub fn export(&self, out: &mut dyn Write) -> Result<u64> {
+        self.read(|r| {
+            let mut n = 0u64;
+            let mut put = |line: &ExportLine, out: &mut dyn Write| -> Result<()> {
+                serde_json::to_writer(&mut *out, line).map_err(|e| Error::Io(e.into()))?;
+                out.write_all(b"\n")?;
+                n += 1;
+                Ok(())
+            };
+            put(
+                &ExportLine::Store {
+                    format: crate::schema::STORE_FORMAT,
+                },
+                out,
+            )?;
+            let cfg_table = r.open(CONFIG)?;
+            for name in CONFIG_NAMES {
+                if let Some(v) = redb::ReadableTable::get(&cfg_table, *name)? {
+                    let value: u64 = crate::codec::decode("config", name, v.value())?;
+                    put(
+                        &ExportLine::Config {
+                            name: name.to_string(),
+                            value,
+                        },
+                        out,
+                    )?;
+                }
+            }
+            for scope in r.scopes()? {
+                let count = r.count(&scope)?;
+                let mut lo = 0;
+                while lo < count {
+                    let hi = (lo + 4096).min(count);
+                    for m in r.memories(&scope, lo, hi)? {
+                        put(
+                            &ExportLine::Memory {
+                                scope: scope.clone(),
+                                memory: m,
+                            },
+                            out,
+                        )?;
+                    }
+                    lo = hi;
+                }
+                for node in r.nodes(&scope)? {
+                    put(
+                        &ExportLine::Summary {
+                            scope: scope.clone(),
+                            lo: node.block.lo(),
+                            hi: node.block.hi(),
+                            summary: node.summary,
+                        },
+                        out,
+                    )?;
+                }
+            }
+            Ok(n)
+        })
+    }
+
+    /// Imports a JSON Lines export. Every line is parsed and checked first; the scopes it names
+    /// must be empty here; then everything is written in one transaction.
+    pub fn import_jsonl(&self, input: &mut dyn BufRead) -> Result<ImportSummary> {
+        let mut configs = Vec::new();
+        let mut scopes: BTreeMap<String, ScopeContent> = BTreeMap::new();
+        let entry_limit = MAX_ENTRY_BYTES;
+        let mut line = String::new();
+        let mut n = 0usize;
+        loop {
+            line.clear();
+            let read = input
+                .read_line(&mut line)
+                .map_err(|e| Error::invalid("import", format!("line {}: {e}", n + 1)))?;
+            if read == 0 {
+                break;
+            }
+            n += 1;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let bad = |why: String| Error::invalid("import", format!("line {n}: {why}"));
+            let parsed: ExportLine = serde_json::from_str(&line).map_err(|e| bad(e.to_string()))?;
+            match parsed {
+                ExportLine::Store { format } => {
+                    if format > crate::schema::STORE_FORMAT {
+                        return Err(bad(format!(
+                            "export format {format} is newer than this engram"
+                        )));
+                    }
+                }
+                ExportLine::Config { name, value } => {
+                    validate_config(&name, &value.to_string()).map_err(|e| bad(e.to_string()))?;
+                    configs.push((name, value));
+                }
+                ExportLine::Memory { scope, memory } => {
+                    validate_scope(&scope).map_err(|e| bad(e.to_string()))?;
+                    validate_line(&memory.text, entry_limit).map_err(|e| bad(e.to_string()))?;
+                    let e = scopes.entry(scope).or_default();
+                    if memory.id != e.0.len() as u64 {
+                        return Err(bad(format!(
+                            "memory #{} is out of order (expected #{})",
+                            memory.id,
+                            e.0.len()
+                        )));
+                    }
+                    e.0.push(memory);
+                }
+                ExportLine::Summary {
+                    scope,
+                    lo,
+                    hi,
+                    summary,
+                } => {
+                    validate_scope(&scope).map_err(|e| bad(e.to_string()))?;
+                    validate_line(&summary.text, entry_limit).map_err(|e| bad(e.to_string()))?;
+                    let size = hi.saturating_sub(lo);
+                    if size < 2 || !size.is_power_of_two() {
+                        return Err(bad(format!("{lo}..{hi} is not a block")));
+                    }
+                    let b = Block::new(size.trailing_zeros() as u8, lo)
+                        .map_err(|e| bad(e.to_string()))?;
+                    scopes.entry(scope).or_default().1.push((b, summary));
+                }
+            }
+        }
+        let mut report = ImportSummary::default();
+        self.write(|tx| {
+            {
+                let mut t = tx.tx.open_table(CONFIG)?;
+                for (name, value) in &configs {
+                    t.insert(name.as_str(), encode(value)?.as_slice())?;
+                }
+            }
+            for (scope, (memories, summaries)) in scopes {
+                report.scopes += 1;
+                report.memories += memories.len() as u64;
+                report.summaries += summaries.len() as u64;
+                tx.restore_scope(&scope, memories, summaries)?;
+            }
+            Ok(())
+        })?;
+        Ok(report)
+    }
+}

@@ -1,0 +1,509 @@
+//! The raw log: append-only memories, keyed by (scope id, position), never rewritten.
+//! Appends cost O(new memories); reads are point gets and range scans; recall streams the log
+//! newest first with a linear-time regex.
+
+use std::fmt;
+
+use redb::ReadableTable;
+use serde::Serialize;
+
+use crate::codec::{decode, encode};
+use crate::db::{ReadTxn, Store, WriteTxn};
+use crate::error::{Error, Result};
+use crate::record::{IdemEntry, Kind, Memory, Status};
+use crate::schema::{IDEMPOTENCY, LOG, PENDING};
+use crate::text::{date_of, display_safe, validate_line};
+
+/// A memory to append. Only the text is required; the rest of the envelope has defaults.
+///
+/// ```
+/// use engram::{Kind, NewMemory};
+/// let m = NewMemory::new("deploys go through the staging branch")
+///     .kind(Kind::Decision)
+///     .source("user:alice");
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NewMemory {
+    /// The text: one line, at most `ENTRY_BYTES` bytes.
+    pub text: String,
+    /// Kind of claim (default observation).
+    pub kind: Kind,
+    /// Status (default accepted).
+    pub status: Option<Status>,
+    /// When it was observed (microseconds, UTC); default: the commit time.
+    pub observed_us: Option<i64>,
+    /// Source identity.
+    pub source: Option<String>,
+    /// Source URI.
+    pub source_uri: Option<String>,
+    /// Ids it supersedes (must be earlier memories of the same scope).
+    pub supersedes: Vec<u64>,
+    /// Ids it conflicts with (earlier memories of the same scope).
+    pub conflicts_with: Vec<u64>,
+    /// Expiry time (microseconds, UTC).
+    pub valid_until_us: Option<i64>,
+}
+
+impl NewMemory {
+    /// A memory with this text and default envelope.
+    pub fn new(text: impl Into<String>) -> Self {
+        NewMemory {
+            text: text.into(),
+            ..Default::default()
+        }
+    }
+    /// Sets the kind.
+    pub fn kind(mut self, k: Kind) -> Self {
+        self.kind = k;
+        self
+    }
+    /// Sets the status.
+    pub fn status(mut self, s: Status) -> Self {
+        self.status = Some(s);
+        self
+    }
+    /// Sets the observed time (microseconds since the epoch, UTC).
+    pub fn observed_us(mut self, t: i64) -> Self {
+        self.observed_us = Some(t);
+        self
+    }
+    /// Sets the source identity.
+    pub fn source(mut self, s: impl Into<String>) -> Self {
+        self.source = Some(s.into());
+        self
+    }
+    /// Sets the source URI.
+    pub fn source_uri(mut self, s: impl Into<String>) -> Self {
+        self.source_uri = Some(s.into());
+        self
+    }
+    /// Sets the ids this memory supersedes.
+    pub fn supersedes(mut self, ids: Vec<u64>) -> Self {
+        self.supersedes = ids;
+        self
+    }
+    /// Sets the ids this memory conflicts with.
+    pub fn conflicts_with(mut self, ids: Vec<u64>) -> Self {
+        self.conflicts_with = ids;
+        self
+    }
+    /// Sets the expiry time (microseconds since the epoch, UTC).
+    pub fn valid_until_us(mut self, t: i64) -> Self {
+        self.valid_until_us = Some(t);
+        self
+    }
+}
+
+/// The outcome of an append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Appended {
+    /// Id of the first memory appended.
+    pub first: u64,
+    /// How many were appended.
+    pub count: u64,
+    /// True when the idempotency key had been used already: nothing new was written and these
+    /// are the ids of the earlier append.
+    pub replayed: bool,
+}
+
+pub(crate) struct LogKey(pub u32, pub u64);
+impl fmt::Display for LogKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "(scope {}, #{})", self.0, self.1)
+    }
+}
+
+pub(crate) fn decode_memory(scope_id: u32, pos: u64, bytes: &[u8]) -> Result<Memory> {
+    let m: Memory = decode("log", &LogKey(scope_id, pos), bytes)?;
+    if m.id != pos {
+        return Err(Error::corrupt(
+            "log",
+            LogKey(scope_id, pos),
+            format!("the record says it is #{}", m.id),
+        ));
+    }
+    Ok(m)
+}
+
+/// Renders a memory as its wake/recall line: `#id YYYY-MM-DD text`.
+pub fn memory_line(m: &Memory) -> String {
+    format!(
+        "#{} {} {}",
+        m.id,
+        date_of(m.observed_us),
+        display_safe(&m.text)
+    )
+}
+
+const MAX_FIELD_BYTES: usize = 1024;
+
+fn validate_field(what: &'static str, v: &Option<String>) -> Result<()> {
+    if let Some(s) = v {
+        if s.is_empty() || s.len() > MAX_FIELD_BYTES || s.chars().any(|c| c.is_control()) {
+            return Err(Error::invalid(
+                what,
+                format!("must be 1 to {MAX_FIELD_BYTES} bytes without control characters"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks an idempotency key: 1 to 256 bytes, no control characters.
+pub fn validate_key(key: &str) -> Result<()> {
+    if key.is_empty() || key.len() > 256 || key.chars().any(|c| c.is_control()) {
+        return Err(Error::invalid(
+            "idempotency key",
+            "must be 1 to 256 bytes without control characters",
+        ));
+    }
+    Ok(())
+}
+
+impl WriteTxn<'_> {
+    /// Appends one memory to `scope` (created if new) and returns its id.
+    pub fn note(&mut self, scope: &str, m: NewMemory) -> Result<u64> {
+        Ok(self.append(scope, vec![m], None)?.first)
+    }
+
+    /// Appends memories to `scope` in this transaction. With `key`, a second append with the same
+    /// key and the same texts writes nothing and returns the first one's ids (`replayed`); the
+    /// same key with other texts is a [`Error::Conflict`].
+    pub fn append(
+        &mut self,
+        scope: &str,
+        items: Vec<NewMemory>,
+        key: Option<&str>,
+    ) -> Result<Appended> {
+        if items.is_empty() {
+            return Err(Error::invalid("append", "nothing to append"));
+        }
+        let cfg = self.config()?;
+        let mut crc = crc32fast::Hasher::new();
+        for m in &items {
+            validate_line(&m.text, cfg.entry_bytes)?;
+            validate_field("source", &m.source)?;
+            validate_field("source URI", &m.source_uri)?;
+            crc.update(m.text.as_bytes());
+            crc.update(b"\n");
+        }
+        let texts_crc = crc.finalize();
+        if let Some(k) = key {
+            validate_key(k)?;
+        }
+        let mut meta = self.scope_or_create(scope)?;
+        if let Some(k) = key {
+            let t = self.tx.open_table(IDEMPOTENCY)?;
+            let found = match t.get((meta.id, k))? {
+                Some(v) => Some(decode::<IdemEntry>("idempotency", &k, v.value())?),
+                None => None,
+            };
+            drop(t);
+            if let Some(e) = found {
+                if e.texts_crc == texts_crc && e.count == items.len() as u64 {
+                    return Ok(Appended {
+                        first: e.first,
+                        count: e.count,
+                        replayed: true,
+                    });
+                }
+                return Err(Error::Conflict(format!(
+                    "idempotency key {k:?} was used for a different append (#{} and {} more)",
+                    e.first,
+                    e.count.saturating_sub(1)
+                )));
+            }
+        }
+        let first = meta.count;
+        let mut log = self.tx.open_table(LOG)?;
+        let mut pending = self.tx.open_table(PENDING)?;
+        let mut added_pending = 0u64;
+        for (i, m) in items.iter().enumerate() {
+            let id = first + i as u64;
+            for r in m.supersedes.iter().chain(&m.conflicts_with) {
+                if *r >= id {
+                    return Err(Error::invalid(
+                        "link",
+                        format!("#{id} can only refer to earlier memories, not #{r}"),
+                    ));
+                }
+            }
+            let rec = Memory {
+                id,
+                observed_us: m.observed_us.unwrap_or(self.now),
+                recorded_us: self.now,
+                text: m.text.clone(),
+                kind: m.kind,
+                status: m.status.unwrap_or_default(),
+                source: m.source.clone(),
+                source_uri: m.source_uri.clone(),
+                supersedes: m.supersedes.clone(),
+                conflicts_with: m.conflicts_with.clone(),
+                valid_until_us: m.valid_until_us,
+            };
+            log.insert((meta.id, id), encode(&rec)?.as_slice())?;
+            // Every block that this memory completes becomes pending.
+            let t = id + 1;
+            let mut level = 1u8;
+            while level < 63 && t % (1u64 << level) == 0 {
+                pending.insert((meta.id, level, t - (1u64 << level)), ())?;
+                added_pending += 1;
+                level += 1;
+            }
+        }
+        drop(log);
+        drop(pending);
+        let count = items.len() as u64;
+        meta.count += count;
+        meta.pending += added_pending;
+        self.put_scope(scope, &meta)?;
+        if let Some(k) = key {
+            let mut t = self.tx.open_table(IDEMPOTENCY)?;
+            let e = IdemEntry {
+                first,
+                count,
+                texts_crc,
+            };
+            t.insert((meta.id, k), encode(&e)?.as_slice())?;
+        }
+        Ok(Appended {
+            first,
+            count,
+            replayed: false,
+        })
+    }
+
+    /// Reads one memory as of this transaction.
+    pub fn memory(&self, scope: &str, id: u64) -> Result<Memory> {
+        let meta = self.scope_meta(scope)?;
+        let count = meta.as_ref().map(|m| m.count).unwrap_or(0);
+        let Some(meta) = meta.filter(|_| id < count) else {
+            return Err(Error::OutOfRange {
+                asked: format!("#{id}"),
+                count,
+            });
+        };
+        let t = self.tx.open_table(LOG)?;
+        get_memory(&t, meta.id, id)
+    }
+}
+
+pub(crate) fn get_memory<T: ReadableTable<(u32, u64), &'static [u8]>>(
+    t: &T,
+    scope_id: u32,
+    id: u64,
+) -> Result<Memory> {
+    match t.get((scope_id, id))? {
+        Some(v) => decode_memory(scope_id, id, v.value()),
+        None => Err(Error::corrupt(
+            "log",
+            LogKey(scope_id, id),
+            "missing: the log is not dense",
+        )),
+    }
+}
+
+/// A recall query. Only the pattern is required.
+#[derive(Debug, Clone)]
+pub struct RecallQuery {
+    /// The regex, matched case-insensitively against `#id YYYY-MM-DD text`.
+    pub pattern: String,
+    /// Show at most this many matches (newest first when cut).
+    pub limit: Option<usize>,
+    /// Only memories observed at or after this time (microseconds).
+    pub since_us: Option<i64>,
+    /// Only memories observed before this time (microseconds).
+    pub until_us: Option<i64>,
+    /// Only memories of this kind.
+    pub kind: Option<Kind>,
+    /// Byte budget of the shown lines (default 20,000).
+    pub max_bytes: usize,
+}
+
+impl RecallQuery {
+    /// A query for `pattern` with the default budget.
+    pub fn new(pattern: impl Into<String>) -> Self {
+        RecallQuery {
+            pattern: pattern.into(),
+            limit: None,
+            since_us: None,
+            until_us: None,
+            kind: None,
+            max_bytes: 20_000,
+        }
+    }
+}
+
+/// What recall found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Recall {
+    /// The newest matches that fit the budget, oldest first.
+    pub matches: Vec<Memory>,
+    /// How many memories matched in all.
+    pub total: u64,
+}
+
+impl Recall {
+    /// Renders recall's text output: the lines, then `N matches.`, `Newest K of N matches.
+    /// Narrow the regex.` or `No match.`
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for m in &self.matches {
+            out.push_str(&memory_line(m));
+            out.push('\n');
+        }
+        let shown = self.matches.len() as u64;
+        if self.total == 0 {
+            out.push_str("No match.\n");
+        } else if shown == self.total {
+            out.push_str(&format!(
+                "{} match{}.\n",
+                self.total,
+                if self.total == 1 { "" } else { "es" }
+            ));
+        } else {
+            out.push_str(&format!(
+                "Newest {shown} of {} matches. Narrow the regex.\n",
+                self.total
+            ));
+        }
+        out
+    }
+}
+
+/// Compiles a recall pattern: case-insensitive, linear time, with a bound on its compiled size.
+pub fn compile_pattern(p: &str) -> Result<regex::Regex> {
+    if p.is_empty() {
+        return Err(Error::invalid("regex", "it is empty"));
+    }
+    regex::RegexBuilder::new(p)
+        .case_insensitive(true)
+        .size_limit(1 << 20)
+        .dfa_size_limit(4 << 20)
+        .nest_limit(64)
+        .build()
+        .map_err(|e| Error::invalid("regex", e.to_string().replace('\n', " ")))
+}
+
+impl ReadTxn {
+    /// Reads one memory.
+    pub fn memory(&self, scope: &str, id: u64) -> Result<Memory> {
+        let meta = self.scope_meta(scope)?;
+        let count = meta.as_ref().map(|m| m.count).unwrap_or(0);
+        let Some(meta) = meta.filter(|_| id < count) else {
+            return Err(Error::OutOfRange {
+                asked: format!("#{id}"),
+                count,
+            });
+        };
+        get_memory(&self.open(LOG)?, meta.id, id)
+    }
+
+    /// Reads the memories with ids in `[lo, hi)` (clipped to the log).
+    pub fn memories(&self, scope: &str, lo: u64, hi: u64) -> Result<Vec<Memory>> {
+        let Some(meta) = self.scope_meta(scope)? else {
+            return Ok(Vec::new());
+        };
+        let hi = hi.min(meta.count);
+        let mut out = Vec::new();
+        if lo >= hi {
+            return Ok(out);
+        }
+        for item in self.open(LOG)?.range((meta.id, lo)..(meta.id, hi))? {
+            let (k, v) = item?;
+            let (_, pos) = k.value();
+            out.push(decode_memory(meta.id, pos, v.value())?);
+        }
+        Ok(out)
+    }
+
+    /// Finds memories whose line matches the query, streaming the log newest first.
+    pub fn recall(&self, scope: &str, q: &RecallQuery) -> Result<Recall> {
+        let re = compile_pattern(&q.pattern)?;
+        let mut found = Vec::new();
+        let mut total = 0u64;
+        let Some(meta) = self.scope_meta(scope)? else {
+            return Ok(Recall {
+                matches: found,
+                total,
+            });
+        };
+        let limit = q.limit.unwrap_or(usize::MAX);
+        let mut bytes = 0usize;
+        let mut collecting = true;
+        let mut line = String::new();
+        for item in self
+            .open(LOG)?
+            .range((meta.id, 0)..(meta.id, meta.count))?
+            .rev()
+        {
+            let (k, v) = item?;
+            let (_, pos) = k.value();
+            let m = decode_memory(meta.id, pos, v.value())?;
+            if q.kind.is_some_and(|k| k != m.kind)
+                || q.since_us.is_some_and(|s| m.observed_us < s)
+                || q.until_us.is_some_and(|u| m.observed_us >= u)
+            {
+                continue;
+            }
+            line.clear();
+            use std::fmt::Write;
+            let _ = write!(
+                line,
+                "#{} {} {}",
+                m.id,
+                date_of(m.observed_us),
+                display_safe(&m.text)
+            );
+            if !re.is_match(&line) {
+                continue;
+            }
+            total += 1;
+            if collecting {
+                if found.len() < limit && bytes + line.len() < q.max_bytes {
+                    bytes += line.len() + 1;
+                    found.push(m);
+                } else {
+                    collecting = false;
+                }
+            }
+        }
+        found.reverse();
+        Ok(Recall {
+            matches: found,
+            total,
+        })
+    }
+}
+
+impl Store {
+    /// Appends one memory; see [`WriteTxn::note`].
+    pub fn note(&self, scope: &str, m: NewMemory) -> Result<u64> {
+        self.write(|tx| tx.note(scope, m))
+    }
+
+    /// Appends many memories in one commit; see [`WriteTxn::append`].
+    pub fn append(
+        &self,
+        scope: &str,
+        items: Vec<NewMemory>,
+        key: Option<&str>,
+    ) -> Result<Appended> {
+        self.write(|tx| tx.append(scope, items, key))
+    }
+
+    /// Number of memories in `scope`.
+    pub fn count(&self, scope: &str) -> Result<u64> {
+        self.read(|r| r.count(scope))
+    }
+
+    /// Reads one memory.
+    pub fn memory(&self, scope: &str, id: u64) -> Result<Memory> {
+        self.read(|r| r.memory(scope, id))
+    }
+
+    /// Runs a recall query.
+    pub fn recall(&self, scope: &str, q: &RecallQuery) -> Result<Recall> {
+        self.read(|r| r.recall(scope, q))
+    }
+}

@@ -1,0 +1,713 @@
+//! `engram`: the command line over the engram library. Every verb is one library call; this file
+//! only parses arguments, reads stdin and files, and prints. See docs/cli.md.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
+use engram::{
+    text, Block, Error, Kind, NapOutcome, NewMemory, Options, RecallQuery, Status, Store,
+    WakeOptions,
+};
+
+/// engram: durable memory for coding agents.
+#[derive(Parser, Debug)]
+#[command(name = "engram", version, about, long_about = None, max_term_width = 100)]
+struct Cli {
+    /// The store file [default: ~/.engram/memory.redb]
+    #[arg(long, global = true, env = "ENGRAM_DB", value_name = "PATH")]
+    db: Option<PathBuf>,
+    /// The memory stream to use
+    #[arg(
+        long,
+        global = true,
+        env = "ENGRAM_SCOPE",
+        default_value = "default",
+        value_name = "NAME"
+    )]
+    scope: String,
+    /// Print JSON (wake, zoom, recall, pending, stats, verify, config)
+    #[arg(long, global = true)]
+    json: bool,
+    /// Milliseconds a writer waits for another before failing as busy
+    #[arg(
+        long,
+        global = true,
+        env = "ENGRAM_BUSY_TIMEOUT_MS",
+        default_value_t = 10_000,
+        value_name = "MS"
+    )]
+    busy_timeout_ms: u64,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Create the store (idempotent) and print the instructions to paste into AGENTS.md
+    Init,
+    /// Record one memory: `engram note "text"`, or `engram note -` to read it from stdin
+    Note {
+        /// The memory (one line), or - to read it from stdin
+        text: String,
+        /// Idempotency key: a retry with the same key returns the same id
+        #[arg(long)]
+        key: Option<String>,
+        /// statement | observation | inference | decision | task
+        #[arg(long, default_value = "observation")]
+        kind: String,
+        /// proposed | accepted | superseded | deprecated | retracted
+        #[arg(long)]
+        status: Option<String>,
+        /// Who or what this came from
+        #[arg(long)]
+        source: Option<String>,
+        /// Where it came from (URL, path)
+        #[arg(long)]
+        uri: Option<String>,
+        /// When it was observed (YYYY-MM-DD or RFC 3339; default now)
+        #[arg(long)]
+        observed: Option<String>,
+        /// When it stops being valid (YYYY-MM-DD or RFC 3339)
+        #[arg(long)]
+        valid_until: Option<String>,
+        /// Id of an earlier memory this one replaces (repeatable)
+        #[arg(long)]
+        supersedes: Vec<u64>,
+        /// Id of an earlier memory this one contradicts (repeatable)
+        #[arg(long)]
+        conflicts_with: Vec<u64>,
+    },
+    /// List the blocks waiting for a summary, one `lo-hi` per line, in the order they are offered
+    Pending {
+        /// Show at most N
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+    /// Print the next merge prompt, or answer one: `engram nap LO-HI "summary"` (- reads stdin)
+    Nap {
+        /// The block answered (as printed in the prompt)
+        block: Option<String>,
+        /// The one-line summary, or - to read it from stdin
+        text: Option<String>,
+        /// Print up to N independent merge prompts to answer together with --apply
+        #[arg(long, value_name = "N", conflicts_with_all = ["block", "apply"])]
+        batch: Option<usize>,
+        /// Store a file of `LO-HI<TAB>summary` lines in one transaction (- for stdin)
+        #[arg(long, value_name = "FILE", conflicts_with = "block")]
+        apply: Option<String>,
+    },
+    /// Print your memory: recent memories raw, older ones summarized, within a budget
+    Wake {
+        /// Which part to print (from 1)
+        part: Option<usize>,
+        /// The number of memories the first part reported (pins the snapshot)
+        total: Option<u64>,
+        /// Budget in lines of memory [default: WAKE_LINES, 96]
+        #[arg(long)]
+        lines: Option<usize>,
+        /// Budget in bytes for the whole output [default: WAKE_BYTES, none]
+        #[arg(long)]
+        bytes: Option<usize>,
+    },
+    /// Open a block: print its two halves
+    Zoom {
+        /// The block, e.g. 16-31
+        block: String,
+    },
+    /// Find memories whose line `#id date text` matches a regex (case-insensitive)
+    Recall {
+        /// The regex
+        pattern: String,
+        /// Show at most N matches (the newest)
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Only memories observed on or after this date
+        #[arg(long)]
+        since: Option<String>,
+        /// Only memories observed before this date
+        #[arg(long)]
+        until: Option<String>,
+        /// Only memories of this kind
+        #[arg(long)]
+        kind: Option<String>,
+    },
+    /// Drop the summary of a block and of every block built on it, so they can be rebuilt
+    Forget {
+        /// The block, e.g. 2-3
+        block: String,
+    },
+    /// Import `YYYY-MM-DD text` lines (FILE or -), an OptMem store (--optmem DIR), or an export (--jsonl FILE)
+    Import {
+        /// A file of `YYYY-MM-DD text` lines, or - for stdin
+        #[arg(required_unless_present_any = ["optmem", "jsonl"])]
+        file: Option<String>,
+        /// Migrate an OptMem directory (LOG.txt and TREE/) into the (empty) scope
+        #[arg(long, value_name = "DIR", conflicts_with_all = ["file", "jsonl"])]
+        optmem: Option<PathBuf>,
+        /// Import a JSON Lines export (- for stdin)
+        #[arg(long, value_name = "FILE", conflicts_with = "file")]
+        jsonl: Option<String>,
+    },
+    /// Write every scope, memory and summary as JSON Lines to stdout
+    Export,
+    /// Show the settings, or set one: `engram config RAW_MAX=32`
+    Config {
+        /// NAME=VALUE to set
+        setting: Option<String>,
+    },
+    /// Counts per scope, file size, bytes per memory
+    Stats,
+    /// Check the file and every invariant; exits non-zero with a report if anything is wrong
+    Verify,
+}
+
+const INSTRUCTIONS: &str = "\
+## Memory (engram)
+
+You have a durable memory that outlives this session. Use it like this:
+
+1. At the start of every session, before anything else, run `engram wake` and read all of it.
+   If it ends with `Not awake yet. Run: ...`, run that command, until it says `You are awake.`
+2. Whenever you learn something new that will still matter later (a decision, a preference of
+   the user, a fact about the project, a fix that worked, a mistake to avoid), record it at once
+   as one short line: `engram note - <<'EOF'` then the line then `EOF`. Reading the note from
+   stdin keeps the shell from interpreting it.
+3. When engram prints a merge prompt, do the merge before your next action: write one line that
+   keeps what will last and invents nothing, and run the command the prompt ends with.
+4. To dig into the past: `engram recall REGEX` finds exact wording; `engram zoom LO-HI` opens a
+   summarized block.
+5. Never edit the store file by hand; only these commands change it.
+6. Subagents must not write memory: only the main agent runs `note` and `nap`.
+";
+
+fn main() -> ExitCode {
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!(
+            "engram: internal error ({info}). Nothing unacknowledged was written; please report this."
+        );
+    }));
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
+    let mut out = std::io::stdout().lock();
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run(&cli, &matches, &mut out)
+    })) {
+        Ok(Ok(code)) => {
+            let _ = out.flush();
+            ExitCode::from(code)
+        }
+        Ok(Err(Error::Io(e))) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            // The reader went away (`engram ... | head`); what was committed stays committed.
+            ExitCode::SUCCESS
+        }
+        Ok(Err(e)) => {
+            let _ = out.flush();
+            eprintln!("engram: {}", text::display_safe(&e.to_string()));
+            ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(1))
+        }
+        Err(_) => ExitCode::from(70),
+    }
+}
+
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_./:@-+=,".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// How the agent should invoke engram in `Run:` lines: with `--db`/`--scope` when they were
+/// given on the command line (an environment variable is assumed to stay set).
+fn command_prefix(cli: &Cli, m: &ArgMatches) -> String {
+    let mut cmd = String::from("engram");
+    if m.value_source("db") == Some(ValueSource::CommandLine) {
+        if let Some(db) = &cli.db {
+            cmd.push_str(&format!(" --db {}", shell_quote(&db.to_string_lossy())));
+        }
+    }
+    if m.value_source("scope") == Some(ValueSource::CommandLine)
+        && cli.scope != engram::DEFAULT_SCOPE
+    {
+        cmd.push_str(&format!(" --scope {}", shell_quote(&cli.scope)));
+    }
+    cmd
+}
+
+fn db_path(cli: &Cli) -> Result<PathBuf, Error> {
+    if let Some(p) = &cli.db {
+        return Ok(p.clone());
+    }
+    match std::env::var_os("HOME") {
+        Some(h) if !h.is_empty() => Ok(Path::new(&h).join(".engram").join("memory.redb")),
+        _ => Err(Error::Invalid {
+            what: "store path",
+            reason: "HOME is not set; pass --db PATH or set ENGRAM_DB".into(),
+        }),
+    }
+}
+
+/// Reads stdin as one line of text: valid UTF-8, at most 1 MiB, one trailing newline dropped.
+fn read_stdin_line() -> Result<String, Error> {
+    let mut buf = Vec::new();
+    std::io::stdin()
+        .lock()
+        .take(1 << 20 | 1)
+        .read_to_end(&mut buf)?;
+    if buf.len() > 1 << 20 {
+        return Err(Error::Invalid {
+            what: "text",
+            reason: "stdin holds more than 1 MiB".into(),
+        });
+    }
+    let mut s = String::from_utf8(buf).map_err(|e| Error::Invalid {
+        what: "text",
+        reason: format!(
+            "stdin is not valid UTF-8 (at byte {})",
+            e.utf8_error().valid_up_to()
+        ),
+    })?;
+    if s.ends_with('\n') {
+        s.pop();
+        if s.ends_with('\r') {
+            s.pop();
+        }
+    }
+    Ok(s)
+}
+
+fn read_input(file: &str) -> Result<String, Error> {
+    let bytes = if file == "-" {
+        let mut b = Vec::new();
+        std::io::stdin().lock().read_to_end(&mut b)?;
+        b
+    } else {
+        std::fs::read(file).map_err(|e| Error::Invalid {
+            what: "file",
+            reason: format!("cannot read {file}: {e}"),
+        })?
+    };
+    String::from_utf8(bytes).map_err(|e| Error::Invalid {
+        what: "file",
+        reason: format!(
+            "{file} is not valid UTF-8 (at byte {})",
+            e.utf8_error().valid_up_to()
+        ),
+    })
+}
+
+fn json(out: &mut dyn Write, v: &impl serde::Serialize) -> Result<(), Error> {
+    serde_json::to_writer_pretty(&mut *out, v).map_err(|e| Error::Io(e.into()))?;
+    writeln!(out)?;
+    Ok(())
+}
+
+fn print_next_prompt(
+    store: &Store,
+    scope: &str,
+    cmd: &str,
+    out: &mut dyn Write,
+    nothing: bool,
+) -> Result<(), Error> {
+    match store.next_prompt(scope)? {
+        Some(p) => write!(out, "{}", p.render(cmd))?,
+        None => {
+            if store.read(|r| r.pending_count(scope))? > 0 {
+                writeln!(
+                    out,
+                    "The next pending merge cannot be built: run `{cmd} verify`."
+                )?;
+            } else if nothing {
+                writeln!(out, "Nothing left to compress.")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
+    let path = db_path(cli)?;
+    let opts = Options::default().busy_timeout(Duration::from_millis(cli.busy_timeout_ms));
+    let cmd = command_prefix(cli, m);
+    let scope = cli.scope.as_str();
+    engram::validate_scope(scope)?;
+    if let Cmd::Init = cli.cmd {
+        let existed = Store::exists(&path);
+        let store = Store::create_with(&path, opts)?;
+        if existed {
+            writeln!(
+                out,
+                "engram store already exists at {}.",
+                store.path().display()
+            )?;
+        } else {
+            writeln!(out, "Created engram store at {}.", store.path().display())?;
+        }
+        writeln!(out, "Paste this into AGENTS.md or CLAUDE.md:\n")?;
+        write!(
+            out,
+            "{}",
+            INSTRUCTIONS.replace("`engram ", &format!("`{cmd} "))
+        )?;
+        return Ok(0);
+    }
+    let mut store = Store::open_with(&path, opts)?;
+    match &cli.cmd {
+        Cmd::Init => unreachable_init(),
+        Cmd::Note {
+            text: t,
+            key,
+            kind,
+            status,
+            source,
+            uri,
+            observed,
+            valid_until,
+            supersedes,
+            conflicts_with,
+        } => {
+            let t = if t == "-" {
+                read_stdin_line()?
+            } else {
+                t.clone()
+            };
+            let mut mem = NewMemory::new(t).kind(kind.parse::<Kind>()?);
+            if let Some(s) = status {
+                mem = mem.status(s.parse::<Status>()?);
+            }
+            if let Some(s) = source {
+                mem = mem.source(s.clone());
+            }
+            if let Some(u) = uri {
+                mem = mem.source_uri(u.clone());
+            }
+            if let Some(o) = observed {
+                mem = mem.observed_us(text::parse_time(o)?);
+            }
+            if let Some(v) = valid_until {
+                mem = mem.valid_until_us(text::parse_time(v)?);
+            }
+            mem = mem
+                .supersedes(supersedes.clone())
+                .conflicts_with(conflicts_with.clone());
+            let a = store.append(scope, vec![mem], key.as_deref())?;
+            writeln!(out, "Saved as #{}.", a.first)?;
+            print_next_prompt(&store, scope, &cmd, out, false)?;
+        }
+        Cmd::Pending { limit } => {
+            let p = store.pending(scope, *limit)?;
+            if cli.json {
+                json(out, &p.iter().map(|b| b.to_string()).collect::<Vec<_>>())?;
+            } else {
+                for b in p {
+                    writeln!(out, "{b}")?;
+                }
+            }
+        }
+        Cmd::Nap {
+            block,
+            text: t,
+            batch,
+            apply,
+        } => {
+            if let Some(n) = batch {
+                let prompts = store.read(|r| r.prompts(scope, (*n).max(1)))?;
+                if cli.json {
+                    json(out, &prompts)?;
+                } else if prompts.is_empty() {
+                    writeln!(out, "Nothing left to compress.")?;
+                } else {
+                    let limit = prompts.first().map(|p| p.entry_bytes).unwrap_or(280);
+                    writeln!(out, "{} independent merges. Summarize each block in ONE line of at most {limit} bytes that keeps what will still matter later and invents nothing.", prompts.len())?;
+                    for p in &prompts {
+                        writeln!(out, "== {}", p.block)?;
+                        for i in &p.inputs {
+                            let line = match i {
+                                engram::PromptInput::Memory(mm) => engram::memory_line(mm),
+                                engram::PromptInput::Summary { block, summary } => {
+                                    engram::summary_line(*block, summary)
+                                }
+                            };
+                            writeln!(out, "{line}")?;
+                        }
+                    }
+                    writeln!(out, "Write the answers to a file, one line per merge: LO-HI, a tab, the summary.")?;
+                    writeln!(out, "Run: {cmd} nap --apply FILE")?;
+                }
+                return Ok(0);
+            }
+            if let Some(file) = apply {
+                let input = read_input(file)?;
+                let mut entries = Vec::new();
+                for (i, line) in input.lines().enumerate() {
+                    if line.trim().is_empty() {
+                        continue;
+                    }
+                    let (b, s) = line.split_once('\t').ok_or_else(|| Error::Invalid {
+                        what: "batch",
+                        reason: format!("line {}: expected LO-HI, a tab, then the summary", i + 1),
+                    })?;
+                    let b: Block = b.parse().map_err(|e| Error::Invalid {
+                        what: "batch",
+                        reason: format!("line {}: {e}", i + 1),
+                    })?;
+                    entries.push((b, s.to_string()));
+                }
+                let done = store.nap_many(scope, entries)?;
+                let saved: Vec<String> = done
+                    .iter()
+                    .filter(|d| d.1 == NapOutcome::Saved)
+                    .map(|d| d.0.to_string())
+                    .collect();
+                let settled: Vec<String> = done
+                    .iter()
+                    .filter(|d| d.1 == NapOutcome::AlreadySettled)
+                    .map(|d| d.0.to_string())
+                    .collect();
+                writeln!(
+                    out,
+                    "Saved {} summaries{}{}.",
+                    saved.len(),
+                    if saved.is_empty() { "" } else { ": " },
+                    saved.join(", ")
+                )?;
+                if !settled.is_empty() {
+                    writeln!(out, "Already settled: {}.", settled.join(", "))?;
+                }
+                print_next_prompt(&store, scope, &cmd, out, true)?;
+                return Ok(0);
+            }
+            match (block, t) {
+                (None, _) => print_next_prompt(&store, scope, &cmd, out, true)?,
+                (Some(_), None) => {
+                    return Err(Error::Invalid { what: "nap", reason: format!("give the summary: {cmd} nap LO-HI \"<your line>\" (or - to read it from stdin)") })
+                }
+                (Some(b), Some(t)) => {
+                    let b: Block = b.parse()?;
+                    let t = if t == "-" { read_stdin_line()? } else { t.clone() };
+                    match store.nap(scope, b, &t)? {
+                        NapOutcome::AlreadySettled => writeln!(out, "{b} is already settled.")?,
+                        _ => {
+                            writeln!(out, "Saved {b}.")?;
+                            print_next_prompt(&store, scope, &cmd, out, true)?;
+                        }
+                    }
+                }
+            }
+        }
+        Cmd::Wake {
+            part,
+            total,
+            lines,
+            bytes,
+        } => {
+            let w = WakeOptions {
+                lines: *lines,
+                bytes: *bytes,
+                part: part.unwrap_or(1),
+                snapshot: *total,
+                cmd: cmd.clone(),
+            };
+            if w.part == 0 {
+                return Err(Error::Invalid {
+                    what: "part",
+                    reason: "parts are numbered from 1".into(),
+                });
+            }
+            if cli.json {
+                json(out, &store.wake(scope, &w)?)?;
+            } else {
+                write!(out, "{}", store.wake_text(scope, &w)?)?;
+            }
+        }
+        Cmd::Zoom { block } => {
+            let b: Block = block.parse()?;
+            let z = store.zoom(scope, b)?;
+            if cli.json {
+                json(out, &z)?;
+            } else {
+                for e in z {
+                    writeln!(out, "{}", e.line())?;
+                }
+            }
+        }
+        Cmd::Recall {
+            pattern,
+            limit,
+            since,
+            until,
+            kind,
+        } => {
+            let mut q = RecallQuery::new(pattern.clone());
+            q.limit = *limit;
+            q.since_us = since.as_deref().map(text::parse_time).transpose()?;
+            q.until_us = until.as_deref().map(text::parse_time).transpose()?;
+            q.kind = kind.as_deref().map(str::parse::<Kind>).transpose()?;
+            let r = store.recall(scope, &q)?;
+            if cli.json {
+                json(out, &r)?;
+            } else {
+                write!(out, "{}", r.render())?;
+            }
+        }
+        Cmd::Forget { block } => {
+            let b: Block = block.parse()?;
+            let removed = store.forget(scope, b)?;
+            if removed.is_empty() {
+                writeln!(out, "No summary to forget in {b}.")?;
+            } else {
+                let names: Vec<String> = removed.iter().map(|b| b.to_string()).collect();
+                writeln!(
+                    out,
+                    "Forgot {} summar{}: {}. The log is untouched; run `{cmd} nap` to rebuild.",
+                    removed.len(),
+                    if removed.len() == 1 { "y" } else { "ies" },
+                    names.join(", ")
+                )?;
+            }
+        }
+        Cmd::Import {
+            file,
+            optmem,
+            jsonl,
+        } => {
+            if let Some(dir) = optmem {
+                let src = store.import_optmem(scope, dir)?;
+                write!(
+                    out,
+                    "Imported {} memories and {} summaries from {}",
+                    src.memories.len(),
+                    src.summaries.len(),
+                    dir.display()
+                )?;
+                if src.torn_bytes > 0 {
+                    write!(
+                        out,
+                        " (ignored a torn last record of {} bytes)",
+                        src.torn_bytes
+                    )?;
+                }
+                writeln!(out, ".")?;
+            } else if let Some(f) = jsonl {
+                let input = read_input(f)?;
+                let r = store.import_jsonl(&mut input.as_bytes())?;
+                writeln!(
+                    out,
+                    "Imported {} memories and {} summaries in {} scopes.",
+                    r.memories, r.summaries, r.scopes
+                )?;
+            } else if let Some(f) = file {
+                let input = read_input(f)?;
+                let a = store.import_lines(scope, &input)?;
+                writeln!(
+                    out,
+                    "Imported {} memories, #{} to #{}.",
+                    a.count,
+                    a.first,
+                    a.first + a.count - 1
+                )?;
+            }
+        }
+        Cmd::Export => {
+            store.export(out)?;
+        }
+        Cmd::Config { setting } => {
+            if let Some(s) = setting {
+                let (name, value) = s.split_once('=').ok_or_else(|| Error::Invalid {
+                    what: "config",
+                    reason: format!(
+                        "expected NAME=VALUE, e.g. RAW_MAX=32; names: {}",
+                        engram::CONFIG_NAMES.join(", ")
+                    ),
+                })?;
+                let v = store.set_config(name.trim(), value)?;
+                writeln!(out, "{}={v}", name.trim())?;
+            } else {
+                let c = store.config()?;
+                if cli.json {
+                    json(out, &c)?;
+                } else {
+                    writeln!(
+                        out,
+                        "ENTRY_BYTES={}\nRAW_MAX={}\nWAKE_LINES={}\nWAKE_BYTES={}",
+                        c.entry_bytes, c.raw_max, c.wake_lines, c.wake_bytes
+                    )?;
+                }
+            }
+        }
+        Cmd::Stats => {
+            let stats = store.read(|r| r.stats())?;
+            let file_bytes = std::fs::metadata(store.path())?.len();
+            let memories: u64 = stats.iter().map(|s| s.memories).sum();
+            let per = if memories > 0 {
+                file_bytes as f64 / memories as f64
+            } else {
+                0.0
+            };
+            if cli.json {
+                json(
+                    out,
+                    &serde_json::json!({
+                        "scopes": stats, "file_bytes": file_bytes, "memories": memories,
+                        "bytes_per_memory": per,
+                    }),
+                )?;
+            } else {
+                for s in &stats {
+                    writeln!(
+                        out,
+                        "scope {}: {} memories, {} summaries, {} pending",
+                        s.scope, s.memories, s.summaries, s.pending
+                    )?;
+                }
+                writeln!(
+                    out,
+                    "file {}: {file_bytes} bytes, {memories} memories, {per:.1} bytes per memory",
+                    store.path().display()
+                )?;
+            }
+        }
+        Cmd::Verify => {
+            let r = store.verify()?;
+            if cli.json {
+                json(out, &r)?;
+            } else {
+                for p in &r.problems {
+                    writeln!(out, "PROBLEM: {}", text::display_safe(p))?;
+                }
+                if r.ok() {
+                    writeln!(
+                        out,
+                        "OK: {} scopes, {} memories, {} summaries verified{}.",
+                        r.scopes,
+                        r.memories,
+                        r.summaries,
+                        if r.engine_intact {
+                            ""
+                        } else {
+                            " (redb repaired its allocator state)"
+                        }
+                    )?;
+                } else {
+                    writeln!(out, "{} problems found.", r.problems.len())?;
+                }
+            }
+            if !r.ok() {
+                return Ok(5);
+            }
+        }
+    }
+    Ok(0)
+}
+
+fn unreachable_init() {}

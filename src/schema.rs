@@ -1,0 +1,35 @@
+//! Every table of an engram store, in one place. Keys are redb-native tuples so that ordering
+//! and range scans need no decoding; every value is `&[u8]` in the envelope of
+//! [`crate::codec`], decoded in our layer so that bad bytes are errors, never panics.
+//! `docs/design.md` specifies each of these byte by byte.
+
+use redb::TableDefinition;
+
+/// Store-wide facts: `format` (the store format version), `created_us`, `next_scope_id`.
+pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+/// Settings (`ENTRY_BYTES`, `RAW_MAX`, `WAKE_LINES`, `WAKE_BYTES`): name -> u64.
+pub const CONFIG: TableDefinition<&str, &[u8]> = TableDefinition::new("config");
+/// Scope name -> its id and counters.
+pub const SCOPES: TableDefinition<&str, &[u8]> = TableDefinition::new("scopes");
+/// The raw log: (scope id, position) -> memory record.
+pub const LOG: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new("log");
+/// The summary tree: (scope id, level, aligned start) -> summary node. Level = log2(size) >= 1.
+pub const TREE: TableDefinition<(u32, u8, u64), &[u8]> = TableDefinition::new("tree");
+/// Complete blocks with no summary yet: (scope id, level, aligned start) -> ().
+pub const PENDING: TableDefinition<(u32, u8, u64), ()> = TableDefinition::new("pending");
+/// Idempotency keys of appends: (scope id, key) -> first id, count, checksum of the texts.
+pub const IDEMPOTENCY: TableDefinition<(u32, &str), &[u8]> = TableDefinition::new("idempotency");
+
+/// The store format this build writes (the `format` entry of [`META`]).
+pub const STORE_FORMAT: u32 = 1;
+
+/// Names of all tables, for verify and docs.
+pub const TABLE_NAMES: &[&str] = &[
+    "meta",
+    "config",
+    "scopes",
+    "log",
+    "tree",
+    "pending",
+    "idempotency",
+];

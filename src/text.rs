@@ -1,0 +1,158 @@
+//! Text rules: what a memory or summary may contain, how it is shown, and dates.
+
+use jiff::tz::TimeZone;
+use jiff::Timestamp;
+
+use crate::error::{Error, Result};
+
+/// Default limit on a memory's or summary's size in bytes (`ENTRY_BYTES`).
+pub const DEFAULT_ENTRY_BYTES: usize = 280;
+/// The largest `ENTRY_BYTES` a store may be configured with.
+pub const MAX_ENTRY_BYTES: usize = 4096;
+
+/// Characters that could forge or hide output lines besides the control characters: Unicode line
+/// and paragraph separators and the bidirectional overrides/isolates.
+fn is_forbidden_format(c: char) -> bool {
+    matches!(c, '\u{2028}' | '\u{2029}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
+}
+
+/// Checks that `text` is a valid memory or summary line: non-blank, at most `max_bytes` UTF-8
+/// bytes, no control character (C0, DEL, C1 including U+0085), no line or paragraph separator and
+/// no bidirectional override.
+///
+/// ```
+/// use engram::text::validate_line;
+/// assert!(validate_line("the build uses cargo nextest", 280).is_ok());
+/// assert!(validate_line("two\nlines", 280).is_err());
+/// assert!(validate_line("sep\u{2028}arated", 280).is_err());
+/// assert!(validate_line(&"x".repeat(281), 280).is_err());
+/// ```
+pub fn validate_line(text: &str, max_bytes: usize) -> Result<()> {
+    if text.trim().is_empty() {
+        return Err(Error::invalid("text", "it is empty"));
+    }
+    if text.len() > max_bytes {
+        return Err(Error::invalid(
+            "text",
+            format!(
+                "it is {} bytes; the limit is {max_bytes} (ENTRY_BYTES)",
+                text.len()
+            ),
+        ));
+    }
+    for (i, c) in text.char_indices() {
+        if c.is_control() || is_forbidden_format(c) {
+            return Err(Error::invalid(
+                "text",
+                format!(
+                    "it contains the character U+{:04X} at byte {i}; text must be one line without control or separator characters",
+                    c as u32
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Makes stored text safe to print on one line: every control, separator or override character
+/// becomes U+FFFD. Valid text is returned unchanged (borrowed).
+pub fn display_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    if text
+        .chars()
+        .any(|c| c.is_control() || is_forbidden_format(c))
+    {
+        std::borrow::Cow::Owned(
+            text.chars()
+                .map(|c| {
+                    if c.is_control() || is_forbidden_format(c) {
+                        '\u{FFFD}'
+                    } else {
+                        c
+                    }
+                })
+                .collect(),
+        )
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
+/// Now, in microseconds since the epoch.
+pub fn now_us() -> i64 {
+    Timestamp::now().as_microsecond()
+}
+
+/// The UTC date `YYYY-MM-DD` of a timestamp in microseconds.
+pub fn date_of(us: i64) -> String {
+    match Timestamp::from_microsecond(us) {
+        Ok(ts) => ts.to_zoned_datetime(TimeZone::UTC).date().to_string(),
+        Err(_) => "????-??-??".to_string(),
+    }
+}
+
+/// The RFC 3339 UTC form of a timestamp in microseconds.
+pub fn rfc3339_of(us: i64) -> String {
+    match Timestamp::from_microsecond(us) {
+        Ok(ts) => ts.to_string(),
+        Err(_) => format!("@{us}us"),
+    }
+}
+
+/// Parses `YYYY-MM-DD` (midnight UTC) or an RFC 3339 timestamp into microseconds.
+///
+/// ```
+/// use engram::text::parse_time;
+/// assert_eq!(parse_time("1970-01-02").unwrap(), 86_400_000_000);
+/// assert!(parse_time("2024-02-30").is_err());
+/// ```
+pub fn parse_time(s: &str) -> Result<i64> {
+    let s = s.trim();
+    if s.len() == 10 {
+        let date: jiff::civil::Date = s.parse().map_err(|e| {
+            Error::invalid("date", format!("{s:?} is not a real date YYYY-MM-DD: {e}"))
+        })?;
+        let z = date
+            .to_zoned_datetime(TimeZone::UTC)
+            .map_err(|e| Error::invalid("date", format!("{s:?}: {e}")))?;
+        return Ok(z.timestamp().as_microsecond());
+    }
+    let ts: Timestamp = s.parse().map_err(|e| {
+        Error::invalid(
+            "date",
+            format!("{s:?} is neither YYYY-MM-DD nor an RFC 3339 time: {e}"),
+        )
+    })?;
+    Ok(ts.as_microsecond())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_control_and_separator_is_refused() {
+        for c in (0u32..0x20)
+            .chain(0x7f..0xa0)
+            .chain([0x2028, 0x2029, 0x202e, 0x2066, 0xfeff])
+        {
+            let ch = char::from_u32(c).unwrap();
+            let t = format!("a{ch}b");
+            assert!(validate_line(&t, 280).is_err(), "U+{c:04X} accepted");
+            assert!(!display_safe(&t).contains(ch));
+        }
+        assert!(validate_line("caf\u{e9} \u{1F600} ok", 280).is_ok());
+        assert!(validate_line("   ", 280).is_err());
+        assert!(validate_line(&"é".repeat(140), 280).is_ok());
+        assert!(validate_line(&"é".repeat(141), 280).is_err());
+    }
+
+    #[test]
+    fn dates() {
+        assert_eq!(date_of(0), "1970-01-01");
+        assert_eq!(date_of(parse_time("2024-02-29").unwrap()), "2024-02-29");
+        assert!(parse_time("2023-02-29").is_err());
+        assert!(parse_time("2024-01-01T10:00:00Z").is_ok());
+        assert!(parse_time("yesterday").is_err());
+        assert_eq!(date_of(i64::MAX), "????-??-??");
+    }
+}

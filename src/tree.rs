@@ -1,0 +1,544 @@
+//! The summary tree: summaries of aligned power-of-two blocks, keyed by (scope id, level,
+//! aligned start), and the `pending` table of complete blocks that have none yet. Merges
+//! (`nap`), batched merges, `forget` and `zoom` live here. Summaries are disposable: the log is
+//! the source of truth.
+
+use std::fmt;
+
+use redb::ReadableTable;
+use serde::Serialize;
+
+use crate::block::Block;
+use crate::codec::{decode, encode};
+use crate::db::{Config, ReadTxn, Store, WriteTxn};
+use crate::error::{Error, Result};
+use crate::log::{decode_memory, memory_line};
+use crate::record::{BuiltFrom, Memory, Node, ScopeMeta, Summary};
+use crate::schema::{LOG, PENDING, TREE};
+use crate::text::{display_safe, validate_line};
+
+pub(crate) struct TreeKey(pub u32, pub Block);
+impl fmt::Display for TreeKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "(scope {}, {})", self.0, self.1)
+    }
+}
+
+pub(crate) fn get_summary<T: ReadableTable<(u32, u8, u64), &'static [u8]>>(
+    t: &T,
+    sid: u32,
+    b: Block,
+) -> Result<Option<Summary>> {
+    match t.get((sid, b.level(), b.lo()))? {
+        Some(v) => Ok(Some(decode("tree", &TreeKey(sid, b), v.value())?)),
+        None => Ok(None),
+    }
+}
+
+fn pending_range(sid: u32) -> std::ops::RangeInclusive<(u32, u8, u64)> {
+    (sid, 0, 0)..=(sid, u8::MAX, u64::MAX)
+}
+
+pub(crate) fn first_pending<T: ReadableTable<(u32, u8, u64), ()>>(
+    t: &T,
+    sid: u32,
+) -> Result<Option<Block>> {
+    match t.range(pending_range(sid))?.next() {
+        Some(item) => {
+            let (k, _) = item?;
+            let (_, level, lo) = k.value();
+            Ok(Some(Block::new(level, lo)?))
+        }
+        None => Ok(None),
+    }
+}
+
+/// Renders a summary as its wake line: `#lo-hi text`.
+pub fn summary_line(b: Block, s: &Summary) -> String {
+    format!("#{} {}", b, display_safe(&s.text))
+}
+
+/// One input of a merge prompt.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum PromptInput {
+    /// A raw memory (blocks up to `RAW_MAX`).
+    Memory(Memory),
+    /// A child summary (larger blocks).
+    Summary {
+        /// The child block.
+        block: Block,
+        /// Its summary.
+        summary: Summary,
+    },
+}
+
+/// A merge prompt: a block to summarize and what to summarize it from.
+#[derive(Debug, Clone, Serialize)]
+pub struct MergePrompt {
+    /// The block to summarize.
+    pub block: Block,
+    /// Its inputs, oldest first.
+    pub inputs: Vec<PromptInput>,
+    /// Other merges pending after this one.
+    pub remaining: u64,
+    /// The byte limit of the answer.
+    pub entry_bytes: usize,
+}
+
+impl MergePrompt {
+    /// Renders the prompt. `cmd` is how the agent invokes engram (e.g. `engram`, or
+    /// `engram --scope work`); the last line is always the exact command to answer with.
+    pub fn render(&self, cmd: &str) -> String {
+        let b = self.block;
+        let mut out = format!(
+            "Merge {b}: write ONE line of at most {} bytes that keeps what will still matter later and invents nothing. It summarizes:\n",
+            self.entry_bytes
+        );
+        for i in &self.inputs {
+            match i {
+                PromptInput::Memory(m) => out.push_str(&memory_line(m)),
+                PromptInput::Summary { block, summary } => {
+                    out.push_str(&summary_line(*block, summary))
+                }
+            }
+            out.push('\n');
+        }
+        match self.remaining {
+            0 => out.push_str("This is the last merge pending.\n"),
+            1 => out.push_str("1 more merge is pending after this one.\n"),
+            n => out.push_str(&format!("{n} more merges are pending after this one.\n")),
+        }
+        out.push_str(&format!(
+            "(To avoid shell quoting, pipe the line in: {cmd} nap {b} -)\nRun: {cmd} nap {b} \"<your line>\"\n"
+        ));
+        out
+    }
+}
+
+/// The outcome of answering a merge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum NapOutcome {
+    /// The summary was stored.
+    Saved,
+    /// The block already had a summary; nothing was written.
+    AlreadySettled,
+}
+
+/// One line of `zoom`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum ZoomEntry {
+    /// A raw memory.
+    Memory(Memory),
+    /// A summarized half.
+    Summary {
+        /// The half.
+        block: Block,
+        /// Its summary.
+        summary: Summary,
+    },
+    /// A half that has no summary yet.
+    Missing {
+        /// The half.
+        block: Block,
+    },
+}
+
+impl ZoomEntry {
+    /// The rendered line.
+    pub fn line(&self) -> String {
+        match self {
+            ZoomEntry::Memory(m) => memory_line(m),
+            ZoomEntry::Summary { block, summary } => summary_line(*block, summary),
+            ZoomEntry::Missing { block } => format!("#{block} not compressed yet"),
+        }
+    }
+}
+
+fn check_block(b: Block) -> Result<()> {
+    if b.size() < 2 {
+        return Err(Error::invalid(
+            "block",
+            format!("{b} is a single memory, not a block"),
+        ));
+    }
+    Ok(())
+}
+
+/// Reads what a merge of `b` is built from. Shared by prompts and by nap.
+fn merge_inputs<L, T>(
+    log: &L,
+    tree: &T,
+    sid: u32,
+    b: Block,
+    cfg: &Config,
+) -> Result<Option<Vec<PromptInput>>>
+where
+    L: ReadableTable<(u32, u64), &'static [u8]>,
+    T: ReadableTable<(u32, u8, u64), &'static [u8]>,
+{
+    let mut inputs = Vec::new();
+    if b.size() <= cfg.raw_max {
+        for item in log.range((sid, b.lo())..(sid, b.hi()))? {
+            let (k, v) = item?;
+            let (_, pos) = k.value();
+            inputs.push(PromptInput::Memory(decode_memory(sid, pos, v.value())?));
+        }
+        if inputs.len() as u64 != b.size() {
+            return Err(Error::corrupt(
+                "log",
+                TreeKey(sid, b),
+                "the block's memories are not all present",
+            ));
+        }
+    } else {
+        let Some((l, r)) = b.halves() else {
+            return Ok(None);
+        };
+        for h in [l, r] {
+            match get_summary(tree, sid, h)? {
+                Some(s) => inputs.push(PromptInput::Summary {
+                    block: h,
+                    summary: s,
+                }),
+                None => return Ok(None),
+            }
+        }
+    }
+    Ok(Some(inputs))
+}
+
+fn inputs_crc(inputs: &[PromptInput]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    for i in inputs {
+        match i {
+            PromptInput::Memory(m) => h.update(m.text.as_bytes()),
+            PromptInput::Summary { summary, .. } => h.update(summary.text.as_bytes()),
+        }
+        h.update(b"\n");
+    }
+    h.finalize()
+}
+
+fn built_from(inputs: &[PromptInput]) -> BuiltFrom {
+    match inputs {
+        [PromptInput::Summary { summary: l, .. }, PromptInput::Summary { summary: r, .. }] => {
+            BuiltFrom::Children {
+                left_written_us: l.written_us,
+                right_written_us: r.written_us,
+            }
+        }
+        _ => BuiltFrom::Raw,
+    }
+}
+
+fn scope_or_empty(meta: Option<ScopeMeta>, b: Block) -> Result<ScopeMeta> {
+    match meta {
+        Some(m) if b.hi() <= m.count => Ok(m),
+        m => Err(Error::OutOfRange {
+            asked: b.to_string(),
+            count: m.map(|m| m.count).unwrap_or(0),
+        }),
+    }
+}
+
+impl WriteTxn<'_> {
+    fn settle(&mut self, meta: &mut ScopeMeta, b: Block, text: &str, cfg: &Config) -> Result<()> {
+        let sid = meta.id;
+        let inputs = {
+            let log = self.tx.open_table(LOG)?;
+            let tree = self.tx.open_table(TREE)?;
+            merge_inputs(&log, &tree, sid, b, cfg)?
+        };
+        let Some(inputs) = inputs else {
+            return Err(Error::invalid(
+                "block",
+                format!("{b} cannot be merged yet: its two halves need summaries first"),
+            ));
+        };
+        let s = Summary {
+            text: text.to_string(),
+            written_us: self.now,
+            built_from: built_from(&inputs),
+            inputs_crc: inputs_crc(&inputs),
+        };
+        self.tx
+            .open_table(TREE)?
+            .insert((sid, b.level(), b.lo()), encode(&s)?.as_slice())?;
+        if self
+            .tx
+            .open_table(PENDING)?
+            .remove((sid, b.level(), b.lo()))?
+            .is_some()
+        {
+            meta.pending = meta.pending.saturating_sub(1);
+        }
+        meta.summaries += 1;
+        Ok(())
+    }
+
+    /// Stores the summary of `b`, which must be the next pending block (as `nap LO-HI TEXT`).
+    /// A block that already has a summary is left alone ([`NapOutcome::AlreadySettled`]).
+    pub fn nap(&mut self, scope: &str, b: Block, text: &str) -> Result<NapOutcome> {
+        check_block(b)?;
+        let cfg = self.config()?;
+        validate_line(text, cfg.entry_bytes)?;
+        let mut meta = scope_or_empty(self.scope_meta(scope)?, b)?;
+        if get_summary(&self.tx.open_table(TREE)?, meta.id, b)?.is_some() {
+            return Ok(NapOutcome::AlreadySettled);
+        }
+        let next = first_pending(&self.tx.open_table(PENDING)?, meta.id)?;
+        if next != Some(b) {
+            return Err(Error::WrongBlock { given: b, next });
+        }
+        self.settle(&mut meta, b, text, &cfg)?;
+        self.put_scope(scope, &meta)?;
+        Ok(NapOutcome::Saved)
+    }
+
+    /// Stores many summaries at once, all or nothing (`nap --apply FILE`). Entries may come in
+    /// any order; they are applied smallest block first, so a block's halves may be in the same
+    /// batch. Blocks already summarized are reported as settled and left alone.
+    pub fn nap_many(
+        &mut self,
+        scope: &str,
+        mut entries: Vec<(Block, String)>,
+    ) -> Result<Vec<(Block, NapOutcome)>> {
+        let cfg = self.config()?;
+        if entries.is_empty() {
+            return Err(Error::invalid("batch", "no summaries given"));
+        }
+        for (b, text) in &entries {
+            check_block(*b)?;
+            validate_line(text, cfg.entry_bytes).map_err(|e| match e {
+                Error::Invalid { reason, .. } => Error::invalid("text", format!("{b}: {reason}")),
+                e => e,
+            })?;
+        }
+        entries.sort_by_key(|(b, _)| (b.level(), b.lo()));
+        for w in entries.windows(2) {
+            if let [a, c] = w {
+                if a.0 == c.0 {
+                    return Err(Error::invalid(
+                        "batch",
+                        format!("{} is answered twice", a.0),
+                    ));
+                }
+            }
+        }
+        let mut meta = self.scope_meta(scope)?.ok_or_else(|| Error::OutOfRange {
+            asked: entries.first().map(|e| e.0.to_string()).unwrap_or_default(),
+            count: 0,
+        })?;
+        let mut out = Vec::with_capacity(entries.len());
+        for (b, text) in entries {
+            if b.hi() > meta.count {
+                return Err(Error::OutOfRange {
+                    asked: b.to_string(),
+                    count: meta.count,
+                });
+            }
+            if get_summary(&self.tx.open_table(TREE)?, meta.id, b)?.is_some() {
+                out.push((b, NapOutcome::AlreadySettled));
+                continue;
+            }
+            self.settle(&mut meta, b, &text, &cfg)?;
+            out.push((b, NapOutcome::Saved));
+        }
+        self.put_scope(scope, &meta)?;
+        Ok(out)
+    }
+
+    /// Drops the summary of `b` and of every block built on it (its ancestors), never its
+    /// siblings or other branches; the log is untouched. The dropped blocks become pending.
+    /// Returns them, smallest first.
+    pub fn forget(&mut self, scope: &str, b: Block) -> Result<Vec<Block>> {
+        check_block(b)?;
+        let mut meta = scope_or_empty(self.scope_meta(scope)?, b)?;
+        let mut removed = Vec::new();
+        let mut cur = Some(b);
+        let mut tree = self.tx.open_table(TREE)?;
+        let mut pending = self.tx.open_table(PENDING)?;
+        while let Some(c) = cur.filter(|c| c.hi() <= meta.count) {
+            let key = (meta.id, c.level(), c.lo());
+            if tree.remove(key)?.is_some() {
+                pending.insert(key, ())?;
+                removed.push(c);
+            }
+            cur = c.parent();
+        }
+        drop(tree);
+        drop(pending);
+        meta.summaries -= (removed.len() as u64).min(meta.summaries);
+        meta.pending += removed.len() as u64;
+        self.put_scope(scope, &meta)?;
+        Ok(removed)
+    }
+}
+
+impl ReadTxn {
+    /// The summary of `b`, if it has one.
+    pub fn summary(&self, scope: &str, b: Block) -> Result<Option<Summary>> {
+        let Some(meta) = self.scope_meta(scope)? else {
+            return Ok(None);
+        };
+        get_summary(&self.open(TREE)?, meta.id, b)
+    }
+
+    /// Pending blocks in the order they are offered (smallest first, then oldest), at most
+    /// `limit`.
+    pub fn pending(&self, scope: &str, limit: Option<usize>) -> Result<Vec<Block>> {
+        let Some(meta) = self.scope_meta(scope)? else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for item in self.open(PENDING)?.range(pending_range(meta.id))? {
+            if limit.is_some_and(|l| out.len() >= l) {
+                break;
+            }
+            let (k, _) = item?;
+            let (_, level, lo) = k.value();
+            out.push(Block::new(level, lo)?);
+        }
+        Ok(out)
+    }
+
+    /// Number of pending blocks.
+    pub fn pending_count(&self, scope: &str) -> Result<u64> {
+        Ok(self.scope_meta(scope)?.map(|m| m.pending).unwrap_or(0))
+    }
+
+    /// The prompt for the next pending merge, if any.
+    pub fn next_prompt(&self, scope: &str) -> Result<Option<MergePrompt>> {
+        Ok(self.prompts(scope, 1)?.into_iter().next())
+    }
+
+    /// Up to `n` prompts for pending merges that can be answered now, independently of each
+    /// other (their inputs all exist), in pending order.
+    pub fn prompts(&self, scope: &str, n: usize) -> Result<Vec<MergePrompt>> {
+        let Some(meta) = self.scope_meta(scope)? else {
+            return Ok(Vec::new());
+        };
+        let cfg = self.config()?;
+        let log = self.open(LOG)?;
+        let tree = self.open(TREE)?;
+        let mut out = Vec::new();
+        for item in self.open(PENDING)?.range(pending_range(meta.id))? {
+            if out.len() >= n {
+                break;
+            }
+            let (k, _) = item?;
+            let (_, level, lo) = k.value();
+            let b = Block::new(level, lo)?;
+            if let Some(inputs) = merge_inputs(&log, &tree, meta.id, b, &cfg)? {
+                out.push(MergePrompt {
+                    block: b,
+                    inputs,
+                    remaining: meta.pending.saturating_sub(1),
+                    entry_bytes: cfg.entry_bytes,
+                });
+            }
+            if out.is_empty() && n == 1 {
+                // The first pending block is the one offered; if it cannot be answered, the
+                // store needs repair, not another block.
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The two halves of `b`: raw memories, summaries, or `not compressed yet`. Halves past
+    /// the end of the log are left out; a block that starts past the end is an error.
+    pub fn zoom(&self, scope: &str, b: Block) -> Result<Vec<ZoomEntry>> {
+        check_block(b)?;
+        let meta = self.scope_meta(scope)?;
+        let count = meta.as_ref().map(|m| m.count).unwrap_or(0);
+        let Some(meta) = meta.filter(|_| b.lo() < count) else {
+            return Err(Error::OutOfRange {
+                asked: b.to_string(),
+                count,
+            });
+        };
+        let log = self.open(LOG)?;
+        let tree = self.open(TREE)?;
+        let mut out = Vec::new();
+        if let Some((l, r)) = b.halves() {
+            for h in [l, r] {
+                if h.lo() >= count {
+                    continue;
+                }
+                if h.size() == 1 {
+                    out.push(ZoomEntry::Memory(crate::log::get_memory(
+                        &log,
+                        meta.id,
+                        h.lo(),
+                    )?));
+                } else if let Some(s) = get_summary(&tree, meta.id, h)? {
+                    out.push(ZoomEntry::Summary {
+                        block: h,
+                        summary: s,
+                    });
+                } else {
+                    out.push(ZoomEntry::Missing { block: h });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every summary node of `scope`, by level then start.
+    pub fn nodes(&self, scope: &str) -> Result<Vec<Node>> {
+        let Some(meta) = self.scope_meta(scope)? else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for item in self
+            .open(TREE)?
+            .range((meta.id, 0, 0)..=(meta.id, u8::MAX, u64::MAX))?
+        {
+            let (k, v) = item?;
+            let (_, level, lo) = k.value();
+            let block = Block::new(level, lo)?;
+            let summary: Summary = decode("tree", &TreeKey(meta.id, block), v.value())?;
+            out.push(Node { block, summary });
+        }
+        Ok(out)
+    }
+}
+
+impl Store {
+    /// Answers the next merge; see [`WriteTxn::nap`].
+    pub fn nap(&self, scope: &str, b: Block, text: &str) -> Result<NapOutcome> {
+        self.write(|tx| tx.nap(scope, b, text))
+    }
+
+    /// Applies a batch of merges atomically; see [`WriteTxn::nap_many`].
+    pub fn nap_many(
+        &self,
+        scope: &str,
+        entries: Vec<(Block, String)>,
+    ) -> Result<Vec<(Block, NapOutcome)>> {
+        self.write(|tx| tx.nap_many(scope, entries))
+    }
+
+    /// Drops a summary and its ancestors; see [`WriteTxn::forget`].
+    pub fn forget(&self, scope: &str, b: Block) -> Result<Vec<Block>> {
+        self.write(|tx| tx.forget(scope, b))
+    }
+
+    /// Pending blocks, in order.
+    pub fn pending(&self, scope: &str, limit: Option<usize>) -> Result<Vec<Block>> {
+        self.read(|r| r.pending(scope, limit))
+    }
+
+    /// The next merge prompt, if any.
+    pub fn next_prompt(&self, scope: &str) -> Result<Option<MergePrompt>> {
+        self.read(|r| r.next_prompt(scope))
+    }
+
+    /// Opens a block; see [`ReadTxn::zoom`].
+    pub fn zoom(&self, scope: &str, b: Block) -> Result<Vec<ZoomEntry>> {
+        self.read(|r| r.zoom(scope, b))
+    }
+}

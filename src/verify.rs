@@ -1,0 +1,233 @@
+//! `verify`: redb's integrity check plus engram's own invariants. Every value must decode with a
+//! matching checksum; each scope's log must be dense (0..count) with each record naming its own
+//! position; every summary must be an aligned block inside the log, built from children that
+//! exist when it was built from children; `pending` must hold exactly the complete blocks that
+//! have no summary; the counters must match.
+
+use std::collections::{BTreeMap, HashSet};
+
+use redb::ReadableTable;
+use serde::Serialize;
+
+use crate::block::Block;
+use crate::codec::decode;
+use crate::db::{list_scopes, Store};
+use crate::error::Result;
+use crate::log::decode_memory;
+use crate::record::{BuiltFrom, IdemEntry, ScopeMeta, Summary};
+use crate::schema::{CONFIG, IDEMPOTENCY, LOG, META, PENDING, SCOPES, TREE};
+use crate::tree::TreeKey;
+
+/// What `verify` found.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Report {
+    /// Whether redb's own check found the file intact (false: it repaired it).
+    pub engine_intact: bool,
+    /// Scopes checked.
+    pub scopes: usize,
+    /// Memories checked.
+    pub memories: u64,
+    /// Summaries checked.
+    pub summaries: u64,
+    /// Everything that is wrong, one sentence each. Empty: the store is sound.
+    pub problems: Vec<String>,
+}
+
+impl Report {
+    /// True when nothing is wrong.
+    pub fn ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+const MAX_PROBLEMS: usize = 1000;
+
+impl Store {
+    /// Checks the whole store. Needs exclusive use of this handle (`&mut`), because redb's check
+    /// may repair the allocator state.
+    pub fn verify(&mut self) -> Result<Report> {
+        let mut report = Report {
+            engine_intact: self.check_engine_integrity()?,
+            ..Default::default()
+        };
+        self.read(|r| {
+            let p = &mut report.problems;
+            let mut problem = |s: String| {
+                if p.len() < MAX_PROBLEMS {
+                    p.push(s);
+                }
+            };
+            let meta = r.open(META)?;
+            match meta.get("format")? {
+                Some(v) => {
+                    if let Err(e) = decode::<u32>("meta", &"format", v.value()) {
+                        problem(e.to_string());
+                    }
+                }
+                None => problem("meta: the store format is missing".into()),
+            }
+            for item in r.open(CONFIG)?.iter()? {
+                let (k, v) = item?;
+                if let Err(e) = decode::<u64>("config", &k.value(), v.value()) {
+                    problem(e.to_string());
+                }
+            }
+            let mut scopes: BTreeMap<u32, (String, ScopeMeta)> = BTreeMap::new();
+            let scopes_table = r.open(SCOPES)?;
+            for item in scopes_table.iter()? {
+                let (k, v) = item?;
+                match decode::<ScopeMeta>("scopes", &k.value(), v.value()) {
+                    Ok(m) => {
+                        if let Some((other, _)) = scopes.get(&m.id) {
+                            problem(format!("scopes {other:?} and {:?} share id {}", k.value(), m.id));
+                        }
+                        scopes.insert(m.id, (k.value().to_string(), m));
+                    }
+                    Err(e) => problem(e.to_string()),
+                }
+            }
+            let _ = list_scopes(&scopes_table);
+            report.scopes = scopes.len();
+            let cfg = r.config().unwrap_or_default();
+            let _ = cfg;
+
+            // The log: dense, self-identifying, decodable.
+            let mut next: BTreeMap<u32, u64> = BTreeMap::new();
+            for item in r.open(LOG)?.iter()? {
+                let (k, v) = item?;
+                let (sid, pos) = k.value();
+                let Some((name, _)) = scopes.get(&sid) else {
+                    problem(format!("log: #{pos} belongs to unknown scope id {sid}"));
+                    continue;
+                };
+                let expected = next.entry(sid).or_insert(0);
+                if pos != *expected {
+                    problem(format!("log of {name:?}: positions jump from #{} to #{pos}", *expected));
+                }
+                *expected = pos + 1;
+                report.memories += 1;
+                match decode_memory(sid, pos, v.value()) {
+                    Ok(m) => {
+                        if m.supersedes.iter().chain(&m.conflicts_with).any(|x| *x >= pos) {
+                            problem(format!("log of {name:?}: #{pos} links to a later memory"));
+                        }
+                    }
+                    Err(e) => problem(e.to_string()),
+                }
+            }
+            for (sid, (name, m)) in &scopes {
+                let have = next.get(sid).copied().unwrap_or(0);
+                if have != m.count {
+                    problem(format!("scope {name:?} counts {} memories but its log holds {have}", m.count));
+                }
+            }
+
+            // The tree.
+            let tree = r.open(TREE)?;
+            let mut built: HashSet<(u32, Block)> = HashSet::new();
+            let mut nodes: Vec<(u32, Block, Summary)> = Vec::new();
+            let mut per_scope: BTreeMap<u32, u64> = BTreeMap::new();
+            for item in tree.iter()? {
+                let (k, v) = item?;
+                let (sid, level, lo) = k.value();
+                let b = match Block::new(level, lo) {
+                    Ok(b) if level >= 1 => b,
+                    _ => {
+                        problem(format!("tree: ({sid}, level {level}, {lo}) is not an aligned block of size 2 or more"));
+                        continue;
+                    }
+                };
+                let Some((name, m)) = scopes.get(&sid) else {
+                    problem(format!("tree: {b} belongs to unknown scope id {sid}"));
+                    continue;
+                };
+                if b.hi() > m.count {
+                    problem(format!("tree of {name:?}: {b} reaches past the end of the log ({})", m.count));
+                }
+                *per_scope.entry(sid).or_insert(0) += 1;
+                report.summaries += 1;
+                match decode::<Summary>("tree", &TreeKey(sid, b), v.value()) {
+                    Ok(s) => {
+                        built.insert((sid, b));
+                        nodes.push((sid, b, s));
+                    }
+                    Err(e) => problem(e.to_string()),
+                }
+            }
+            for (sid, b, s) in &nodes {
+                if let (BuiltFrom::Children { .. }, Some((l, rr))) = (&s.built_from, b.halves()) {
+                    for h in [l, rr] {
+                        if !built.contains(&(*sid, h)) {
+                            let name = scopes.get(sid).map(|x| x.0.clone()).unwrap_or_default();
+                            problem(format!("tree of {name:?}: {b} was built from {h}, which has no summary"));
+                        }
+                    }
+                }
+            }
+
+            // Pending: exactly the complete blocks without a summary.
+            let mut pending: HashSet<(u32, Block)> = HashSet::new();
+            for item in r.open(PENDING)?.iter()? {
+                let (k, _) = item?;
+                let (sid, level, lo) = k.value();
+                match Block::new(level, lo) {
+                    Ok(b) if level >= 1 => {
+                        pending.insert((sid, b));
+                    }
+                    _ => problem(format!("pending: ({sid}, level {level}, {lo}) is not a block")),
+                }
+            }
+            for (sid, (name, m)) in &scopes {
+                let mut want = 0u64;
+                let mut level = 1u8;
+                while level < 63 && (1u64 << level) <= m.count {
+                    let size = 1u64 << level;
+                    for k in 0..m.count / size {
+                        let b = Block::raw(level, k * size);
+                        let has = built.contains(&(*sid, b));
+                        let pend = pending.contains(&(*sid, b));
+                        if has && pend {
+                            problem(format!("scope {name:?}: {b} is both summarized and pending"));
+                        } else if !has && !pend {
+                            problem(format!("scope {name:?}: {b} has no summary and is not pending"));
+                        }
+                        want += u64::from(pend);
+                    }
+                    level += 1;
+                }
+                let actual = pending.iter().filter(|(s, _)| s == sid).count() as u64;
+                if actual != want {
+                    problem(format!("scope {name:?}: {} pending blocks lie outside the log", actual - want.min(actual)));
+                }
+                if m.pending != actual {
+                    problem(format!("scope {name:?} counts {} pending but {actual} are stored", m.pending));
+                }
+                let summaries = per_scope.get(sid).copied().unwrap_or(0);
+                if m.summaries != summaries {
+                    problem(format!("scope {name:?} counts {} summaries but {summaries} are stored", m.summaries));
+                }
+            }
+            for (sid, _) in &pending {
+                if !scopes.contains_key(sid) {
+                    problem(format!("pending: a block belongs to unknown scope id {sid}"));
+                }
+            }
+
+            for item in r.open(IDEMPOTENCY)?.iter()? {
+                let (k, v) = item?;
+                let (sid, key) = k.value();
+                match decode::<IdemEntry>("idempotency", &key, v.value()) {
+                    Ok(e) => {
+                        let count = scopes.get(&sid).map(|s| s.1.count).unwrap_or(0);
+                        if e.first.saturating_add(e.count) > count {
+                            problem(format!("idempotency key {key:?} names memories past the end of the log"));
+                        }
+                    }
+                    Err(e) => problem(e.to_string()),
+                }
+            }
+            Ok(())
+        })?;
+        Ok(report)
+    }
+}

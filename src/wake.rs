@@ -1,0 +1,521 @@
+//! Wake: a bounded cover of the whole history, recent memories raw and old ones as coarse
+//! summaries, chosen by point reads of the tree, rendered in pages.
+//!
+//! The cover is the reference algorithm (see docs/design.md) with two fixes: a block whose
+//! summary is missing is split (down to raw memories) instead of refusing to wake, and when even
+//! the coarsest cover is larger than the budget the oldest blocks are left out and named in one
+//! line. The walk visits O(B + log T) blocks per bisection step and reads each candidate summary
+//! once, so wake costs O(B log T) reads whatever the length of the history.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::block::Block;
+use crate::db::{ReadTxn, Store};
+use crate::error::{Error, Result};
+use crate::log::{get_memory, memory_line};
+use crate::record::{Memory, Summary};
+use crate::schema::{LOG, TREE};
+use crate::tree::{get_summary, summary_line};
+
+/// A part of wake output holds at most this many lines...
+pub const PART_LINES: usize = 500;
+/// ...and at most this many bytes.
+pub const PART_BYTES: usize = 20_000;
+
+/// A cover of `[0, T)`: aligned blocks, oldest first, with `[0, omitted)` left out when the
+/// budget could not hold even the coarsest cover.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cover {
+    /// The blocks, oldest first; they tile `[omitted, T)`.
+    pub blocks: Vec<Block>,
+    /// Memories `[0, omitted)` are left out (0 when nothing is).
+    pub omitted: u64,
+}
+
+/// Walks the cover for `alpha` newest first, counting blocks (and collecting them into `out`),
+/// and stops as soon as more than `limit` are found.
+fn walk(
+    t: u64,
+    alpha: f64,
+    has: &mut dyn FnMut(Block) -> Result<bool>,
+    limit: usize,
+    mut out: Option<&mut Vec<Block>>,
+) -> Result<usize> {
+    let r = t.checked_next_power_of_two().unwrap_or(1 << 63);
+    let mut stack = vec![Block::raw(r.trailing_zeros() as u8, 0)];
+    let mut count = 0usize;
+    while let Some(b) = stack.pop() {
+        if b.lo() >= t {
+            continue;
+        }
+        let size = b.size();
+        let split =
+            size > 1 && (b.hi() > t || (size as f64) > alpha * ((t - b.lo()) as f64) || !has(b)?);
+        if split {
+            if let Some((l, r)) = b.halves() {
+                stack.push(l);
+                stack.push(r);
+            }
+        } else {
+            count += 1;
+            if let Some(o) = out.as_deref_mut() {
+                o.push(b);
+            }
+            if count > limit {
+                return Ok(count);
+            }
+        }
+    }
+    Ok(count)
+}
+
+fn expand(
+    b: Block,
+    has: &mut dyn FnMut(Block) -> Result<bool>,
+    out: &mut Vec<Block>,
+) -> Result<()> {
+    if b.size() == 1 || has(b)? {
+        out.push(b);
+        return Ok(());
+    }
+    if let Some((l, r)) = b.halves() {
+        expand(l, has, out)?;
+        expand(r, has, out)?;
+    }
+    Ok(())
+}
+
+fn cover_impl(
+    t: u64,
+    budget: usize,
+    has: &mut dyn FnMut(Block) -> Result<bool>,
+    reference: bool,
+) -> Result<Cover> {
+    if t == 0 {
+        return Ok(Cover {
+            blocks: Vec::new(),
+            omitted: 0,
+        });
+    }
+    if t <= budget as u64 {
+        return Ok(Cover {
+            blocks: (0..t).map(Block::single).collect(),
+            omitted: 0,
+        });
+    }
+    let coarsest = walk(t, 1.0, has, budget, None)?;
+    if coarsest > budget && !reference {
+        let keep = budget.saturating_sub(1);
+        let mut blocks = Vec::new();
+        if keep > 0 {
+            walk(t, 1.0, has, keep, Some(&mut blocks))?;
+            blocks.truncate(keep);
+        }
+        blocks.reverse();
+        let omitted = blocks.first().map(|b| b.lo()).unwrap_or(t);
+        return Ok(Cover { blocks, omitted });
+    }
+    let (mut lo, mut hi) = (0.0f64, 1.0f64);
+    for _ in 0..60 {
+        let mid = (lo + hi) / 2.0;
+        if walk(t, mid, has, budget, None)? <= budget {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    let mut blocks = Vec::new();
+    walk(t, hi, has, usize::MAX, Some(&mut blocks))?;
+    blocks.reverse();
+    while blocks.len() < budget {
+        let Some(idx) = blocks.iter().rposition(|b| b.size() > 1) else {
+            break;
+        };
+        let Some((l, r)) = blocks.get(idx).and_then(|b| b.halves()) else {
+            break;
+        };
+        let mut parts = Vec::new();
+        expand(l, has, &mut parts)?;
+        expand(r, has, &mut parts)?;
+        if blocks.len() - 1 + parts.len() > budget {
+            break;
+        }
+        blocks.splice(idx..=idx, parts);
+    }
+    Ok(Cover { blocks, omitted: 0 })
+}
+
+/// The cover of `[0, t)` within `budget` lines, where `has(b)` says whether block `b` (size at
+/// least 2) has a summary. Never more than `budget` blocks (counting the line that names left-out
+/// memories), never refuses; with every summary present it equals [`reference_cover`].
+///
+/// ```
+/// use engram::wake::cover;
+/// let c = cover(10, 4, &mut |_| Ok(true)).unwrap();
+/// let s: Vec<String> = c.blocks.iter().map(|b| b.to_string()).collect();
+/// assert_eq!(s, ["0-3", "4-7", "#8", "#9"]);
+/// // With no summaries at all, the newest memories are shown raw and the rest left out:
+/// let c = cover(1000, 4, &mut |_| Ok(false)).unwrap();
+/// assert_eq!((c.blocks.len(), c.omitted), (3, 997));
+/// ```
+pub fn cover(t: u64, budget: usize, has: &mut dyn FnMut(Block) -> Result<bool>) -> Result<Cover> {
+    if budget == 0 {
+        return Err(Error::invalid("budget", "wake needs at least one line"));
+    }
+    let c = cover_impl(t, budget, has, false)?;
+    if c.omitted > 0 {
+        return Ok(c);
+    }
+    Ok(c)
+}
+
+/// OptMem's cover, exactly as specified in the reference (every summary assumed present; it may
+/// exceed the budget when `budget < popcount(t)`). Used by tests to check [`cover`].
+pub fn reference_cover(t: u64, budget: usize) -> Vec<Block> {
+    cover_impl(t, budget, &mut |_| Ok(true), true)
+        .map(|c| c.blocks)
+        .unwrap_or_default()
+}
+
+/// One line of wake.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum WakeItem {
+    /// A raw memory.
+    Memory(Memory),
+    /// A summarized block.
+    Summary {
+        /// The block.
+        block: Block,
+        /// Its summary.
+        summary: Summary,
+    },
+}
+
+impl WakeItem {
+    /// The rendered line (`#id date text` or `#lo-hi summary`).
+    pub fn line(&self) -> String {
+        match self {
+            WakeItem::Memory(m) => memory_line(m),
+            WakeItem::Summary { block, summary } => summary_line(*block, summary),
+        }
+    }
+}
+
+/// What wake shows: the cover's lines and what surrounds them.
+#[derive(Debug, Clone, Serialize)]
+pub struct WakeView {
+    /// The scope.
+    pub scope: String,
+    /// Memories in the snapshot (T).
+    pub total: u64,
+    /// Memories `[0, omitted)` left out to fit the budget (0: none).
+    pub omitted: u64,
+    /// The cover's lines, oldest first.
+    pub items: Vec<WakeItem>,
+    /// Merges pending.
+    pub pending: u64,
+}
+
+/// How to wake.
+#[derive(Debug, Clone)]
+pub struct WakeOptions {
+    /// Budget in lines of memory (blocks plus the left-out line). Default: `WAKE_LINES`.
+    pub lines: Option<usize>,
+    /// Budget in bytes of the whole output, all parts. Default: `WAKE_BYTES` (0: none).
+    pub bytes: Option<usize>,
+    /// Which part to print, from 1.
+    pub part: usize,
+    /// Pin the snapshot to the first T memories (as printed by an earlier part).
+    pub snapshot: Option<u64>,
+    /// How the agent invokes engram, for the `Run:` lines.
+    pub cmd: String,
+}
+
+impl Default for WakeOptions {
+    fn default() -> Self {
+        WakeOptions {
+            lines: None,
+            bytes: None,
+            part: 1,
+            snapshot: None,
+            cmd: "engram".into(),
+        }
+    }
+}
+
+fn left_out_line(view: &WakeView, cmd: &str) -> String {
+    let mut blocks = Vec::new();
+    let mut lo = 0u64;
+    while lo < view.omitted && blocks.len() < 3 {
+        // The largest aligned block starting at lo that fits in [lo, omitted).
+        let mut size = if lo == 0 {
+            1u64 << 62
+        } else {
+            1u64 << lo.trailing_zeros().min(62)
+        };
+        while size > view.omitted - lo {
+            size /= 2;
+        }
+        blocks.push(Block::raw(size.trailing_zeros() as u8, lo));
+        lo += size;
+    }
+    let opens: Vec<String> = blocks
+        .iter()
+        .map(|b| {
+            if b.size() == 1 {
+                format!("{cmd} recall '^#{} '", b.lo())
+            } else {
+                format!("{cmd} zoom {b}")
+            }
+        })
+        .collect();
+    format!(
+        "({} older memories, #0 to #{}, are left out to fit the budget. Open them with: {}{})",
+        view.omitted,
+        view.omitted - 1,
+        opens.join("; "),
+        if lo < view.omitted { "; ..." } else { "" }
+    )
+}
+
+impl WakeView {
+    /// Every body line: the left-out line (if any), then the cover.
+    pub fn lines(&self, cmd: &str) -> Vec<String> {
+        let mut out = Vec::with_capacity(self.items.len() + 1);
+        if self.omitted > 0 {
+            out.push(left_out_line(self, cmd));
+        }
+        out.extend(self.items.iter().map(|i| i.line()));
+        out
+    }
+
+    /// Renders every part (each a complete text ending in a newline).
+    pub fn parts(&self, opts: &WakeOptions) -> Vec<String> {
+        let cmd = &opts.cmd;
+        let t = self.total;
+        if t == 0 {
+            return vec![format!(
+                "No memories yet. Record the first with: {cmd} note \"<something worth keeping>\"\nYou are awake.\n"
+            )];
+        }
+        let lines = self.lines(cmd);
+        let mut extra = String::new();
+        if let Some(l) = opts.lines {
+            extra.push_str(&format!(" --lines {l}"));
+        }
+        if let Some(b) = opts.bytes {
+            extra.push_str(&format!(" --bytes {b}"));
+        }
+        // Split into parts: each at most PART_LINES lines and PART_BYTES bytes with its frame.
+        let frame = 160 + cmd.len() + extra.len();
+        let mut groups: Vec<Vec<&String>> = vec![Vec::new()];
+        let mut bytes = frame;
+        for l in &lines {
+            let n = groups.len();
+            let Some(g) = groups.last_mut() else { break };
+            if !g.is_empty() && (g.len() + 3 > PART_LINES || bytes + l.len() + 1 > PART_BYTES) {
+                groups.push(vec![l]);
+                bytes = frame + l.len() + 1;
+                let _ = n;
+            } else {
+                g.push(l);
+                bytes += l.len() + 1;
+            }
+        }
+        let n = groups.len();
+        groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                let k = i + 1;
+                let mut s = format!("Your memory, part {k} of {n}, oldest first ({t} memories).\n");
+                for l in g {
+                    s.push_str(l);
+                    s.push('\n');
+                }
+                if k < n {
+                    s.push_str(&format!(
+                        "Not awake yet. Run: {cmd} wake{extra} {} {t}\n",
+                        k + 1
+                    ));
+                } else {
+                    s.push_str("You are awake.\n");
+                    match self.pending {
+                        0 => {}
+                        1 => s.push_str(&format!("1 merge is pending. Run: {cmd} nap\n")),
+                        p => s.push_str(&format!("{p} merges are pending. Run: {cmd} nap\n")),
+                    }
+                }
+                s
+            })
+            .collect()
+    }
+}
+
+impl ReadTxn {
+    /// The cover of `scope` for `budget` lines over the first `t` memories.
+    pub fn wake_view(&self, scope: &str, budget: usize, snapshot: Option<u64>) -> Result<WakeView> {
+        let meta = self.scope_meta(scope)?;
+        let count = meta.as_ref().map(|m| m.count).unwrap_or(0);
+        let t = snapshot.unwrap_or(count);
+        if t > count {
+            return Err(Error::OutOfRange {
+                asked: format!("snapshot of {t} memories"),
+                count,
+            });
+        }
+        let mut view = WakeView {
+            scope: scope.to_string(),
+            total: t,
+            omitted: 0,
+            items: Vec::new(),
+            pending: meta.as_ref().map(|m| m.pending).unwrap_or(0),
+        };
+        let Some(meta) = meta else { return Ok(view) };
+        let sid = meta.id;
+        let tree = self.open(TREE)?;
+        let log = self.open(LOG)?;
+        let mut cache: HashMap<Block, Option<Summary>> = HashMap::new();
+        let fetch = |b: Block, cache: &mut HashMap<Block, Option<Summary>>| -> Result<bool> {
+            if let Some(s) = cache.get(&b) {
+                return Ok(s.is_some());
+            }
+            let s = get_summary(&tree, sid, b)?;
+            let present = s.is_some();
+            cache.insert(b, s);
+            Ok(present)
+        };
+        let c = cover(t, budget, &mut |b| fetch(b, &mut cache))?;
+        view.omitted = c.omitted;
+        for b in c.blocks {
+            if b.size() == 1 {
+                view.items
+                    .push(WakeItem::Memory(get_memory(&log, sid, b.lo())?));
+            } else {
+                let s = match cache.remove(&b) {
+                    Some(Some(s)) => s,
+                    _ => get_summary(&tree, sid, b)?
+                        .ok_or_else(|| Error::corrupt("tree", b, "summary vanished during wake"))?,
+                };
+                view.items.push(WakeItem::Summary {
+                    block: b,
+                    summary: s,
+                });
+            }
+        }
+        Ok(view)
+    }
+
+    /// The wake view within both budgets: lines from `opts.lines` (default `WAKE_LINES`) and
+    /// bytes of the whole rendered output from `opts.bytes` (default `WAKE_BYTES`).
+    pub fn wake(&self, scope: &str, opts: &WakeOptions) -> Result<WakeView> {
+        let cfg = self.config()?;
+        let lines = opts.lines.unwrap_or(cfg.wake_lines);
+        if lines == 0 {
+            return Err(Error::invalid("--lines", "must be at least 1"));
+        }
+        let bytes = opts.bytes.unwrap_or(cfg.wake_bytes);
+        let view = self.wake_view(scope, lines, opts.snapshot)?;
+        if bytes == 0 {
+            return Ok(view);
+        }
+        let size = |v: &WakeView| v.parts(opts).iter().map(|p| p.len()).sum::<usize>();
+        if size(&view) <= bytes {
+            return Ok(view);
+        }
+        // Largest line budget whose output fits the byte budget.
+        let (mut ok, mut bad) = (0usize, lines);
+        let mut best: Option<WakeView> = None;
+        while bad - ok > 1 {
+            let mid = ok + (bad - ok) / 2;
+            let v = self.wake_view(scope, mid, opts.snapshot)?;
+            if size(&v) <= bytes {
+                ok = mid;
+                best = Some(v);
+            } else {
+                bad = mid;
+            }
+        }
+        match best {
+            Some(v) => Ok(v),
+            None => Err(Error::invalid(
+                "--bytes",
+                format!("{bytes} bytes cannot hold even one line of this memory"),
+            )),
+        }
+    }
+
+    /// Renders wake part `opts.part` as text.
+    pub fn wake_text(&self, scope: &str, opts: &WakeOptions) -> Result<String> {
+        let view = self.wake(scope, opts)?;
+        let parts = view.parts(opts);
+        let n = parts.len();
+        parts
+            .into_iter()
+            .nth(opts.part.saturating_sub(1))
+            .ok_or_else(|| {
+                Error::invalid(
+                    "part",
+                    format!("part {} does not exist; there are {n}", opts.part),
+                )
+            })
+    }
+}
+
+impl Store {
+    /// The wake view; see [`ReadTxn::wake`].
+    pub fn wake(&self, scope: &str, opts: &WakeOptions) -> Result<WakeView> {
+        self.read(|r| r.wake(scope, opts))
+    }
+
+    /// Wake's text for one part; see [`ReadTxn::wake_text`].
+    pub fn wake_text(&self, scope: &str, opts: &WakeOptions) -> Result<String> {
+        self.read(|r| r.wake_text(scope, opts))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(v: &[Block]) -> Vec<String> {
+        v.iter().map(|b| b.to_string()).collect()
+    }
+
+    #[test]
+    fn reference_examples() {
+        assert_eq!(names(&reference_cover(10, 4)), ["0-3", "4-7", "#8", "#9"]);
+        assert_eq!(
+            names(&reference_cover(100, 10)),
+            ["0-31", "32-63", "64-79", "80-87", "88-91", "92-95", "#96", "#97", "#98", "#99"]
+        );
+        assert_eq!(names(&reference_cover(7, 2)), ["0-3", "4-5", "#6"]);
+        let c = reference_cover(1000, 96);
+        let mut hist = std::collections::BTreeMap::new();
+        for b in &c {
+            *hist.entry(b.size()).or_insert(0) += 1;
+        }
+        let want: std::collections::BTreeMap<u64, i32> = [
+            (64, 2),
+            (32, 14),
+            (16, 13),
+            (8, 14),
+            (4, 13),
+            (2, 12),
+            (1, 28),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(hist, want);
+    }
+
+    #[test]
+    fn overflow_is_cut_not_exceeded() {
+        let c = cover(7, 2, &mut |_| Ok(true)).unwrap();
+        assert_eq!(names(&c.blocks), ["#6"]);
+        assert_eq!(c.omitted, 6);
+    }
+}
