@@ -1,0 +1,58 @@
+//! What redb's concurrency modes cost engram: durable single-note commits with
+//! `ConcurrencyMode::ExclusiveWriter` (one fsync per commit, one process) against `MultiWriter`
+//! (two-phase commit: two fsyncs, any number of processes), plus a flat-file append+fdatasync as
+//! the floor of one durable append on this disk. docs/design.md cites these figures.
+//!
+//! `cargo bench --bench modes` (`-- --quick` for fewer commits).
+
+use std::io::Write;
+use std::time::Instant;
+
+use engram::{NewMemory, Options, Store};
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let n = if quick { 300 } else { 2000 };
+    let dir = tempfile::tempdir().expect("tempdir");
+    println!("{:<28} {:>12} {:>12}", "mode", "us/commit", "commits/s");
+    for (name, exclusive) in [("ExclusiveWriter", true), ("MultiWriter (default)", false)] {
+        let path = dir.path().join(format!("{exclusive}.redb"));
+        let store =
+            Store::create_with(&path, Options::default().exclusive(exclusive)).expect("create");
+        for i in 0..20 {
+            store
+                .note("default", NewMemory::new(format!("warm {i}")))
+                .expect("note");
+        }
+        let s = Instant::now();
+        for i in 0..n {
+            store
+                .note(
+                    "default",
+                    NewMemory::new(format!("durable note {i} about the build")),
+                )
+                .expect("note");
+        }
+        let us = s.elapsed().as_secs_f64() * 1e6 / n as f64;
+        println!("{name:<28} {us:>12.1} {:>12.0}", 1e6 / us);
+    }
+    let path = dir.path().join("flat.log");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .expect("open");
+    let rec = [b' '; 319];
+    let s = Instant::now();
+    for _ in 0..n {
+        f.write_all(&rec).expect("write");
+        f.write_all(b"\n").expect("write");
+        f.sync_data().expect("fdatasync");
+    }
+    let us = s.elapsed().as_secs_f64() * 1e6 / n as f64;
+    println!(
+        "{:<28} {us:>12.1} {:>12.0}",
+        "flat file append+fdatasync",
+        1e6 / us
+    );
+}
