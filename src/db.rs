@@ -76,6 +76,9 @@ pub struct Config {
     pub wake_lines: usize,
     /// Default wake budget in bytes, 0 for none (`WAKE_BYTES`, default 0).
     pub wake_bytes: usize,
+    /// Most archived messages kept per session; the oldest beyond it are dropped
+    /// (`SESSION_ARCHIVE_MAX`, default 0: keep all).
+    pub session_archive_max: u64,
 }
 
 impl Default for Config {
@@ -85,12 +88,19 @@ impl Default for Config {
             raw_max: 16,
             wake_lines: 96,
             wake_bytes: 0,
+            session_archive_max: 0,
         }
     }
 }
 
 /// The names `config NAME=V` accepts.
-pub const CONFIG_NAMES: &[&str] = &["ENTRY_BYTES", "RAW_MAX", "WAKE_LINES", "WAKE_BYTES"];
+pub const CONFIG_NAMES: &[&str] = &[
+    "ENTRY_BYTES",
+    "RAW_MAX",
+    "WAKE_LINES",
+    "WAKE_BYTES",
+    "SESSION_ARCHIVE_MAX",
+];
 
 /// Checks a setting and returns its value.
 pub fn validate_config(name: &str, value: &str) -> Result<u64> {
@@ -103,6 +113,7 @@ pub fn validate_config(name: &str, value: &str) -> Result<u64> {
         "RAW_MAX" => v.is_power_of_two() && (2..=1 << 20).contains(&v),
         "WAKE_LINES" => (1..=1_000_000).contains(&v),
         "WAKE_BYTES" => v == 0 || (256..=1 << 30).contains(&v),
+        "SESSION_ARCHIVE_MAX" => true,
         _ => {
             return Err(Error::invalid(
                 "config",
@@ -453,6 +464,7 @@ fn read_config<T: ReadableTable<&'static str, &'static [u8]>>(t: &T) -> Result<C
             "RAW_MAX" if n.is_power_of_two() && n >= 2 => c.raw_max = n,
             "WAKE_LINES" => c.wake_lines = (n as usize).max(1),
             "WAKE_BYTES" => c.wake_bytes = n as usize,
+            "SESSION_ARCHIVE_MAX" => c.session_archive_max = n,
             _ => {}
         }
     }
@@ -535,6 +547,11 @@ impl WriteTxn<'_> {
         self.tx.open_table(TREE)?;
         self.tx.open_table(PENDING)?;
         self.tx.open_table(IDEMPOTENCY)?;
+        self.tx.open_table(schema::SESSIONS)?;
+        self.tx.open_table(schema::SESSION_MESSAGES)?;
+        self.tx.open_table(schema::SESSION_HASHES)?;
+        self.tx.open_table(schema::SESSION_ARCHIVE)?;
+        self.tx.open_table(schema::SESSION_IDEMPOTENCY)?;
         Ok(())
     }
 

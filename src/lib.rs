@@ -50,6 +50,7 @@ pub mod import;
 mod log;
 mod record;
 pub mod schema;
+pub mod session;
 pub mod text;
 mod tree;
 mod verify;
@@ -65,6 +66,7 @@ pub use log::{
     compile_pattern, memory_line, validate_key, Appended, NewMemory, Recall, RecallQuery,
 };
 pub use record::{BuiltFrom, Kind, Memory, Node, Status, Summary};
+pub use session::{Archived, SaveOutcome, SessionAppended, SessionInfo};
 pub use tree::{summary_line, MergePrompt, NapOutcome, PromptInput, ZoomEntry};
 pub use verify::Report;
 pub use wake::{WakeItem, WakeOptions, WakeView};

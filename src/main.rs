@@ -163,6 +163,99 @@ enum Cmd {
     Stats,
     /// Check the file and every invariant; exits non-zero with a report if anything is wrong
     Verify,
+    /// Conversation histories: JSON arrays of message objects on stdin and stdout
+    Session {
+        #[command(subcommand)]
+        cmd: SessionCmd,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum SessionCmd {
+    /// List session ids, sorted (with --json: their metadata)
+    List {
+        /// Only ids starting with this
+        #[arg(long, default_value = "")]
+        prefix: String,
+        /// At most N
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Only ids after this one (the last id of the previous page)
+        #[arg(long)]
+        after: Option<String>,
+    },
+    /// Print the session's messages as a JSON array (exit 1 if it does not exist)
+    Load {
+        /// Session id
+        id: String,
+    },
+    /// Replace the session's messages with the JSON array on stdin (writes only what changed)
+    Save {
+        /// Session id
+        id: String,
+        /// Fail unless the session is at this revision (0: does not exist)
+        #[arg(long)]
+        expect_revision: Option<u64>,
+    },
+    /// Append the JSON array of items on stdin, as one atomic batch
+    Append {
+        /// Session id
+        id: String,
+        /// Idempotency key: a retry with the same key writes nothing
+        #[arg(long)]
+        key: Option<String>,
+        /// Fail unless the session is at this revision (0: does not exist)
+        #[arg(long)]
+        expect_revision: Option<u64>,
+    },
+    /// Print the latest items as a JSON array, oldest first
+    Items {
+        /// Session id
+        id: String,
+        /// At most N (the newest)
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+    /// Remove and print the newest item (exit 1 if there is none)
+    Pop {
+        /// Session id
+        id: String,
+    },
+    /// Remove every item (the archive stays)
+    Clear {
+        /// Session id
+        id: String,
+    },
+    /// Delete the session, its archive included (no error if it does not exist)
+    Delete {
+        /// Session id
+        id: String,
+    },
+    /// Print the messages saves have dropped (the archive), oldest first, as JSON
+    History {
+        /// Session id
+        id: String,
+    },
+    /// Delete the session's archive
+    Prune {
+        /// Session id
+        id: String,
+    },
+    /// Print the session's metadata as JSON (created, updated, revision, count, bytes)
+    Info {
+        /// Session id
+        id: String,
+    },
+    /// Import a directory of <id>.json files (JSON arrays); all are checked before any is written
+    ImportDir {
+        /// The directory
+        dir: PathBuf,
+    },
+    /// Write every session as DIR/<id>.json
+    ExportDir {
+        /// The directory (created if missing)
+        dir: PathBuf,
+    },
 }
 
 const INSTRUCTIONS: &str = "\
@@ -639,8 +732,8 @@ fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
                 } else {
                     writeln!(
                         out,
-                        "ENTRY_BYTES={}\nRAW_MAX={}\nWAKE_LINES={}\nWAKE_BYTES={}",
-                        c.entry_bytes, c.raw_max, c.wake_lines, c.wake_bytes
+                        "ENTRY_BYTES={}\nRAW_MAX={}\nWAKE_LINES={}\nWAKE_BYTES={}\nSESSION_ARCHIVE_MAX={}",
+                        c.entry_bytes, c.raw_max, c.wake_lines, c.wake_bytes, c.session_archive_max
                     )?;
                 }
             }
@@ -677,6 +770,7 @@ fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
                 )?;
             }
         }
+        Cmd::Session { cmd: sc } => return session_cmd(&store, sc, cli.json, out),
         Cmd::Verify => {
             let r = store.verify()?;
             if cli.json {
@@ -711,3 +805,229 @@ fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
 }
 
 fn unreachable_init() {}
+
+/// Parses a JSON array of objects, keeping each element's text exactly.
+fn parse_array(input: &str, what: &str) -> Result<Vec<Box<serde_json::value::RawValue>>, Error> {
+    serde_json::from_str::<Vec<Box<serde_json::value::RawValue>>>(input).map_err(|e| {
+        Error::Invalid {
+            what: "JSON",
+            reason: format!("{what}: expected a JSON array of objects: {e}"),
+        }
+    })
+}
+
+fn json_array<'a>(items: impl IntoIterator<Item = &'a String>) -> String {
+    let mut s = String::from("[");
+    for (i, m) in items.into_iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(m);
+    }
+    s.push(']');
+    s
+}
+
+/// Whether a session id is safe as a file name inside a directory.
+fn safe_file_id(id: &str) -> bool {
+    !id.is_empty() && id != "." && id != ".." && !id.contains(['/', '\\', '\0']) && id.len() <= 250
+}
+
+fn session_cmd(
+    store: &Store,
+    sc: &SessionCmd,
+    as_json: bool,
+    out: &mut dyn Write,
+) -> Result<u8, Error> {
+    match sc {
+        SessionCmd::List {
+            prefix,
+            limit,
+            after,
+        } => {
+            let l = store.session_list(prefix, after.as_deref(), *limit)?;
+            if as_json {
+                json(out, &l)?;
+            } else {
+                for s in l {
+                    writeln!(out, "{}", text::display_safe(&s.id))?;
+                }
+            }
+        }
+        SessionCmd::Load { id } => match store.session_load(id)? {
+            Some(msgs) => writeln!(out, "{}", json_array(&msgs))?,
+            None => {
+                eprintln!("engram: no session {:?}", text::display_safe(id));
+                return Ok(1);
+            }
+        },
+        SessionCmd::Save {
+            id,
+            expect_revision,
+        } => {
+            let input = read_input("-")?;
+            let items = parse_array(&input, "stdin")?;
+            let refs: Vec<&str> = items.iter().map(|r| r.get()).collect();
+            let o = store.session_save(id, &refs, *expect_revision)?;
+            if as_json {
+                json(out, &o)?;
+            } else {
+                writeln!(
+                    out,
+                    "Saved session at revision {}: {} kept, {} written, {} archived.",
+                    o.revision, o.kept, o.written, o.archived
+                )?;
+            }
+        }
+        SessionCmd::Append {
+            id,
+            key,
+            expect_revision,
+        } => {
+            let input = read_input("-")?;
+            let items = parse_array(&input, "stdin")?;
+            let refs: Vec<&str> = items.iter().map(|r| r.get()).collect();
+            let o = store.session_append(id, &refs, key.as_deref(), *expect_revision)?;
+            if as_json {
+                json(out, &o)?;
+            } else if o.replayed {
+                writeln!(
+                    out,
+                    "Already appended (key seen before): {} items at revision {}.",
+                    o.count, o.revision
+                )?;
+            } else {
+                writeln!(
+                    out,
+                    "Appended {} items at revision {}.",
+                    o.count, o.revision
+                )?;
+            }
+        }
+        SessionCmd::Items { id, limit } => {
+            writeln!(out, "{}", json_array(&store.session_items(id, *limit)?))?;
+        }
+        SessionCmd::Pop { id } => match store.session_pop(id, None)? {
+            Some(m) => writeln!(out, "{m}")?,
+            None => {
+                eprintln!(
+                    "engram: session {:?} has no item to pop",
+                    text::display_safe(id)
+                );
+                return Ok(1);
+            }
+        },
+        SessionCmd::Clear { id } => {
+            let n = store.session_clear(id)?;
+            writeln!(out, "Cleared {n} items.")?;
+        }
+        SessionCmd::Delete { id } => {
+            if store.session_delete(id)? {
+                writeln!(out, "Deleted session.")?;
+            } else {
+                writeln!(out, "No such session; nothing to delete.")?;
+            }
+        }
+        SessionCmd::History { id } => {
+            let a = store.session_archived(id)?;
+            let mut s = String::from("[");
+            for (i, e) in a.iter().enumerate() {
+                if i > 0 {
+                    s.push(',');
+                }
+                s.push_str(&format!(
+                    "{{\"archived_at\":{},\"message\":{}}}",
+                    serde_json::to_string(&text::rfc3339_of(e.archived_us)).unwrap_or_default(),
+                    e.message
+                ));
+            }
+            s.push(']');
+            writeln!(out, "{s}")?;
+        }
+        SessionCmd::Prune { id } => {
+            let n = store.session_prune(id)?;
+            writeln!(out, "Pruned {n} archived messages.")?;
+        }
+        SessionCmd::Info { id } => match store.session_info(id)? {
+            Some(i) => json(out, &i)?,
+            None => {
+                eprintln!("engram: no session {:?}", text::display_safe(id));
+                return Ok(1);
+            }
+        },
+        SessionCmd::ImportDir { dir } => {
+            let mut files = Vec::new();
+            for entry in std::fs::read_dir(dir).map_err(|e| Error::Invalid {
+                what: "directory",
+                reason: format!("cannot read {}: {e}", dir.display()),
+            })? {
+                let path = entry?.path();
+                if path.extension().and_then(|e| e.to_str()) != Some("json") {
+                    continue;
+                }
+                let Some(id) = path
+                    .file_stem()
+                    .and_then(|s| s.to_str())
+                    .map(str::to_string)
+                else {
+                    return Err(Error::Invalid {
+                        what: "session file",
+                        reason: format!("{}: the name is not UTF-8", path.display()),
+                    });
+                };
+                engram::session::validate_session_id(&id)?;
+                let text = read_input(&path.to_string_lossy())?;
+                let items = parse_array(&text, &path.display().to_string())?;
+                let msgs = items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| {
+                        engram::session::compact_message(r.get()).map_err(|e| Error::Invalid {
+                            what: "session file",
+                            reason: format!("{} message {i}: {e}", path.display()),
+                        })
+                    })
+                    .collect::<Result<Vec<String>, Error>>()?;
+                files.push((id, msgs));
+            }
+            files.sort();
+            let n = files.len();
+            store.write(|tx| {
+                for (id, msgs) in &files {
+                    let refs: Vec<&str> = msgs.iter().map(String::as_str).collect();
+                    tx.session_save(id, &refs, None)?;
+                }
+                Ok(())
+            })?;
+            writeln!(out, "Imported {n} sessions from {}.", dir.display())?;
+        }
+        SessionCmd::ExportDir { dir } => {
+            let ids = store.session_ids()?;
+            let unsafe_ids: Vec<String> = ids
+                .iter()
+                .filter(|i| !safe_file_id(i))
+                .map(|i| format!("{:?}", text::display_safe(i)))
+                .collect();
+            if !unsafe_ids.is_empty() {
+                return Err(Error::Invalid {
+                    what: "session id",
+                    reason: format!("these ids cannot be file names inside {} (they could escape it): {}; nothing was written", dir.display(), unsafe_ids.join(", ")),
+                });
+            }
+            std::fs::create_dir_all(dir)?;
+            for id in &ids {
+                let msgs = store.session_load(id)?.unwrap_or_default();
+                let path = dir.join(format!("{id}.json"));
+                let tmp = dir.join(format!(".{id}.json.tmp"));
+                {
+                    let mut f = std::fs::File::create(&tmp)?;
+                    f.write_all(json_array(&msgs).as_bytes())?;
+                    f.sync_all()?;
+                }
+                std::fs::rename(&tmp, &path)?;
+            }
+            writeln!(out, "Exported {} sessions to {}.", ids.len(), dir.display())?;
+        }
+    }
+    Ok(0)
+}

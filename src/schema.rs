@@ -20,6 +20,21 @@ pub const PENDING: TableDefinition<(u32, u8, u64), ()> = TableDefinition::new("p
 /// Idempotency keys of appends: (scope id, key) -> first id, count, checksum of the texts.
 pub const IDEMPOTENCY: TableDefinition<(u32, &str), &[u8]> = TableDefinition::new("idempotency");
 
+/// Sessions: id -> counters, times and revision.
+pub const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
+/// Live session messages: (session id, sequence number) -> compact JSON text.
+pub const SESSION_MESSAGES: TableDefinition<(&str, u64), &[u8]> =
+    TableDefinition::new("session_messages");
+/// The 128-bit hash of each live message, beside it: (session id, sequence number) -> hash.
+pub const SESSION_HASHES: TableDefinition<(&str, u64), &[u8]> =
+    TableDefinition::new("session_hashes");
+/// Messages that a save dropped: (session id, archive sequence number) -> time and JSON text.
+pub const SESSION_ARCHIVE: TableDefinition<(&str, u64), &[u8]> =
+    TableDefinition::new("session_archive");
+/// Idempotency keys of session appends: (session id, key) -> the append's outcome.
+pub const SESSION_IDEMPOTENCY: TableDefinition<(&str, &str), &[u8]> =
+    TableDefinition::new("session_idempotency");
+
 /// The store format this build writes (the `format` entry of [`META`]).
 pub const STORE_FORMAT: u32 = 1;
 
@@ -32,4 +47,9 @@ pub const TABLE_NAMES: &[&str] = &[
     "tree",
     "pending",
     "idempotency",
+    "sessions",
+    "session_messages",
+    "session_hashes",
+    "session_archive",
+    "session_idempotency",
 ];

@@ -1,0 +1,788 @@
+//! Sessions: conversation histories kept in the same transactional file as the memory log.
+//!
+//! A session is an ordered list of JSON objects (messages, or Responses-API items), stored
+//! byte-for-byte as given in compact form. Two contracts are served:
+//! - the pure_agents `Memory` contract: [`WriteTxn::session_save`] replaces the list atomically,
+//!   [`ReadTxn::session_load`] returns it (or `None`), delete is idempotent, list is sorted;
+//! - the append-style contract (OpenAI Agents SDK, LangChain): [`WriteTxn::session_append`]
+//!   with an idempotency key, [`ReadTxn::session_items`], [`WriteTxn::session_pop`],
+//!   [`WriteTxn::session_clear`].
+//!
+//! `save` writes only what changed: it compares the 128-bit hashes of the stored messages with
+//! those of the new list, keeps the longest common prefix, keeps the longest run of stored
+//! messages that the new list continues with (so a framework that trims old history keeps its
+//! recent messages in place), and writes only the rest. Messages a save drops are moved to the
+//! session's archive, never lost silently. Every change gets a store-wide revision number, so
+//! `expected_revision` gives optimistic concurrency without ABA.
+
+use std::fmt;
+
+use redb::{ReadableTable, ReadableTableMetadata};
+use serde::{Deserialize, Serialize};
+
+use crate::codec::{decode, encode};
+use crate::db::{ReadTxn, Store, WriteTxn};
+use crate::error::{Error, Result};
+use crate::schema::{
+    META, SESSIONS, SESSION_ARCHIVE, SESSION_HASHES, SESSION_IDEMPOTENCY, SESSION_MESSAGES,
+};
+
+/// The largest message, in bytes of compact JSON.
+pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
+/// The longest session id, in bytes.
+pub const MAX_SESSION_ID_BYTES: usize = 256;
+
+/// Checks a session id: 1 to 256 bytes of UTF-8 without control characters.
+pub fn validate_session_id(id: &str) -> Result<()> {
+    if id.is_empty() || id.len() > MAX_SESSION_ID_BYTES {
+        return Err(Error::invalid(
+            "session id",
+            format!(
+                "must be 1 to {MAX_SESSION_ID_BYTES} bytes (got {})",
+                id.len()
+            ),
+        ));
+    }
+    if let Some(c) = id.chars().find(|c| c.is_control()) {
+        return Err(Error::invalid(
+            "session id",
+            format!("contains the control character U+{:04X}", c as u32),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks that `json` is one JSON object and returns it in compact form: whitespace outside
+/// strings removed, everything else (key order, number spelling, escapes) kept byte for byte.
+/// Compact input is returned unchanged.
+///
+/// ```
+/// use engram::session::compact_message;
+/// assert_eq!(compact_message(r#"{ "a" : [1, 2.50, 1e400] }"#).unwrap(), r#"{"a":[1,2.50,1e400]}"#);
+/// assert!(compact_message("[1]").is_err());
+/// assert!(compact_message("{").is_err());
+/// ```
+pub fn compact_message(json: &str) -> Result<String> {
+    let trimmed = json.trim_matches(|c| matches!(c, ' ' | '\t' | '\n' | '\r'));
+    if !trimmed.starts_with('{') {
+        return Err(Error::invalid("message", "must be a JSON object"));
+    }
+    serde_json::from_str::<serde::de::IgnoredAny>(trimmed)
+        .map_err(|e| Error::invalid("message", format!("not valid JSON: {e}")))?;
+    let mut out = String::with_capacity(trimmed.len());
+    let (mut in_str, mut escaped) = (false, false);
+    for c in trimmed.chars() {
+        if in_str {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_str = false;
+            }
+        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
+            if c == '"' {
+                in_str = true;
+            }
+            out.push(c);
+        }
+    }
+    if out.len() > MAX_MESSAGE_BYTES {
+        return Err(Error::invalid(
+            "message",
+            format!(
+                "it is {} bytes; the limit is {MAX_MESSAGE_BYTES}",
+                out.len()
+            ),
+        ));
+    }
+    Ok(out)
+}
+
+fn hash(msg: &str) -> [u8; 16] {
+    xxhash_rust::xxh3::xxh3_128(msg.as_bytes()).to_le_bytes()
+}
+
+/// A session's bookkeeping as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct SessionRecord {
+    pub created_us: i64,
+    pub updated_us: i64,
+    pub revision: u64,
+    /// Next sequence number for a live message (sequence numbers only grow).
+    pub next_seq: u64,
+    pub count: u64,
+    pub bytes: u64,
+    /// Next archive sequence number.
+    pub archive_next: u64,
+    pub archived: u64,
+    pub archived_bytes: u64,
+}
+
+/// What a session is, without its messages.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SessionInfo {
+    /// The session id.
+    pub id: String,
+    /// When it was created (microseconds since the epoch, UTC).
+    pub created_us: i64,
+    /// When it last changed.
+    pub updated_us: i64,
+    /// Its revision: a store-wide number that grows with every change.
+    pub revision: u64,
+    /// Live messages.
+    pub count: u64,
+    /// Bytes of live messages.
+    pub bytes: u64,
+    /// Archived messages.
+    pub archived: u64,
+}
+
+impl SessionInfo {
+    fn from(id: &str, r: &SessionRecord) -> Self {
+        SessionInfo {
+            id: id.to_string(),
+            created_us: r.created_us,
+            updated_us: r.updated_us,
+            revision: r.revision,
+            count: r.count,
+            bytes: r.bytes,
+            archived: r.archived,
+        }
+    }
+}
+
+/// A message that a save dropped, kept in the archive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Archived {
+    /// When it was archived (microseconds).
+    pub archived_us: i64,
+    /// The message, as it was stored.
+    pub message: String,
+}
+
+/// What a save did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SaveOutcome {
+    /// The session's revision after the save (unchanged when nothing changed).
+    pub revision: u64,
+    /// Stored messages kept in place.
+    pub kept: u64,
+    /// Messages written.
+    pub written: u64,
+    /// Stored messages moved to the archive.
+    pub archived: u64,
+}
+
+/// What an append did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionAppended {
+    /// The session's revision after the append.
+    pub revision: u64,
+    /// How many items the session held before the append (the index of the first).
+    pub first_index: u64,
+    /// How many items were appended.
+    pub count: u64,
+    /// True when the idempotency key was used already: nothing was written.
+    pub replayed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct IdemRecord {
+    outcome: SessionAppended,
+    hash: [u8; 16],
+}
+
+struct SKey<'a>(&'a str, u64);
+impl fmt::Display for SKey<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "({:?}, {})", self.0, self.1)
+    }
+}
+
+fn read_record<T: ReadableTable<&'static str, &'static [u8]>>(
+    t: &T,
+    id: &str,
+) -> Result<Option<SessionRecord>> {
+    match t.get(id)? {
+        Some(v) => Ok(Some(decode("sessions", &id, v.value())?)),
+        None => Ok(None),
+    }
+}
+
+fn decode_message(id: &str, seq: u64, bytes: &[u8]) -> Result<String> {
+    decode("session_messages", &SKey(id, seq), bytes)
+}
+
+fn decode_hash(id: &str, seq: u64, bytes: &[u8]) -> Result<[u8; 16]> {
+    decode("session_hashes", &SKey(id, seq), bytes)
+}
+
+fn range(id: &str) -> std::ops::RangeInclusive<(&str, u64)> {
+    (id, 0)..=(id, u64::MAX)
+}
+
+fn check_revision(rec: Option<&SessionRecord>, expected: Option<u64>) -> Result<()> {
+    let current = rec.map(|r| r.revision).unwrap_or(0);
+    match expected {
+        Some(e) if e != current => Err(Error::Conflict(format!(
+            "the session is at revision {current}, not {e}: it changed since you read it"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+impl WriteTxn<'_> {
+    fn next_revision(&mut self) -> Result<u64> {
+        let mut meta = self.tx.open_table(META)?;
+        let cur: u64 = match meta.get("session_rev")? {
+            Some(v) => decode("meta", &"session_rev", v.value())?,
+            None => 0,
+        };
+        let next = cur + 1;
+        meta.insert("session_rev", encode(&next)?.as_slice())?;
+        Ok(next)
+    }
+
+    fn session_record(&self, id: &str) -> Result<Option<SessionRecord>> {
+        read_record(&self.tx.open_table(SESSIONS)?, id)
+    }
+
+    fn put_session(&mut self, id: &str, rec: &SessionRecord) -> Result<()> {
+        self.tx
+            .open_table(SESSIONS)?
+            .insert(id, encode(rec)?.as_slice())?;
+        Ok(())
+    }
+
+    fn new_record(&self) -> SessionRecord {
+        SessionRecord {
+            created_us: self.now,
+            updated_us: self.now,
+            revision: 0,
+            next_seq: 0,
+            count: 0,
+            bytes: 0,
+            archive_next: 0,
+            archived: 0,
+            archived_bytes: 0,
+        }
+    }
+
+    fn push_messages(
+        &mut self,
+        id: &str,
+        rec: &mut SessionRecord,
+        msgs: &[(String, [u8; 16])],
+    ) -> Result<()> {
+        let mut m = self.tx.open_table(SESSION_MESSAGES)?;
+        let mut h = self.tx.open_table(SESSION_HASHES)?;
+        for (text, hsh) in msgs {
+            let seq = rec.next_seq;
+            m.insert((id, seq), encode(text)?.as_slice())?;
+            h.insert((id, seq), encode(hsh)?.as_slice())?;
+            rec.next_seq += 1;
+            rec.count += 1;
+            rec.bytes += text.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// Removes live messages `seqs` and, when `archive`, moves them to the archive.
+    fn drop_messages(
+        &mut self,
+        id: &str,
+        rec: &mut SessionRecord,
+        seqs: &[u64],
+        archive: bool,
+    ) -> Result<Vec<String>> {
+        let mut m = self.tx.open_table(SESSION_MESSAGES)?;
+        let mut h = self.tx.open_table(SESSION_HASHES)?;
+        let mut a = self.tx.open_table(SESSION_ARCHIVE)?;
+        let mut out = Vec::with_capacity(seqs.len());
+        for &seq in seqs {
+            let text = match m.remove((id, seq))? {
+                Some(v) => decode_message(id, seq, v.value())?,
+                None => {
+                    return Err(Error::corrupt(
+                        "session_messages",
+                        SKey(id, seq),
+                        "a message listed in the hashes is missing",
+                    ))
+                }
+            };
+            h.remove((id, seq))?;
+            rec.count = rec.count.saturating_sub(1);
+            rec.bytes = rec.bytes.saturating_sub(text.len() as u64);
+            if archive {
+                let entry = Archived {
+                    archived_us: self.now,
+                    message: text.clone(),
+                };
+                a.insert((id, rec.archive_next), encode(&entry)?.as_slice())?;
+                rec.archive_next += 1;
+                rec.archived += 1;
+                rec.archived_bytes += text.len() as u64;
+            }
+            out.push(text);
+        }
+        Ok(out)
+    }
+
+    fn enforce_retention(&mut self, id: &str, rec: &mut SessionRecord) -> Result<()> {
+        let max = self.config()?.session_archive_max;
+        if max == 0 || rec.archived <= max {
+            return Ok(());
+        }
+        let mut a = self.tx.open_table(SESSION_ARCHIVE)?;
+        let excess = rec.archived - max;
+        let mut victims = Vec::new();
+        for item in a.range(range(id))?.take(excess as usize) {
+            let (k, v) = item?;
+            let seq = k.value().1;
+            let e: Archived = decode("session_archive", &SKey(id, seq), v.value())?;
+            victims.push((seq, e.message.len() as u64));
+        }
+        for (seq, len) in victims {
+            a.remove((id, seq))?;
+            rec.archived -= 1;
+            rec.archived_bytes = rec.archived_bytes.saturating_sub(len);
+        }
+        Ok(())
+    }
+
+    /// Replaces the session's messages with `messages` (JSON objects), atomically, writing only
+    /// what changed; dropped messages go to the archive. With `expected_revision`, fails with
+    /// [`Error::Conflict`] (writing nothing) unless the session is at that revision (0: absent).
+    pub fn session_save(
+        &mut self,
+        id: &str,
+        messages: &[&str],
+        expected_revision: Option<u64>,
+    ) -> Result<SaveOutcome> {
+        validate_session_id(id)?;
+        let new: Vec<(String, [u8; 16])> = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let c = compact_message(m).map_err(|e| match e {
+                    Error::Invalid { what, reason } => {
+                        Error::invalid(what, format!("message {i}: {reason}"))
+                    }
+                    e => e,
+                })?;
+                let h = hash(&c);
+                Ok((c, h))
+            })
+            .collect::<Result<_>>()?;
+        let existing = self.session_record(id)?;
+        check_revision(existing.as_ref(), expected_revision)?;
+        let mut rec = existing.clone().unwrap_or_else(|| self.new_record());
+        let stored: Vec<(u64, [u8; 16])> = {
+            let h = self.tx.open_table(SESSION_HASHES)?;
+            let mut v = Vec::with_capacity(rec.count as usize);
+            for item in h.range(range(id))? {
+                let (k, val) = item?;
+                let seq = k.value().1;
+                v.push((seq, decode_hash(id, seq, val.value())?));
+            }
+            v
+        };
+        let (s, n) = (stored.len(), new.len());
+        let p = stored
+            .iter()
+            .zip(&new)
+            .take_while(|(a, b)| a.1 == b.1)
+            .count();
+        // The first j >= p such that stored[j..] continues as new[p..]: keep that run in place.
+        let mut j = s;
+        if p < n {
+            let start = p.max(s.saturating_sub(n - p));
+            for cand in start..s {
+                let run = s - cand;
+                let same = stored
+                    .get(cand..s)
+                    .zip(new.get(p..p + run))
+                    .is_some_and(|(a, b)| a.iter().zip(b).all(|(x, y)| x.1 == y.1));
+                if same {
+                    j = cand;
+                    break;
+                }
+            }
+        }
+        let kept = p + (s - j);
+        let to_archive: Vec<u64> = stored
+            .get(p..j)
+            .unwrap_or_default()
+            .iter()
+            .map(|x| x.0)
+            .collect();
+        let to_write = new.get(kept.min(n)..).unwrap_or_default();
+        if existing.is_some() && to_archive.is_empty() && to_write.is_empty() {
+            return Ok(SaveOutcome {
+                revision: rec.revision,
+                kept: kept as u64,
+                written: 0,
+                archived: 0,
+            });
+        }
+        self.drop_messages(id, &mut rec, &to_archive, true)?;
+        self.push_messages(id, &mut rec, to_write)?;
+        self.enforce_retention(id, &mut rec)?;
+        rec.revision = self.next_revision()?;
+        rec.updated_us = self.now;
+        self.put_session(id, &rec)?;
+        Ok(SaveOutcome {
+            revision: rec.revision,
+            kept: kept as u64,
+            written: to_write.len() as u64,
+            archived: to_archive.len() as u64,
+        })
+    }
+
+    /// Appends items to the session (created if absent) as one atomic batch. A retry with the
+    /// same idempotency key and the same items writes nothing and returns the earlier outcome
+    /// (`replayed`); the same key with other items is a [`Error::Conflict`].
+    pub fn session_append(
+        &mut self,
+        id: &str,
+        items: &[&str],
+        key: Option<&str>,
+        expected_revision: Option<u64>,
+    ) -> Result<SessionAppended> {
+        validate_session_id(id)?;
+        if let Some(k) = key {
+            crate::log::validate_key(k)?;
+        }
+        let new: Vec<(String, [u8; 16])> = items
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let c = compact_message(m).map_err(|e| match e {
+                    Error::Invalid { what, reason } => {
+                        Error::invalid(what, format!("item {i}: {reason}"))
+                    }
+                    e => e,
+                })?;
+                let h = hash(&c);
+                Ok((c, h))
+            })
+            .collect::<Result<_>>()?;
+        let mut batch = xxhash_rust::xxh3::Xxh3::new();
+        for (_, h) in &new {
+            batch.update(h);
+        }
+        let batch_hash = batch.digest128().to_le_bytes();
+        if let Some(k) = key {
+            let found = {
+                let t = self.tx.open_table(SESSION_IDEMPOTENCY)?;
+                let v = t.get((id, k))?;
+                match v {
+                    Some(v) => Some(decode::<IdemRecord>("session_idempotency", &k, v.value())?),
+                    None => None,
+                }
+            };
+            if let Some(r) = found {
+                if r.hash == batch_hash {
+                    return Ok(SessionAppended {
+                        replayed: true,
+                        ..r.outcome
+                    });
+                }
+                return Err(Error::Conflict(format!(
+                    "idempotency key {k:?} was used for a different batch"
+                )));
+            }
+        }
+        let existing = self.session_record(id)?;
+        check_revision(existing.as_ref(), expected_revision)?;
+        let mut rec = existing.unwrap_or_else(|| self.new_record());
+        let first_index = rec.count;
+        if !new.is_empty() {
+            self.push_messages(id, &mut rec, &new)?;
+        }
+        rec.revision = self.next_revision()?;
+        rec.updated_us = self.now;
+        self.put_session(id, &rec)?;
+        let outcome = SessionAppended {
+            revision: rec.revision,
+            first_index,
+            count: new.len() as u64,
+            replayed: false,
+        };
+        if let Some(k) = key {
+            let r = IdemRecord {
+                outcome,
+                hash: batch_hash,
+            };
+            self.tx
+                .open_table(SESSION_IDEMPOTENCY)?
+                .insert((id, k), encode(&r)?.as_slice())?;
+        }
+        Ok(outcome)
+    }
+
+    /// Removes and returns the newest item, or `None` when the session is empty or absent.
+    pub fn session_pop(
+        &mut self,
+        id: &str,
+        expected_revision: Option<u64>,
+    ) -> Result<Option<String>> {
+        validate_session_id(id)?;
+        let existing = self.session_record(id)?;
+        check_revision(existing.as_ref(), expected_revision)?;
+        let Some(mut rec) = existing else {
+            return Ok(None);
+        };
+        let last = {
+            let h = self.tx.open_table(SESSION_HASHES)?;
+            let last = h.range(range(id))?.next_back();
+            match last {
+                Some(item) => Some(item?.0.value().1),
+                None => None,
+            }
+        };
+        let Some(seq) = last else { return Ok(None) };
+        let mut out = self.drop_messages(id, &mut rec, &[seq], false)?;
+        rec.revision = self.next_revision()?;
+        rec.updated_us = self.now;
+        self.put_session(id, &rec)?;
+        Ok(out.pop())
+    }
+
+    /// Removes every live item of the session (the archive stays; see
+    /// [`WriteTxn::session_prune`]). Returns how many were removed.
+    pub fn session_clear(&mut self, id: &str) -> Result<u64> {
+        validate_session_id(id)?;
+        let Some(mut rec) = self.session_record(id)? else {
+            return Ok(0);
+        };
+        let n = {
+            let mut m = self.tx.open_table(SESSION_MESSAGES)?;
+            let mut h = self.tx.open_table(SESSION_HASHES)?;
+            m.retain_in(range(id), |_, _| false)?;
+            let before = rec.count;
+            h.retain_in(range(id), |_, _| false)?;
+            before
+        };
+        rec.count = 0;
+        rec.bytes = 0;
+        rec.revision = self.next_revision()?;
+        rec.updated_us = self.now;
+        self.put_session(id, &rec)?;
+        Ok(n)
+    }
+
+    /// Deletes the session wholly: its messages, archive and idempotency keys. Deleting a
+    /// session that does not exist is not an error. Returns whether it existed.
+    pub fn session_delete(&mut self, id: &str) -> Result<bool> {
+        validate_session_id(id)?;
+        if self.tx.open_table(SESSIONS)?.remove(id)?.is_none() {
+            return Ok(false);
+        }
+        self.tx
+            .open_table(SESSION_MESSAGES)?
+            .retain_in(range(id), |_, _| false)?;
+        self.tx
+            .open_table(SESSION_HASHES)?
+            .retain_in(range(id), |_, _| false)?;
+        self.tx
+            .open_table(SESSION_ARCHIVE)?
+            .retain_in(range(id), |_, _| false)?;
+        let mut idem = self.tx.open_table(SESSION_IDEMPOTENCY)?;
+        let mut keys = Vec::new();
+        for item in idem.range((id, "")..)? {
+            let (k, _) = item?;
+            let (sid, key) = k.value();
+            if sid != id {
+                break;
+            }
+            keys.push(key.to_string());
+        }
+        for k in keys {
+            idem.remove((id, k.as_str()))?;
+        }
+        Ok(true)
+    }
+
+    /// Removes the session's archive. Returns how many archived messages were removed.
+    pub fn session_prune(&mut self, id: &str) -> Result<u64> {
+        validate_session_id(id)?;
+        let Some(mut rec) = self.session_record(id)? else {
+            return Ok(0);
+        };
+        let n = rec.archived;
+        if n == 0 {
+            return Ok(0);
+        }
+        self.tx
+            .open_table(SESSION_ARCHIVE)?
+            .retain_in(range(id), |_, _| false)?;
+        rec.archived = 0;
+        rec.archived_bytes = 0;
+        rec.revision = self.next_revision()?;
+        rec.updated_us = self.now;
+        self.put_session(id, &rec)?;
+        Ok(n)
+    }
+}
+
+impl ReadTxn {
+    /// The session's messages, or `None` when it does not exist.
+    pub fn session_load(&self, id: &str) -> Result<Option<Vec<String>>> {
+        validate_session_id(id)?;
+        if read_record(&self.open(SESSIONS)?, id)?.is_none() {
+            return Ok(None);
+        }
+        let mut out = Vec::new();
+        for item in self.open(SESSION_MESSAGES)?.range(range(id))? {
+            let (k, v) = item?;
+            out.push(decode_message(id, k.value().1, v.value())?);
+        }
+        Ok(Some(out))
+    }
+
+    /// The latest `limit` items (all when `None`), oldest first. Empty for a missing session.
+    pub fn session_items(&self, id: &str, limit: Option<usize>) -> Result<Vec<String>> {
+        validate_session_id(id)?;
+        let mut out = Vec::new();
+        let t = self.open(SESSION_MESSAGES)?;
+        for item in t.range(range(id))?.rev().take(limit.unwrap_or(usize::MAX)) {
+            let (k, v) = item?;
+            out.push(decode_message(id, k.value().1, v.value())?);
+        }
+        out.reverse();
+        Ok(out)
+    }
+
+    /// The session's counters and times, without reading its messages.
+    pub fn session_info(&self, id: &str) -> Result<Option<SessionInfo>> {
+        validate_session_id(id)?;
+        Ok(read_record(&self.open(SESSIONS)?, id)?.map(|r| SessionInfo::from(id, &r)))
+    }
+
+    /// Sessions whose id starts with `prefix`, sorted, strictly after `after` (a cursor: the
+    /// last id of the previous page), at most `limit`.
+    pub fn session_list(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<Vec<SessionInfo>> {
+        let t = self.open(SESSIONS)?;
+        let mut out = Vec::new();
+        let start = match after {
+            Some(a) if a >= prefix => a,
+            _ => prefix,
+        };
+        for item in t.range(start..)? {
+            if limit.is_some_and(|l| out.len() >= l) {
+                break;
+            }
+            let (k, v) = item?;
+            let id = k.value();
+            if !id.starts_with(prefix) {
+                break;
+            }
+            if after.is_some_and(|a| id <= a) {
+                continue;
+            }
+            let r: SessionRecord = decode("sessions", &id, v.value())?;
+            out.push(SessionInfo::from(id, &r));
+        }
+        Ok(out)
+    }
+
+    /// Every session id, sorted.
+    pub fn session_ids(&self) -> Result<Vec<String>> {
+        let t = self.open(SESSIONS)?;
+        let mut out = Vec::with_capacity(t.len()? as usize);
+        for item in t.iter()? {
+            out.push(item?.0.value().to_string());
+        }
+        Ok(out)
+    }
+
+    /// The messages saves have dropped from the session, oldest first.
+    pub fn session_archived(&self, id: &str) -> Result<Vec<Archived>> {
+        validate_session_id(id)?;
+        let mut out = Vec::new();
+        for item in self.open(SESSION_ARCHIVE)?.range(range(id))? {
+            let (k, v) = item?;
+            out.push(decode(
+                "session_archive",
+                &SKey(id, k.value().1),
+                v.value(),
+            )?);
+        }
+        Ok(out)
+    }
+}
+
+impl Store {
+    /// Replaces a session's messages; see [`WriteTxn::session_save`].
+    pub fn session_save(
+        &self,
+        id: &str,
+        messages: &[&str],
+        expected_revision: Option<u64>,
+    ) -> Result<SaveOutcome> {
+        self.write(|tx| tx.session_save(id, messages, expected_revision))
+    }
+    /// Appends items; see [`WriteTxn::session_append`].
+    pub fn session_append(
+        &self,
+        id: &str,
+        items: &[&str],
+        key: Option<&str>,
+        expected_revision: Option<u64>,
+    ) -> Result<SessionAppended> {
+        self.write(|tx| tx.session_append(id, items, key, expected_revision))
+    }
+    /// Removes and returns the newest item; see [`WriteTxn::session_pop`].
+    pub fn session_pop(&self, id: &str, expected_revision: Option<u64>) -> Result<Option<String>> {
+        self.write(|tx| tx.session_pop(id, expected_revision))
+    }
+    /// Removes every live item; see [`WriteTxn::session_clear`].
+    pub fn session_clear(&self, id: &str) -> Result<u64> {
+        self.write(|tx| tx.session_clear(id))
+    }
+    /// Deletes a session; see [`WriteTxn::session_delete`].
+    pub fn session_delete(&self, id: &str) -> Result<bool> {
+        self.write(|tx| tx.session_delete(id))
+    }
+    /// Removes a session's archive; see [`WriteTxn::session_prune`].
+    pub fn session_prune(&self, id: &str) -> Result<u64> {
+        self.write(|tx| tx.session_prune(id))
+    }
+    /// Loads a session; see [`ReadTxn::session_load`].
+    pub fn session_load(&self, id: &str) -> Result<Option<Vec<String>>> {
+        self.read(|r| r.session_load(id))
+    }
+    /// The latest items; see [`ReadTxn::session_items`].
+    pub fn session_items(&self, id: &str, limit: Option<usize>) -> Result<Vec<String>> {
+        self.read(|r| r.session_items(id, limit))
+    }
+    /// A session's metadata; see [`ReadTxn::session_info`].
+    pub fn session_info(&self, id: &str) -> Result<Option<SessionInfo>> {
+        self.read(|r| r.session_info(id))
+    }
+    /// Lists sessions; see [`ReadTxn::session_list`].
+    pub fn session_list(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<Vec<SessionInfo>> {
+        self.read(|r| r.session_list(prefix, after, limit))
+    }
+    /// Every session id, sorted.
+    pub fn session_ids(&self) -> Result<Vec<String>> {
+        self.read(|r| r.session_ids())
+    }
+    /// The archive of a session; see [`ReadTxn::session_archived`].
+    pub fn session_archived(&self, id: &str) -> Result<Vec<Archived>> {
+        self.read(|r| r.session_archived(id))
+    }
+}
