@@ -782,10 +782,11 @@ fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
                 if r.ok() {
                     writeln!(
                         out,
-                        "OK: {} scopes, {} memories, {} summaries verified{}.",
+                        "OK: {} scopes, {} memories, {} summaries, {} sessions verified{}.",
                         r.scopes,
                         r.memories,
                         r.summaries,
+                        r.sessions,
                         if r.engine_intact {
                             ""
                         } else {

@@ -786,3 +786,103 @@ impl Store {
         self.read(|r| r.session_archived(id))
     }
 }
+
+/// Checks the session tables for `verify`: every value decodes, every live message has the
+/// hash of its text, every row belongs to a session, and each session's counters match its rows.
+pub(crate) fn verify_sessions(r: &ReadTxn, problem: &mut dyn FnMut(String), checked: &mut u64) -> Result<()> {
+    use std::collections::BTreeMap;
+    #[derive(Default)]
+    struct Seen {
+        count: u64,
+        bytes: u64,
+        archived: u64,
+        max_seq: Option<u64>,
+        max_archive: Option<u64>,
+    }
+    let mut records: BTreeMap<String, SessionRecord> = BTreeMap::new();
+    for item in r.open(SESSIONS)?.iter()? {
+        let (k, v) = item?;
+        let id = k.value().to_string();
+        match decode::<SessionRecord>("sessions", &id, v.value()) {
+            Ok(rec) => {
+                records.insert(id, rec);
+            }
+            Err(e) => problem(e.to_string()),
+        }
+    }
+    *checked = records.len() as u64;
+    let mut seen: BTreeMap<String, Seen> = BTreeMap::new();
+    let hashes = r.open(SESSION_HASHES)?;
+    for item in r.open(SESSION_MESSAGES)?.iter()? {
+        let (k, v) = item?;
+        let (id, seq) = k.value();
+        if !records.contains_key(id) {
+            problem(format!("session message ({id:?}, {seq}) belongs to no session"));
+            continue;
+        }
+        let s = seen.entry(id.to_string()).or_default();
+        s.count += 1;
+        s.max_seq = Some(seq);
+        match decode_message(id, seq, v.value()) {
+            Ok(text) => {
+                s.bytes += text.len() as u64;
+                match hashes.get((id, seq))? {
+                    Some(h) => match decode_hash(id, seq, h.value()) {
+                        Ok(h) if h == hash(&text) => {}
+                        Ok(_) => problem(format!("session message ({id:?}, {seq}) does not match its hash")),
+                        Err(e) => problem(e.to_string()),
+                    },
+                    None => problem(format!("session message ({id:?}, {seq}) has no hash")),
+                }
+            }
+            Err(e) => problem(e.to_string()),
+        }
+    }
+    let messages = r.open(SESSION_MESSAGES)?;
+    for item in hashes.iter()? {
+        let (k, _) = item?;
+        let (id, seq) = k.value();
+        if messages.get((id, seq))?.is_none() {
+            problem(format!("session hash ({id:?}, {seq}) has no message"));
+        }
+    }
+    for item in r.open(SESSION_ARCHIVE)?.iter()? {
+        let (k, v) = item?;
+        let (id, seq) = k.value();
+        if !records.contains_key(id) {
+            problem(format!("archived message ({id:?}, {seq}) belongs to no session"));
+            continue;
+        }
+        let s = seen.entry(id.to_string()).or_default();
+        s.archived += 1;
+        s.max_archive = Some(seq);
+        if let Err(e) = decode::<Archived>("session_archive", &SKey(id, seq), v.value()) {
+            problem(e.to_string());
+        }
+    }
+    for item in r.open(SESSION_IDEMPOTENCY)?.iter()? {
+        let (k, v) = item?;
+        let (id, key) = k.value();
+        if !records.contains_key(id) {
+            problem(format!("session idempotency key ({id:?}, {key:?}) belongs to no session"));
+        } else if let Err(e) = decode::<IdemRecord>("session_idempotency", &key, v.value()) {
+            problem(e.to_string());
+        }
+    }
+    for (id, rec) in &records {
+        let s = seen.remove(id).unwrap_or_default();
+        if s.count != rec.count || s.bytes != rec.bytes {
+            problem(format!(
+                "session {id:?} counts {} messages of {} bytes but holds {} of {}",
+                rec.count, rec.bytes, s.count, s.bytes
+            ));
+        }
+        if s.archived != rec.archived {
+            problem(format!("session {id:?} counts {} archived but holds {}", rec.archived, s.archived));
+        }
+        if s.max_seq.is_some_and(|m| m >= rec.next_seq) || s.max_archive.is_some_and(|m| m >= rec.archive_next) {
+            problem(format!("session {id:?} holds rows past its sequence counters"));
+        }
+    }
+    Ok(())
+}

@@ -2,7 +2,8 @@
 //! matching checksum; each scope's log must be dense (0..count) with each record naming its own
 //! position; every summary must be an aligned block inside the log, built from children that
 //! exist when it was built from children; `pending` must hold exactly the complete blocks that
-//! have no summary; the counters must match.
+//! have no summary; the counters must match. For sessions: every message decodes and matches
+//! its stored hash, every row belongs to a session, and each session's counters match its rows.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -29,6 +30,8 @@ pub struct Report {
     pub memories: u64,
     /// Summaries checked.
     pub summaries: u64,
+    /// Sessions checked.
+    pub sessions: u64,
     /// Everything that is wrong, one sentence each. Empty: the store is sound.
     pub problems: Vec<String>,
 }
@@ -213,6 +216,7 @@ impl Store {
                 }
             }
 
+            crate::session::verify_sessions(r, &mut problem, &mut report.sessions)?;
             for item in r.open(IDEMPOTENCY)?.iter()? {
                 let (k, v) = item?;
                 let (sid, key) = k.value();

@@ -250,5 +250,8 @@ proptest! {
             }
             check(&store, &model);
         }
+        let mut store = store;
+        let report = store.verify().unwrap();
+        prop_assert!(report.ok(), "{:?}", report.problems);
     }
 }
