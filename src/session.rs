@@ -270,17 +270,18 @@ impl WriteTxn<'_> {
         }
     }
 
-    fn push_messages(
+    fn push_messages<S: AsRef<str>>(
         &mut self,
         id: &str,
         rec: &mut SessionRecord,
-        msgs: &[(String, [u8; 16])],
+        msgs: &[(S, [u8; 16])],
     ) -> Result<()> {
         let mut m = self.tx.open_table(SESSION_MESSAGES)?;
         let mut h = self.tx.open_table(SESSION_HASHES)?;
         for (text, hsh) in msgs {
+            let text = text.as_ref();
             let seq = rec.next_seq;
-            m.insert((id, seq), encode(text)?.as_slice())?;
+            m.insert((id, seq), encode(&text)?.as_slice())?;
             h.insert((id, seq), encode(hsh)?.as_slice())?;
             rec.next_seq += 1;
             rec.count += 1;
@@ -362,22 +363,7 @@ impl WriteTxn<'_> {
         expected_revision: Option<u64>,
     ) -> Result<SaveOutcome> {
         validate_session_id(id)?;
-        let new: Vec<(String, [u8; 16])> = messages
-            .iter()
-            .enumerate()
-            .map(|(i, m)| {
-                let c = compact_message(m).map_err(|e| match e {
-                    Error::Invalid { what, reason } => {
-                        Error::invalid(what, format!("message {i}: {reason}"))
-                    }
-                    e => e,
-                })?;
-                let h = hash(&c);
-                Ok((c, h))
-            })
-            .collect::<Result<_>>()?;
         let existing = self.session_record(id)?;
-        check_revision(existing.as_ref(), expected_revision)?;
         let mut rec = existing.clone().unwrap_or_else(|| self.new_record());
         let stored: Vec<(u64, [u8; 16])> = {
             let h = self.tx.open_table(SESSION_HASHES)?;
@@ -389,6 +375,28 @@ impl WriteTxn<'_> {
             }
             v
         };
+        // A message whose bytes hash to a stored message is that message: already checked and
+        // compact. Only the others are parsed, so a save costs what changed, not the history.
+        let known: std::collections::HashSet<[u8; 16]> = stored.iter().map(|x| x.1).collect();
+        let new: Vec<(std::borrow::Cow<'_, str>, [u8; 16])> = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let h = hash(m);
+                if known.contains(&h) {
+                    return Ok((std::borrow::Cow::Borrowed(*m), h));
+                }
+                let c = compact_message(m).map_err(|e| match e {
+                    Error::Invalid { what, reason } => {
+                        Error::invalid(what, format!("message {i}: {reason}"))
+                    }
+                    e => e,
+                })?;
+                let h = hash(&c);
+                Ok((std::borrow::Cow::Owned(c), h))
+            })
+            .collect::<Result<_>>()?;
+        check_revision(existing.as_ref(), expected_revision)?;
         let (s, n) = (stored.len(), new.len());
         let p = stored
             .iter()
@@ -789,7 +797,11 @@ impl Store {
 
 /// Checks the session tables for `verify`: every value decodes, every live message has the
 /// hash of its text, every row belongs to a session, and each session's counters match its rows.
-pub(crate) fn verify_sessions(r: &ReadTxn, problem: &mut dyn FnMut(String), checked: &mut u64) -> Result<()> {
+pub(crate) fn verify_sessions(
+    r: &ReadTxn,
+    problem: &mut dyn FnMut(String),
+    checked: &mut u64,
+) -> Result<()> {
     use std::collections::BTreeMap;
     #[derive(Default)]
     struct Seen {
@@ -817,7 +829,9 @@ pub(crate) fn verify_sessions(r: &ReadTxn, problem: &mut dyn FnMut(String), chec
         let (k, v) = item?;
         let (id, seq) = k.value();
         if !records.contains_key(id) {
-            problem(format!("session message ({id:?}, {seq}) belongs to no session"));
+            problem(format!(
+                "session message ({id:?}, {seq}) belongs to no session"
+            ));
             continue;
         }
         let s = seen.entry(id.to_string()).or_default();
@@ -829,7 +843,9 @@ pub(crate) fn verify_sessions(r: &ReadTxn, problem: &mut dyn FnMut(String), chec
                 match hashes.get((id, seq))? {
                     Some(h) => match decode_hash(id, seq, h.value()) {
                         Ok(h) if h == hash(&text) => {}
-                        Ok(_) => problem(format!("session message ({id:?}, {seq}) does not match its hash")),
+                        Ok(_) => problem(format!(
+                            "session message ({id:?}, {seq}) does not match its hash"
+                        )),
                         Err(e) => problem(e.to_string()),
                     },
                     None => problem(format!("session message ({id:?}, {seq}) has no hash")),
@@ -850,7 +866,9 @@ pub(crate) fn verify_sessions(r: &ReadTxn, problem: &mut dyn FnMut(String), chec
         let (k, v) = item?;
         let (id, seq) = k.value();
         if !records.contains_key(id) {
-            problem(format!("archived message ({id:?}, {seq}) belongs to no session"));
+            problem(format!(
+                "archived message ({id:?}, {seq}) belongs to no session"
+            ));
             continue;
         }
         let s = seen.entry(id.to_string()).or_default();
@@ -864,7 +882,9 @@ pub(crate) fn verify_sessions(r: &ReadTxn, problem: &mut dyn FnMut(String), chec
         let (k, v) = item?;
         let (id, key) = k.value();
         if !records.contains_key(id) {
-            problem(format!("session idempotency key ({id:?}, {key:?}) belongs to no session"));
+            problem(format!(
+                "session idempotency key ({id:?}, {key:?}) belongs to no session"
+            ));
         } else if let Err(e) = decode::<IdemRecord>("session_idempotency", &key, v.value()) {
             problem(e.to_string());
         }
@@ -878,10 +898,17 @@ pub(crate) fn verify_sessions(r: &ReadTxn, problem: &mut dyn FnMut(String), chec
             ));
         }
         if s.archived != rec.archived {
-            problem(format!("session {id:?} counts {} archived but holds {}", rec.archived, s.archived));
+            problem(format!(
+                "session {id:?} counts {} archived but holds {}",
+                rec.archived, s.archived
+            ));
         }
-        if s.max_seq.is_some_and(|m| m >= rec.next_seq) || s.max_archive.is_some_and(|m| m >= rec.archive_next) {
-            problem(format!("session {id:?} holds rows past its sequence counters"));
+        if s.max_seq.is_some_and(|m| m >= rec.next_seq)
+            || s.max_archive.is_some_and(|m| m >= rec.archive_next)
+        {
+            problem(format!(
+                "session {id:?} holds rows past its sequence counters"
+            ));
         }
     }
     Ok(())
