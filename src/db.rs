@@ -232,11 +232,41 @@ impl Store {
             o.open(path)?;
         }
         let db = retry_busy(&opts, || builder(&opts).create(path))?;
-        let store = Store {
+        Self::initialize(Store {
             db,
             path: path.to_path_buf(),
             opts,
+        })
+    }
+
+    /// Opens (creating it if empty) a store on a custom redb storage backend: an in-memory
+    /// disk, or the fault-injecting disk of the crash tests. `name` only labels the store in
+    /// messages. On a non-empty backend this is an open: the format is checked as usual.
+    pub fn with_backend(
+        backend: impl redb::StorageBackend,
+        name: &str,
+        opts: Options,
+    ) -> Result<Store> {
+        let db = builder(&opts).create_with_backend(backend)?;
+        let store = Store {
+            db,
+            path: PathBuf::from(name),
+            opts,
         };
+        let fresh = store.read(|r| match r.tx.open_table(META) {
+            Ok(_) => Ok(false),
+            Err(TableError::TableDoesNotExist(_)) => Ok(true),
+            Err(e) => Err(e.into()),
+        })?;
+        if fresh {
+            Self::initialize(store)
+        } else {
+            store.check_format()?;
+            Ok(store)
+        }
+    }
+
+    fn initialize(store: Store) -> Result<Store> {
         store.write(|tx| {
             let mut meta = tx.tx.open_table(META)?;
             if meta.get("format")?.is_none() {

@@ -66,6 +66,8 @@ pub use log::{
     compile_pattern, memory_line, validate_key, Appended, NewMemory, Recall, RecallQuery,
 };
 pub use record::{BuiltFrom, Kind, Memory, Node, Status, Summary};
+/// The storage engine, re-exported so that custom backends (`redb::StorageBackend`) match its version.
+pub use redb;
 pub use session::{Archived, SaveOutcome, SessionAppended, SessionInfo};
 pub use tree::{summary_line, MergePrompt, NapOutcome, PromptInput, ZoomEntry};
 pub use verify::Report;
