@@ -4,6 +4,7 @@
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redb::{
@@ -34,6 +35,8 @@ pub struct Options {
     /// fsync instead of two, and other processes wait (then fail `Busy`) to open it. Default
     /// false: `MultiWriter`, so many agent processes share one store. See docs/design.md.
     pub exclusive: bool,
+    /// The principal this handle acts as (see docs/trust.md). `None`: the store's admin.
+    pub principal: Option<String>,
 }
 
 impl Default for Options {
@@ -42,6 +45,7 @@ impl Default for Options {
             busy_timeout: Duration::from_secs(10),
             cache_bytes: 32 << 20,
             exclusive: false,
+            principal: None,
         }
     }
 }
@@ -55,6 +59,11 @@ impl Options {
     /// Sets [`Options::exclusive`].
     pub fn exclusive(mut self, yes: bool) -> Self {
         self.exclusive = yes;
+        self
+    }
+    /// Sets [`Options::principal`].
+    pub fn principal(mut self, p: Option<&str>) -> Self {
+        self.principal = p.map(str::to_string);
         self
     }
     /// Sets [`Options::cache_bytes`].
@@ -174,7 +183,7 @@ pub fn validate_scope(name: &str) -> Result<()> {
 /// assert_eq!(store.count("default").unwrap(), 1);
 /// ```
 pub struct Store {
-    db: Database,
+    db: Arc<Database>,
     path: PathBuf,
     opts: Options,
 }
@@ -233,7 +242,7 @@ impl Store {
         }
         let db = retry_busy(&opts, || builder(&opts).create(path))?;
         Self::initialize(Store {
-            db,
+            db: Arc::new(db),
             path: path.to_path_buf(),
             opts,
         })
@@ -249,7 +258,7 @@ impl Store {
     ) -> Result<Store> {
         let db = builder(&opts).create_with_backend(backend)?;
         let store = Store {
-            db,
+            db: Arc::new(db),
             path: PathBuf::from(name),
             opts,
         };
@@ -273,6 +282,11 @@ impl Store {
                 meta.insert("format", encode(&STORE_FORMAT)?.as_slice())?;
                 meta.insert("created_us", encode(&tx.now)?.as_slice())?;
                 meta.insert("next_scope_id", encode(&0u32)?.as_slice())?;
+                let admin = tx
+                    .principal
+                    .clone()
+                    .unwrap_or_else(|| crate::auth::DEFAULT_ADMIN.to_string());
+                meta.insert("admin", encode(&admin)?.as_slice())?;
             }
             drop(meta);
             tx.ensure_tables()
@@ -300,9 +314,9 @@ impl Store {
                 path: path.to_path_buf(),
             });
         }
-        let db = retry_busy(&opts, || builder(&opts).open(path))?;
+        let db = open_bounded(&opts, path)?;
         let store = Store {
-            db,
+            db: Arc::new(db),
             path: path.to_path_buf(),
             opts,
         };
@@ -344,6 +358,29 @@ impl Store {
         Ok(())
     }
 
+    /// Another handle to the same open store that acts as `principal` (`None`: the admin).
+    /// Cheap: the database is shared.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = engram::Store::create(dir.path().join("m.redb")).unwrap();
+    /// store.grant("user:bob", engram::Access::Read, "team/").unwrap();
+    /// let bob = store.as_principal(Some("user:bob"));
+    /// assert!(bob.note("team/x", engram::NewMemory::new("hi")).is_err()); // no write grant
+    /// ```
+    pub fn as_principal(&self, principal: Option<&str>) -> Store {
+        Store {
+            db: Arc::clone(&self.db),
+            path: self.path.clone(),
+            opts: self.opts.clone().principal(principal),
+        }
+    }
+
+    /// The principal this handle acts as (`None`: the admin).
+    pub fn principal(&self) -> Option<&str> {
+        self.opts.principal.as_deref()
+    }
+
     /// The path of the store file.
     pub fn path(&self) -> &Path {
         &self.path
@@ -376,6 +413,8 @@ impl Store {
             now: now_us(),
             config: None,
             _s: std::marker::PhantomData,
+            principal: self.opts.principal.clone(),
+            auth: std::cell::OnceCell::new(),
         };
         let r = f(&mut w)?;
         w.tx.commit()?;
@@ -404,19 +443,32 @@ impl Store {
     /// Runs `f` over one consistent snapshot. Keep it short: a read transaction pins pages.
     pub fn read<R>(&self, f: impl FnOnce(&ReadTxn) -> Result<R>) -> Result<R> {
         let tx = self.db.begin_read()?;
-        let r = ReadTxn { tx };
+        let r = ReadTxn {
+            tx,
+            principal: self.opts.principal.clone(),
+            auth: std::cell::OnceCell::new(),
+        };
         f(&r)
     }
 
     /// Runs redb's own integrity check (every page checksum, the allocator state). Returns
     /// `Ok(true)` when the file was intact, `Ok(false)` when redb repaired it.
     pub fn check_engine_integrity(&mut self) -> Result<bool> {
-        Ok(self.db.check_integrity()?)
+        let db = Arc::get_mut(&mut self.db).ok_or_else(|| {
+            Error::invalid(
+                "store",
+                "the integrity check needs the only handle to the store",
+            )
+        })?;
+        Ok(db.check_integrity()?)
     }
 
     /// Compacts the file (offline: needs no other handle open in this process).
     pub fn compact(&mut self) -> Result<()> {
-        while self.db.compact()? {}
+        let db = Arc::get_mut(&mut self.db).ok_or_else(|| {
+            Error::invalid("store", "compaction needs the only handle to the store")
+        })?;
+        while db.compact()? {}
         Ok(())
     }
 
@@ -424,6 +476,7 @@ impl Store {
     pub fn set_config(&self, name: &str, value: &str) -> Result<u64> {
         let v = validate_config(name, value)?;
         self.write(|tx| {
+            tx.require_admin("change settings")?;
             let mut t = tx.tx.open_table(CONFIG)?;
             t.insert(name, encode(&v)?.as_slice())?;
             Ok(v)
@@ -433,6 +486,27 @@ impl Store {
     /// The store's settings.
     pub fn config(&self) -> Result<Config> {
         self.read(|r| r.config())
+    }
+}
+
+/// Opens the file, waiting at most `busy_timeout`: in multi-writer mode redb's open waits for a
+/// writer in another process to finish, so the open runs on a helper thread and the caller stops
+/// waiting after the timeout (the thread then closes the handle it gets).
+fn open_bounded(opts: &Options, path: &Path) -> Result<Database> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let o = opts.clone();
+    let p = path.to_path_buf();
+    let start = Instant::now();
+    std::thread::Builder::new()
+        .name("engram-open".into())
+        .spawn(move || {
+            let _ = tx.send(retry_busy(&o, || builder(&o).open(&p)));
+        })?;
+    match rx.recv_timeout(opts.busy_timeout) {
+        Ok(r) => r,
+        Err(_) => Err(Error::Busy {
+            waited: start.elapsed(),
+        }),
     }
 }
 
@@ -476,11 +550,15 @@ pub struct WriteTxn<'s> {
     pub(crate) now: i64,
     pub(crate) config: Option<Config>,
     pub(crate) _s: std::marker::PhantomData<&'s ()>,
+    pub(crate) principal: Option<String>,
+    pub(crate) auth: std::cell::OnceCell<crate::auth::Auth>,
 }
 
 /// A read-only snapshot. See [`Store::read`].
 pub struct ReadTxn {
     pub(crate) tx: ReadTransaction,
+    pub(crate) principal: Option<String>,
+    pub(crate) auth: std::cell::OnceCell<crate::auth::Auth>,
 }
 
 fn read_config<T: ReadableTable<&'static str, &'static [u8]>>(t: &T) -> Result<Config> {
@@ -537,16 +615,21 @@ impl ReadTxn {
         read_config(&self.open(CONFIG)?)
     }
 
+    /// The scope's bookkeeping, after checking that the principal may read it.
     pub(crate) fn scope_meta(&self, scope: &str) -> Result<Option<ScopeMeta>> {
+        self.require(crate::auth::Access::Read, scope)?;
         read_scope(&self.open(SCOPES)?, scope)
     }
 
-    /// Names of every scope, sorted.
+    /// Names of the scopes the principal may read, sorted.
     pub fn scopes(&self) -> Result<Vec<String>> {
-        Ok(list_scopes(&self.open(SCOPES)?)?
-            .into_iter()
-            .map(|(n, _)| n)
-            .collect())
+        let mut out = Vec::new();
+        for (n, _) in list_scopes(&self.open(SCOPES)?)? {
+            if self.may(crate::auth::Access::Read, &n)? {
+                out.push(n);
+            }
+        }
+        Ok(out)
     }
 
     /// Number of memories in `scope` (0 for a scope that does not exist).
@@ -556,15 +639,18 @@ impl ReadTxn {
 
     /// Counters of every scope.
     pub fn stats(&self) -> Result<Vec<ScopeStats>> {
-        Ok(list_scopes(&self.open(SCOPES)?)?
-            .into_iter()
-            .map(|(scope, m)| ScopeStats {
-                scope,
-                memories: m.count,
-                summaries: m.summaries,
-                pending: m.pending,
-            })
-            .collect())
+        let mut out = Vec::new();
+        for (scope, m) in list_scopes(&self.open(SCOPES)?)? {
+            if self.may(crate::auth::Access::Read, &scope)? {
+                out.push(ScopeStats {
+                    scope,
+                    memories: m.count,
+                    summaries: m.summaries,
+                    pending: m.pending,
+                });
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -582,6 +668,12 @@ impl WriteTxn<'_> {
         self.tx.open_table(schema::SESSION_HASHES)?;
         self.tx.open_table(schema::SESSION_ARCHIVE)?;
         self.tx.open_table(schema::SESSION_IDEMPOTENCY)?;
+        self.tx.open_table(schema::GRANTS)?;
+        self.tx.open_table(schema::POLICIES)?;
+        self.tx.open_table(schema::EVENTS)?;
+        self.tx.open_table(schema::STALE)?;
+        self.tx.open_table(schema::CLAIMS)?;
+        self.tx.open_table(schema::AUDIT)?;
         Ok(())
     }
 
@@ -600,7 +692,9 @@ impl WriteTxn<'_> {
         Ok(c)
     }
 
+    /// The scope's bookkeeping, after checking that the principal may write it.
     pub(crate) fn scope_meta(&self, scope: &str) -> Result<Option<ScopeMeta>> {
+        self.require(crate::auth::Access::Write, scope)?;
         read_scope(&self.tx.open_table(SCOPES)?, scope)
     }
 

@@ -63,6 +63,8 @@ pub enum Error {
     Conflict(String),
     /// The store was written by a newer engram, or uses a feature this build does not know.
     Unsupported(String),
+    /// The principal may not do this (see docs/trust.md).
+    Denied(String),
     /// The storage engine (redb) failed.
     Storage(String),
     /// An operating-system I/O error.
@@ -90,13 +92,15 @@ impl Error {
     }
 
     /// The exit status the `engram` CLI uses for this error: 2 for rejected input, 3 for a
-    /// missing store, 4 for a busy store, 5 for corruption, 1 for anything else.
+    /// missing store, 4 for a busy store, 5 for corruption, 6 for a refused permission, 1 for anything
+    /// else.
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Invalid { .. } | Error::WrongBlock { .. } | Error::OutOfRange { .. } => 2,
             Error::NotFound { .. } => 3,
             Error::Busy { .. } => 4,
             Error::Corrupt { .. } => 5,
+            Error::Denied(_) => 6,
             _ => 1,
         }
     }
@@ -131,6 +135,7 @@ impl fmt::Display for Error {
                 write!(f, "{asked} is past the end of the log ({count} memories)")
             }
             Error::Conflict(m) => write!(f, "conflict: {m}"),
+            Error::Denied(m) => write!(f, "denied: {m}"),
             Error::Unsupported(m) => write!(f, "unsupported: {m}"),
             Error::Storage(m) => write!(f, "storage error: {m}"),
             Error::Io(e) => write!(f, "I/O error: {e}"),

@@ -222,7 +222,7 @@ impl WriteTxn<'_> {
         let mut meta = self.scope_or_create(scope)?;
         if meta.count > 0 || meta.summaries > 0 {
             return Err(Error::Conflict(format!(
-                "scope {scope:?} already holds {} memories; import into an empty scope (--scope NAME)",
+                "scope {scope:?} already holds {} memories; import into an empty scope or a fresh store",
                 meta.count
             )));
         }
@@ -231,6 +231,8 @@ impl WriteTxn<'_> {
             let mut log = self.tx.open_table(LOG)?;
             for (i, m) in memories.iter().enumerate() {
                 validate_line(&m.text, MAX_ENTRY_BYTES)?;
+                crate::log::validate_field("source", &m.source)?;
+                crate::log::validate_field("source URI", &m.source_uri)?;
                 if m.supersedes
                     .iter()
                     .chain(&m.conflicts_with)
@@ -375,7 +377,8 @@ impl Store {
         self.read(|r| {
             let mut n = 0u64;
             let mut put = |line: &ExportLine, out: &mut dyn Write| -> Result<()> {
-                serde_json::to_writer(&mut *out, line).map_err(|e| Error::Io(e.into()))?;
+                let s = serde_json::to_string(line).map_err(|e| Error::Io(e.into()))?;
+                out.write_all(crate::text::json_safe(&s).as_bytes())?;
                 out.write_all(b"\n")?;
                 n += 1;
                 Ok(())
@@ -498,7 +501,8 @@ impl Store {
         }
         let mut report = ImportSummary::default();
         self.write(|tx| {
-            {
+            if !configs.is_empty() {
+                tx.require_admin("change settings")?;
                 let mut t = tx.tx.open_table(CONFIG)?;
                 for (name, value) in &configs {
                     t.insert(name.as_str(), encode(value)?.as_slice())?;

@@ -42,6 +42,7 @@
     )
 )]
 
+pub mod auth;
 pub mod block;
 pub mod codec;
 mod db;
@@ -56,6 +57,7 @@ mod tree;
 mod verify;
 pub mod wake;
 
+pub use auth::{Access, Grant};
 pub use block::Block;
 pub use db::{
     validate_config, validate_scope, Config, Options, ReadTxn, ScopeStats, Store, WriteTxn,

@@ -137,27 +137,16 @@ pub fn memory_line(m: &Memory) -> String {
 
 const MAX_FIELD_BYTES: usize = 1024;
 
-fn validate_field(what: &'static str, v: &Option<String>) -> Result<()> {
-    if let Some(s) = v {
-        if s.is_empty() || s.len() > MAX_FIELD_BYTES || s.chars().any(|c| c.is_control()) {
-            return Err(Error::invalid(
-                what,
-                format!("must be 1 to {MAX_FIELD_BYTES} bytes without control characters"),
-            ));
-        }
+pub(crate) fn validate_field(what: &'static str, v: &Option<String>) -> Result<()> {
+    match v {
+        Some(s) => crate::text::validate_field(what, s, MAX_FIELD_BYTES),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Checks an idempotency key: 1 to 256 bytes, no control characters.
 pub fn validate_key(key: &str) -> Result<()> {
-    if key.is_empty() || key.len() > 256 || key.chars().any(|c| c.is_control()) {
-        return Err(Error::invalid(
-            "idempotency key",
-            "must be 1 to 256 bytes without control characters",
-        ));
-    }
-    Ok(())
+    crate::text::validate_field("idempotency key", key, 256)
 }
 
 impl WriteTxn<'_> {
@@ -180,14 +169,34 @@ impl WriteTxn<'_> {
         }
         let cfg = self.config()?;
         let mut crc = crc32fast::Hasher::new();
+        // Keys written before the whole envelope was hashed hold a checksum of the texts alone.
+        let mut legacy = crc32fast::Hasher::new();
         for m in &items {
             validate_line(&m.text, cfg.entry_bytes)?;
             validate_field("source", &m.source)?;
             validate_field("source URI", &m.source_uri)?;
-            crc.update(m.text.as_bytes());
-            crc.update(b"\n");
+            legacy.update(m.text.as_bytes());
+            legacy.update(b"\n");
+            // The whole envelope the caller gave, so that a retry is recognised only when it
+            // asks for exactly the same memories. (The postcard bytes, not the enveloped value:
+            // the CRC of bytes followed by their own CRC is a constant.)
+            crc.update(
+                &postcard::to_allocvec(&(
+                    &m.text,
+                    m.kind,
+                    m.status,
+                    m.observed_us,
+                    &m.source,
+                    &m.source_uri,
+                    &m.supersedes,
+                    &m.conflicts_with,
+                    m.valid_until_us,
+                ))
+                .map_err(|e| Error::Storage(format!("could not encode a value: {e}")))?,
+            );
         }
         let texts_crc = crc.finalize();
+        let legacy_crc = legacy.finalize();
         if let Some(k) = key {
             validate_key(k)?;
         }
@@ -200,7 +209,9 @@ impl WriteTxn<'_> {
             };
             drop(t);
             if let Some(e) = found {
-                if e.texts_crc == texts_crc && e.count == items.len() as u64 {
+                if (e.texts_crc == texts_crc || e.texts_crc == legacy_crc)
+                    && e.count == items.len() as u64
+                {
                     return Ok(Appended {
                         first: e.first,
                         count: e.count,
@@ -341,6 +352,9 @@ pub struct Recall {
     pub matches: Vec<Memory>,
     /// How many memories matched in all.
     pub total: u64,
+    /// Ids of records that could not be decoded (damaged); they were skipped, never hiding the
+    /// valid matches. Empty in a sound store.
+    pub unreadable: Vec<u64>,
 }
 
 impl Recall {
@@ -365,6 +379,24 @@ impl Recall {
             out.push_str(&format!(
                 "Newest {shown} of {} matches. Narrow the regex.\n",
                 self.total
+            ));
+        }
+        if !self.unreadable.is_empty() {
+            let ids: Vec<String> = self
+                .unreadable
+                .iter()
+                .take(10)
+                .map(|i| format!("#{i}"))
+                .collect();
+            out.push_str(&format!(
+                "{} damaged records were skipped ({}{}); run `engram verify`.\n",
+                self.unreadable.len(),
+                ids.join(", "),
+                if self.unreadable.len() > 10 {
+                    ", ..."
+                } else {
+                    ""
+                }
             ));
         }
         out
@@ -426,11 +458,13 @@ impl ReadTxn {
             return Ok(Recall {
                 matches: found,
                 total,
+                unreadable: Vec::new(),
             });
         };
         let limit = q.limit.unwrap_or(usize::MAX);
         let mut bytes = 0usize;
         let mut collecting = true;
+        let mut unreadable = Vec::new();
         let mut line = String::new();
         for item in self
             .open(LOG)?
@@ -439,7 +473,14 @@ impl ReadTxn {
         {
             let (k, v) = item?;
             let (_, pos) = k.value();
-            let m = decode_memory(meta.id, pos, v.value())?;
+            let m = match decode_memory(meta.id, pos, v.value()) {
+                Ok(m) => m,
+                Err(Error::Corrupt { .. }) => {
+                    unreadable.push(pos);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             if q.kind.is_some_and(|k| k != m.kind)
                 || q.since_us.is_some_and(|s| m.observed_us < s)
                 || q.until_us.is_some_and(|u| m.observed_us >= u)
@@ -469,9 +510,11 @@ impl ReadTxn {
             }
         }
         found.reverse();
+        unreadable.reverse();
         Ok(Recall {
             matches: found,
             total,
+            unreadable,
         })
     }
 }

@@ -15,7 +15,13 @@ use engram::{
 
 /// engram: durable memory for coding agents.
 #[derive(Parser, Debug)]
-#[command(name = "engram", version, about, long_about = None, max_term_width = 100)]
+#[command(
+    name = "engram",
+    version,
+    about = "engram: durable, transactional memory for coding agents",
+    long_about = None,
+    max_term_width = 100
+)]
 struct Cli {
     /// The store file [default: ~/.engram/memory.redb]
     #[arg(long, global = true, env = "ENGRAM_DB", value_name = "PATH")]
@@ -400,8 +406,8 @@ fn read_input(file: &str) -> Result<String, Error> {
 }
 
 fn json(out: &mut dyn Write, v: &impl serde::Serialize) -> Result<(), Error> {
-    serde_json::to_writer_pretty(&mut *out, v).map_err(|e| Error::Io(e.into()))?;
-    writeln!(out)?;
+    let s = serde_json::to_string_pretty(v).map_err(|e| Error::Io(e.into()))?;
+    writeln!(out, "{}", text::json_safe(&s))?;
     Ok(())
 }
 
@@ -569,8 +575,8 @@ fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
                     .collect();
                 writeln!(
                     out,
-                    "Saved {} summaries{}{}.",
-                    saved.len(),
+                    "Saved {}{}{}.",
+                    plural(saved.len() as u64, "summary", "summaries"),
                     if saved.is_empty() { "" } else { ": " },
                     saved.join(", ")
                 )?;
@@ -652,6 +658,10 @@ fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
             } else {
                 write!(out, "{}", r.render())?;
             }
+            if !r.unreadable.is_empty() {
+                // The valid matches are printed; the exit status still says the store is damaged.
+                return Ok(5);
+            }
         }
         Cmd::Forget { block } => {
             let b: Block = block.parse()?;
@@ -696,8 +706,10 @@ fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
                 let r = store.import_jsonl(&mut input.as_bytes())?;
                 writeln!(
                     out,
-                    "Imported {} memories and {} summaries in {} scopes.",
-                    r.memories, r.summaries, r.scopes
+                    "Imported {} and {} in {}.",
+                    plural(r.memories, "memory", "memories"),
+                    plural(r.summaries, "summary", "summaries"),
+                    plural(r.scopes as u64, "scope", "scopes")
                 )?;
             } else if let Some(f) = file {
                 let input = read_input(f)?;
@@ -794,7 +806,11 @@ fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
                         }
                     )?;
                 } else {
-                    writeln!(out, "{} problems found.", r.problems.len())?;
+                    writeln!(
+                        out,
+                        "{}.",
+                        plural(r.problems.len() as u64, "problem found", "problems found")
+                    )?;
                 }
             }
             if !r.ok() {
@@ -806,6 +822,15 @@ fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
 }
 
 fn unreachable_init() {}
+
+/// `1 memory`, `2 memories`.
+fn plural(n: u64, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
 
 /// Parses a JSON array of objects, keeping each element's text exactly.
 fn parse_array(input: &str, what: &str) -> Result<Vec<Box<serde_json::value::RawValue>>, Error> {
@@ -894,14 +919,16 @@ fn session_cmd(
             } else if o.replayed {
                 writeln!(
                     out,
-                    "Already appended (key seen before): {} items at revision {}.",
-                    o.count, o.revision
+                    "Already appended (key seen before): {} at revision {}.",
+                    plural(o.count, "item", "items"),
+                    o.revision
                 )?;
             } else {
                 writeln!(
                     out,
-                    "Appended {} items at revision {}.",
-                    o.count, o.revision
+                    "Appended {} at revision {}.",
+                    plural(o.count, "item", "items"),
+                    o.revision
                 )?;
             }
         }
@@ -1021,7 +1048,14 @@ fn session_cmd(
                 let path = dir.join(format!("{id}.json"));
                 let tmp = dir.join(format!(".{id}.json.tmp"));
                 {
-                    let mut f = std::fs::File::create(&tmp)?;
+                    let mut o = std::fs::OpenOptions::new();
+                    o.write(true).create(true).truncate(true);
+                    #[cfg(unix)]
+                    {
+                        use std::os::unix::fs::OpenOptionsExt;
+                        o.mode(0o600);
+                    }
+                    let mut f = o.open(&tmp)?;
                     f.write_all(json_array(&msgs).as_bytes())?;
                     f.sync_all()?;
                 }

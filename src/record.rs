@@ -7,35 +7,47 @@ use serde::{Deserialize, Serialize};
 use crate::block::Block;
 use crate::error::Error;
 
-/// What kind of claim a memory makes.
+/// What kind of claim a memory makes. In JSON: the lower-case name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
 pub enum Kind {
     /// Something a principal stated.
+    #[serde(alias = "Statement")]
     Statement,
     /// Something observed directly (the default).
     #[default]
+    #[serde(alias = "Observation")]
     Observation,
     /// Something concluded, not observed.
+    #[serde(alias = "Inference")]
     Inference,
     /// A decision that was taken.
+    #[serde(alias = "Decision")]
     Decision,
     /// Work to be done.
+    #[serde(alias = "Task")]
     Task,
 }
 
-/// Where a memory stands in its lifecycle.
+/// Where a memory stands in its lifecycle. In JSON: the lower-case name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
 pub enum Status {
     /// Recorded but not yet accepted.
+    #[serde(alias = "Proposed")]
     Proposed,
     /// Accepted as true (the default).
     #[default]
+    #[serde(alias = "Accepted")]
     Accepted,
     /// Replaced by a newer memory.
+    #[serde(alias = "Superseded")]
     Superseded,
     /// No longer recommended.
+    #[serde(alias = "Deprecated")]
     Deprecated,
     /// Withdrawn as wrong.
+    #[serde(alias = "Retracted")]
     Retracted,
 }
 

@@ -35,6 +35,19 @@ pub const SESSION_ARCHIVE: TableDefinition<(&str, u64), &[u8]> =
 pub const SESSION_IDEMPOTENCY: TableDefinition<(&str, &str), &[u8]> =
     TableDefinition::new("session_idempotency");
 
+/// Grants: (principal, access 0 read / 1 write, scope or prefix) -> who granted it, when.
+pub const GRANTS: TableDefinition<(&str, u8, &str), &[u8]> = TableDefinition::new("grants");
+/// Per-scope write policy: scope name -> policy.
+pub const POLICIES: TableDefinition<&str, &[u8]> = TableDefinition::new("policies");
+/// Lifecycle events of memories: (scope id, memory id, event number) -> event.
+pub const EVENTS: TableDefinition<(u32, u64, u32), &[u8]> = TableDefinition::new("events");
+/// Summaries whose inputs changed since they were written: (scope id, level, start) -> ().
+pub const STALE: TableDefinition<(u32, u8, u64), ()> = TableDefinition::new("stale");
+/// The claims of each summary with the memories each cites: (scope id, level, start) -> claims.
+pub const CLAIMS: TableDefinition<(u32, u8, u64), &[u8]> = TableDefinition::new("claims");
+/// The read audit, when enabled: sequence number -> who read what, when.
+pub const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
+
 /// The store format this build writes (the `format` entry of [`META`]).
 pub const STORE_FORMAT: u32 = 1;
 
@@ -52,4 +65,10 @@ pub const TABLE_NAMES: &[&str] = &[
     "session_hashes",
     "session_archive",
     "session_idempotency",
+    "grants",
+    "policies",
+    "events",
+    "stale",
+    "claims",
+    "audit",
 ];

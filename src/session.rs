@@ -20,6 +20,7 @@ use std::fmt;
 use redb::{ReadableTable, ReadableTableMetadata};
 use serde::{Deserialize, Serialize};
 
+use crate::auth::Access;
 use crate::codec::{decode, encode};
 use crate::db::{ReadTxn, Store, WriteTxn};
 use crate::error::{Error, Result};
@@ -31,6 +32,11 @@ use crate::schema::{
 pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
 /// The longest session id, in bytes.
 pub const MAX_SESSION_ID_BYTES: usize = 256;
+
+/// The scope that governs access to a session (see docs/trust.md).
+pub fn session_scope(id: &str) -> String {
+    format!("session:{id}")
+}
 
 /// Checks a session id: 1 to 256 bytes of UTF-8 without control characters.
 pub fn validate_session_id(id: &str) -> Result<()> {
@@ -363,6 +369,7 @@ impl WriteTxn<'_> {
         expected_revision: Option<u64>,
     ) -> Result<SaveOutcome> {
         validate_session_id(id)?;
+        self.require(Access::Write, &session_scope(id))?;
         let existing = self.session_record(id)?;
         let mut rec = existing.clone().unwrap_or_else(|| self.new_record());
         let stored: Vec<(u64, [u8; 16])> = {
@@ -460,6 +467,7 @@ impl WriteTxn<'_> {
         expected_revision: Option<u64>,
     ) -> Result<SessionAppended> {
         validate_session_id(id)?;
+        self.require(Access::Write, &session_scope(id))?;
         if let Some(k) = key {
             crate::log::validate_key(k)?;
         }
@@ -538,6 +546,7 @@ impl WriteTxn<'_> {
         expected_revision: Option<u64>,
     ) -> Result<Option<String>> {
         validate_session_id(id)?;
+        self.require(Access::Write, &session_scope(id))?;
         let existing = self.session_record(id)?;
         check_revision(existing.as_ref(), expected_revision)?;
         let Some(mut rec) = existing else {
@@ -563,6 +572,7 @@ impl WriteTxn<'_> {
     /// [`WriteTxn::session_prune`]). Returns how many were removed.
     pub fn session_clear(&mut self, id: &str) -> Result<u64> {
         validate_session_id(id)?;
+        self.require(Access::Write, &session_scope(id))?;
         let Some(mut rec) = self.session_record(id)? else {
             return Ok(0);
         };
@@ -586,6 +596,7 @@ impl WriteTxn<'_> {
     /// session that does not exist is not an error. Returns whether it existed.
     pub fn session_delete(&mut self, id: &str) -> Result<bool> {
         validate_session_id(id)?;
+        self.require(Access::Write, &session_scope(id))?;
         if self.tx.open_table(SESSIONS)?.remove(id)?.is_none() {
             return Ok(false);
         }
@@ -617,6 +628,7 @@ impl WriteTxn<'_> {
     /// Removes the session's archive. Returns how many archived messages were removed.
     pub fn session_prune(&mut self, id: &str) -> Result<u64> {
         validate_session_id(id)?;
+        self.require(Access::Write, &session_scope(id))?;
         let Some(mut rec) = self.session_record(id)? else {
             return Ok(0);
         };
@@ -640,6 +652,7 @@ impl ReadTxn {
     /// The session's messages, or `None` when it does not exist.
     pub fn session_load(&self, id: &str) -> Result<Option<Vec<String>>> {
         validate_session_id(id)?;
+        self.require(Access::Read, &session_scope(id))?;
         if read_record(&self.open(SESSIONS)?, id)?.is_none() {
             return Ok(None);
         }
@@ -654,6 +667,7 @@ impl ReadTxn {
     /// The latest `limit` items (all when `None`), oldest first. Empty for a missing session.
     pub fn session_items(&self, id: &str, limit: Option<usize>) -> Result<Vec<String>> {
         validate_session_id(id)?;
+        self.require(Access::Read, &session_scope(id))?;
         let mut out = Vec::new();
         let t = self.open(SESSION_MESSAGES)?;
         for item in t.range(range(id))?.rev().take(limit.unwrap_or(usize::MAX)) {
@@ -667,6 +681,7 @@ impl ReadTxn {
     /// The session's counters and times, without reading its messages.
     pub fn session_info(&self, id: &str) -> Result<Option<SessionInfo>> {
         validate_session_id(id)?;
+        self.require(Access::Read, &session_scope(id))?;
         Ok(read_record(&self.open(SESSIONS)?, id)?.map(|r| SessionInfo::from(id, &r)))
     }
 
@@ -693,7 +708,7 @@ impl ReadTxn {
             if !id.starts_with(prefix) {
                 break;
             }
-            if after.is_some_and(|a| id <= a) {
+            if after.is_some_and(|a| id <= a) || !self.may(Access::Read, &session_scope(id))? {
                 continue;
             }
             let r: SessionRecord = decode("sessions", &id, v.value())?;
@@ -707,7 +722,10 @@ impl ReadTxn {
         let t = self.open(SESSIONS)?;
         let mut out = Vec::with_capacity(t.len()? as usize);
         for item in t.iter()? {
-            out.push(item?.0.value().to_string());
+            let (k, _) = item?;
+            if self.may(Access::Read, &session_scope(k.value()))? {
+                out.push(k.value().to_string());
+            }
         }
         Ok(out)
     }
@@ -715,6 +733,7 @@ impl ReadTxn {
     /// The messages saves have dropped from the session, oldest first.
     pub fn session_archived(&self, id: &str) -> Result<Vec<Archived>> {
         validate_session_id(id)?;
+        self.require(Access::Read, &session_scope(id))?;
         let mut out = Vec::new();
         for item in self.open(SESSION_ARCHIVE)?.range(range(id))? {
             let (k, v) = item?;

@@ -12,7 +12,7 @@ pub const MAX_ENTRY_BYTES: usize = 4096;
 
 /// Characters that could forge or hide output lines besides the control characters: Unicode line
 /// and paragraph separators and the bidirectional overrides/isolates.
-fn is_forbidden_format(c: char) -> bool {
+pub(crate) fn is_forbidden_format(c: char) -> bool {
     matches!(c, '\u{2028}' | '\u{2029}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
 }
 
@@ -54,6 +54,30 @@ pub fn validate_line(text: &str, max_bytes: usize) -> Result<()> {
     Ok(())
 }
 
+/// Checks a short envelope field (source, URI, idempotency key): 1 to `max_bytes` bytes with no
+/// control, separator or override character.
+pub fn validate_field(what: &'static str, v: &str, max_bytes: usize) -> Result<()> {
+    if v.is_empty() || v.len() > max_bytes {
+        return Err(Error::invalid(
+            what,
+            format!("must be 1 to {max_bytes} bytes"),
+        ));
+    }
+    if let Some(c) = v
+        .chars()
+        .find(|c| c.is_control() || is_forbidden_format(*c))
+    {
+        return Err(Error::invalid(
+            what,
+            format!(
+                "contains the character U+{:04X}; control and separator characters are not allowed",
+                c as u32
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Makes stored text safe to print on one line: every control, separator or override character
 /// becomes U+FFFD. Valid text is returned unchanged (borrowed).
 pub fn display_safe(text: &str) -> std::borrow::Cow<'_, str> {
@@ -75,6 +99,28 @@ pub fn display_safe(text: &str) -> std::borrow::Cow<'_, str> {
     } else {
         std::borrow::Cow::Borrowed(text)
     }
+}
+
+/// Escapes, in serialized JSON, every character that JSON allows raw but that could forge or hide
+/// a line on a terminal (DEL, C1 controls, separators, overrides), as `\uXXXX`. The JSON value
+/// is unchanged.
+pub fn json_safe(json: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| (c.is_control() && c != '\n') || is_forbidden_format(c);
+    if !json.chars().any(bad) {
+        return std::borrow::Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if bad(c) {
+            let mut buf = [0u16; 2];
+            for unit in c.encode_utf16(&mut buf) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// Now, in microseconds since the epoch.

@@ -49,6 +49,7 @@ impl Store {
     /// Checks the whole store. Needs exclusive use of this handle (`&mut`), because redb's check
     /// may repair the allocator state.
     pub fn verify(&mut self) -> Result<Report> {
+        self.read(|r| r.require_admin("verify the store"))?;
         let mut report = Report {
             engine_intact: self.check_engine_integrity()?,
             ..Default::default()
@@ -91,6 +92,19 @@ impl Store {
             }
             let _ = list_scopes(&scopes_table);
             report.scopes = scopes.len();
+            match meta.get("next_scope_id")? {
+                Some(v) => match decode::<u32>("meta", &"next_scope_id", v.value()) {
+                    Ok(next) => {
+                        if let Some(max) = scopes.keys().next_back() {
+                            if next <= *max {
+                                problem(format!("meta: next_scope_id {next} would reuse scope id {max}"));
+                            }
+                        }
+                    }
+                    Err(e) => problem(e.to_string()),
+                },
+                None => problem("meta: next_scope_id is missing".into()),
+            }
             let cfg = r.config().unwrap_or_default();
             let _ = cfg;
 
