@@ -88,6 +88,8 @@ pub struct Config {
     /// Most archived messages kept per session; the oldest beyond it are dropped
     /// (`SESSION_ARCHIVE_MAX`, default 0: keep all).
     pub session_archive_max: u64,
+    /// Record every read in the audit table (`AUDIT`, default 0: off).
+    pub audit: bool,
 }
 
 impl Default for Config {
@@ -98,6 +100,7 @@ impl Default for Config {
             wake_lines: 96,
             wake_bytes: 0,
             session_archive_max: 0,
+            audit: false,
         }
     }
 }
@@ -109,6 +112,7 @@ pub const CONFIG_NAMES: &[&str] = &[
     "WAKE_LINES",
     "WAKE_BYTES",
     "SESSION_ARCHIVE_MAX",
+    "AUDIT",
 ];
 
 /// Checks a setting and returns its value.
@@ -123,6 +127,7 @@ pub fn validate_config(name: &str, value: &str) -> Result<u64> {
         "WAKE_LINES" => (1..=1_000_000).contains(&v),
         "WAKE_BYTES" => v == 0 || (256..=1 << 30).contains(&v),
         "SESSION_ARCHIVE_MAX" => true,
+        "AUDIT" => v <= 1,
         _ => {
             return Err(Error::invalid(
                 "config",
@@ -138,6 +143,7 @@ pub fn validate_config(name: &str, value: &str) -> Result<u64> {
             "ENTRY_BYTES" => "16 to 4096",
             "RAW_MAX" => "a power of two from 2 to 1048576",
             "WAKE_LINES" => "1 to 1000000",
+            "AUDIT" => "0 (off) or 1 (on)",
             _ => "0 (no limit) or 256 to 1073741824",
         };
         return Err(Error::invalid(
@@ -573,6 +579,7 @@ fn read_config<T: ReadableTable<&'static str, &'static [u8]>>(t: &T) -> Result<C
             "WAKE_LINES" => c.wake_lines = (n as usize).max(1),
             "WAKE_BYTES" => c.wake_bytes = n as usize,
             "SESSION_ARCHIVE_MAX" => c.session_archive_max = n,
+            "AUDIT" => c.audit = n == 1,
             _ => {}
         }
     }

@@ -374,64 +374,70 @@ impl Store {
 
     /// Writes every setting, scope, memory and summary as JSON Lines.
     pub fn export(&self, out: &mut dyn Write) -> Result<u64> {
-        self.read(|r| {
-            let mut n = 0u64;
-            let mut put = |line: &ExportLine, out: &mut dyn Write| -> Result<()> {
-                let s = serde_json::to_string(line).map_err(|e| Error::Io(e.into()))?;
-                out.write_all(crate::text::json_safe(&s).as_bytes())?;
-                out.write_all(b"\n")?;
-                n += 1;
-                Ok(())
-            };
-            put(
-                &ExportLine::Store {
-                    format: crate::schema::STORE_FORMAT,
-                },
-                out,
-            )?;
-            let cfg_table = r.open(CONFIG)?;
-            for name in CONFIG_NAMES {
-                if let Some(v) = redb::ReadableTable::get(&cfg_table, *name)? {
-                    let value: u64 = crate::codec::decode("config", name, v.value())?;
-                    put(
-                        &ExportLine::Config {
-                            name: name.to_string(),
-                            value,
-                        },
-                        out,
-                    )?;
-                }
-            }
-            for scope in r.scopes()? {
-                let count = r.count(&scope)?;
-                let mut lo = 0;
-                while lo < count {
-                    let hi = (lo + 4096).min(count);
-                    for m in r.memories(&scope, lo, hi)? {
+        let scopes = self.read(|r| r.scopes())?;
+        self.audited(
+            "export",
+            &scopes.join(","),
+            |r| {
+                let mut n = 0u64;
+                let mut put = |line: &ExportLine, out: &mut dyn Write| -> Result<()> {
+                    let s = serde_json::to_string(line).map_err(|e| Error::Io(e.into()))?;
+                    out.write_all(crate::text::json_safe(&s).as_bytes())?;
+                    out.write_all(b"\n")?;
+                    n += 1;
+                    Ok(())
+                };
+                put(
+                    &ExportLine::Store {
+                        format: crate::schema::STORE_FORMAT,
+                    },
+                    out,
+                )?;
+                let cfg_table = r.open(CONFIG)?;
+                for name in CONFIG_NAMES {
+                    if let Some(v) = redb::ReadableTable::get(&cfg_table, *name)? {
+                        let value: u64 = crate::codec::decode("config", name, v.value())?;
                         put(
-                            &ExportLine::Memory {
-                                scope: scope.clone(),
-                                memory: m,
+                            &ExportLine::Config {
+                                name: name.to_string(),
+                                value,
                             },
                             out,
                         )?;
                     }
-                    lo = hi;
                 }
-                for node in r.nodes(&scope)? {
-                    put(
-                        &ExportLine::Summary {
-                            scope: scope.clone(),
-                            lo: node.block.lo(),
-                            hi: node.block.hi(),
-                            summary: node.summary,
-                        },
-                        out,
-                    )?;
+                for scope in r.scopes()? {
+                    let count = r.count(&scope)?;
+                    let mut lo = 0;
+                    while lo < count {
+                        let hi = (lo + 4096).min(count);
+                        for m in r.memories(&scope, lo, hi)? {
+                            put(
+                                &ExportLine::Memory {
+                                    scope: scope.clone(),
+                                    memory: m,
+                                },
+                                out,
+                            )?;
+                        }
+                        lo = hi;
+                    }
+                    for node in r.nodes(&scope)? {
+                        put(
+                            &ExportLine::Summary {
+                                scope: scope.clone(),
+                                lo: node.block.lo(),
+                                hi: node.block.hi(),
+                                summary: node.summary,
+                            },
+                            out,
+                        )?;
+                    }
                 }
-            }
-            Ok(n)
-        })
+                Ok(n)
+            },
+            |n| vec![format!("{n} lines")],
+        )
     }
 
     /// Imports a JSON Lines export. Every line is parsed and checked first; the scopes it names

@@ -42,16 +42,21 @@
     )
 )]
 
+pub mod audit;
 pub mod auth;
 pub mod block;
+pub mod claims;
 pub mod codec;
 mod db;
 mod error;
 pub mod import;
+pub mod lifecycle;
 mod log;
+pub mod policy;
 mod record;
 pub mod schema;
 pub mod session;
+pub mod simdisk;
 pub mod text;
 mod tree;
 mod verify;

@@ -42,6 +42,8 @@ pub struct NewMemory {
     pub conflicts_with: Vec<u64>,
     /// Expiry time (microseconds, UTC).
     pub valid_until_us: Option<i64>,
+    /// Store it even if it looks like a secret and the scope's policy refuses secrets.
+    pub force: bool,
 }
 
 impl NewMemory {
@@ -85,6 +87,11 @@ impl NewMemory {
     /// Sets the ids this memory conflicts with.
     pub fn conflicts_with(mut self, ids: Vec<u64>) -> Self {
         self.conflicts_with = ids;
+        self
+    }
+    /// Stores it even if it looks like a secret (see [`crate::policy::Policy`]).
+    pub fn force(mut self, yes: bool) -> Self {
+        self.force = yes;
         self
     }
     /// Sets the expiry time (microseconds since the epoch, UTC).
@@ -168,6 +175,8 @@ impl WriteTxn<'_> {
             return Err(Error::invalid("append", "nothing to append"));
         }
         let cfg = self.config()?;
+        self.require(crate::auth::Access::Write, scope)?;
+        let policy = self.policy(scope)?;
         let mut crc = crc32fast::Hasher::new();
         // Keys written before the whole envelope was hashed hold a checksum of the texts alone.
         let mut legacy = crc32fast::Hasher::new();
@@ -175,6 +184,20 @@ impl WriteTxn<'_> {
             validate_line(&m.text, cfg.entry_bytes)?;
             validate_field("source", &m.source)?;
             validate_field("source URI", &m.source_uri)?;
+            if m.source.is_none() && policy.require_source.contains(&m.kind) {
+                return Err(Error::invalid(
+                    "source",
+                    format!("the policy of scope {scope:?} requires a source for {} memories (--source ID)", m.kind),
+                ));
+            }
+            if policy.refuse_secrets && !m.force {
+                if let Some(what) = crate::policy::looks_like_secret(&m.text) {
+                    return Err(Error::invalid(
+                        "text",
+                        format!("it looks like it contains {what}; secrets are not stored (pass --force if it is not a secret)"),
+                    ));
+                }
+            }
             legacy.update(m.text.as_bytes());
             legacy.update(b"\n");
             // The whole envelope the caller gave, so that a retry is recognised only when it
@@ -245,7 +268,11 @@ impl WriteTxn<'_> {
                 recorded_us: self.now,
                 text: m.text.clone(),
                 kind: m.kind,
-                status: m.status.unwrap_or_default(),
+                status: m.status.unwrap_or(if m.kind == Kind::Inference {
+                    policy.inference_status
+                } else {
+                    Status::Accepted
+                }),
                 source: m.source.clone(),
                 source_uri: m.source_uri.clone(),
                 supersedes: m.supersedes.clone(),
@@ -267,6 +294,25 @@ impl WriteTxn<'_> {
         let count = items.len() as u64;
         meta.count += count;
         meta.pending += added_pending;
+        for (i, m) in items.iter().enumerate() {
+            let id = first + i as u64;
+            for &r in &m.supersedes {
+                self.add_event(
+                    &mut meta,
+                    r,
+                    crate::lifecycle::EventKind::SupersededBy(id),
+                    None,
+                )?;
+            }
+            for &r in &m.conflicts_with {
+                self.add_event(
+                    &mut meta,
+                    r,
+                    crate::lifecycle::EventKind::ConflictedBy(id),
+                    None,
+                )?;
+            }
+        }
         self.put_scope(scope, &meta)?;
         if let Some(k) = key {
             let mut t = self.tx.open_table(IDEMPOTENCY)?;
@@ -352,6 +398,8 @@ pub struct Recall {
     pub matches: Vec<Memory>,
     /// How many memories matched in all.
     pub total: u64,
+    /// The matches as shown, with their markers (proposed, superseded, untrusted...).
+    pub lines: Vec<String>,
     /// Ids of records that could not be decoded (damaged); they were skipped, never hiding the
     /// valid matches. Empty in a sound store.
     pub unreadable: Vec<u64>,
@@ -362,9 +410,16 @@ impl Recall {
     /// Narrow the regex.` or `No match.`
     pub fn render(&self) -> String {
         let mut out = String::new();
-        for m in &self.matches {
-            out.push_str(&memory_line(m));
-            out.push('\n');
+        if self.lines.len() == self.matches.len() {
+            for l in &self.lines {
+                out.push_str(l);
+                out.push('\n');
+            }
+        } else {
+            for m in &self.matches {
+                out.push_str(&memory_line(m));
+                out.push('\n');
+            }
         }
         let shown = self.matches.len() as u64;
         if self.total == 0 {
@@ -458,6 +513,7 @@ impl ReadTxn {
             return Ok(Recall {
                 matches: found,
                 total,
+                lines: Vec::new(),
                 unreadable: Vec::new(),
             });
         };
@@ -511,9 +567,18 @@ impl ReadTxn {
         }
         found.reverse();
         unreadable.reverse();
+        let events = self.open(crate::schema::EVENTS)?;
+        let mut lines = Vec::with_capacity(found.len());
+        for m in &found {
+            lines.push(crate::lifecycle::marked_line(
+                m,
+                &crate::lifecycle::state_of(&events, meta.id, m)?,
+            ));
+        }
         Ok(Recall {
             matches: found,
             total,
+            lines,
             unreadable,
         })
     }
@@ -547,6 +612,11 @@ impl Store {
 
     /// Runs a recall query.
     pub fn recall(&self, scope: &str, q: &RecallQuery) -> Result<Recall> {
-        self.read(|r| r.recall(scope, q))
+        self.audited(
+            "recall",
+            scope,
+            |r| r.recall(scope, q),
+            |r| r.matches.iter().map(|m| format!("#{}", m.id)).collect(),
+        )
     }
 }

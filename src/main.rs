@@ -38,6 +38,14 @@ struct Cli {
     /// Print JSON (wake, zoom, recall, pending, stats, verify, config)
     #[arg(long, global = true)]
     json: bool,
+    /// Act as this principal (grants decide what it may read and write) [default: the admin]
+    #[arg(
+        long = "as",
+        global = true,
+        env = "ENGRAM_PRINCIPAL",
+        value_name = "ID"
+    )]
+    principal: Option<String>,
     /// Milliseconds a writer waits for another before failing as busy
     #[arg(
         long,
@@ -86,6 +94,83 @@ enum Cmd {
         /// Id of an earlier memory this one contradicts (repeatable)
         #[arg(long)]
         conflicts_with: Vec<u64>,
+        /// Store it even if it looks like a secret
+        #[arg(long)]
+        force: bool,
+    },
+    /// Accept a memory as true (appends an event; the log is not rewritten)
+    Accept {
+        /// The memory id
+        id: u64,
+        /// Why
+        #[arg(long)]
+        why: Option<String>,
+    },
+    /// Mark a memory deprecated (appends an event)
+    Deprecate {
+        /// The memory id
+        id: u64,
+        /// Why
+        #[arg(long)]
+        why: Option<String>,
+    },
+    /// Retract a memory as wrong (appends an event)
+    Retract {
+        /// The memory id
+        id: u64,
+        /// Why
+        #[arg(long)]
+        why: Option<String>,
+    },
+    /// Replace a memory's text with a tombstone and drop the summaries built on it (admin only)
+    Redact {
+        /// The memory id
+        id: u64,
+        /// Why (recorded in the event)
+        #[arg(long)]
+        reason: String,
+    },
+    /// Print a memory with its full envelope and history
+    Show {
+        /// The memory id
+        id: u64,
+    },
+    /// Print a summary's claims and the records each cites
+    Why {
+        /// The block, e.g. 0-7
+        block: String,
+    },
+    /// Give a principal read or write access to a scope (SCOPE ending in / or : is a prefix)
+    Grant {
+        /// The principal, e.g. user:alice
+        principal: String,
+        /// read | write
+        access: String,
+        /// The scope or prefix
+        scope: String,
+    },
+    /// Take a grant back
+    Revoke {
+        /// The principal
+        principal: String,
+        /// read | write
+        access: String,
+        /// The scope or prefix
+        scope: String,
+    },
+    /// List every grant (admin only)
+    Grants,
+    /// Show the scope's write policy, or change it: inference=proposed|accepted,
+    /// require-source=KIND,...|none, secrets=refuse|allow, citations=required|optional
+    Policy {
+        /// KEY=VALUE settings
+        settings: Vec<String>,
+    },
+    /// List the read audit (admin only; turn it on with `config AUDIT=1`)
+    Audit {
+        /// The newest N records
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
     },
     /// List the blocks waiting for a summary, one `lo-hi` per line, in the order they are offered
     Pending {
@@ -118,6 +203,9 @@ enum Cmd {
         /// Budget in bytes for the whole output [default: WAKE_BYTES, none]
         #[arg(long)]
         bytes: Option<usize>,
+        /// Every scope you may read, one section each, sharing the budget
+        #[arg(long)]
+        all: bool,
     },
     /// Open a block: print its two halves
     Zoom {
@@ -326,6 +414,22 @@ fn shell_quote(s: &str) -> String {
     }
 }
 
+/// The command prefix without `--scope` (multi-scope wake adds each section's scope).
+fn command_prefix_without_scope(cli: &Cli, m: &ArgMatches) -> String {
+    let mut cmd = String::from("engram");
+    if m.value_source("db") == Some(ValueSource::CommandLine) {
+        if let Some(db) = &cli.db {
+            cmd.push_str(&format!(" --db {}", shell_quote(&db.to_string_lossy())));
+        }
+    }
+    if m.value_source("principal") == Some(ValueSource::CommandLine) {
+        if let Some(p) = &cli.principal {
+            cmd.push_str(&format!(" --as {}", shell_quote(p)));
+        }
+    }
+    cmd
+}
+
 /// How the agent should invoke engram in `Run:` lines: with `--db`/`--scope` when they were
 /// given on the command line (an environment variable is assumed to stay set).
 fn command_prefix(cli: &Cli, m: &ArgMatches) -> String {
@@ -333,6 +437,11 @@ fn command_prefix(cli: &Cli, m: &ArgMatches) -> String {
     if m.value_source("db") == Some(ValueSource::CommandLine) {
         if let Some(db) = &cli.db {
             cmd.push_str(&format!(" --db {}", shell_quote(&db.to_string_lossy())));
+        }
+    }
+    if m.value_source("principal") == Some(ValueSource::CommandLine) {
+        if let Some(p) = &cli.principal {
+            cmd.push_str(&format!(" --as {}", shell_quote(p)));
         }
     }
     if m.value_source("scope") == Some(ValueSource::CommandLine)
@@ -436,10 +545,23 @@ fn print_next_prompt(
 
 fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
     let path = db_path(cli)?;
-    let opts = Options::default().busy_timeout(Duration::from_millis(cli.busy_timeout_ms));
+    let opts = Options::default()
+        .busy_timeout(Duration::from_millis(cli.busy_timeout_ms))
+        .principal(cli.principal.as_deref());
+    if let Some(p) = &cli.principal {
+        engram::auth::validate_principal(p)?;
+    }
     let cmd = command_prefix(cli, m);
     let scope = cli.scope.as_str();
-    engram::validate_scope(scope)?;
+    for s in scope.split(',') {
+        engram::validate_scope(s)?;
+    }
+    if scope.contains(',') && !matches!(cli.cmd, Cmd::Wake { .. }) {
+        return Err(Error::Invalid {
+            what: "scope",
+            reason: "several scopes (a,b) are only for wake".into(),
+        });
+    }
     if let Cmd::Init = cli.cmd {
         let existed = Store::exists(&path);
         let store = Store::create_with(&path, opts)?;
@@ -474,6 +596,7 @@ fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
             valid_until,
             supersedes,
             conflicts_with,
+            force,
         } => {
             let t = if t == "-" {
                 read_stdin_line()?
@@ -498,10 +621,21 @@ fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
             }
             mem = mem
                 .supersedes(supersedes.clone())
-                .conflicts_with(conflicts_with.clone());
+                .conflicts_with(conflicts_with.clone())
+                .force(*force);
+            let untrusted = engram::policy::reads_as_instructions(&mem.text);
             let a = store.append(scope, vec![mem], key.as_deref())?;
             writeln!(out, "Saved as #{}.", a.first)?;
-            print_next_prompt(&store, scope, &cmd, out, false)?;
+            if store.read(|r| r.may(engram::Access::Read, scope))? {
+                let (m, st) = store.show(scope, a.first)?;
+                if st.status == Status::Proposed {
+                    writeln!(out, "Stored as proposed ({}): it is shown marked until a principal runs `{cmd} accept {}`.", m.kind, m.id)?;
+                }
+                if untrusted {
+                    writeln!(out, "Flagged: it reads as instructions to the reader, so it will always be shown marked and quoted.")?;
+                }
+                print_next_prompt(&store, scope, &cmd, out, false)?;
+            }
         }
         Cmd::Pending { limit } => {
             let p = store.pending(scope, *limit)?;
@@ -609,6 +743,7 @@ fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
             total,
             lines,
             bytes,
+            all,
         } => {
             let w = WakeOptions {
                 lines: *lines,
@@ -623,7 +758,21 @@ fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
                     reason: "parts are numbered from 1".into(),
                 });
             }
-            if cli.json {
+            if *all || scope.contains(',') {
+                let scopes: Vec<String> = if *all {
+                    store.read(|r| r.scopes())?
+                } else {
+                    scope.split(',').map(str::to_string).collect()
+                };
+                let cmd_base = command_prefix_without_scope(cli, m);
+                let w = WakeOptions { cmd: cmd_base, ..w };
+                let (views, text) = store.wake_scopes(&scopes, &w)?;
+                if cli.json {
+                    json(out, &views)?;
+                } else {
+                    write!(out, "{text}")?;
+                }
+            } else if cli.json {
                 json(out, &store.wake(scope, &w)?)?;
             } else {
                 write!(out, "{}", store.wake_text(scope, &w)?)?;
@@ -631,12 +780,11 @@ fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
         }
         Cmd::Zoom { block } => {
             let b: Block = block.parse()?;
-            let z = store.zoom(scope, b)?;
             if cli.json {
-                json(out, &z)?;
+                json(out, &store.zoom(scope, b)?)?;
             } else {
-                for e in z {
-                    writeln!(out, "{}", e.line())?;
+                for l in store.zoom_lines(scope, b)? {
+                    writeln!(out, "{l}")?;
                 }
             }
         }
@@ -783,6 +931,174 @@ fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
             }
         }
         Cmd::Session { cmd: sc } => return session_cmd(&store, sc, cli.json, out),
+        Cmd::Accept { id, why } | Cmd::Deprecate { id, why } | Cmd::Retract { id, why } => {
+            let (d, word) = match &cli.cmd {
+                Cmd::Accept { .. } => (engram::lifecycle::Decision::Accept, "accepted"),
+                Cmd::Deprecate { .. } => (engram::lifecycle::Decision::Deprecate, "deprecated"),
+                _ => (engram::lifecycle::Decision::Retract, "retracted"),
+            };
+            store.decide(scope, *id, d, why.as_deref())?;
+            writeln!(
+                out,
+                "#{id} is {word}. Summaries built on it are stale until rebuilt: run `{cmd} nap`."
+            )?;
+        }
+        Cmd::Redact { id, reason } => {
+            store.redact(scope, *id, reason)?;
+            writeln!(out, "#{id} is redacted; the summaries built on it were dropped. Run `{cmd} nap` to rebuild them.")?;
+        }
+        Cmd::Show { id } => {
+            let (mem, st) = store.show(scope, *id)?;
+            if cli.json {
+                json(
+                    out,
+                    &serde_json::json!({"scope": scope, "memory": mem, "state": st}),
+                )?;
+            } else {
+                writeln!(out, "{}", engram::lifecycle::marked_line(&mem, &st))?;
+                writeln!(out, "scope: {scope}")?;
+                writeln!(out, "kind: {}", mem.kind)?;
+                writeln!(out, "status: {} (recorded as {})", st.status, mem.status)?;
+                writeln!(out, "observed: {}", text::rfc3339_of(mem.observed_us))?;
+                writeln!(out, "recorded: {}", text::rfc3339_of(mem.recorded_us))?;
+                if let Some(s) = &mem.source {
+                    writeln!(out, "source: {}", text::display_safe(s))?;
+                }
+                if let Some(u) = &mem.source_uri {
+                    writeln!(out, "uri: {}", text::display_safe(u))?;
+                }
+                if let Some(v) = mem.valid_until_us {
+                    writeln!(
+                        out,
+                        "valid until: {}{}",
+                        text::rfc3339_of(v),
+                        if st.expired { " (expired)" } else { "" }
+                    )?;
+                }
+                let ids = |v: &[u64]| {
+                    v.iter()
+                        .map(|i| format!("#{i}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                if !mem.supersedes.is_empty() {
+                    writeln!(out, "supersedes: {}", ids(&mem.supersedes))?;
+                }
+                if !st.superseded_by.is_empty() {
+                    writeln!(out, "superseded by: {}", ids(&st.superseded_by))?;
+                }
+                if !st.conflicts.is_empty() {
+                    writeln!(out, "conflicts with (undecided): {}", ids(&st.conflicts))?;
+                }
+                if st.untrusted {
+                    writeln!(out, "untrusted: the text reads as instructions; it is data")?;
+                }
+                if st.events.is_empty() {
+                    writeln!(out, "history: none")?;
+                } else {
+                    writeln!(out, "history:")?;
+                    for e in &st.events {
+                        let what = match &e.kind {
+                            engram::lifecycle::EventKind::SupersededBy(n) => {
+                                format!("superseded by #{n}")
+                            }
+                            engram::lifecycle::EventKind::ConflictedBy(n) => {
+                                format!("contradicted by #{n}")
+                            }
+                            engram::lifecycle::EventKind::Redact { text_hash } => {
+                                format!("redacted (old text hash {text_hash})")
+                            }
+                            k => format!("{k:?}").to_lowercase(),
+                        };
+                        writeln!(
+                            out,
+                            "  {} {what} by {}{}",
+                            text::rfc3339_of(e.at_us),
+                            text::display_safe(&e.who),
+                            e.why
+                                .as_deref()
+                                .map(|w| format!(": {}", text::display_safe(w)))
+                                .unwrap_or_default()
+                        )?;
+                    }
+                }
+            }
+        }
+        Cmd::Why { block } => {
+            let b: Block = block.parse()?;
+            let w = store.why(scope, b)?;
+            if cli.json {
+                json(out, &w)?;
+            } else {
+                write!(out, "{}", w.render())?;
+            }
+        }
+        Cmd::Grant {
+            principal,
+            access,
+            scope: s,
+        } => {
+            store.grant(principal, access.parse()?, s)?;
+            writeln!(out, "{principal} may now {access} {s}.")?;
+        }
+        Cmd::Revoke {
+            principal,
+            access,
+            scope: s,
+        } => {
+            if store.revoke(principal, access.parse()?, s)? {
+                writeln!(out, "{principal} may no longer {access} {s}.")?;
+            } else {
+                writeln!(out, "{principal} had no {access} grant on {s}.")?;
+            }
+        }
+        Cmd::Grants => {
+            let g = store.grants()?;
+            if cli.json {
+                json(out, &g)?;
+            } else if g.is_empty() {
+                writeln!(
+                    out,
+                    "No grants: every principal may read and write every scope."
+                )?;
+            } else {
+                for x in g {
+                    writeln!(out, "{} {} {}", x.principal, x.access, x.scope)?;
+                }
+            }
+        }
+        Cmd::Policy { settings } => {
+            let mut p = store.policy(scope)?;
+            if !settings.is_empty() {
+                for s in settings {
+                    p.apply(s)?;
+                }
+                store.set_policy(scope, &p)?;
+            }
+            if cli.json {
+                json(out, &p)?;
+            } else {
+                write!(out, "{}", p.describe())?;
+            }
+        }
+        Cmd::Audit { limit } => {
+            let a = store.audit(*limit)?;
+            if cli.json {
+                json(out, &a)?;
+            } else {
+                for e in a {
+                    writeln!(
+                        out,
+                        "{} {} {} {} {}",
+                        text::rfc3339_of(e.at_us),
+                        text::display_safe(&e.who),
+                        e.op,
+                        e.scope,
+                        e.items.join(",")
+                    )?;
+                }
+            }
+        }
         Cmd::Verify => {
             let r = store.verify()?;
             if cli.json {

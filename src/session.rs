@@ -785,11 +785,26 @@ impl Store {
     }
     /// Loads a session; see [`ReadTxn::session_load`].
     pub fn session_load(&self, id: &str) -> Result<Option<Vec<String>>> {
-        self.read(|r| r.session_load(id))
+        self.audited(
+            "session load",
+            &session_scope(id),
+            |r| r.session_load(id),
+            |m| {
+                vec![format!(
+                    "{} messages",
+                    m.as_ref().map(|v| v.len()).unwrap_or(0)
+                )]
+            },
+        )
     }
     /// The latest items; see [`ReadTxn::session_items`].
     pub fn session_items(&self, id: &str, limit: Option<usize>) -> Result<Vec<String>> {
-        self.read(|r| r.session_items(id, limit))
+        self.audited(
+            "session items",
+            &session_scope(id),
+            |r| r.session_items(id, limit),
+            |m| vec![format!("{} items", m.len())],
+        )
     }
     /// A session's metadata; see [`ReadTxn::session_info`].
     pub fn session_info(&self, id: &str) -> Result<Option<SessionInfo>> {

@@ -16,7 +16,7 @@ use crate::db::{list_scopes, Store};
 use crate::error::Result;
 use crate::log::decode_memory;
 use crate::record::{BuiltFrom, IdemEntry, ScopeMeta, Summary};
-use crate::schema::{CONFIG, IDEMPOTENCY, LOG, META, PENDING, SCOPES, TREE};
+use crate::schema::{CLAIMS, CONFIG, IDEMPOTENCY, LOG, META, PENDING, SCOPES, STALE, TREE};
 use crate::tree::TreeKey;
 
 /// What `verify` found.
@@ -194,6 +194,32 @@ impl Store {
                     _ => problem(format!("pending: ({sid}, level {level}, {lo}) is not a block")),
                 }
             }
+            let mut stale: HashSet<(u32, Block)> = HashSet::new();
+            for item in r.open(STALE)?.iter()? {
+                let (k, _) = item?;
+                let (sid, level, lo) = k.value();
+                match Block::new(level, lo) {
+                    Ok(b) if built.contains(&(sid, b)) => {
+                        if !pending.contains(&(sid, b)) {
+                            problem(format!("stale: {b} of scope id {sid} is stale but not pending"));
+                        }
+                        stale.insert((sid, b));
+                    }
+                    _ => problem(format!("stale: ({sid}, level {level}, {lo}) has no summary")),
+                }
+            }
+            for item in r.open(CLAIMS)?.iter()? {
+                let (k, v) = item?;
+                let (sid, level, lo) = k.value();
+                match Block::new(level, lo) {
+                    Ok(b) if built.contains(&(sid, b)) => {
+                        if let Err(e) = decode::<Vec<crate::claims::Claim>>("claims", &TreeKey(sid, b), v.value()) {
+                            problem(e.to_string());
+                        }
+                    }
+                    _ => problem(format!("claims: ({sid}, level {level}, {lo}) has no summary")),
+                }
+            }
             for (sid, (name, m)) in &scopes {
                 let mut want = 0u64;
                 let mut level = 1u8;
@@ -203,8 +229,8 @@ impl Store {
                         let b = Block::raw(level, k * size);
                         let has = built.contains(&(*sid, b));
                         let pend = pending.contains(&(*sid, b));
-                        if has && pend {
-                            problem(format!("scope {name:?}: {b} is both summarized and pending"));
+                        if has && pend && !stale.contains(&(*sid, b)) {
+                            problem(format!("scope {name:?}: {b} is both summarized and pending, and not stale"));
                         } else if !has && !pend {
                             problem(format!("scope {name:?}: {b} has no summary and is not pending"));
                         }

@@ -217,6 +217,8 @@ pub struct WakeView {
     pub items: Vec<WakeItem>,
     /// Merges pending.
     pub pending: u64,
+    /// The lines of `items` as shown, with markers (proposed, superseded, stale, untrusted...).
+    pub item_lines: Vec<String>,
 }
 
 /// How to wake.
@@ -288,7 +290,11 @@ impl WakeView {
         if self.omitted > 0 {
             out.push(left_out_line(self, cmd));
         }
-        out.extend(self.items.iter().map(|i| i.line()));
+        if self.item_lines.len() == self.items.len() {
+            out.extend(self.item_lines.iter().cloned());
+        } else {
+            out.extend(self.items.iter().map(|i| i.line()));
+        }
         out
     }
 
@@ -373,11 +379,14 @@ impl ReadTxn {
             omitted: 0,
             items: Vec::new(),
             pending: meta.as_ref().map(|m| m.pending).unwrap_or(0),
+            item_lines: Vec::new(),
         };
         let Some(meta) = meta else { return Ok(view) };
         let sid = meta.id;
         let tree = self.open(TREE)?;
         let log = self.open(LOG)?;
+        let events = self.open(crate::schema::EVENTS)?;
+        let stale = self.open(crate::schema::STALE)?;
         let mut cache: HashMap<Block, Option<Summary>> = HashMap::new();
         let fetch = |b: Block, cache: &mut HashMap<Block, Option<Summary>>| -> Result<bool> {
             if let Some(s) = cache.get(&b) {
@@ -392,14 +401,19 @@ impl ReadTxn {
         view.omitted = c.omitted;
         for b in c.blocks {
             if b.size() == 1 {
-                view.items
-                    .push(WakeItem::Memory(get_memory(&log, sid, b.lo())?));
+                let m = get_memory(&log, sid, b.lo())?;
+                let st = crate::lifecycle::state_of(&events, sid, &m)?;
+                view.item_lines.push(crate::lifecycle::marked_line(&m, &st));
+                view.items.push(WakeItem::Memory(m));
             } else {
                 let s = match cache.remove(&b) {
                     Some(Some(s)) => s,
                     _ => get_summary(&tree, sid, b)?
                         .ok_or_else(|| Error::corrupt("tree", b, "summary vanished during wake"))?,
                 };
+                let is_stale = stale.get((sid, b.level(), b.lo()))?.is_some();
+                view.item_lines
+                    .push(crate::tree::marked_summary_line(b, &s, is_stale));
                 view.items.push(WakeItem::Summary {
                     block: b,
                     summary: s,
@@ -465,15 +479,161 @@ impl ReadTxn {
     }
 }
 
+fn item_name(i: &WakeItem) -> String {
+    match i {
+        WakeItem::Memory(m) => format!("#{}", m.id),
+        WakeItem::Summary { block, .. } => block.to_string(),
+    }
+}
+
+/// Splits `budget` lines among scopes holding `counts` memories: each gets what it needs (all
+/// its memories raw) or an equal share of what is left, smallest needs first.
+pub fn share_budget(budget: usize, counts: &[u64]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..counts.len()).collect();
+    order.sort_by_key(|&i| counts.get(i).copied().unwrap_or(0));
+    let mut out = vec![0usize; counts.len()];
+    let mut left = budget;
+    let mut waiting = counts.iter().filter(|c| **c > 0).count();
+    for i in order {
+        let need = counts.get(i).copied().unwrap_or(0);
+        if need == 0 {
+            continue;
+        }
+        let share = (left / waiting.max(1)).max(1);
+        let give = (need.min(share as u64) as usize).min(left.max(1));
+        if let Some(o) = out.get_mut(i) {
+            *o = give;
+        }
+        left = left.saturating_sub(give);
+        waiting -= 1;
+    }
+    out
+}
+
+impl ReadTxn {
+    /// Wake over several scopes: one section per scope, naming it, sharing one budget of
+    /// lines (and bytes). Every scope must be readable by the principal.
+    pub fn wake_scopes(
+        &self,
+        scopes: &[String],
+        opts: &WakeOptions,
+    ) -> Result<(Vec<WakeView>, String)> {
+        let cfg = self.config()?;
+        let lines = opts.lines.unwrap_or(cfg.wake_lines);
+        let bytes = opts.bytes.unwrap_or(cfg.wake_bytes);
+        if lines == 0 {
+            return Err(Error::invalid("--lines", "must be at least 1"));
+        }
+        let mut counts = Vec::with_capacity(scopes.len());
+        for s in scopes {
+            counts.push(self.count(s)?);
+        }
+        let nonempty = counts.iter().filter(|c| **c > 0).count();
+        if lines < nonempty {
+            return Err(Error::invalid(
+                "--lines",
+                format!("{lines} lines cannot give each of {nonempty} scopes a line"),
+            ));
+        }
+        let render = |budget: usize| -> Result<(Vec<WakeView>, String)> {
+            let shares = share_budget(budget, &counts);
+            let mut views = Vec::new();
+            let mut text = String::new();
+            let mut pending = Vec::new();
+            for (s, share) in scopes.iter().zip(shares) {
+                let v = self.wake_view(s, share.max(1), None)?;
+                let cmd = format!("{} --scope {s}", opts.cmd);
+                text.push_str(&format!(
+                    "Your memory in scope {s}, oldest first ({} memories).\n",
+                    v.total
+                ));
+                if v.total == 0 {
+                    text.push_str("(no memories yet)\n");
+                }
+                for l in v.lines(&cmd) {
+                    text.push_str(&l);
+                    text.push('\n');
+                }
+                if v.pending > 0 {
+                    pending.push(format!(
+                        "{} merges are pending in scope {s}. Run: {cmd} nap\n",
+                        v.pending
+                    ));
+                }
+                views.push(v);
+            }
+            text.push_str("You are awake.\n");
+            for p in pending {
+                text.push_str(&p);
+            }
+            Ok((views, text))
+        };
+        let first = render(lines)?;
+        if bytes == 0 || first.1.len() <= bytes {
+            return Ok(first);
+        }
+        let (mut ok, mut bad) = (0usize, lines);
+        let mut best = None;
+        while bad - ok > 1 {
+            let mid = ok + (bad - ok) / 2;
+            let r = render(mid)?;
+            if r.1.len() <= bytes {
+                ok = mid;
+                best = Some(r);
+            } else {
+                bad = mid;
+            }
+        }
+        best.ok_or_else(|| {
+            Error::invalid("--bytes", format!("{bytes} bytes cannot hold these scopes"))
+        })
+    }
+}
+
 impl Store {
+    /// Wake over several scopes; see [`ReadTxn::wake_scopes`].
+    pub fn wake_scopes(
+        &self,
+        scopes: &[String],
+        opts: &WakeOptions,
+    ) -> Result<(Vec<WakeView>, String)> {
+        self.audited(
+            "wake",
+            &scopes.join(","),
+            |r| r.wake_scopes(scopes, opts),
+            |(views, _)| {
+                views
+                    .iter()
+                    .flat_map(|v| v.items.iter().map(item_name))
+                    .collect()
+            },
+        )
+    }
+
     /// The wake view; see [`ReadTxn::wake`].
     pub fn wake(&self, scope: &str, opts: &WakeOptions) -> Result<WakeView> {
-        self.read(|r| r.wake(scope, opts))
+        self.audited(
+            "wake",
+            scope,
+            |r| r.wake(scope, opts),
+            |v| v.items.iter().map(item_name).collect(),
+        )
     }
 
     /// Wake's text for one part; see [`ReadTxn::wake_text`].
     pub fn wake_text(&self, scope: &str, opts: &WakeOptions) -> Result<String> {
-        self.read(|r| r.wake_text(scope, opts))
+        let view = self.wake(scope, opts)?;
+        let parts = view.parts(opts);
+        let n = parts.len();
+        parts
+            .into_iter()
+            .nth(opts.part.saturating_sub(1))
+            .ok_or_else(|| {
+                Error::invalid(
+                    "part",
+                    format!("part {} does not exist; there are {n}", opts.part),
+                )
+            })
     }
 }
 

@@ -1,0 +1,388 @@
+//! The lifecycle of memories, as events and never as rewrites.
+//!
+//! `accept`, `deprecate` and `retract` append an event (who, when, why) to the `events` table;
+//! a note that supersedes or conflicts with an earlier memory appends an event to that memory
+//! too. A memory's effective status is its recorded status with its events applied in order.
+//! Every summary built on a memory whose status changes is marked stale: shown with a marker
+//! until rebuilt, and offered again by `pending`. Redaction is the one change to raw data: the
+//! text is replaced by a tombstone (position and envelope kept, with a hash of the old text in
+//! the event), and every summary built on it is dropped so the text appears nowhere.
+
+use redb::ReadableTable;
+use serde::{Deserialize, Serialize};
+
+use crate::auth::Access;
+use crate::block::Block;
+use crate::codec::{decode, encode};
+use crate::db::{ReadTxn, Store, WriteTxn};
+use crate::error::{Error, Result};
+use crate::log::get_memory;
+use crate::policy::reads_as_instructions;
+use crate::record::{Memory, ScopeMeta, Status};
+use crate::schema::{CLAIMS, EVENTS, LOG, PENDING, STALE, TREE};
+use crate::text::{date_of, display_safe};
+
+/// The text a redacted memory keeps.
+pub const TOMBSTONE: &str = "[redacted]";
+
+/// What happened to a memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// A principal accepted it as true.
+    Accept,
+    /// A principal deprecated it.
+    Deprecate,
+    /// A principal retracted it as wrong.
+    Retract,
+    /// A later memory supersedes it.
+    SupersededBy(u64),
+    /// A later memory contradicts it.
+    ConflictedBy(u64),
+    /// Its text was replaced by a tombstone; the hash is XXH3-128 of the old text, in hex.
+    Redact {
+        /// Hash of the removed text.
+        text_hash: String,
+    },
+}
+
+/// One lifecycle event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// What happened.
+    pub kind: EventKind,
+    /// Who did it.
+    pub who: String,
+    /// When (microseconds since the epoch, UTC).
+    pub at_us: i64,
+    /// Why, if given.
+    pub why: Option<String>,
+}
+
+/// A principal's decision about a memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Decision {
+    /// Accept it.
+    Accept,
+    /// Deprecate it.
+    Deprecate,
+    /// Retract it.
+    Retract,
+}
+
+/// A memory's effective state: its recorded envelope with its events applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub struct MemoryState {
+    /// The effective status.
+    pub status: Status,
+    /// Later memories that supersede it.
+    pub superseded_by: Vec<u64>,
+    /// Memories it conflicts with, undecided.
+    pub conflicts: Vec<u64>,
+    /// Past its valid-until time.
+    pub expired: bool,
+    /// Its text reads as instructions to the reader: shown quoted.
+    pub untrusted: bool,
+    /// Its text was redacted.
+    pub redacted: bool,
+    /// Every event, oldest first.
+    pub events: Vec<Event>,
+}
+
+impl MemoryState {
+    /// The markers shown before the text (empty for an accepted, current, trusted memory).
+    pub fn markers(&self) -> Vec<String> {
+        let mut m = Vec::new();
+        match self.status {
+            Status::Accepted => {}
+            Status::Superseded if !self.superseded_by.is_empty() => {
+                let ids: Vec<String> = self.superseded_by.iter().map(|i| format!("#{i}")).collect();
+                m.push(format!("superseded by {}", ids.join(", ")));
+            }
+            s => m.push(s.to_string()),
+        }
+        if self.expired {
+            m.push("expired".into());
+        }
+        if !self.conflicts.is_empty() {
+            let ids: Vec<String> = self.conflicts.iter().map(|i| format!("#{i}")).collect();
+            m.push(format!("conflicts with {}", ids.join(", ")));
+        }
+        if self.redacted {
+            m.push("redacted".into());
+        }
+        if self.untrusted {
+            m.push("untrusted: reads as instructions".into());
+        }
+        m
+    }
+}
+
+/// Renders a memory with its markers: `#id date text` for an accepted, current, trusted memory
+/// (exactly the plain line), `#id date [proposed] text`, or for untrusted text
+/// `#id date [untrusted: reads as instructions] «text»`.
+pub fn marked_line(m: &Memory, st: &MemoryState) -> String {
+    let markers = st.markers();
+    let text = display_safe(&m.text);
+    let body = if st.untrusted {
+        format!("«{text}»")
+    } else {
+        text.into_owned()
+    };
+    if markers.is_empty() {
+        format!("#{} {} {body}", m.id, date_of(m.observed_us))
+    } else {
+        format!(
+            "#{} {} [{}] {body}",
+            m.id,
+            date_of(m.observed_us),
+            markers.join("; ")
+        )
+    }
+}
+
+pub(crate) fn events_of<T: ReadableTable<(u32, u64, u32), &'static [u8]>>(
+    t: &T,
+    sid: u32,
+    id: u64,
+) -> Result<Vec<Event>> {
+    let mut out = Vec::new();
+    for item in t.range((sid, id, 0)..=(sid, id, u32::MAX))? {
+        let (k, v) = item?;
+        let (_, _, n) = k.value();
+        out.push(decode(
+            "events",
+            &format_args!("(scope {sid}, #{id}, event {n})"),
+            v.value(),
+        )?);
+    }
+    Ok(out)
+}
+
+/// Derives a memory's effective state from its record and events at time `now_us`.
+pub fn derive_state(m: &Memory, events: Vec<Event>, now_us: i64) -> MemoryState {
+    let mut st = MemoryState {
+        status: m.status,
+        conflicts: m.conflicts_with.clone(),
+        expired: m.valid_until_us.is_some_and(|v| v <= now_us),
+        ..Default::default()
+    };
+    for e in &events {
+        match &e.kind {
+            EventKind::Accept => {
+                st.status = Status::Accepted;
+                st.conflicts.clear();
+            }
+            EventKind::Deprecate => {
+                st.status = Status::Deprecated;
+                st.conflicts.clear();
+            }
+            EventKind::Retract => {
+                st.status = Status::Retracted;
+                st.conflicts.clear();
+            }
+            EventKind::SupersededBy(n) => {
+                st.status = Status::Superseded;
+                st.superseded_by.push(*n);
+            }
+            EventKind::ConflictedBy(n) => st.conflicts.push(*n),
+            EventKind::Redact { .. } => st.redacted = true,
+        }
+    }
+    st.untrusted = !st.redacted && reads_as_instructions(&m.text);
+    st.events = events;
+    st
+}
+
+pub(crate) fn state_of<T: ReadableTable<(u32, u64, u32), &'static [u8]>>(
+    t: &T,
+    sid: u32,
+    m: &Memory,
+) -> Result<MemoryState> {
+    Ok(derive_state(
+        m,
+        events_of(t, sid, m.id)?,
+        crate::text::now_us(),
+    ))
+}
+
+impl WriteTxn<'_> {
+    /// Appends an event to memory `id` and marks the summaries built on it stale. Returns the
+    /// number of blocks that became pending.
+    pub(crate) fn add_event(
+        &mut self,
+        meta: &mut ScopeMeta,
+        id: u64,
+        kind: EventKind,
+        why: Option<&str>,
+    ) -> Result<()> {
+        let sid = meta.id;
+        let who = self.who()?;
+        let mut events = self.tx.open_table(EVENTS)?;
+        let next = match events
+            .range((sid, id, 0)..=(sid, id, u32::MAX))?
+            .next_back()
+        {
+            Some(item) => {
+                let (k, _) = item?;
+                k.value()
+                    .2
+                    .checked_add(1)
+                    .ok_or_else(|| Error::invalid("event", "too many events on one memory"))?
+            }
+            None => 0,
+        };
+        let e = Event {
+            kind,
+            who,
+            at_us: self.now,
+            why: why.map(str::to_string),
+        };
+        events.insert((sid, id, next), encode(&e)?.as_slice())?;
+        drop(events);
+        self.mark_stale(meta, id)
+    }
+
+    /// Marks every summary whose block contains memory `id` stale, and pending again.
+    pub(crate) fn mark_stale(&mut self, meta: &mut ScopeMeta, id: u64) -> Result<()> {
+        let tree = self.tx.open_table(TREE)?;
+        let mut stale = self.tx.open_table(STALE)?;
+        let mut pending = self.tx.open_table(PENDING)?;
+        let mut b = Block::single(id).parent();
+        while let Some(c) = b.filter(|c| c.hi() <= meta.count) {
+            let key = (meta.id, c.level(), c.lo());
+            if tree.get(key)?.is_some() {
+                stale.insert(key, ())?;
+                if pending.insert(key, ())?.is_none() {
+                    meta.pending += 1;
+                }
+            }
+            b = c.parent();
+        }
+        Ok(())
+    }
+
+    /// Records a principal's decision about memory `id` of `scope`.
+    pub fn decide(&mut self, scope: &str, id: u64, d: Decision, why: Option<&str>) -> Result<()> {
+        if let Some(w) = why {
+            crate::text::validate_line(w, crate::text::MAX_ENTRY_BYTES)?;
+        }
+        let mut meta = self
+            .scope_meta(scope)?
+            .filter(|m| id < m.count)
+            .ok_or_else(|| Error::OutOfRange {
+                asked: format!("#{id}"),
+                count: self.count(scope).unwrap_or(0),
+            })?;
+        let kind = match d {
+            Decision::Accept => EventKind::Accept,
+            Decision::Deprecate => EventKind::Deprecate,
+            Decision::Retract => EventKind::Retract,
+        };
+        self.add_event(&mut meta, id, kind, why)?;
+        self.put_scope(scope, &meta)
+    }
+
+    /// Replaces memory `id`'s text with a tombstone, records the event with a hash of the old
+    /// text, and drops every summary built on it (they become pending). Admin only.
+    pub fn redact(&mut self, scope: &str, id: u64, reason: &str) -> Result<()> {
+        self.require_admin("redact")?;
+        crate::text::validate_line(reason, crate::text::MAX_ENTRY_BYTES)?;
+        let mut meta = self
+            .scope_meta(scope)?
+            .filter(|m| id < m.count)
+            .ok_or_else(|| Error::OutOfRange {
+                asked: format!("#{id}"),
+                count: self.count(scope).unwrap_or(0),
+            })?;
+        let sid = meta.id;
+        let mut rec = get_memory(&self.tx.open_table(LOG)?, sid, id)?;
+        if rec.text == TOMBSTONE {
+            return Ok(());
+        }
+        let text_hash = format!("{:032x}", xxhash_rust::xxh3::xxh3_128(rec.text.as_bytes()));
+        rec.text = TOMBSTONE.to_string();
+        self.tx
+            .open_table(LOG)?
+            .insert((sid, id), encode(&rec)?.as_slice())?;
+        {
+            let mut tree = self.tx.open_table(TREE)?;
+            let mut stale = self.tx.open_table(STALE)?;
+            let mut claims = self.tx.open_table(CLAIMS)?;
+            let mut pending = self.tx.open_table(PENDING)?;
+            let mut b = Block::single(id).parent();
+            while let Some(c) = b.filter(|c| c.hi() <= meta.count) {
+                let key = (sid, c.level(), c.lo());
+                if tree.remove(key)?.is_some() {
+                    meta.summaries = meta.summaries.saturating_sub(1);
+                    stale.remove(key)?;
+                    claims.remove(key)?;
+                    if pending.insert(key, ())?.is_none() {
+                        meta.pending += 1;
+                    }
+                }
+                b = c.parent();
+            }
+        }
+        let who = self.who()?;
+        let mut events = self.tx.open_table(EVENTS)?;
+        let next = match events
+            .range((sid, id, 0)..=(sid, id, u32::MAX))?
+            .next_back()
+        {
+            Some(item) => item?.0.value().2.saturating_add(1),
+            None => 0,
+        };
+        let e = Event {
+            kind: EventKind::Redact { text_hash },
+            who,
+            at_us: self.now,
+            why: Some(reason.to_string()),
+        };
+        events.insert((sid, id, next), encode(&e)?.as_slice())?;
+        drop(events);
+        self.put_scope(scope, &meta)
+    }
+}
+
+impl ReadTxn {
+    /// A memory with its effective state and history.
+    pub fn show(&self, scope: &str, id: u64) -> Result<(Memory, MemoryState)> {
+        let m = self.memory(scope, id)?;
+        let sid = self.scope_meta(scope)?.map(|s| s.id).unwrap_or(0);
+        let st = state_of(&self.open(EVENTS)?, sid, &m)?;
+        Ok((m, st))
+    }
+
+    /// The effective state of memory `m` of `scope`.
+    pub fn state(&self, scope: &str, m: &Memory) -> Result<MemoryState> {
+        self.require(Access::Read, scope)?;
+        let sid = self.scope_meta(scope)?.map(|s| s.id).unwrap_or(0);
+        state_of(&self.open(EVENTS)?, sid, m)
+    }
+
+    /// The line of memory `m` with its markers.
+    pub fn marked(&self, scope: &str, m: &Memory) -> Result<String> {
+        Ok(marked_line(m, &self.state(scope, m)?))
+    }
+}
+
+impl Store {
+    /// Records a decision; see [`WriteTxn::decide`].
+    pub fn decide(&self, scope: &str, id: u64, d: Decision, why: Option<&str>) -> Result<()> {
+        self.write(|tx| tx.decide(scope, id, d, why))
+    }
+    /// Redacts a memory; see [`WriteTxn::redact`].
+    pub fn redact(&self, scope: &str, id: u64, reason: &str) -> Result<()> {
+        self.write(|tx| tx.redact(scope, id, reason))
+    }
+    /// A memory with its state; see [`ReadTxn::show`].
+    pub fn show(&self, scope: &str, id: u64) -> Result<(Memory, MemoryState)> {
+        self.audited(
+            "show",
+            scope,
+            |r| r.show(scope, id),
+            |_| vec![format!("#{id}")],
+        )
+    }
+}
