@@ -732,6 +732,9 @@ fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
                         NapOutcome::AlreadySettled => writeln!(out, "{b} is already settled.")?,
                         _ => {
                             writeln!(out, "Saved {b}.")?;
+                            if engram::claims::uncited(&engram::claims::parse_claims(&t)) {
+                                writeln!(out, "Flagged uncited: a claim cites no memory (write claims like: text [#3, #7]).")?;
+                            }
                             print_next_prompt(&store, scope, &cmd, out, true)?;
                         }
                     }

@@ -643,7 +643,6 @@ impl ReadTxn {
         let sid = self.scope_meta(scope)?.map(|m| m.id).unwrap_or(0);
         let events = self.open(crate::schema::EVENTS)?;
         let stale = self.open(STALE)?;
-        let claims = self.open(CLAIMS)?;
         let mut out = Vec::with_capacity(entries.len());
         for e in &entries {
             out.push(match e {
@@ -651,27 +650,8 @@ impl ReadTxn {
                     crate::lifecycle::marked_line(m, &crate::lifecycle::state_of(&events, sid, m)?)
                 }
                 ZoomEntry::Summary { block, summary } => {
-                    let key = (sid, block.level(), block.lo());
-                    let mut marks = Vec::new();
-                    if stale.get(key)?.is_some() {
-                        marks.push("stale");
-                    }
-                    let cl: Option<Vec<Claim>> = match claims.get(key)? {
-                        Some(v) => Some(decode("claims", &TreeKey(sid, *block), v.value())?),
-                        None => None,
-                    };
-                    if cl.is_none_or(|c| uncited(&c)) {
-                        marks.push("uncited");
-                    }
-                    if marks.is_empty() {
-                        summary_line(*block, summary)
-                    } else {
-                        format!(
-                            "#{block} [{}] {}",
-                            marks.join("; "),
-                            display_safe(&summary.text)
-                        )
-                    }
+                    let stale_now = stale.get((sid, block.level(), block.lo()))?.is_some();
+                    marked_summary_line(*block, summary, stale_now)
                 }
                 ZoomEntry::Missing { .. } => e.line(),
             });
