@@ -143,20 +143,24 @@ enum Cmd {
     /// Give a principal read or write access to a scope (SCOPE ending in / or : is a prefix)
     Grant {
         /// The principal, e.g. user:alice
-        principal: String,
+        #[arg(value_name = "PRINCIPAL")]
+        who: String,
         /// read | write
         access: String,
         /// The scope or prefix
-        scope: String,
+        #[arg(value_name = "SCOPE")]
+        target: String,
     },
     /// Take a grant back
     Revoke {
         /// The principal
-        principal: String,
+        #[arg(value_name = "PRINCIPAL")]
+        who: String,
         /// read | write
         access: String,
         /// The scope or prefix
-        scope: String,
+        #[arg(value_name = "SCOPE")]
+        target: String,
     },
     /// List every grant (admin only)
     Grants,
@@ -1037,17 +1041,17 @@ fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
             }
         }
         Cmd::Grant {
-            principal,
+            who: principal,
             access,
-            scope: s,
+            target: s,
         } => {
             store.grant(principal, access.parse()?, s)?;
             writeln!(out, "{principal} may now {access} {s}.")?;
         }
         Cmd::Revoke {
-            principal,
+            who: principal,
             access,
-            scope: s,
+            target: s,
         } => {
             if store.revoke(principal, access.parse()?, s)? {
                 writeln!(out, "{principal} may no longer {access} {s}.")?;
