@@ -120,6 +120,12 @@ impl fmt::Display for Error {
                 "the store is busy: another writer held it for {} ms; try again",
                 waited.as_millis()
             ),
+            Error::Corrupt { table, key, reason } if *table == "LOG.txt" || *table == "TREE" => {
+                write!(
+                    f,
+                    "the OptMem store is damaged: {table} {key} {reason}; nothing was imported"
+                )
+            }
             Error::Corrupt { table, key, reason } => {
                 write!(
                     f,

@@ -444,8 +444,13 @@ impl Recall {
                 .map(|i| format!("#{i}"))
                 .collect();
             out.push_str(&format!(
-                "{} damaged records were skipped ({}{}); run `engram verify`.\n",
+                "{} damaged record{} skipped ({}{}); run `engram verify`.\n",
                 self.unreadable.len(),
+                if self.unreadable.len() == 1 {
+                    " was"
+                } else {
+                    "s were"
+                },
                 ids.join(", "),
                 if self.unreadable.len() > 10 {
                     ", ..."
