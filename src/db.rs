@@ -190,6 +190,7 @@ pub fn validate_scope(name: &str) -> Result<()> {
 /// ```
 pub struct Store {
     db: Arc<Database>,
+    group: Arc<crate::group::Group>,
     path: PathBuf,
     opts: Options,
 }
@@ -249,6 +250,7 @@ impl Store {
         let db = retry_busy(&opts, || builder(&opts).create(path))?;
         Self::initialize(Store {
             db: Arc::new(db),
+            group: Arc::default(),
             path: path.to_path_buf(),
             opts,
         })
@@ -265,6 +267,7 @@ impl Store {
         let db = builder(&opts).create_with_backend(backend)?;
         let store = Store {
             db: Arc::new(db),
+            group: Arc::default(),
             path: PathBuf::from(name),
             opts,
         };
@@ -323,6 +326,7 @@ impl Store {
         let db = open_bounded(&opts, path)?;
         let store = Store {
             db: Arc::new(db),
+            group: Arc::default(),
             path: path.to_path_buf(),
             opts,
         };
@@ -377,9 +381,14 @@ impl Store {
     pub fn as_principal(&self, principal: Option<&str>) -> Store {
         Store {
             db: Arc::clone(&self.db),
+            group: Arc::clone(&self.group),
             path: self.path.clone(),
             opts: self.opts.clone().principal(principal),
         }
+    }
+
+    pub(crate) fn group(&self) -> &Arc<crate::group::Group> {
+        &self.group
     }
 
     /// The principal this handle acts as (`None`: the admin).

@@ -49,6 +49,7 @@ pub mod claims;
 pub mod codec;
 mod db;
 mod error;
+mod group;
 pub mod import;
 pub mod lifecycle;
 mod log;

@@ -591,8 +591,12 @@ impl ReadTxn {
 
 impl Store {
     /// Appends one memory; see [`WriteTxn::note`].
+    ///
+    /// Concurrent calls from several threads share one commit (group commit; see
+    /// [`Store::write_grouped`]).
     pub fn note(&self, scope: &str, m: NewMemory) -> Result<u64> {
-        self.write(|tx| tx.note(scope, m))
+        let scope = scope.to_string();
+        self.write_grouped(move |tx| tx.note(&scope, m.clone()))
     }
 
     /// Appends many memories in one commit; see [`WriteTxn::append`].
@@ -602,7 +606,9 @@ impl Store {
         items: Vec<NewMemory>,
         key: Option<&str>,
     ) -> Result<Appended> {
-        self.write(|tx| tx.append(scope, items, key))
+        let scope = scope.to_string();
+        let key = key.map(str::to_string);
+        self.write_grouped(move |tx| tx.append(&scope, items.clone(), key.as_deref()))
     }
 
     /// Number of memories in `scope`.

@@ -755,7 +755,12 @@ impl Store {
         messages: &[&str],
         expected_revision: Option<u64>,
     ) -> Result<SaveOutcome> {
-        self.write(|tx| tx.session_save(id, messages, expected_revision))
+        let id = id.to_string();
+        let messages: Vec<String> = messages.iter().map(|m| m.to_string()).collect();
+        self.write_grouped(move |tx| {
+            let refs: Vec<&str> = messages.iter().map(String::as_str).collect();
+            tx.session_save(&id, &refs, expected_revision)
+        })
     }
     /// Appends items; see [`WriteTxn::session_append`].
     pub fn session_append(
@@ -765,7 +770,13 @@ impl Store {
         key: Option<&str>,
         expected_revision: Option<u64>,
     ) -> Result<SessionAppended> {
-        self.write(|tx| tx.session_append(id, items, key, expected_revision))
+        let id = id.to_string();
+        let key = key.map(str::to_string);
+        let items: Vec<String> = items.iter().map(|m| m.to_string()).collect();
+        self.write_grouped(move |tx| {
+            let refs: Vec<&str> = items.iter().map(String::as_str).collect();
+            tx.session_append(&id, &refs, key.as_deref(), expected_revision)
+        })
     }
     /// Removes and returns the newest item; see [`WriteTxn::session_pop`].
     pub fn session_pop(&self, id: &str, expected_revision: Option<u64>) -> Result<Option<String>> {

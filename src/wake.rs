@@ -440,26 +440,52 @@ impl ReadTxn {
         if size(&view) <= bytes {
             return Ok(view);
         }
-        // Largest line budget whose output fits the byte budget.
-        let (mut ok, mut bad) = (0usize, lines);
-        let mut best: Option<WakeView> = None;
-        while bad - ok > 1 {
-            let mid = ok + (bad - ok) / 2;
-            let v = self.wake_view(scope, mid, opts.snapshot)?;
+        // The output does not grow monotonically with the line budget: below the coarsest cover
+        // the line naming left-out memories can be long. So: find the smallest budget that
+        // leaves nothing out (a monotone question); above it, output grows with the budget, so
+        // bisect for the largest that fits; if even that smallest one does not fit, try the
+        // budgets below it one by one (there are few: at most popcount(T) or the blocks the
+        // missing summaries force).
+        let view_of = |b: usize| self.wake_view(scope, b, opts.snapshot);
+        let (mut lo, mut hi) = (1usize, lines);
+        if view.omitted == 0 {
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if view_of(mid)?.omitted == 0 {
+                    hi = mid;
+                } else {
+                    lo = mid + 1;
+                }
+            }
+            let full = lo;
+            let v = view_of(full)?;
             if size(&v) <= bytes {
-                ok = mid;
-                best = Some(v);
-            } else {
-                bad = mid;
+                let (mut ok, mut bad) = (full, lines);
+                let mut best = v;
+                while bad - ok > 1 {
+                    let mid = ok + (bad - ok) / 2;
+                    let v = view_of(mid)?;
+                    if size(&v) <= bytes {
+                        ok = mid;
+                        best = v;
+                    } else {
+                        bad = mid;
+                    }
+                }
+                return Ok(best);
+            }
+            hi = full;
+        }
+        for b in (1..hi.min(lines)).rev().take(256) {
+            let v = view_of(b)?;
+            if size(&v) <= bytes {
+                return Ok(v);
             }
         }
-        match best {
-            Some(v) => Ok(v),
-            None => Err(Error::invalid(
-                "--bytes",
-                format!("{bytes} bytes cannot hold even one line of this memory"),
-            )),
-        }
+        Err(Error::invalid(
+            "--bytes",
+            format!("{bytes} bytes cannot hold even one line of this memory"),
+        ))
     }
 
     /// Renders wake part `opts.part` as text.
