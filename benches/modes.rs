@@ -36,6 +36,31 @@ fn main() {
         let us = s.elapsed().as_secs_f64() * 1e6 / n as f64;
         println!("{name:<28} {us:>12.1} {:>12.0}", 1e6 / us);
     }
+    // Eight threads sharing one Store: group commit lets one fsync carry many notes.
+    for (name, exclusive) in [("8 threads, ExclusiveWriter", true), ("8 threads, MultiWriter", false)] {
+        let path = dir.path().join(format!("conc-{exclusive}.redb"));
+        let store = std::sync::Arc::new(
+            Store::create_with(&path, Options::default().exclusive(exclusive)).expect("create"),
+        );
+        let per = n / 8;
+        let s = Instant::now();
+        let hs: Vec<_> = (0..8)
+            .map(|t| {
+                let st = std::sync::Arc::clone(&store);
+                std::thread::spawn(move || {
+                    for i in 0..per {
+                        st.note("default", NewMemory::new(format!("thread {t} note {i}")))
+                            .expect("note");
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().expect("join");
+        }
+        let us = s.elapsed().as_secs_f64() * 1e6 / (per * 8) as f64;
+        println!("{name:<28} {us:>12.1} {:>12.0}", 1e6 / us);
+    }
     let path = dir.path().join("flat.log");
     let mut f = std::fs::OpenOptions::new()
         .create(true)
