@@ -1,0 +1,104 @@
+"""engram as an OpenAI Agents SDK session: a one-line swap for ``SQLiteSession``.
+
+```python
+from agents import Agent, Runner
+from engram.openai_agents import EngramSession
+
+session = EngramSession("user-123")            # was: SQLiteSession("user-123", "db.sqlite")
+result = await Runner.run(agent, "Hello", session=session)
+```
+
+Items are stored exactly as given (compact JSON) and returned unchanged. ``add_items`` is one
+atomic batch; concurrent writers (threads or processes) wait up to ``busy_timeout`` for each
+other instead of failing with "database is locked"; a failing batch writes nothing. Every call
+runs in a worker thread, so the event loop never blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from engram import Store, open_store
+from engram._adapters import await_mutation, require, session_key
+
+require("agents", "openai-agents", "engram.openai_agents")
+from agents.memory.session_settings import (  # noqa: E402
+    SessionSettings,
+    coerce_session_settings,
+    resolve_session_limit,
+)
+
+NAMESPACE = "openai_agents:"
+
+
+class EngramSession:
+    """An Agents SDK ``Session`` kept in an engram store.
+
+    ``path``: the store file, created if missing (default: ``$ENGRAM_DB`` or
+    ``~/.engram/memory.redb``); or pass an open ``store``. ``session_settings`` as for the
+    SDK's own sessions (its ``limit`` is the default for ``get_items``). Sessions are kept
+    under the ``namespace`` prefix in the store.
+    """
+
+    session_settings: SessionSettings | None = None
+
+    def __init__(
+        self,
+        session_id: str,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        session_settings: SessionSettings | dict[str, Any] | None = None,
+        store: Store | None = None,
+        namespace: str = NAMESPACE,
+        busy_timeout: float = 10.0,
+    ) -> None:
+        self._key = session_key(namespace, session_id)
+        self.session_id = session_id
+        self.session_settings = (
+            coerce_session_settings(session_settings)
+            if session_settings is not None
+            else SessionSettings()
+        )
+        self._owns_store = store is None
+        self.store = store if store is not None else open_store(path, busy_timeout=busy_timeout)
+        self.namespace = namespace
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        """The latest ``limit`` items in chronological order (all when ``None``; the
+        default comes from ``session_settings.limit``)."""
+        n = resolve_session_limit(limit, self.session_settings)
+        if n is not None and n < 0:
+            n = None  # as SQLiteSession: a negative limit is no limit
+        return await asyncio.to_thread(self.store.session_items, self._key, n)
+
+    async def add_items(self, items: list[Any]) -> None:
+        """Appends the items as one atomic batch, in order."""
+        items = list(items)
+        if not items:
+            return
+        await await_mutation(asyncio.to_thread(self.store.session_append, self._key, items))
+
+    async def pop_item(self) -> Any | None:
+        """Removes and returns the newest item, or ``None`` when the session is empty."""
+        return await await_mutation(asyncio.to_thread(self.store.session_pop, self._key))
+
+    async def clear_session(self) -> None:
+        """Removes every item of the session."""
+        await await_mutation(asyncio.to_thread(self.store.session_clear, self._key))
+
+    async def delete_session(self) -> None:
+        """Deletes the session wholly (items, archive, idempotency keys)."""
+        await await_mutation(asyncio.to_thread(self.store.session_delete, self._key))
+
+    def close(self) -> None:
+        """Releases the store handle this session opened (a ``store`` passed in stays open)."""
+        if self._owns_store:
+            self.store.close()
+
+    def __repr__(self) -> str:
+        return f"EngramSession({self.session_id!r}, {str(self.store.path)!r})"
+
+
+__all__ = ["EngramSession"]

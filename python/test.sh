@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Builds the Python package and runs its test suite.
+#
+# From the repository root (or anywhere): `bash python/test.sh [pytest args...]`.
+# On a fresh machine it creates a virtualenv (target/pyvenv, or $ENGRAM_PYVENV), installs
+# ./python with its framework extras (pip builds the extension in release through maturin),
+# pytest and pytest-asyncio, and runs python/tests. Later runs reuse the virtualenv and rebuild
+# the extension only when the Rust or Python sources changed. Exits non-zero on any failure.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+venv="${ENGRAM_PYVENV:-$root/target/pyvenv}"
+python="${PYTHON:-python3}"
+py="$venv/bin/python"
+
+if [ ! -x "$py" ]; then
+  echo "== creating $venv"
+  "$python" -m venv "$venv"
+fi
+
+pip() { "$py" -m pip --disable-pip-version-check "$@"; }
+
+# What the extension is built from: it is rebuilt when this changes.
+build_key="$(
+  {
+    find src python/src python/engram -type f \( -name '*.rs' -o -name '*.py' -o -name '*.pyi' \) | LC_ALL=C sort
+    echo Cargo.toml Cargo.lock python/Cargo.toml python/pyproject.toml
+  } | xargs cat | sha256sum | cut -d' ' -f1
+)"
+# The frameworks the adapters are tested against. optillm itself requires torch,
+# transformers and much more; its memory plugin only imports numpy and scikit-learn, so it is
+# installed without its dependencies beside those two.
+extras="pure-agents,openai-agents,langchain,test"
+deps_key="v1 $extras optillm-nodeps numpy scikit-learn"
+if [ "$(cat "$venv/.engram-deps" 2>/dev/null)" != "$deps_key" ]; then
+  echo "== installing ./python[$extras] and the optillm memory plugin"
+  pip install --quiet "./python[$extras]" numpy scikit-learn
+  pip install --quiet --no-deps optillm
+  echo "$deps_key" >"$venv/.engram-deps"
+  # That built and installed the extension from the current sources.
+  echo "$build_key" >"$venv/.engram-build"
+fi
+
+if [ "$(cat "$venv/.engram-build" 2>/dev/null)" != "$build_key" ]; then  # sources changed
+  echo "== building and installing ./python (release)"
+  pip install --quiet --force-reinstall --no-deps ./python
+  echo "$build_key" >"$venv/.engram-build"
+fi
+
+echo "== pytest python/tests"
+cd "$root/python/tests"
+# Run from the tests folder, so that `import engram` finds the installed package and not the
+# source folder (which has no compiled extension).
+exec "$venv/bin/pytest" -p no:cacheprovider -q "$@"

@@ -1,0 +1,122 @@
+"""engram.langchain.EngramChatMessageHistory against the real langchain-core."""
+
+import pytest
+
+pytest.importorskip("langchain_core")
+# langchain-core 1.6.4 deprecated BaseChatMessageHistory and RunnableWithMessageHistory; the
+# adapter implements the interface users still have.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+from langchain_core.chat_history import BaseChatMessageHistory  # noqa: E402
+from langchain_core.language_models.fake_chat_models import FakeListChatModel  # noqa: E402
+from langchain_core.messages import (  # noqa: E402
+    AIMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    message_to_dict,
+)
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder  # noqa: E402
+from langchain_core.runnables.history import RunnableWithMessageHistory  # noqa: E402
+
+import engram  # noqa: E402
+from engram.langchain import EngramChatMessageHistory  # noqa: E402
+
+MESSAGES = [
+    SystemMessage("You are terse."),
+    HumanMessage("Wetter in Zürich? 🌦", id="h1", additional_kwargs={"lang": "de"}),
+    AIMessage(
+        "",
+        tool_calls=[{"name": "weather", "args": {"city": "Zürich"}, "id": "call_1", "type": "tool_call"}],
+        response_metadata={"model": "fake", "tokens": 12},
+    ),
+    ToolMessage("12°C, Regen", tool_call_id="call_1", name="weather"),
+    AIMessage("12°C und Regen.\n東京: 晴れ"),
+]
+
+
+def test_is_a_chat_message_history(path):
+    h = EngramChatMessageHistory("s", path)
+    assert isinstance(h, BaseChatMessageHistory)
+
+
+def test_round_trip(path):
+    h = EngramChatMessageHistory("s", path)
+    h.add_messages(MESSAGES)
+    back = EngramChatMessageHistory("s", path).messages
+    assert back == MESSAGES
+    assert [message_to_dict(m) for m in back] == [message_to_dict(m) for m in MESSAGES]
+    assert back[2].tool_calls[0]["args"] == {"city": "Zürich"}
+    assert "Zürich" in str(h)
+
+
+def test_convenience_methods_and_clear(path):
+    h = EngramChatMessageHistory("s", path)
+    h.add_user_message("hi")
+    h.add_ai_message("hello")
+    h.add_message(HumanMessage("again"))
+    assert [m.content for m in h.messages] == ["hi", "hello", "again"]
+    h.clear()
+    assert h.messages == []
+    h.add_messages([])
+    assert h.messages == []
+
+
+async def test_async_twins(path):
+    h = EngramChatMessageHistory("s", path)
+    await h.aadd_messages(MESSAGES[:2])
+    await h.aadd_messages(MESSAGES[2:])
+    assert await h.aget_messages() == MESSAGES
+    await h.aclear()
+    assert await h.aget_messages() == []
+
+
+def test_sessions_isolated(path):
+    a, b = EngramChatMessageHistory("a", path), EngramChatMessageHistory("b", path)
+    a.add_messages(MESSAGES[:1])
+    assert b.messages == []
+    assert engram.Store(path).session_ids() == ["langchain:a"]
+
+
+def test_bad_input_writes_nothing(path):
+    h = EngramChatMessageHistory("s", path)
+    h.add_messages(MESSAGES[:1])
+    with pytest.raises(TypeError):
+        h.add_messages([HumanMessage("fine"), "not a message"])
+    with pytest.raises(engram.NotSerializableError):
+        h.add_messages([HumanMessage("fine"), HumanMessage("x", additional_kwargs={"o": object()})])
+    with pytest.raises(engram.InvalidError):
+        h.add_messages([HumanMessage("x" * (engram.MAX_MESSAGE_BYTES + 1))])
+    assert h.messages == MESSAGES[:1]
+    for bad in ("", "x" * 300, "a\x00b"):
+        with pytest.raises(ValueError):
+            EngramChatMessageHistory(bad, path)
+
+
+def test_corrupt_item_is_an_error(path):
+    store = engram.Store(path)
+    store.session_append("langchain:s", [{"not": "a message"}])
+    with pytest.raises(engram.CorruptError):
+        EngramChatMessageHistory("s", store=store).messages
+
+
+def test_runnable_with_message_history(path):
+    model = FakeListChatModel(responses=["Hello Ada.", "Your name is Ada."])
+    prompt = ChatPromptTemplate.from_messages(
+        [("system", "Be brief."), MessagesPlaceholder("history"), ("human", "{question}")]
+    )
+    chain = RunnableWithMessageHistory(
+        prompt | model,
+        lambda session_id: EngramChatMessageHistory(session_id, path),
+        input_messages_key="question",
+        history_messages_key="history",
+    )
+    cfg = {"configurable": {"session_id": "ada"}}
+    assert chain.invoke({"question": "I am Ada."}, cfg).content == "Hello Ada."
+    assert chain.invoke({"question": "Who am I?"}, cfg).content == "Your name is Ada."
+    stored = EngramChatMessageHistory("ada", path).messages
+    assert [(m.type, m.content) for m in stored] == [
+        ("human", "I am Ada."),
+        ("ai", "Hello Ada."),
+        ("human", "Who am I?"),
+        ("ai", "Your name is Ada."),
+    ]
