@@ -330,7 +330,8 @@ impl Store {
             path: path.to_path_buf(),
             opts,
         };
-        store.check_format()?;
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.check_format()))
+            .unwrap_or_else(|p| Err(engine_panic("reading the store header", p)))?;
         Ok(store)
     }
 
@@ -515,13 +516,35 @@ fn open_bounded(opts: &Options, path: &Path) -> Result<Database> {
     std::thread::Builder::new()
         .name("engram-open".into())
         .spawn(move || {
-            let _ = tx.send(retry_busy(&o, || builder(&o).open(&p)));
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                retry_busy(&o, || builder(&o).open(&p))
+            }));
+            let _ = tx.send(r.unwrap_or_else(|panic| Err(engine_panic("opening the file", panic))));
         })?;
     match rx.recv_timeout(opts.busy_timeout) {
         Ok(r) => r,
-        Err(_) => Err(Error::Busy {
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(Error::Busy {
             waited: start.elapsed(),
         }),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(Error::Corrupt {
+            table: "(file)",
+            key: "(open)".into(),
+            reason: "the storage engine stopped while opening the file".into(),
+        }),
+    }
+}
+
+/// A panic inside the storage engine, which redb may raise on a damaged file, as a typed error.
+pub(crate) fn engine_panic(during: &str, panic: Box<dyn std::any::Any + Send>) -> Error {
+    let msg = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into());
+    Error::Corrupt {
+        table: "(file)",
+        key: "(page)".into(),
+        reason: format!("the storage engine failed while {during} ({msg}); the file is damaged"),
     }
 }
 

@@ -91,6 +91,25 @@ impl Error {
         }
     }
 
+    /// A stable name for the kind of error, for bindings and logs: `not_found`, `busy`,
+    /// `corrupt`, `invalid`, `wrong_block`, `out_of_range`, `conflict`, `denied`,
+    /// `unsupported`, `storage`, `io`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::NotFound { .. } => "not_found",
+            Error::Busy { .. } => "busy",
+            Error::Corrupt { .. } => "corrupt",
+            Error::Invalid { .. } => "invalid",
+            Error::WrongBlock { .. } => "wrong_block",
+            Error::OutOfRange { .. } => "out_of_range",
+            Error::Conflict(_) => "conflict",
+            Error::Denied(_) => "denied",
+            Error::Unsupported(_) => "unsupported",
+            Error::Storage(_) => "storage",
+            Error::Io(_) => "io",
+        }
+    }
+
     /// The exit status the `engram` CLI uses for this error: 2 for rejected input, 3 for a
     /// missing store, 4 for a busy store, 5 for corruption, 6 for a refused permission, 1 for anything
     /// else.

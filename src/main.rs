@@ -376,10 +376,12 @@ You have a durable memory that outlives this session. Use it like this:
 ";
 
 fn main() -> ExitCode {
+    // A panic (which only the storage engine may raise, on a damaged file) is kept quiet here:
+    // the library turns the ones it can catch into typed errors, and `main` reports the rest.
     std::panic::set_hook(Box::new(|info| {
-        eprintln!(
-            "engram: internal error ({info}). Nothing unacknowledged was written; please report this."
-        );
+        if let Ok(mut last) = LAST_PANIC.lock() {
+            *last = Some(info.to_string());
+        }
     }));
     let matches = Cli::command().get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
@@ -403,9 +405,23 @@ fn main() -> ExitCode {
             eprintln!("engram: {}", text::display_safe(&e.to_string()));
             ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(1))
         }
-        Err(_) => ExitCode::from(70),
+        Err(_) => {
+            let _ = out.flush();
+            let what = LAST_PANIC
+                .lock()
+                .ok()
+                .and_then(|mut l| l.take())
+                .unwrap_or_default();
+            eprintln!(
+                "engram: internal error ({}). Nothing unacknowledged was written; run `engram verify`, and please report this.",
+                text::display_safe(&what)
+            );
+            ExitCode::from(70)
+        }
     }
 }
+
+static LAST_PANIC: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
 
 fn shell_quote(s: &str) -> String {
     if !s.is_empty()
