@@ -501,8 +501,8 @@ fn the_format1_fixture_still_reads_exactly() {
             "#8-9 pg 16 prod / 15 staging; no preamble",
             "#10 2024-03-11 benchmarks run on the quiet machine only",
             "#11 2024-03-12 no unsafe code outside the ffi crate",
-            "#12 2024-03-13 migrate the ci cache to the new bucket",
-            "#13 2024-03-14 staging runs postgres 16 too now",
+            "#12 2024-03-13 [proposed; expired] migrate the ci cache to the new bucket",
+            "#13 2024-03-14 [conflicts with #8] staging runs postgres 16 too now",
             "You are awake.",
             "3 merges are pending. Run: engram nap",
         ])
@@ -516,8 +516,8 @@ fn the_format1_fixture_still_reads_exactly() {
             "(10 older memories, #0 to #9, are left out to fit the budget. Open them with: engram zoom 0-7; engram zoom 8-9)",
             "#10 2024-03-11 benchmarks run on the quiet machine only",
             "#11 2024-03-12 no unsafe code outside the ffi crate",
-            "#12 2024-03-13 migrate the ci cache to the new bucket",
-            "#13 2024-03-14 staging runs postgres 16 too now",
+            "#12 2024-03-13 [proposed; expired] migrate the ci cache to the new bucket",
+            "#13 2024-03-14 [conflicts with #8] staging runs postgres 16 too now",
             "You are awake.",
             "3 merges are pending. Run: engram nap",
         ])
@@ -537,7 +537,8 @@ fn the_format1_fixture_still_reads_exactly() {
     assert!(full.starts_with("Your memory, part 1 of 1, oldest first (14 memories).\n#0 2024-03-01 the user prefers small commits\n"));
     assert_eq!(full.lines().count(), 14 + 3);
 
-    // Recall streams the log and renders `#id date text`.
+    // Recall streams the log and renders `#id date text`, with the trust markers of each record
+    // (the fixture predates the events table, so #8 carries no reverse link).
     let r = store
         .recall("default", &RecallQuery::new("postgres|staging"))
         .unwrap();
@@ -546,7 +547,7 @@ fn the_format1_fixture_still_reads_exactly() {
         lines(&[
             "#1 2024-03-02 deploys go through the staging branch",
             "#8 2024-03-09 postgres 16 in production, 15 in staging",
-            "#13 2024-03-14 staging runs postgres 16 too now",
+            "#13 2024-03-14 [conflicts with #8] staging runs postgres 16 too now",
             "3 matches.",
         ])
     );
