@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::block::Block;
 use crate::codec::decode;
-use crate::db::{list_scopes, Store};
+use crate::db::Store;
 use crate::error::Result;
 use crate::log::decode_memory;
 use crate::record::{BuiltFrom, IdemEntry, ScopeMeta, Summary};
@@ -90,7 +90,6 @@ impl Store {
                     Err(e) => problem(e.to_string()),
                 }
             }
-            let _ = list_scopes(&scopes_table);
             report.scopes = scopes.len();
             match meta.get("next_scope_id")? {
                 Some(v) => match decode::<u32>("meta", &"next_scope_id", v.value()) {
@@ -105,8 +104,6 @@ impl Store {
                 },
                 None => problem("meta: next_scope_id is missing".into()),
             }
-            let cfg = r.config().unwrap_or_default();
-            let _ = cfg;
 
             // The log: dense, self-identifying, decodable.
             let mut next: BTreeMap<u32, u64> = BTreeMap::new();

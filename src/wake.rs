@@ -164,11 +164,7 @@ pub fn cover(t: u64, budget: usize, has: &mut dyn FnMut(Block) -> Result<bool>) 
     if budget == 0 {
         return Err(Error::invalid("budget", "wake needs at least one line"));
     }
-    let c = cover_impl(t, budget, has, false)?;
-    if c.omitted > 0 {
-        return Ok(c);
-    }
-    Ok(c)
+    cover_impl(t, budget, has, false)
 }
 
 /// OptMem's cover, exactly as specified in the reference (every summary assumed present; it may
