@@ -37,7 +37,10 @@ fn main() {
         println!("{name:<28} {us:>12.1} {:>12.0}", 1e6 / us);
     }
     // Eight threads sharing one Store: group commit lets one fsync carry many notes.
-    for (name, exclusive) in [("8 threads, ExclusiveWriter", true), ("8 threads, MultiWriter", false)] {
+    for (name, exclusive) in [
+        ("8 threads, ExclusiveWriter", true),
+        ("8 threads, MultiWriter", false),
+    ] {
         let path = dir.path().join(format!("conc-{exclusive}.redb"));
         let store = std::sync::Arc::new(
             Store::create_with(&path, Options::default().exclusive(exclusive)).expect("create"),
