@@ -132,6 +132,53 @@ pub(crate) fn decode_memory(scope_id: u32, pos: u64, bytes: &[u8]) -> Result<Mem
     Ok(m)
 }
 
+/// The fields of a stored memory that recall filters on, borrowed from the value's bytes. Its
+/// fields mirror the start of [`Memory`] in wire order; postcard reads a prefix and the rest of
+/// the record is not decoded.
+#[derive(serde::Deserialize)]
+struct MemoryView<'a> {
+    id: u64,
+    observed_us: i64,
+    _recorded_us: i64,
+    text: &'a str,
+    kind: Kind,
+}
+
+fn decode_view(scope_id: u32, pos: u64, bytes: &[u8]) -> Result<MemoryView<'_>> {
+    let body = crate::codec::payload("log", &LogKey(scope_id, pos), bytes)?;
+    let m: MemoryView<'_> = postcard::from_bytes(body).map_err(|e| {
+        Error::corrupt(
+            "log",
+            LogKey(scope_id, pos),
+            format!("undecodable value: {e}"),
+        )
+    })?;
+    if m.id != pos {
+        return Err(Error::corrupt(
+            "log",
+            LogKey(scope_id, pos),
+            format!("the record says it is #{}", m.id),
+        ));
+    }
+    Ok(m)
+}
+
+/// Formats `n` in decimal into `buf` without allocating.
+fn itoa_u64(mut n: u64, buf: &mut [u8; 20]) -> &str {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        if let Some(b) = buf.get_mut(i) {
+            *b = b'0' + (n % 10) as u8;
+        }
+        n /= 10;
+        if n == 0 || i == 0 {
+            break;
+        }
+    }
+    std::str::from_utf8(buf.get(i..).unwrap_or_default()).unwrap_or("0")
+}
+
 /// Renders a memory as its wake/recall line: `#id YYYY-MM-DD text`.
 pub fn memory_line(m: &Memory) -> String {
     format!(
@@ -525,6 +572,8 @@ impl ReadTxn {
         let limit = q.limit.unwrap_or(usize::MAX);
         let mut bytes = 0usize;
         let mut collecting = true;
+        let mut day_cache: (Option<i64>, String) = (None, String::new());
+        let mut num = [0u8; 20];
         let mut unreadable = Vec::new();
         let mut line = String::new();
         for item in self
@@ -534,7 +583,8 @@ impl ReadTxn {
         {
             let (k, v) = item?;
             let (_, pos) = k.value();
-            let m = match decode_memory(meta.id, pos, v.value()) {
+            // A borrowed view: no allocation per record; only matches are decoded whole.
+            let m = match decode_view(meta.id, pos, v.value()) {
                 Ok(m) => m,
                 Err(Error::Corrupt { .. }) => {
                     unreadable.push(pos);
@@ -548,23 +598,31 @@ impl ReadTxn {
             {
                 continue;
             }
+            let day = m.observed_us.div_euclid(86_400_000_000);
+            if day_cache.0 != Some(day) {
+                day_cache = (Some(day), date_of(m.observed_us));
+            }
             line.clear();
-            use std::fmt::Write;
-            let _ = write!(
-                line,
-                "#{} {} {}",
-                m.id,
-                date_of(m.observed_us),
-                display_safe(&m.text)
-            );
+            line.push('#');
+            line.push_str(itoa_u64(pos, &mut num));
+            line.push(' ');
+            line.push_str(&day_cache.1);
+            line.push(' ');
+            line.push_str(&display_safe(m.text));
             if !re.is_match(&line) {
                 continue;
             }
             total += 1;
             if collecting {
                 if found.len() < limit && bytes + line.len() < q.max_bytes {
-                    bytes += line.len() + 1;
-                    found.push(m);
+                    match decode_memory(meta.id, pos, v.value()) {
+                        Ok(full) => {
+                            bytes += line.len() + 1;
+                            found.push(full);
+                        }
+                        Err(Error::Corrupt { .. }) => unreadable.push(pos),
+                        Err(e) => return Err(e),
+                    }
                 } else {
                     collecting = false;
                 }

@@ -81,6 +81,10 @@ pub fn validate_field(what: &'static str, v: &str, max_bytes: usize) -> Result<(
 /// Makes stored text safe to print on one line: every control, separator or override character
 /// becomes U+FFFD. Valid text is returned unchanged (borrowed).
 pub fn display_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    // Printable ASCII, the common case, needs no per-character Unicode checks.
+    if text.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        return std::borrow::Cow::Borrowed(text);
+    }
     if text
         .chars()
         .any(|c| c.is_control() || is_forbidden_format(c))

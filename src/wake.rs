@@ -393,7 +393,13 @@ impl ReadTxn {
             cache.insert(b, s);
             Ok(present)
         };
-        let c = cover(t, budget, &mut |b| fetch(b, &mut cache))?;
+        // With nothing pending, every complete block has a current summary: the cover is the
+        // reference cover and its search needs no reads; only the blocks shown are read below.
+        let c = if meta.pending == 0 {
+            cover(t, budget, &mut |_| Ok(true))?
+        } else {
+            cover(t, budget, &mut |b| fetch(b, &mut cache))?
+        };
         view.omitted = c.omitted;
         for b in c.blocks {
             if b.size() == 1 {
