@@ -237,23 +237,47 @@ impl Store {
                 b.create(parent)?;
             }
         }
-        {
+        // The store is built under a temporary name beside its path and linked into place only
+        // once it is complete, so a crash during `init` never leaves a half-made store at the
+        // path (which nothing could open).
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "store".into());
+        let tmp = path.with_file_name(format!(".{name}.init-{}-{}", std::process::id(), now_us()));
+        let built = (|| -> Result<()> {
             let mut o = OpenOptions::new();
-            o.write(true).create(true).truncate(false);
+            o.write(true).create_new(true);
             #[cfg(unix)]
             {
                 use std::os::unix::fs::OpenOptionsExt;
                 o.mode(0o600);
             }
-            o.open(path)?;
+            o.open(&tmp)?;
+            let db = builder(&opts).create(&tmp)?;
+            let store = Self::initialize(Store {
+                db: Arc::new(db),
+                group: Arc::default(),
+                path: tmp.clone(),
+                opts: opts.clone(),
+            })?;
+            drop(store);
+            std::fs::File::open(&tmp)?.sync_all()?;
+            match std::fs::hard_link(&tmp, path) {
+                Ok(()) => Ok(()),
+                // Another process created the store first: use theirs.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+                Err(e) => Err(e.into()),
+            }
+        })();
+        let _ = std::fs::remove_file(&tmp);
+        built?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if let Ok(d) = std::fs::File::open(dir) {
+                let _ = d.sync_all();
+            }
         }
-        let db = retry_busy(&opts, || builder(&opts).create(path))?;
-        Self::initialize(Store {
-            db: Arc::new(db),
-            group: Arc::default(),
-            path: path.to_path_buf(),
-            opts,
-        })
+        Self::open_with(path, opts)
     }
 
     /// Opens (creating it if empty) a store on a custom redb storage backend: an in-memory
