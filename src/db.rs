@@ -37,6 +37,11 @@ pub struct Options {
     pub exclusive: bool,
     /// The principal this handle acts as (see docs/trust.md). `None`: the store's admin.
     pub principal: Option<String>,
+    /// Check every page of the file when opening it (redb's `set_check_integrity_on_open`): a
+    /// damaged file is then refused with [`Error::Corrupt`] before anything reads it, instead of
+    /// possibly making redb panic. Costs a read of the whole file (and a commit) per open; off
+    /// by default. See docs/reliability.md.
+    pub check_on_open: bool,
 }
 
 impl Default for Options {
@@ -46,6 +51,7 @@ impl Default for Options {
             cache_bytes: 32 << 20,
             exclusive: false,
             principal: None,
+            check_on_open: false,
         }
     }
 }
@@ -64,6 +70,11 @@ impl Options {
     /// Sets [`Options::principal`].
     pub fn principal(mut self, p: Option<&str>) -> Self {
         self.principal = p.map(str::to_string);
+        self
+    }
+    /// Sets [`Options::check_on_open`].
+    pub fn check_on_open(mut self, yes: bool) -> Self {
+        self.check_on_open = yes;
         self
     }
     /// Sets [`Options::cache_bytes`].
@@ -204,6 +215,7 @@ impl std::fmt::Debug for Store {
 fn builder(opts: &Options) -> redb::Builder {
     let mut b = Database::builder();
     b.set_cache_size(opts.cache_bytes);
+    b.set_check_integrity_on_open(opts.check_on_open);
     b.set_concurrency_mode(if opts.exclusive {
         ConcurrencyMode::ExclusiveWriter
     } else {
