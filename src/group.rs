@@ -47,9 +47,19 @@ fn lock(g: &Group) -> std::sync::MutexGuard<'_, State> {
     g.state.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The same error for another caller of a failed batch, keeping its kind.
 fn copy_error(e: &Error) -> Error {
     match e {
         Error::Busy { waited } => Error::Busy { waited: *waited },
+        Error::Io(io) => Error::Io(std::io::Error::new(io.kind(), io.to_string())),
+        Error::Corrupt { table, key, reason } => Error::Corrupt {
+            table,
+            key: key.clone(),
+            reason: reason.clone(),
+        },
+        Error::Conflict(m) => Error::Conflict(m.clone()),
+        Error::Unsupported(m) => Error::Unsupported(m.clone()),
+        Error::Denied(m) => Error::Denied(m.clone()),
         other => Error::Storage(other.to_string()),
     }
 }
@@ -130,8 +140,14 @@ impl Store {
                     }
                 }
                 (Err(e), None) => {
-                    // The transaction itself failed (busy, I/O): every operation gets the error.
-                    out.extend(batch.drain(..).map(|j| (j.id, Err(copy_error(&e)))));
+                    // The transaction itself failed (busy, I/O): every operation gets the error,
+                    // the last one the original.
+                    let mut jobs: Vec<u64> = batch.drain(..).map(|j| j.id).collect();
+                    let last = jobs.pop();
+                    out.extend(jobs.into_iter().map(|id| (id, Err(copy_error(&e)))));
+                    if let Some(id) = last {
+                        out.push((id, Err(e)));
+                    }
                 }
             }
         }

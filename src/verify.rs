@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::block::Block;
 use crate::codec::decode;
 use crate::db::Store;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::log::decode_memory;
 use crate::record::{BuiltFrom, IdemEntry, ScopeMeta, Summary};
 use crate::schema::{CLAIMS, CONFIG, IDEMPOTENCY, LOG, META, PENDING, SCOPES, STALE, TREE};
@@ -50,10 +50,17 @@ impl Store {
     /// may repair the allocator state.
     pub fn verify(&mut self) -> Result<Report> {
         self.read(|r| r.require_admin("verify the store"))?;
-        let mut report = Report {
-            engine_intact: self.check_engine_integrity()?,
-            ..Default::default()
-        };
+        let mut report = Report::default();
+        match self.check_engine_integrity() {
+            Ok(intact) => report.engine_intact = intact,
+            Err(Error::Corrupt { reason, .. }) => {
+                report.problems.push(format!(
+                    "the file is damaged: redb's integrity check failed: {reason}"
+                ));
+                return Ok(report);
+            }
+            Err(e) => return Err(e),
+        }
         self.read(|r| {
             let p = &mut report.problems;
             let mut problem = |s: String| {
