@@ -145,6 +145,28 @@ impl Auth {
         p.is_none_or(|p| p == self.admin)
     }
 
+    /// Fails with [`Error::Denied`] unless `p` may `access` `scope`; the message names only
+    /// what was asked for.
+    pub(crate) fn check(&self, p: Option<&str>, access: Access, scope: &str) -> Result<()> {
+        if self.allows(p, access, scope) {
+            Ok(())
+        } else {
+            Err(Error::Denied(format!(
+                "{} may not {access} scope {scope:?}",
+                p.unwrap_or(DEFAULT_ADMIN)
+            )))
+        }
+    }
+
+    /// Fails with [`Error::Denied`] unless `p` is the admin.
+    pub(crate) fn check_admin(&self, p: Option<&str>, what: &str) -> Result<()> {
+        if self.is_admin(p) {
+            Ok(())
+        } else {
+            Err(Error::Denied(format!("only the admin may {what}")))
+        }
+    }
+
     pub(crate) fn allows(&self, p: Option<&str>, access: Access, scope: &str) -> bool {
         if self.is_admin(p) || self.grants.is_empty() {
             return true;
@@ -154,13 +176,6 @@ impl Auth {
             .iter()
             .any(|(who, a, pat)| who == p && *a == access && pattern_matches(pat, scope))
     }
-}
-
-fn denied(p: Option<&str>, access: Access, scope: &str) -> Error {
-    Error::Denied(format!(
-        "{} may not {access} scope {scope:?}",
-        p.unwrap_or(DEFAULT_ADMIN)
-    ))
 }
 
 impl ReadTxn {
@@ -181,19 +196,11 @@ impl ReadTxn {
 
     /// Fails with [`Error::Denied`] unless the principal may `access` `scope`.
     pub(crate) fn require(&self, access: Access, scope: &str) -> Result<()> {
-        if self.may(access, scope)? {
-            Ok(())
-        } else {
-            Err(denied(self.principal.as_deref(), access, scope))
-        }
+        self.auth()?.check(self.principal.as_deref(), access, scope)
     }
 
     pub(crate) fn require_admin(&self, what: &str) -> Result<()> {
-        if self.auth()?.is_admin(self.principal.as_deref()) {
-            Ok(())
-        } else {
-            Err(Error::Denied(format!("only the admin may {what}")))
-        }
+        self.auth()?.check_admin(self.principal.as_deref(), what)
     }
 
     /// Every grant, by principal (admin only).
@@ -236,19 +243,11 @@ impl WriteTxn<'_> {
 
     /// Fails with [`Error::Denied`] unless the principal may `access` `scope`.
     pub(crate) fn require(&self, access: Access, scope: &str) -> Result<()> {
-        if self.may(access, scope)? {
-            Ok(())
-        } else {
-            Err(denied(self.principal.as_deref(), access, scope))
-        }
+        self.auth()?.check(self.principal.as_deref(), access, scope)
     }
 
     pub(crate) fn require_admin(&self, what: &str) -> Result<()> {
-        if self.auth()?.is_admin(self.principal.as_deref()) {
-            Ok(())
-        } else {
-            Err(Error::Denied(format!("only the admin may {what}")))
-        }
+        self.auth()?.check_admin(self.principal.as_deref(), what)
     }
 
     /// The principal this transaction acts as, as recorded in events.
