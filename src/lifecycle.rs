@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::log::get_memory;
 use crate::policy::reads_as_instructions;
 use crate::record::{Memory, ScopeMeta, Status};
-use crate::schema::{CLAIMS, EVENTS, LOG, PENDING, STALE, TREE};
+use crate::schema::{EVENTS, LOG, PENDING, STALE, TREE};
 use crate::text::{date_of, display_safe};
 
 /// The text a redacted memory keeps.
@@ -216,7 +216,18 @@ impl WriteTxn<'_> {
         kind: EventKind,
         why: Option<&str>,
     ) -> Result<()> {
-        let sid = meta.id;
+        self.record_event(meta.id, id, kind, why)?;
+        self.mark_stale(meta, id)
+    }
+
+    /// Appends an event to memory `id` of scope `sid`, numbered after its last one.
+    fn record_event(
+        &mut self,
+        sid: u32,
+        id: u64,
+        kind: EventKind,
+        why: Option<&str>,
+    ) -> Result<()> {
         let who = self.who()?;
         let mut events = self.tx.open_table(EVENTS)?;
         let next = match events
@@ -239,8 +250,7 @@ impl WriteTxn<'_> {
             why: why.map(str::to_string),
         };
         events.insert((sid, id, next), encode(&e)?.as_slice())?;
-        drop(events);
-        self.mark_stale(meta, id)
+        Ok(())
     }
 
     /// Marks every summary whose block contains memory `id` stale, and pending again.
@@ -288,7 +298,7 @@ impl WriteTxn<'_> {
     pub fn redact(&mut self, scope: &str, id: u64, reason: &str) -> Result<()> {
         self.require_admin("redact")?;
         crate::text::validate_line(reason, crate::text::MAX_ENTRY_BYTES)?;
-        let mut meta = self
+        let meta = self
             .scope_meta(scope)?
             .filter(|m| id < m.count)
             .ok_or_else(|| Error::OutOfRange {
@@ -305,43 +315,12 @@ impl WriteTxn<'_> {
         self.tx
             .open_table(LOG)?
             .insert((sid, id), encode(&rec)?.as_slice())?;
-        {
-            let mut tree = self.tx.open_table(TREE)?;
-            let mut stale = self.tx.open_table(STALE)?;
-            let mut claims = self.tx.open_table(CLAIMS)?;
-            let mut pending = self.tx.open_table(PENDING)?;
-            let mut b = Block::single(id).parent();
-            while let Some(c) = b.filter(|c| c.hi() <= meta.count) {
-                let key = (sid, c.level(), c.lo());
-                if tree.remove(key)?.is_some() {
-                    meta.summaries = meta.summaries.saturating_sub(1);
-                    stale.remove(key)?;
-                    claims.remove(key)?;
-                    if pending.insert(key, ())?.is_none() {
-                        meta.pending += 1;
-                    }
-                }
-                b = c.parent();
-            }
+        self.record_event(sid, id, EventKind::Redact { text_hash }, Some(reason))?;
+        // Every summary built on it goes, exactly as `forget` drops a block and its ancestors.
+        if let Some(parent) = Block::single(id).parent().filter(|p| p.hi() <= meta.count) {
+            self.forget(scope, parent)?;
         }
-        let who = self.who()?;
-        let mut events = self.tx.open_table(EVENTS)?;
-        let next = match events
-            .range((sid, id, 0)..=(sid, id, u32::MAX))?
-            .next_back()
-        {
-            Some(item) => item?.0.value().2.saturating_add(1),
-            None => 0,
-        };
-        let e = Event {
-            kind: EventKind::Redact { text_hash },
-            who,
-            at_us: self.now,
-            why: Some(reason.to_string()),
-        };
-        events.insert((sid, id, next), encode(&e)?.as_slice())?;
-        drop(events);
-        self.put_scope(scope, &meta)
+        Ok(())
     }
 }
 
