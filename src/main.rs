@@ -450,20 +450,10 @@ fn command_prefix_without_scope(cli: &Cli, m: &ArgMatches) -> String {
     cmd
 }
 
-/// How the agent should invoke engram in `Run:` lines: with `--db`/`--scope` when they were
-/// given on the command line (an environment variable is assumed to stay set).
+/// How the agent should invoke engram in `Run:` lines: with `--db`, `--as` and `--scope` when
+/// they were given on the command line (an environment variable is assumed to stay set).
 fn command_prefix(cli: &Cli, m: &ArgMatches) -> String {
-    let mut cmd = String::from("engram");
-    if m.value_source("db") == Some(ValueSource::CommandLine) {
-        if let Some(db) = &cli.db {
-            cmd.push_str(&format!(" --db {}", shell_quote(&db.to_string_lossy())));
-        }
-    }
-    if m.value_source("principal") == Some(ValueSource::CommandLine) {
-        if let Some(p) = &cli.principal {
-            cmd.push_str(&format!(" --as {}", shell_quote(p)));
-        }
-    }
+    let mut cmd = command_prefix_without_scope(cli, m);
     if m.value_source("scope") == Some(ValueSource::CommandLine)
         && cli.scope != engram::DEFAULT_SCOPE
     {
