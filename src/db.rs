@@ -200,7 +200,7 @@ pub fn validate_scope(name: &str) -> Result<()> {
 /// assert_eq!(store.count("default").unwrap(), 1);
 /// ```
 pub struct Store {
-    db: Arc<Database>,
+    engine: Arc<Engine>,
     group: Arc<crate::group::Group>,
     path: PathBuf,
     opts: Options,
@@ -209,6 +209,100 @@ pub struct Store {
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+/// The open database, and the first failure of the storage engine on it.
+///
+/// redb trusts a file that was closed cleanly and may panic on a page damaged since (an
+/// out-of-range slice index in its B-tree code). Every transaction runs under [`Engine::guard`],
+/// which catches such a panic, records it here and returns [`Error::Corrupt`]. From then on every
+/// operation on this database fails with the same error without touching the file, and the
+/// database is not closed when the last handle goes (closing commits redb's allocator state,
+/// which would write into the damaged file): it is leaked, file descriptor and cache included,
+/// and the next open of the file repairs or refuses it.
+pub(crate) struct Engine {
+    db: Option<Database>,
+    failed: std::sync::OnceLock<String>,
+}
+
+impl Engine {
+    fn new(db: Database) -> Arc<Engine> {
+        Arc::new(Engine {
+            db: Some(db),
+            failed: std::sync::OnceLock::new(),
+        })
+    }
+
+    fn failure(reason: &str) -> Error {
+        crate::error::damaged_file(reason.to_string())
+    }
+
+    fn db(&self) -> Result<&Database> {
+        if let Some(reason) = self.failed.get() {
+            return Err(Self::failure(reason));
+        }
+        self.db
+            .as_ref()
+            .ok_or_else(|| Self::failure("the store is closed"))
+    }
+
+    /// Runs `f` on the database, turning a panic of the storage engine into `Error::Corrupt`
+    /// and marking the engine failed.
+    fn guard<R>(&self, during: &str, f: impl FnOnce(&Database) -> Result<R>) -> Result<R> {
+        let db = self.db()?;
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(db))).unwrap_or_else(|p| {
+            let e = engine_panic(during, p);
+            if let Error::Corrupt { reason, .. } = &e {
+                let _ = self.failed.set(reason.clone());
+            }
+            Err(e)
+        })
+    }
+
+    /// [`Engine::guard`] for the operations that need the database to themselves.
+    fn guard_mut<R>(
+        &mut self,
+        during: &str,
+        f: impl FnOnce(&mut Database) -> Result<R>,
+    ) -> Result<R> {
+        if let Some(reason) = self.failed.get() {
+            return Err(Self::failure(reason));
+        }
+        let db = self
+            .db
+            .as_mut()
+            .ok_or_else(|| Self::failure("the store is closed"))?;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(db))) {
+            Ok(r) => r,
+            Err(p) => {
+                let e = engine_panic(during, p);
+                if let Error::Corrupt { reason, .. } = &e {
+                    let _ = self.failed.set(reason.clone());
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Closes the database: redb commits its allocator state. A failed engine is not closed.
+    fn close(&mut self) -> Result<()> {
+        let Some(db) = self.db.take() else {
+            return Ok(());
+        };
+        if let Some(reason) = self.failed.get() {
+            std::mem::forget(db);
+            return Err(Self::failure(reason));
+        }
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(db)))
+            .map_err(|p| engine_panic("closing the file", p))
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        // Drop cannot report an error; `Store::close` does.
+        let _ = self.close();
     }
 }
 
@@ -268,7 +362,7 @@ impl Store {
             o.open(&tmp)?;
             let db = builder(&opts).create(&tmp)?;
             let store = Self::initialize(Store {
-                db: Arc::new(db),
+                engine: Engine::new(db),
                 group: Arc::default(),
                 path: tmp.clone(),
                 opts: opts.clone(),
@@ -302,7 +396,7 @@ impl Store {
     ) -> Result<Store> {
         let db = builder(&opts).create_with_backend(backend)?;
         let store = Store {
-            db: Arc::new(db),
+            engine: Engine::new(db),
             group: Arc::default(),
             path: PathBuf::from(name),
             opts,
@@ -361,29 +455,55 @@ impl Store {
         }
         let db = open_bounded(&opts, path)?;
         let store = Store {
-            db: Arc::new(db),
+            engine: Engine::new(db),
             group: Arc::default(),
             path: path.to_path_buf(),
             opts,
         };
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.check_format()))
-            .unwrap_or_else(|p| Err(engine_panic("reading the store header", p)))?;
+        store.check_format()?;
         Ok(store)
     }
 
     fn check_format(&self) -> Result<()> {
-        let rtx = self.db.begin_read()?;
+        let missing = self
+            .engine
+            .guard("reading the store header", |db| self.read_format(db))?;
+        if missing {
+            self.write(|tx| tx.ensure_tables())?;
+        }
+        Ok(())
+    }
+
+    /// Checks the format number; returns whether tables of a newer engram are missing.
+    fn read_format(&self, db: &Database) -> Result<bool> {
+        let rtx = db.begin_read()?;
         let meta = match rtx.open_table(META) {
             Ok(t) => t,
             Err(TableError::TableDoesNotExist(_)) => {
+                // Other engram tables without `meta`: a damaged table directory, not a
+                // foreign file.
+                let ours = rtx
+                    .list_tables()?
+                    .filter(|t| schema::TABLE_NAMES.contains(&redb::TableHandle::name(t)))
+                    .count();
+                if ours > 0 {
+                    return Err(crate::error::damaged_file(format!(
+                        "the table directory is damaged (table meta is missing, {ours} other engram tables are present)"
+                    )));
+                }
                 return Err(Error::Unsupported(format!(
                     "{} is a redb file but not an engram store",
                     self.path.display()
-                )))
+                )));
             }
             Err(e) => return Err(e.into()),
         };
         let Some(v) = meta.get("format")? else {
+            if redb::ReadableTableMetadata::len(&meta)? > 0 {
+                return Err(crate::error::damaged_file(
+                    "the meta table is damaged (its format entry is missing)".into(),
+                ));
+            }
             return Err(Error::Unsupported(format!(
                 "{} is a redb file but not an engram store",
                 self.path.display()
@@ -397,12 +517,8 @@ impl Store {
         }
         drop(v);
         drop(meta);
-        let missing = schema::TABLE_NAMES.len() > rtx.list_tables()?.count();
-        drop(rtx);
-        if missing {
-            self.write(|tx| tx.ensure_tables())?;
-        }
-        Ok(())
+        let tables = rtx.list_tables()?.count();
+        Ok(schema::TABLE_NAMES.len() > tables)
     }
 
     /// Another handle to the same open store that acts as `principal` (`None`: the admin).
@@ -417,7 +533,7 @@ impl Store {
     /// ```
     pub fn as_principal(&self, principal: Option<&str>) -> Store {
         Store {
-            db: Arc::clone(&self.db),
+            engine: Arc::clone(&self.engine),
             group: Arc::clone(&self.group),
             path: self.path.clone(),
             opts: self.opts.clone().principal(principal),
@@ -459,25 +575,27 @@ impl Store {
     /// }).unwrap();
     /// ```
     pub fn write<R>(&self, f: impl FnOnce(&mut WriteTxn<'_>) -> Result<R>) -> Result<R> {
-        let tx = self.begin_write()?;
-        let mut w = WriteTxn {
-            tx,
-            now: now_us(),
-            config: None,
-            _s: std::marker::PhantomData,
-            principal: self.opts.principal.clone(),
-            auth: std::cell::OnceCell::new(),
-        };
-        let r = f(&mut w)?;
-        w.tx.commit()?;
-        Ok(r)
+        self.engine.guard("writing", |db| {
+            let tx = self.begin_write(db)?;
+            let mut w = WriteTxn {
+                tx,
+                now: now_us(),
+                config: None,
+                _s: std::marker::PhantomData,
+                principal: self.opts.principal.clone(),
+                auth: std::cell::OnceCell::new(),
+            };
+            let r = f(&mut w)?;
+            w.tx.commit()?;
+            Ok(r)
+        })
     }
 
-    fn begin_write(&self) -> Result<WriteTransaction> {
+    fn begin_write(&self, db: &Database) -> Result<WriteTransaction> {
         let start = Instant::now();
         let mut pause = Duration::from_micros(200);
         loop {
-            match self.db.try_begin_write() {
+            match db.try_begin_write() {
                 Ok(tx) => return Ok(tx),
                 Err(TransactionError::WouldBlock) => {
                     let waited = start.elapsed();
@@ -494,34 +612,47 @@ impl Store {
 
     /// Runs `f` over one consistent snapshot. Keep it short: a read transaction pins pages.
     pub fn read<R>(&self, f: impl FnOnce(&ReadTxn) -> Result<R>) -> Result<R> {
-        let tx = self.db.begin_read()?;
-        let r = ReadTxn {
-            tx,
-            principal: self.opts.principal.clone(),
-            auth: std::cell::OnceCell::new(),
-        };
-        f(&r)
+        self.engine.guard("reading", |db| {
+            let r = ReadTxn {
+                tx: db.begin_read()?,
+                principal: self.opts.principal.clone(),
+                auth: std::cell::OnceCell::new(),
+            };
+            f(&r)
+        })
+    }
+
+    /// Closes the store, reporting what dropping it cannot: redb writes its allocator state
+    /// when the last handle closes, which fails with [`Error::Corrupt`] on a damaged file (or an
+    /// I/O error). Closing a handle while others to the same database remain open only drops it.
+    pub fn close(self) -> Result<()> {
+        match Arc::try_unwrap(self.engine) {
+            Ok(mut engine) => engine.close(),
+            Err(_) => Ok(()),
+        }
     }
 
     /// Runs redb's own integrity check (every page checksum, the allocator state). Returns
     /// `Ok(true)` when the file was intact, `Ok(false)` when redb repaired it.
     pub fn check_engine_integrity(&mut self) -> Result<bool> {
-        let db = Arc::get_mut(&mut self.db).ok_or_else(|| {
+        let engine = Arc::get_mut(&mut self.engine).ok_or_else(|| {
             Error::invalid(
                 "store",
                 "the integrity check needs the only handle to the store",
             )
         })?;
-        Ok(db.check_integrity()?)
+        engine.guard_mut("checking the file", |db| Ok(db.check_integrity()?))
     }
 
     /// Compacts the file (offline: needs no other handle open in this process).
     pub fn compact(&mut self) -> Result<()> {
-        let db = Arc::get_mut(&mut self.db).ok_or_else(|| {
+        let engine = Arc::get_mut(&mut self.engine).ok_or_else(|| {
             Error::invalid("store", "compaction needs the only handle to the store")
         })?;
-        while db.compact()? {}
-        Ok(())
+        engine.guard_mut("compacting the file", |db| {
+            while db.compact()? {}
+            Ok(())
+        })
     }
 
     /// Stores a setting (see [`CONFIG_NAMES`]).
@@ -577,11 +708,7 @@ pub(crate) fn engine_panic(during: &str, panic: Box<dyn std::any::Any + Send>) -
         .map(|s| s.to_string())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "no message".into());
-    Error::Corrupt {
-        table: "(file)",
-        key: "(page)".into(),
-        reason: format!("the storage engine failed while {during} ({msg}); the file is damaged"),
-    }
+    crate::error::damaged_file(format!("the storage engine failed while {during} ({msg})"))
 }
 
 fn retry_busy(

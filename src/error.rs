@@ -145,6 +145,12 @@ impl fmt::Display for Error {
                     "the OptMem store is damaged: {table} {key} {reason}; nothing was imported"
                 )
             }
+            Error::Corrupt { table, reason, .. } if *table == "(file)" => {
+                write!(
+                    f,
+                    "the store file is damaged: {reason}; run `engram verify`"
+                )
+            }
             Error::Corrupt { table, key, reason } => {
                 write!(
                     f,
@@ -203,14 +209,37 @@ storage_from!(
     redb::CompactionError
 );
 
+/// Damage to the file as a whole (not to one value): [`Error::Corrupt`] in table `(file)`.
+pub(crate) fn damaged_file(reason: String) -> Error {
+    Error::Corrupt {
+        table: "(file)",
+        key: "(page)".into(),
+        reason,
+    }
+}
+
 fn storage_error(e: redb::Error) -> Error {
+    use std::io::ErrorKind;
     match e {
-        redb::Error::Corrupted(m) => Error::Corrupt {
-            table: "(file)",
-            key: "(page)".into(),
-            reason: m,
-        },
+        redb::Error::Corrupted(m) => damaged_file(m),
+        // redb reads only pages its own records point to: a read past the end means the file
+        // was truncated or a pointer was damaged; invalid data is a damaged header.
+        redb::Error::Io(io) if io.kind() == ErrorKind::UnexpectedEof => {
+            damaged_file(format!("a page lies past the end of the file ({io})"))
+        }
+        redb::Error::Io(io) if io.kind() == ErrorKind::InvalidData => damaged_file(format!(
+            "the file header is damaged, or this is not an engram store ({io})"
+        )),
         redb::Error::Io(io) => Error::Io(io),
+        // Every engram table exists with fixed types once the store is open (opening creates
+        // any that are missing), so a missing or retyped table is a damaged table directory.
+        e @ (redb::Error::TableDoesNotExist(_)
+        | redb::Error::TableTypeMismatch { .. }
+        | redb::Error::TypeDefinitionChanged { .. }
+        | redb::Error::TableIsMultimap(_)
+        | redb::Error::TableIsNotMultimap(_)) => {
+            damaged_file(format!("the table directory is damaged ({e})"))
+        }
         redb::Error::UpgradeRequired(v) => Error::Unsupported(format!(
             "the file uses redb format {v}; this engram cannot open it"
         )),

@@ -378,7 +378,14 @@ You have a durable memory that outlives this session. Use it like this:
 fn main() -> ExitCode {
     // A panic (which only the storage engine may raise, on a damaged file) is kept quiet here:
     // the library turns the ones it can catch into typed errors, and `main` reports the rest.
+    // ENGRAM_DEBUG_PANIC=1 prints each one with a backtrace, for a report to redb.
     std::panic::set_hook(Box::new(|info| {
+        if std::env::var_os("ENGRAM_DEBUG_PANIC").is_some() {
+            eprintln!(
+                "engram: debug: {info}\n{}",
+                std::backtrace::Backtrace::force_capture()
+            );
+        }
         if let Ok(mut last) = LAST_PANIC.lock() {
             *last = Some(info.to_string());
         }
@@ -593,6 +600,21 @@ fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
         return Ok(0);
     }
     let mut store = Store::open_with(&path, opts)?;
+    let code = command(cli, m, out, &mut store, &cmd)?;
+    // Closing writes redb's allocator state: a failure there (a damaged file) is reported too.
+    store.close()?;
+    Ok(code)
+}
+
+/// Runs one command on the open store; returns the exit code.
+fn command(
+    cli: &Cli,
+    m: &ArgMatches,
+    out: &mut dyn Write,
+    store: &mut Store,
+    cmd: &str,
+) -> Result<u8, Error> {
+    let scope = cli.scope.as_str();
     match &cli.cmd {
         Cmd::Init => unreachable_init(),
         Cmd::Note {
@@ -644,7 +666,7 @@ fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
                 if untrusted {
                     writeln!(out, "Flagged: it reads as instructions to the reader, so it will always be shown marked and quoted.")?;
                 }
-                print_next_prompt(&store, scope, &cmd, out, false)?;
+                print_next_prompt(store, scope, cmd, out, false)?;
             }
         }
         Cmd::Pending { limit } => {
@@ -727,11 +749,11 @@ fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
                 if !settled.is_empty() {
                     writeln!(out, "Already settled: {}.", settled.join(", "))?;
                 }
-                print_next_prompt(&store, scope, &cmd, out, true)?;
+                print_next_prompt(store, scope, cmd, out, true)?;
                 return Ok(0);
             }
             match (block, t) {
-                (None, _) => print_next_prompt(&store, scope, &cmd, out, true)?,
+                (None, _) => print_next_prompt(store, scope, cmd, out, true)?,
                 (Some(_), None) => {
                     return Err(Error::Invalid { what: "nap", reason: format!("give the summary: {cmd} nap LO-HI \"<your line>\" (or - to read it from stdin)") })
                 }
@@ -745,7 +767,7 @@ fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
                             if engram::claims::uncited(&engram::claims::parse_claims(&t)) {
                                 writeln!(out, "Flagged uncited: a claim cites no memory (write claims like: text [#3, #7]).")?;
                             }
-                            print_next_prompt(&store, scope, &cmd, out, true)?;
+                            print_next_prompt(store, scope, cmd, out, true)?;
                         }
                     }
                 }
@@ -763,7 +785,7 @@ fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
                 bytes: *bytes,
                 part: part.unwrap_or(1),
                 snapshot: *total,
-                cmd: cmd.clone(),
+                cmd: cmd.to_string(),
             };
             if w.part == 0 {
                 return Err(Error::Invalid {
@@ -943,7 +965,7 @@ fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
                 )?;
             }
         }
-        Cmd::Session { cmd: sc } => return session_cmd(&store, sc, cli.json, out),
+        Cmd::Session { cmd: sc } => return session_cmd(store, sc, cli.json, out),
         Cmd::Accept { id, why } | Cmd::Deprecate { id, why } | Cmd::Retract { id, why } => {
             let (d, word) = match &cli.cmd {
                 Cmd::Accept { .. } => (engram::lifecycle::Decision::Accept, "accepted"),

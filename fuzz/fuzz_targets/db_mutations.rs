@@ -2,11 +2,12 @@
 //! truncation) into open + verify + wake and every other path: an error or a repaired store,
 //! never a panic or a hang (run with `-timeout`).
 //!
-//! KNOWN BUG (docs/reliability.md): redb panics, or aborts on close, on some damaged pages when
-//! a file is opened without its integrity check, which engram does today. This target finds
-//! that within seconds. With `ENGRAM_FUZZ_INTEGRITY_FIRST=1` each mutated image is first opened
-//! by redb with `set_check_integrity_on_open(true)` and skipped if refused, which is what
-//! engram would do with the suggested fix; the rest of engram is fuzzed the same.
+//! redb panics on some damaged pages (docs/reliability.md, bug 2); engram must catch each such
+//! panic at the edge of its transaction and return `Error::Corrupt`. libFuzzer's panic hook
+//! aborts on every panic, caught or not, so this target lets panics raised inside redb's source
+//! unwind (to engram's guard); any other panic, or one of redb's that escapes engram, still
+//! aborts and is reported as a crash. `ENGRAM_FUZZ_INTEGRITY_FIRST=1` first opens each image with
+//! redb's integrity check on open and skips what it refuses (`Options::check_on_open`).
 #![no_main]
 
 mod common;
@@ -21,7 +22,26 @@ fn integrity_first() -> bool {
     *ON.get_or_init(|| std::env::var("ENGRAM_FUZZ_INTEGRITY_FIRST").is_ok_and(|v| v == "1"))
 }
 
+/// Lets a panic raised in redb's own source unwind to engram's guard; any other panic goes to
+/// libFuzzer's hook, which aborts.
+fn let_redb_panics_unwind() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let abort = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let in_redb = info.location().is_some_and(|l| {
+                let f = l.file();
+                f.contains("vendor/redb/") || f.contains("/redb-")
+            });
+            if !in_redb {
+                abort(info);
+            }
+        }));
+    });
+}
+
 fuzz_target!(|data: &[u8]| {
+    let_redb_panics_unwind();
     let mut img = common::base_image().to_vec();
     let mut chunks = data.chunks_exact(5);
     for c in chunks.by_ref().take(32) {
