@@ -36,17 +36,19 @@ failed=0
 failures=()
 for t in "${targets[@]}"; do
   extra=()
+  asan="${ASAN_OPTIONS:-}"
   if [ "$t" = db_mutations ]; then
     # A store whose engine failed on a damaged page is leaked by design (closing it would write
-    # into the damaged file): not a leak to report.
+    # into the damaged file): not a leak to report, per input or at exit.
     extra=(-detect_leaks=0)
+    asan="detect_leaks=0${asan:+:$asan}"
   fi
   echo "== fuzz $t for ${secs}s ${extra[*]:-}"
   mkdir -p "fuzz/corpus/$t"
   if [ -d "fuzz/regressions/$t" ]; then
     cp -n fuzz/regressions/"$t"/* "fuzz/corpus/$t/" 2>/dev/null
   fi
-  if cargo fuzz run --sanitizer "$sanitizer" "$t" -- \
+  if ASAN_OPTIONS="$asan" cargo fuzz run --sanitizer "$sanitizer" "$t" -- \
     -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 "${extra[@]}" \
     >"fuzz/smoke-$t.log" 2>&1; then
     passed=$((passed + 1))

@@ -394,7 +394,12 @@ impl Store {
         name: &str,
         opts: Options,
     ) -> Result<Store> {
-        let db = builder(&opts).create_with_backend(backend)?;
+        let db = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            builder(&opts).create_with_backend(backend)
+        })) {
+            Ok(r) => r?,
+            Err(p) => return Err(engine_panic("opening the file", p)),
+        };
         let store = Store {
             engine: Engine::new(db),
             group: Arc::default(),

@@ -356,6 +356,7 @@ fn library_sweep(per_page: u64) -> (u64, u64, u64, Vec<String>) {
     offs.extend((4300..4340).chain(8192..8240));
     for off in offs {
         let db = damaged(dir.path(), &bytes, off, 2);
+        let image = std::fs::read(&db).unwrap();
         let r = std::panic::catch_unwind(|| -> Result<bool, engram::Error> {
             let mut store = Store::open(&db)?;
             let reads = (|| -> Result<(), engram::Error> {
@@ -377,6 +378,16 @@ fn library_sweep(per_page: u64) -> (u64, u64, u64, Vec<String>) {
             Ok(Ok(false)) => reported += 1,
             Ok(Err(_)) => refused += 1,
             Err(p) => panics.push(format!("byte {off}: {}", panic_message(p))),
+        }
+        // The same image through a storage backend (how hosts and the crash tests open stores).
+        let r = std::panic::catch_unwind(|| {
+            let disk = engram::simdisk::SimDisk::from_image(image, off as u64);
+            let store = Store::with_backend(disk, "damaged", engram::Options::default())?;
+            store.wake_text("default", &WakeOptions::default())?;
+            store.close()
+        });
+        if let Err(p) = r {
+            panics.push(format!("byte {off}, backend: {}", panic_message(p)));
         }
         std::fs::remove_file(&db).unwrap();
     }
