@@ -32,13 +32,26 @@ struct State {
     leader: bool,
     next_id: u64,
     done: HashMap<u64, Result<Box<dyn Any + Send>>>,
+    /// How many operations the last batch held: its writers are likely to queue again at once.
+    last_batch: usize,
+    /// Whether a new leader is waiting for them (see [`GATHER`]).
+    gathering: bool,
 }
+
+/// How long a new leader waits, at most, for the writers of the last batch to queue their next
+/// operation before it commits without them. When a commit ends, its leader returns first and
+/// would otherwise start the next commit alone while the other writers are still waking up;
+/// waiting a fraction of one commit (about 300-500 us with fsync) lets them share it. A writer
+/// alone never waits: its last batch held only itself.
+const GATHER: std::time::Duration = std::time::Duration::from_micros(100);
 
 /// The commit queue shared by every handle on one open database.
 #[derive(Default)]
 pub(crate) struct Group {
     state: Mutex<State>,
     cv: Condvar,
+    /// Wakes a gathering leader when an operation is queued.
+    gather: Condvar,
 }
 
 fn lock(g: &Group) -> std::sync::MutexGuard<'_, State> {
@@ -84,6 +97,9 @@ impl Store {
             principal: self.options().principal.clone(),
             op,
         });
+        if st.gathering {
+            g.gather.notify_one();
+        }
         loop {
             if let Some(r) = st.done.remove(&id) {
                 drop(st);
@@ -95,7 +111,25 @@ impl Store {
             }
             if !st.leader {
                 st.leader = true;
+                let want = st.last_batch;
+                if st.queue.len() < want {
+                    st.gathering = true;
+                    let deadline = std::time::Instant::now() + GATHER;
+                    while st.queue.len() < want {
+                        let left = deadline.saturating_duration_since(std::time::Instant::now());
+                        if left.is_zero() {
+                            break;
+                        }
+                        st = g
+                            .gather
+                            .wait_timeout(st, left)
+                            .map(|(s, _)| s)
+                            .unwrap_or_else(|p| p.into_inner().0);
+                    }
+                    st.gathering = false;
+                }
                 let batch = std::mem::take(&mut st.queue);
+                st.last_batch = batch.len();
                 drop(st);
                 let results = self.commit_batch(batch);
                 st = lock(&g);
