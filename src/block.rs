@@ -27,6 +27,24 @@ pub struct Block {
 pub const MAX_LEVEL: u8 = 62;
 
 impl Block {
+    /// The block of a key read from `table`: a key that is not a valid block is damage to the
+    /// store ([`Error::Corrupt`]), not a rejected input.
+    pub(crate) fn stored(
+        table: &'static str,
+        scope: u32,
+        level: u8,
+        lo: u64,
+    ) -> Result<Block, Error> {
+        Block::new(level, lo).map_err(|e| Error::Corrupt {
+            table,
+            key: format!("(scope {scope}, level {level}, start {lo})"),
+            reason: match e {
+                Error::Invalid { reason, .. } => format!("not a block: {reason}"),
+                other => other.to_string(),
+            },
+        })
+    }
+
     /// The block at `level` (size `2^level`) that starts at `lo`. Errors unless `lo` is aligned.
     pub fn new(level: u8, lo: u64) -> Result<Block, Error> {
         if level > MAX_LEVEL {

@@ -48,7 +48,7 @@ pub(crate) fn first_pending<T: ReadableTable<(u32, u8, u64), ()>>(
         Some(item) => {
             let (k, _) = item?;
             let (_, level, lo) = k.value();
-            Ok(Some(Block::new(level, lo)?))
+            Ok(Some(Block::stored("pending", sid, level, lo)?))
         }
         None => Ok(None),
     }
@@ -530,7 +530,7 @@ impl ReadTxn {
             }
             let (k, _) = item?;
             let (_, level, lo) = k.value();
-            out.push(Block::new(level, lo)?);
+            out.push(Block::stored("pending", meta.id, level, lo)?);
         }
         Ok(out)
     }
@@ -561,7 +561,7 @@ impl ReadTxn {
             }
             let (k, _) = item?;
             let (_, level, lo) = k.value();
-            let b = Block::new(level, lo)?;
+            let b = Block::stored("pending", meta.id, level, lo)?;
             if let Some(inputs) = merge_inputs(&log, &tree, meta.id, b, &cfg)? {
                 let events = self.open(crate::schema::EVENTS)?;
                 let stale = self.open(STALE)?;
@@ -725,7 +725,7 @@ impl ReadTxn {
         {
             let (k, v) = item?;
             let (_, level, lo) = k.value();
-            let block = Block::new(level, lo)?;
+            let block = Block::stored("tree", meta.id, level, lo)?;
             let summary: Summary = decode("tree", &TreeKey(meta.id, block), v.value())?;
             out.push(Node { block, summary });
         }

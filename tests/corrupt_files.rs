@@ -465,3 +465,54 @@ fn verify_reports_engine_damage_as_a_problem() {
         wrong.join("\n")
     );
 }
+
+/// A key of the `pending` or `tree` table that is not an aligned block (damage to the key, which
+/// redb's page checksums do not cover once the page is trusted) is damage, exit 5, not a rejected
+/// input (exit 2, "invalid block"). Found by the long damaged-file sweep (byte 103111).
+#[test]
+fn a_damaged_block_key_is_reported_as_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("m.redb");
+    let store = Store::create(&db).unwrap();
+    for i in 0..3 {
+        store
+            .note("default", NewMemory::new(format!("memory {i}")))
+            .unwrap();
+    }
+    drop(store);
+    for table in ["pending", "tree"] {
+        let copy = dir.path().join(format!("{table}.redb"));
+        std::fs::copy(&db, &copy).unwrap();
+        let rdb = engram::redb::Database::builder()
+            .set_concurrency_mode(engram::redb::ConcurrencyMode::MultiWriter)
+            .open(&copy)
+            .unwrap();
+        let tx = rdb.begin_write().unwrap();
+        if table == "pending" {
+            let mut t = tx.open_table(engram::schema::PENDING).unwrap();
+            t.insert((0u32, 2u8, 197u64), ()).unwrap();
+        } else {
+            let mut t = tx.open_table(engram::schema::TREE).unwrap();
+            t.insert((0u32, 1u8, 1u64), &b"x"[..]).unwrap();
+        }
+        drop(tx.open_table(engram::schema::META).unwrap());
+        tx.commit().unwrap();
+        drop(rdb);
+        let cmds: &[&[&str]] = if table == "pending" {
+            &[&["pending"], &["nap", "--batch", "8"]]
+        } else {
+            &[&["export"]]
+        };
+        for args in cmds {
+            let o = run(&copy, args);
+            assert_eq!(
+                o.code,
+                Some(5),
+                "`engram {}` with a damaged {table} key: {}",
+                args.join(" "),
+                o.stderr
+            );
+            assert!(o.stderr.contains(table), "{}", o.stderr);
+        }
+    }
+}
