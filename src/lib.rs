@@ -76,7 +76,7 @@ pub use log::{
 pub use record::{BuiltFrom, Kind, Memory, Node, Status, Summary};
 /// The storage engine, re-exported so that custom backends (`redb::StorageBackend`) match its version.
 pub use redb;
-pub use session::{Archived, SaveOutcome, SessionAppended, SessionInfo};
+pub use session::{Archived, SaveOutcome, SessionAppended, SessionInfo, SessionItems};
 pub use tree::{summary_line, MergePrompt, NapOutcome, PromptInput, ZoomEntry};
 pub use verify::Report;
 pub use wake::{WakeItem, WakeOptions, WakeView};

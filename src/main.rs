@@ -1231,8 +1231,15 @@ fn session_cmd(
                 }
             }
         }
-        SessionCmd::Load { id } => match store.session_load(id)? {
-            Some(msgs) => writeln!(out, "{}", json_array(&msgs))?,
+        SessionCmd::Load { id } => match store.session_load_lossy(id)? {
+            Some(r) => {
+                writeln!(out, "{}", json_array(&r.items))?;
+                if let Some(note) = r.damage_note(id) {
+                    // The valid messages are printed; the exit status says the store is damaged.
+                    eprintln!("engram: {}", text::display_safe(&note));
+                    return Ok(5);
+                }
+            }
             None => {
                 eprintln!("engram: no session {:?}", text::display_safe(id));
                 return Ok(1);
@@ -1284,7 +1291,12 @@ fn session_cmd(
             }
         }
         SessionCmd::Items { id, limit } => {
-            writeln!(out, "{}", json_array(&store.session_items(id, *limit)?))?;
+            let r = store.session_items_lossy(id, *limit)?;
+            writeln!(out, "{}", json_array(&r.items))?;
+            if let Some(note) = r.damage_note(id) {
+                eprintln!("engram: {}", text::display_safe(&note));
+                return Ok(5);
+            }
         }
         SessionCmd::Pop { id } => match store.session_pop(id, None)? {
             Some(m) => writeln!(out, "{m}")?,

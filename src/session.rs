@@ -126,6 +126,49 @@ pub(crate) struct SessionRecord {
     pub archived_bytes: u64,
 }
 
+/// A session's messages read past damage: the valid ones, and the sequence numbers of those
+/// that could not be decoded. A damaged message never hides the valid history, and is never
+/// dropped silently.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SessionItems {
+    /// The messages that decoded, oldest first.
+    pub items: Vec<String>,
+    /// Sequence numbers (the message keys) of the damaged messages that were skipped. Empty in a
+    /// sound store.
+    pub unreadable: Vec<u64>,
+}
+
+impl SessionItems {
+    /// One line for stderr or a log about the skipped messages, or `None` when there are none.
+    pub fn damage_note(&self, id: &str) -> Option<String> {
+        if self.unreadable.is_empty() {
+            return None;
+        }
+        let seqs: Vec<String> = self
+            .unreadable
+            .iter()
+            .take(10)
+            .map(u64::to_string)
+            .collect();
+        Some(format!(
+            "{} damaged message{} of session {id:?} {} skipped (seq {}{}); run `engram verify`",
+            self.unreadable.len(),
+            if self.unreadable.len() == 1 { "" } else { "s" },
+            if self.unreadable.len() == 1 {
+                "was"
+            } else {
+                "were"
+            },
+            seqs.join(", "),
+            if self.unreadable.len() > 10 {
+                ", ..."
+            } else {
+                ""
+            }
+        ))
+    }
+}
+
 /// What a session is, without its messages.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SessionInfo {
@@ -649,32 +692,59 @@ impl WriteTxn<'_> {
 }
 
 impl ReadTxn {
-    /// The session's messages, or `None` when it does not exist.
+    /// The session's messages, or `None` when it does not exist. A damaged message is an
+    /// error ([`Error::Corrupt`] naming it); [`ReadTxn::session_load_lossy`] reads past it.
     pub fn session_load(&self, id: &str) -> Result<Option<Vec<String>>> {
+        Ok(self.load(id, None, false)?.map(|r| r.items))
+    }
+
+    /// [`ReadTxn::session_load`] that skips damaged messages and names them.
+    pub fn session_load_lossy(&self, id: &str) -> Result<Option<SessionItems>> {
+        self.load(id, None, true)
+    }
+
+    /// The latest `limit` items (all when `None`), oldest first. Empty for a missing session.
+    /// A damaged message is an error; [`ReadTxn::session_items_lossy`] reads past it.
+    pub fn session_items(&self, id: &str, limit: Option<usize>) -> Result<Vec<String>> {
+        Ok(self.messages(id, limit, false)?.items)
+    }
+
+    /// The latest `limit` messages (all when `None`), oldest first, skipping damaged ones: a
+    /// damaged message counts toward `limit` (the window is the latest `limit` records) and is
+    /// listed in [`SessionItems::unreadable`]. What the Agents SDK's contract asks: a corrupt
+    /// record must not hide the valid history.
+    pub fn session_items_lossy(&self, id: &str, limit: Option<usize>) -> Result<SessionItems> {
+        self.messages(id, limit, true)
+    }
+
+    fn load(&self, id: &str, limit: Option<usize>, lossy: bool) -> Result<Option<SessionItems>> {
         validate_session_id(id)?;
         self.require(Access::Read, &session_scope(id))?;
         if read_record(&self.open(SESSIONS)?, id)?.is_none() {
             return Ok(None);
         }
-        let mut out = Vec::new();
-        for item in self.open(SESSION_MESSAGES)?.range(range(id))? {
-            let (k, v) = item?;
-            out.push(decode_message(id, k.value().1, v.value())?);
-        }
-        Ok(Some(out))
+        self.messages(id, limit, lossy).map(Some)
     }
 
-    /// The latest `limit` items (all when `None`), oldest first. Empty for a missing session.
-    pub fn session_items(&self, id: &str, limit: Option<usize>) -> Result<Vec<String>> {
+    fn messages(&self, id: &str, limit: Option<usize>, lossy: bool) -> Result<SessionItems> {
         validate_session_id(id)?;
         self.require(Access::Read, &session_scope(id))?;
-        let mut out = Vec::new();
+        let mut out = SessionItems {
+            items: Vec::new(),
+            unreadable: Vec::new(),
+        };
         let t = self.open(SESSION_MESSAGES)?;
         for item in t.range(range(id))?.rev().take(limit.unwrap_or(usize::MAX)) {
             let (k, v) = item?;
-            out.push(decode_message(id, k.value().1, v.value())?);
+            let seq = k.value().1;
+            match decode_message(id, seq, v.value()) {
+                Ok(m) => out.items.push(m),
+                Err(Error::Corrupt { .. }) if lossy => out.unreadable.push(seq),
+                Err(e) => return Err(e),
+            }
         }
-        out.reverse();
+        out.items.reverse();
+        out.unreadable.reverse();
         Ok(out)
     }
 
@@ -815,6 +885,38 @@ impl Store {
             &session_scope(id),
             |r| r.session_items(id, limit),
             |m| vec![format!("{} items", m.len())],
+        )
+    }
+    /// The latest items, reading past damaged ones; see [`ReadTxn::session_items_lossy`].
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = engram::Store::create(dir.path().join("m.redb")).unwrap();
+    /// store.session_append("chat", &[r#"{"role":"user","content":"hi"}"#], None, None).unwrap();
+    /// let r = store.session_items_lossy("chat", None).unwrap();
+    /// assert_eq!(r.items.len(), 1);
+    /// assert!(r.unreadable.is_empty() && r.damage_note("chat").is_none());
+    /// ```
+    pub fn session_items_lossy(&self, id: &str, limit: Option<usize>) -> Result<SessionItems> {
+        self.audited(
+            "session items",
+            &session_scope(id),
+            |r| r.session_items_lossy(id, limit),
+            |m| vec![format!("{} items", m.items.len())],
+        )
+    }
+    /// Loads a session, reading past damaged messages; see [`ReadTxn::session_load_lossy`].
+    pub fn session_load_lossy(&self, id: &str) -> Result<Option<SessionItems>> {
+        self.audited(
+            "session load",
+            &session_scope(id),
+            |r| r.session_load_lossy(id),
+            |m| {
+                vec![format!(
+                    "{} messages",
+                    m.as_ref().map(|v| v.items.len()).unwrap_or(0)
+                )]
+            },
         )
     }
     /// A session's metadata; see [`ReadTxn::session_info`].

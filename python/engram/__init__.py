@@ -89,6 +89,7 @@ _ASYNC_METHODS = (
     "session_load_with_revision",
     "session_append",
     "session_items",
+    "session_items_lossy",
     "session_pop",
     "session_clear",
     "session_delete",

@@ -17,6 +17,7 @@ runs in a worker thread, so the event loop never blocks.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from typing import Any
 
@@ -31,6 +32,8 @@ from agents.memory.session_settings import (  # noqa: E402
 )
 
 NAMESPACE = "openai_agents:"
+
+_log = logging.getLogger("engram")
 
 
 class EngramSession:
@@ -71,7 +74,19 @@ class EngramSession:
         n = resolve_session_limit(limit, self.session_settings)
         if n is not None and n < 0:
             n = None  # as SQLiteSession: a negative limit is no limit
-        return await asyncio.to_thread(self.store.session_items, self._key, n)
+        # A damaged item must not hide the valid history (the SDK's contract): the others are
+        # returned, and the damage is logged, never dropped silently.
+        items, unreadable = await asyncio.to_thread(
+            self.store.session_items_lossy, self._key, n
+        )
+        if unreadable:
+            _log.error(
+                "engram: session %r: %d damaged item(s) skipped (seq %s); run `engram verify`",
+                self.session_id,
+                len(unreadable),
+                ", ".join(str(s) for s in unreadable[:10]),
+            )
+        return items
 
     async def add_items(self, items: list[Any]) -> None:
         """Appends the items as one atomic batch, in order."""

@@ -1120,6 +1120,21 @@ impl PyStore {
         decode_items(py, &items, raw)
     }
 
+    /// `(items, unreadable)`: the latest `limit` items (all when `None`), oldest first, reading
+    /// past damaged ones, and the sequence numbers of the damaged items that were skipped (they
+    /// count toward `limit`). A corrupt record never hides the valid history.
+    #[pyo3(signature = (id, limit = None, *, raw = false))]
+    fn session_items_lossy<'py>(
+        &self,
+        py: Python<'py>,
+        id: &str,
+        limit: Option<usize>,
+        raw: bool,
+    ) -> PyResult<(Bound<'py, PyList>, Vec<u64>)> {
+        let r = self.run(py, |s| s.session_items_lossy(id, limit))?;
+        Ok((decode_items(py, &r.items, raw)?, r.unreadable))
+    }
+
     /// Removes and returns the newest item, or `None` when the session is empty or absent.
     #[pyo3(signature = (id, *, expected_revision = None, raw = false))]
     fn session_pop<'py>(

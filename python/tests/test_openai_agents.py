@@ -209,3 +209,51 @@ async def test_sessions_isolated_by_id_and_namespace(path):
     assert await other_ns.get_items() == []
     await a.delete_session()
     assert store.session_ids() == []
+
+
+def test_a_damaged_item_does_not_hide_the_valid_history(path, caplog):
+    """The SDK's contract: a corrupt record must not hide valid history. One item's stored
+    bytes are damaged in the file; get_items returns the others in order and logs the damage
+    (never silently), the strict Store read raises CorruptError naming it, and
+    session_items_lossy names its sequence number."""
+    import logging
+
+    needle = b"DAMAGE-ME-0123456789"
+
+    async def fill():
+        s = EngramSession("d1", path)
+        await s.add_items([{"role": "user", "content": f"item {i}"} for i in range(3)])
+        await s.add_items([{"role": "user", "content": needle.decode()}])
+        await s.add_items([{"role": "user", "content": "item 4"}])
+        s.close()
+
+    asyncio.run(fill())
+    data = bytearray(path.read_bytes())
+    at = data.find(needle)
+    assert at >= 0
+    while at >= 0:  # every copy of the page, live or freed
+        data[at + 3] ^= 0x01
+        at = data.find(needle, at + 1)
+    path.write_bytes(bytes(data))
+
+    async def read():
+        s = EngramSession("d1", path)
+        try:
+            return await s.get_items(), await s.get_items(2)
+        finally:
+            s.close()
+
+    with caplog.at_level(logging.ERROR, logger="engram"):
+        items, last2 = asyncio.run(read())
+    assert [i["content"] for i in items] == ["item 0", "item 1", "item 2", "item 4"]
+    assert [i["content"] for i in last2] == ["item 4"]  # the window counts the damaged record
+    assert "damaged item(s) skipped (seq 3)" in caplog.text
+
+    s = engram.Store(path)
+    try:
+        with pytest.raises(engram.CorruptError):
+            s.session_items("openai_agents:d1")
+        valid, unreadable = s.session_items_lossy("openai_agents:d1")
+        assert len(valid) == 4 and unreadable == [3]
+    finally:
+        s.close()
