@@ -251,13 +251,17 @@ impl Engine {
     /// and marking the engine failed.
     fn guard<R>(&self, during: &str, f: impl FnOnce(&Database) -> Result<R>) -> Result<R> {
         let db = self.db()?;
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(db))).unwrap_or_else(|p| {
-            let e = engine_panic(during, p);
-            if let Error::Corrupt { reason, .. } = &e {
-                let _ = self.failed.set(reason.clone());
-            }
-            Err(e)
-        })
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(db)))
+            .unwrap_or_else(|p| Err(self.fail(during, p)))
+    }
+
+    /// Records a panic of the engine: from now on every call fails with the returned error.
+    fn fail(&self, during: &str, panic: Box<dyn std::any::Any + Send>) -> Error {
+        let e = engine_panic(during, panic);
+        if let Error::Corrupt { reason, .. } = &e {
+            let _ = self.failed.set(reason.clone());
+        }
+        e
     }
 
     /// [`Engine::guard`] for the operations that need the database to themselves.
@@ -273,16 +277,8 @@ impl Engine {
             .db
             .as_mut()
             .ok_or_else(|| Self::failure("the store is closed"))?;
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(db))) {
-            Ok(r) => r,
-            Err(p) => {
-                let e = engine_panic(during, p);
-                if let Error::Corrupt { reason, .. } = &e {
-                    let _ = self.failed.set(reason.clone());
-                }
-                Err(e)
-            }
-        }
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(db)))
+            .unwrap_or_else(|p| Err(self.fail(during, p)))
     }
 
     /// Closes the database: redb commits its allocator state. A failed engine is not closed.
