@@ -294,6 +294,21 @@ impl WakeView {
         out
     }
 
+    /// Part `opts.part` (from 1) of [`WakeView::parts`]; an error names how many there are.
+    pub fn part(&self, opts: &WakeOptions) -> Result<String> {
+        let parts = self.parts(opts);
+        let n = parts.len();
+        parts
+            .into_iter()
+            .nth(opts.part.saturating_sub(1))
+            .ok_or_else(|| {
+                Error::invalid(
+                    "part",
+                    format!("part {} does not exist; there are {n}", opts.part),
+                )
+            })
+    }
+
     /// Renders every part (each a complete text ending in a newline).
     pub fn parts(&self, opts: &WakeOptions) -> Vec<String> {
         let cmd = &opts.cmd;
@@ -492,18 +507,7 @@ impl ReadTxn {
 
     /// Renders wake part `opts.part` as text.
     pub fn wake_text(&self, scope: &str, opts: &WakeOptions) -> Result<String> {
-        let view = self.wake(scope, opts)?;
-        let parts = view.parts(opts);
-        let n = parts.len();
-        parts
-            .into_iter()
-            .nth(opts.part.saturating_sub(1))
-            .ok_or_else(|| {
-                Error::invalid(
-                    "part",
-                    format!("part {} does not exist; there are {n}", opts.part),
-                )
-            })
+        self.wake(scope, opts)?.part(opts)
     }
 }
 
@@ -650,18 +654,7 @@ impl Store {
 
     /// Wake's text for one part; see [`ReadTxn::wake_text`].
     pub fn wake_text(&self, scope: &str, opts: &WakeOptions) -> Result<String> {
-        let view = self.wake(scope, opts)?;
-        let parts = view.parts(opts);
-        let n = parts.len();
-        parts
-            .into_iter()
-            .nth(opts.part.saturating_sub(1))
-            .ok_or_else(|| {
-                Error::invalid(
-                    "part",
-                    format!("part {} does not exist; there are {n}", opts.part),
-                )
-            })
+        self.wake(scope, opts)?.part(opts)
     }
 }
 
