@@ -673,6 +673,17 @@ impl Store {
     }
 }
 
+/// The scope's metadata if it holds memory `id`; otherwise [`Error::OutOfRange`] with the
+/// scope's count (0 for a scope that does not exist).
+pub(crate) fn holding(meta: Option<ScopeMeta>, id: u64) -> Result<ScopeMeta> {
+    let count = meta.as_ref().map_or(0, |m| m.count);
+    meta.filter(|m| id < m.count)
+        .ok_or_else(|| Error::OutOfRange {
+            asked: format!("#{id}"),
+            count,
+        })
+}
+
 /// Opens the file, waiting at most `busy_timeout`: in multi-writer mode redb's open waits for a
 /// writer in another process to finish, so the open runs on a helper thread and the caller stops
 /// waiting after the timeout (the thread then closes the handle it gets).

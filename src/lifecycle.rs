@@ -277,13 +277,7 @@ impl WriteTxn<'_> {
         if let Some(w) = why {
             crate::text::validate_line(w, crate::text::MAX_ENTRY_BYTES)?;
         }
-        let mut meta = self
-            .scope_meta(scope)?
-            .filter(|m| id < m.count)
-            .ok_or_else(|| Error::OutOfRange {
-                asked: format!("#{id}"),
-                count: self.count(scope).unwrap_or(0),
-            })?;
+        let mut meta = crate::db::holding(self.scope_meta(scope)?, id)?;
         let kind = match d {
             Decision::Accept => EventKind::Accept,
             Decision::Deprecate => EventKind::Deprecate,
@@ -298,13 +292,7 @@ impl WriteTxn<'_> {
     pub fn redact(&mut self, scope: &str, id: u64, reason: &str) -> Result<()> {
         self.require_admin("redact")?;
         crate::text::validate_line(reason, crate::text::MAX_ENTRY_BYTES)?;
-        let meta = self
-            .scope_meta(scope)?
-            .filter(|m| id < m.count)
-            .ok_or_else(|| Error::OutOfRange {
-                asked: format!("#{id}"),
-                count: self.count(scope).unwrap_or(0),
-            })?;
+        let meta = crate::db::holding(self.scope_meta(scope)?, id)?;
         let sid = meta.id;
         let mut rec = get_memory(&self.tx.open_table(LOG)?, sid, id)?;
         if rec.text == TOMBSTONE {

@@ -122,14 +122,20 @@ impl fmt::Display for LogKey {
 
 pub(crate) fn decode_memory(scope_id: u32, pos: u64, bytes: &[u8]) -> Result<Memory> {
     let m: Memory = decode("log", &LogKey(scope_id, pos), bytes)?;
-    if m.id != pos {
+    check_position(scope_id, pos, m.id)?;
+    Ok(m)
+}
+
+/// A record stored at `pos` must say it is `#pos`.
+fn check_position(scope_id: u32, pos: u64, id: u64) -> Result<()> {
+    if id != pos {
         return Err(Error::corrupt(
             "log",
             LogKey(scope_id, pos),
-            format!("the record says it is #{}", m.id),
+            format!("the record says it is #{id}"),
         ));
     }
-    Ok(m)
+    Ok(())
 }
 
 /// The fields of a stored memory that recall filters on, borrowed from the value's bytes. Its
@@ -153,13 +159,7 @@ fn decode_view(scope_id: u32, pos: u64, bytes: &[u8]) -> Result<MemoryView<'_>> 
             format!("undecodable value: {e}"),
         )
     })?;
-    if m.id != pos {
-        return Err(Error::corrupt(
-            "log",
-            LogKey(scope_id, pos),
-            format!("the record says it is #{}", m.id),
-        ));
-    }
+    check_position(scope_id, pos, m.id)?;
     Ok(m)
 }
 
@@ -379,14 +379,7 @@ impl WriteTxn<'_> {
 
     /// Reads one memory as of this transaction.
     pub fn memory(&self, scope: &str, id: u64) -> Result<Memory> {
-        let meta = self.scope_meta(scope)?;
-        let count = meta.as_ref().map(|m| m.count).unwrap_or(0);
-        let Some(meta) = meta.filter(|_| id < count) else {
-            return Err(Error::OutOfRange {
-                asked: format!("#{id}"),
-                count,
-            });
-        };
+        let meta = crate::db::holding(self.scope_meta(scope)?, id)?;
         let t = self.tx.open_table(LOG)?;
         get_memory(&t, meta.id, id)
     }
@@ -484,27 +477,9 @@ impl Recall {
             ));
         }
         if !self.unreadable.is_empty() {
-            let ids: Vec<String> = self
-                .unreadable
-                .iter()
-                .take(10)
-                .map(|i| format!("#{i}"))
-                .collect();
-            out.push_str(&format!(
-                "{} damaged record{} skipped ({}{}); run `engram verify`.\n",
-                self.unreadable.len(),
-                if self.unreadable.len() == 1 {
-                    " was"
-                } else {
-                    "s were"
-                },
-                ids.join(", "),
-                if self.unreadable.len() > 10 {
-                    ", ..."
-                } else {
-                    ""
-                }
-            ));
+            let ids: Vec<String> = self.unreadable.iter().map(|i| format!("#{i}")).collect();
+            out.push_str(&crate::text::skipped_damage("record", "", &ids));
+            out.push_str(".\n");
         }
         out
     }
@@ -527,14 +502,7 @@ pub fn compile_pattern(p: &str) -> Result<regex::Regex> {
 impl ReadTxn {
     /// Reads one memory.
     pub fn memory(&self, scope: &str, id: u64) -> Result<Memory> {
-        let meta = self.scope_meta(scope)?;
-        let count = meta.as_ref().map(|m| m.count).unwrap_or(0);
-        let Some(meta) = meta.filter(|_| id < count) else {
-            return Err(Error::OutOfRange {
-                asked: format!("#{id}"),
-                count,
-            });
-        };
+        let meta = crate::db::holding(self.scope_meta(scope)?, id)?;
         get_memory(&self.open(LOG)?, meta.id, id)
     }
 

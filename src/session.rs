@@ -144,27 +144,11 @@ impl SessionItems {
         if self.unreadable.is_empty() {
             return None;
         }
-        let seqs: Vec<String> = self
-            .unreadable
-            .iter()
-            .take(10)
-            .map(u64::to_string)
-            .collect();
-        Some(format!(
-            "{} damaged message{} of session {id:?} {} skipped (seq {}{}); run `engram verify`",
-            self.unreadable.len(),
-            if self.unreadable.len() == 1 { "" } else { "s" },
-            if self.unreadable.len() == 1 {
-                "was"
-            } else {
-                "were"
-            },
-            seqs.join(", "),
-            if self.unreadable.len() > 10 {
-                ", ..."
-            } else {
-                ""
-            }
+        let seqs: Vec<String> = self.unreadable.iter().map(|s| format!("seq {s}")).collect();
+        Some(crate::text::skipped_damage(
+            "message",
+            &format!(" of session {id:?}"),
+            &seqs,
         ))
     }
 }

@@ -175,6 +175,20 @@ pub fn parse_time(s: &str) -> Result<i64> {
     Ok(ts.as_microsecond())
 }
 
+/// `N damaged NOUNs WHOSE were skipped (L1, L2, ...); run `engram verify``, for the reads that
+/// skip damaged records (recall, lossy session reads). At most 10 labels are listed.
+pub(crate) fn skipped_damage(noun: &str, whose: &str, labels: &[String]) -> String {
+    let n = labels.len();
+    let shown: Vec<&str> = labels.iter().take(10).map(String::as_str).collect();
+    format!(
+        "{n} damaged {noun}{}{whose} {} skipped ({}{}); run `engram verify`",
+        if n == 1 { "" } else { "s" },
+        if n == 1 { "was" } else { "were" },
+        shown.join(", "),
+        if n > 10 { ", ..." } else { "" }
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
