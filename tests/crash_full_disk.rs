@@ -168,15 +168,5 @@ fn a_full_disk_is_a_clear_error_and_loses_nothing() {
         failures.len(),
         start.elapsed()
     );
-    assert!(
-        failures.is_empty(),
-        "{} failures:\n{}",
-        failures.len(),
-        failures
-            .iter()
-            .take(20)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    assert_no_failures(&failures);
 }

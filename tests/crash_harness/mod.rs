@@ -819,7 +819,7 @@ pub struct Tally {
     pub acked_ops: u64,
     pub lost: u64,
     /// Crashes during the store's creation (nothing acknowledged) that left an image redb
-    /// refuses to open ("magic number mismatch"): see tests/crash_during_init.rs.
+    /// refuses to open ("magic number mismatch"): docs/reliability.md, bug 1.
     pub creation_refused: u64,
 }
 
@@ -835,6 +835,34 @@ impl Tally {
         self.lost += o.lost;
         self.creation_refused += o.creation_refused;
     }
+
+    /// The recovery figures of a sweep's report; `fault` names what struck during the repairs.
+    pub fn recoveries_line(&self, fault: &str) -> String {
+        format!(
+            "{} recoveries verified ({} after {fault} during repair), in flight landed {} / absent {} / no-op {}, creation interrupted and refused {}",
+            self.recoveries,
+            self.repair_crashes,
+            self.in_flight_landed,
+            self.in_flight_absent,
+            self.in_flight_noop,
+            self.creation_refused
+        )
+    }
+}
+
+/// Fails the test listing the first 20 failures, if there are any.
+pub fn assert_no_failures(failures: &[String]) {
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures
+            .iter()
+            .take(20)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }
 
 /// Which reference state a recovered store is in.
