@@ -6,11 +6,11 @@
 //! fails without creating a file, global options work on either side of the verb, and each
 //! failure kind has its documented exit code (`Error::exit_code`).
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_engram");
+mod common;
+use common::Env;
 
 /// What one run of the binary produced.
 #[derive(Debug)]
@@ -20,33 +20,11 @@ struct Run {
     err: String,
 }
 
-/// A temp directory holding one store path (created or not).
-struct Env {
-    dir: tempfile::TempDir,
-    db: PathBuf,
-}
-
 impl Env {
-    fn new() -> Env {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let db = dir.path().join("memory.redb");
-        Env { dir, db }
-    }
-
     fn init() -> Env {
         let e = Env::new();
         e.ok(&["init"]);
         e
-    }
-
-    /// A command with a clean environment: the store comes from ENGRAM_DB, HOME is the temp dir.
-    fn cmd(&self) -> Command {
-        let mut c = Command::new(BIN);
-        c.env_remove("ENGRAM_SCOPE")
-            .env_remove("ENGRAM_BUSY_TIMEOUT_MS")
-            .env("HOME", self.dir.path())
-            .env("ENGRAM_DB", &self.db);
-        c
     }
 
     fn file(&self, name: &str, content: &[u8]) -> String {
@@ -55,26 +33,12 @@ impl Env {
         p.to_str().expect("utf8 path").to_string()
     }
 
-    fn run_with(&self, mut c: Command, input: Option<&[u8]>) -> Run {
-        c.stdout(Stdio::piped()).stderr(Stdio::piped());
-        c.stdin(if input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        });
-        let mut child = c.spawn().expect("spawn engram");
-        if let Some(bytes) = input {
-            let mut stdin = child.stdin.take().expect("stdin");
-            let bytes = bytes.to_vec();
-            std::thread::spawn(move || {
-                let _ = stdin.write_all(&bytes);
-            });
-        }
-        let o = child.wait_with_output().expect("wait engram");
+    fn run_with(&self, c: Command, input: Option<&[u8]>) -> Run {
+        let r = common::run_raw(c, input);
         Run {
-            code: o.status.code().unwrap_or(-1),
-            out: String::from_utf8(o.stdout).expect("stdout is UTF-8"),
-            err: String::from_utf8(o.stderr).expect("stderr is UTF-8"),
+            code: r.code,
+            out: String::from_utf8(r.out).expect("stdout is UTF-8"),
+            err: String::from_utf8(r.err).expect("stderr is UTF-8"),
         }
     }
 

@@ -6,72 +6,20 @@
 //! and nothing written. And no line any command prints carries such a character from stored
 //! data, so stored text cannot forge or hide output lines.
 
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_engram");
-
-struct Run {
-    code: i32,
-    out: Vec<u8>,
-    err: Vec<u8>,
-}
-
-impl std::fmt::Debug for Run {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Run")
-            .field("code", &self.code)
-            .field("out", &String::from_utf8_lossy(&self.out))
-            .field("err", &String::from_utf8_lossy(&self.err))
-            .finish()
-    }
-}
-
-struct Env {
-    dir: tempfile::TempDir,
-    db: PathBuf,
-}
+mod common;
+use common::{Env, Raw as Run};
 
 impl Env {
     fn init() -> Env {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let db = dir.path().join("memory.redb");
-        let e = Env { dir, db };
+        let e = Env::new();
         e.ok(&["init"]);
         e
     }
 
-    fn cmd(&self) -> Command {
-        let mut c = Command::new(BIN);
-        c.env_remove("ENGRAM_SCOPE")
-            .env_remove("ENGRAM_BUSY_TIMEOUT_MS")
-            .env("HOME", self.dir.path())
-            .env("ENGRAM_DB", &self.db);
-        c
-    }
-
-    fn run_with(&self, mut c: Command, input: Option<&[u8]>) -> Run {
-        c.stdout(Stdio::piped()).stderr(Stdio::piped());
-        c.stdin(if input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        });
-        let mut child = c.spawn().expect("spawn engram");
-        if let Some(bytes) = input {
-            let mut stdin = child.stdin.take().expect("stdin");
-            let bytes = bytes.to_vec();
-            std::thread::spawn(move || {
-                let _ = stdin.write_all(&bytes);
-            });
-        }
-        let o = child.wait_with_output().expect("wait engram");
-        Run {
-            code: o.status.code().unwrap_or(-1),
-            out: o.stdout,
-            err: o.stderr,
-        }
+    fn run_with(&self, c: Command, input: Option<&[u8]>) -> Run {
+        common::run_raw(c, input)
     }
 
     fn run(&self, args: &[&str], input: Option<&[u8]>) -> Run {

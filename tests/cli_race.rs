@@ -5,36 +5,26 @@
 //! runs out it fails as busy (exit 4) without writing; a reader never waits without bound.
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use engram::{NewMemory, Options, Store};
 
-const BIN: &str = env!("CARGO_BIN_EXE_engram");
-
-struct Env {
-    dir: tempfile::TempDir,
-    db: PathBuf,
-}
+mod common;
+use common::Env;
 
 impl Env {
     fn init() -> Env {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let db = dir.path().join("memory.redb");
-        let e = Env { dir, db };
-        let o = e.cmd(&["init"]).output().expect("run init");
+        let e = Env::new();
+        let o = e.command(&["init"]).output().expect("run init");
         assert!(o.status.success(), "{o:?}");
         e
     }
 
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
-        c.env_remove("ENGRAM_SCOPE")
-            .env_remove("ENGRAM_BUSY_TIMEOUT_MS")
-            .env("HOME", self.dir.path())
-            .env("ENGRAM_DB", &self.db)
-            .args(args)
+    /// The binary with `args`, stdin null and the output piped.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = self.cmd();
+        c.args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -42,7 +32,7 @@ impl Env {
     }
 
     fn ok(&self, args: &[&str]) -> String {
-        let o = self.cmd(args).output().expect("run engram");
+        let o = self.command(args).output().expect("run engram");
         assert!(o.status.success(), "engram {args:?}: {o:?}");
         String::from_utf8(o.stdout).expect("UTF-8")
     }
@@ -74,9 +64,9 @@ fn sixteen_concurrent_notes_get_ids_0_to_15() {
         .map(|k| {
             let text = format!("writer {k:02} was here");
             let child = if k % 2 == 0 {
-                e.cmd(&["note", &text]).spawn().expect("spawn")
+                e.command(&["note", &text]).spawn().expect("spawn")
             } else {
-                let mut c = e.cmd(&["note", "-"]);
+                let mut c = e.command(&["note", "-"]);
                 c.stdin(Stdio::piped());
                 let mut child = c.spawn().expect("spawn");
                 let mut stdin = child.stdin.take().expect("stdin");
@@ -122,14 +112,14 @@ fn concurrent_naps_and_notes_keep_the_store_consistent() {
     // Eight processes all answer the same merge while eight more notes land.
     let naps: Vec<Child> = (0..8)
         .map(|k| {
-            e.cmd(&["nap", "0-1", &format!("answer {k}")])
+            e.command(&["nap", "0-1", &format!("answer {k}")])
                 .spawn()
                 .expect("spawn")
         })
         .collect();
     let notes: Vec<Child> = (0..8)
         .map(|k| {
-            e.cmd(&["note", &format!("late {k}")])
+            e.command(&["note", &format!("late {k}")])
                 .spawn()
                 .expect("spawn")
         })
@@ -171,7 +161,7 @@ fn a_second_writer_waits_for_the_first() {
             assert_eq!(id, 0);
             // While this transaction is open, another process tries to write.
             let child = e
-                .cmd(&["note", "--busy-timeout-ms", "60000", "the waiting writer"])
+                .command(&["note", "--busy-timeout-ms", "60000", "the waiting writer"])
                 .spawn()
                 .expect("spawn");
             std::thread::sleep(Duration::from_millis(700));
@@ -223,7 +213,7 @@ fn a_writer_that_waits_too_long_fails_busy_and_writes_nothing() {
             // the store. The watchdog is only there so that an unbounded wait fails the test
             // instead of hanging it.
             let child = e
-                .cmd(&["--busy-timeout-ms", "300", "note", "impatient"])
+                .command(&["--busy-timeout-ms", "300", "note", "impatient"])
                 .spawn()
                 .expect("spawn");
             Ok(wait_or_kill(child, Duration::from_secs(5)))
@@ -253,7 +243,7 @@ fn a_reader_is_not_held_up_without_bound_by_a_writer() {
             // wake only reads: it must either read the last committed state or give up as busy
             // after its timeout, never wait for as long as the writer pleases.
             let child = e
-                .cmd(&["--busy-timeout-ms", "300", "wake"])
+                .command(&["--busy-timeout-ms", "300", "wake"])
                 .spawn()
                 .expect("spawn");
             Ok(wait_or_kill(child, Duration::from_secs(5)))

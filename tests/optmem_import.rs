@@ -8,11 +8,12 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_engram");
 const LOG_RECORD: usize = 320;
 const TREE_RECORD: usize = 288;
+
+mod common;
+use common::Env;
 
 #[derive(Debug)]
 struct Run {
@@ -21,34 +22,21 @@ struct Run {
     err: String,
 }
 
-struct Env {
-    dir: tempfile::TempDir,
-    db: PathBuf,
-}
-
 impl Env {
     fn init() -> Env {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let db = dir.path().join("memory.redb");
-        let e = Env { dir, db };
+        let e = Env::new();
         e.ok(&["init"]);
         e
     }
 
     fn run(&self, args: &[&str]) -> Run {
-        let o = Command::new(BIN)
-            .env_remove("ENGRAM_SCOPE")
-            .env_remove("ENGRAM_BUSY_TIMEOUT_MS")
-            .env("HOME", self.dir.path())
-            .env("ENGRAM_DB", &self.db)
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run engram");
+        let mut c = self.cmd();
+        c.args(args);
+        let r = common::run_raw(c, None);
         Run {
-            code: o.status.code().unwrap_or(-1),
-            out: String::from_utf8(o.stdout).expect("UTF-8"),
-            err: String::from_utf8(o.stderr).expect("UTF-8"),
+            code: r.code,
+            out: String::from_utf8(r.out).expect("UTF-8"),
+            err: String::from_utf8(r.err).expect("UTF-8"),
         }
     }
 

@@ -1,0 +1,76 @@
+//! Helpers shared by the tests that run the real `engram` binary: a temporary store path, the
+//! binary with a clean environment, and a run that feeds stdin and collects the output.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_engram");
+
+/// A temp directory holding one store path (created or not).
+pub struct Env {
+    pub dir: tempfile::TempDir,
+    pub db: PathBuf,
+}
+
+impl Env {
+    /// A fresh temp directory; the store path `memory.redb` in it does not exist yet.
+    pub fn new() -> Env {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("memory.redb");
+        Env { dir, db }
+    }
+
+    /// The binary with a clean environment: the store comes from `ENGRAM_DB`, `HOME` is the
+    /// temp dir, and no `ENGRAM_SCOPE` or `ENGRAM_BUSY_TIMEOUT_MS` leaks in from the caller.
+    pub fn cmd(&self) -> Command {
+        let mut c = Command::new(BIN);
+        c.env_remove("ENGRAM_SCOPE")
+            .env_remove("ENGRAM_BUSY_TIMEOUT_MS")
+            .env("HOME", self.dir.path())
+            .env("ENGRAM_DB", &self.db);
+        c
+    }
+}
+
+/// What one run produced: the exit code (-1 when killed by a signal), stdout and stderr bytes.
+pub struct Raw {
+    pub code: i32,
+    pub out: Vec<u8>,
+    pub err: Vec<u8>,
+}
+
+impl std::fmt::Debug for Raw {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Run")
+            .field("code", &self.code)
+            .field("out", &String::from_utf8_lossy(&self.out))
+            .field("err", &String::from_utf8_lossy(&self.err))
+            .finish()
+    }
+}
+
+/// Runs `c`, writing `input` to its stdin from another thread (stdin is null without input).
+pub fn run_raw(mut c: Command, input: Option<&[u8]>) -> Raw {
+    c.stdout(Stdio::piped()).stderr(Stdio::piped());
+    c.stdin(if input.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
+    let mut child = c.spawn().expect("spawn engram");
+    if let Some(bytes) = input {
+        let mut stdin = child.stdin.take().expect("stdin");
+        let bytes = bytes.to_vec();
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(&bytes);
+        });
+    }
+    let o = child.wait_with_output().expect("wait engram");
+    Raw {
+        code: o.status.code().unwrap_or(-1),
+        out: o.stdout,
+        err: o.stderr,
+    }
+}
