@@ -679,12 +679,12 @@ impl ReadTxn {
     /// The session's messages, or `None` when it does not exist. A damaged message is an
     /// error ([`Error::Corrupt`] naming it); [`ReadTxn::session_load_lossy`] reads past it.
     pub fn session_load(&self, id: &str) -> Result<Option<Vec<String>>> {
-        Ok(self.load(id, None, false)?.map(|r| r.items))
+        Ok(self.load(id, false)?.map(|r| r.items))
     }
 
     /// [`ReadTxn::session_load`] that skips damaged messages and names them.
     pub fn session_load_lossy(&self, id: &str) -> Result<Option<SessionItems>> {
-        self.load(id, None, true)
+        self.load(id, true)
     }
 
     /// The latest `limit` items (all when `None`), oldest first. Empty for a missing session.
@@ -701,18 +701,24 @@ impl ReadTxn {
         self.messages(id, limit, true)
     }
 
-    fn load(&self, id: &str, limit: Option<usize>, lossy: bool) -> Result<Option<SessionItems>> {
+    fn load(&self, id: &str, lossy: bool) -> Result<Option<SessionItems>> {
         validate_session_id(id)?;
         self.require(Access::Read, &session_scope(id))?;
         if read_record(&self.open(SESSIONS)?, id)?.is_none() {
             return Ok(None);
         }
-        self.messages(id, limit, lossy).map(Some)
+        self.read_messages(id, None, lossy).map(Some)
     }
 
     fn messages(&self, id: &str, limit: Option<usize>, lossy: bool) -> Result<SessionItems> {
         validate_session_id(id)?;
         self.require(Access::Read, &session_scope(id))?;
+        self.read_messages(id, limit, lossy)
+    }
+
+    /// The latest `limit` messages, oldest first, after the caller's checks; `lossy` skips and
+    /// names damaged ones instead of failing.
+    fn read_messages(&self, id: &str, limit: Option<usize>, lossy: bool) -> Result<SessionItems> {
         let mut out = SessionItems {
             items: Vec::new(),
             unreadable: Vec::new(),
