@@ -234,17 +234,13 @@ impl Engine {
         })
     }
 
-    fn failure(reason: &str) -> Error {
-        crate::error::damaged_file(reason.to_string())
-    }
-
     fn db(&self) -> Result<&Database> {
         if let Some(reason) = self.failed.get() {
-            return Err(Self::failure(reason));
+            return Err(crate::error::damaged_file(reason.clone()));
         }
         self.db
             .as_ref()
-            .ok_or_else(|| Self::failure("the store is closed"))
+            .ok_or_else(|| crate::error::damaged_file("the store is closed".into()))
     }
 
     /// Runs `f` on the database, turning a panic of the storage engine into `Error::Corrupt`
@@ -271,12 +267,12 @@ impl Engine {
         f: impl FnOnce(&mut Database) -> Result<R>,
     ) -> Result<R> {
         if let Some(reason) = self.failed.get() {
-            return Err(Self::failure(reason));
+            return Err(crate::error::damaged_file(reason.clone()));
         }
         let db = self
             .db
             .as_mut()
-            .ok_or_else(|| Self::failure("the store is closed"))?;
+            .ok_or_else(|| crate::error::damaged_file("the store is closed".into()))?;
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(db)))
             .unwrap_or_else(|p| Err(self.fail(during, p)))
     }
@@ -288,7 +284,7 @@ impl Engine {
         };
         if let Some(reason) = self.failed.get() {
             std::mem::forget(db);
-            return Err(Self::failure(reason));
+            return Err(crate::error::damaged_file(reason.clone()));
         }
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(db)))
             .map_err(|p| engine_panic("closing the file", p))
@@ -705,11 +701,9 @@ fn open_bounded(opts: &Options, path: &Path) -> Result<Database> {
         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(Error::Busy {
             waited: start.elapsed(),
         }),
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(Error::Corrupt {
-            table: "(file)",
-            key: "(open)".into(),
-            reason: "the storage engine stopped while opening the file".into(),
-        }),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(crate::error::damaged_file(
+            "the storage engine stopped while opening the file".into(),
+        )),
     }
 }
 
