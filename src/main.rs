@@ -428,6 +428,23 @@ fn main() -> ExitCode {
     }
 }
 
+/// Prints a session's valid messages as one JSON array; damaged ones are named on stderr and
+/// make the exit status 5 (as recall does), never hiding the others.
+fn print_session_items(
+    out: &mut dyn Write,
+    id: &str,
+    r: &engram::SessionItems,
+) -> Result<u8, Error> {
+    writeln!(out, "{}", json_array(&r.items))?;
+    match r.damage_note(id) {
+        Some(note) => {
+            eprintln!("engram: {}", text::display_safe(&note));
+            Ok(5)
+        }
+        None => Ok(0),
+    }
+}
+
 static LAST_PANIC: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
 
 fn shell_quote(s: &str) -> String {
@@ -1232,14 +1249,7 @@ fn session_cmd(
             }
         }
         SessionCmd::Load { id } => match store.session_load_lossy(id)? {
-            Some(r) => {
-                writeln!(out, "{}", json_array(&r.items))?;
-                if let Some(note) = r.damage_note(id) {
-                    // The valid messages are printed; the exit status says the store is damaged.
-                    eprintln!("engram: {}", text::display_safe(&note));
-                    return Ok(5);
-                }
-            }
+            Some(r) => return print_session_items(out, id, &r),
             None => {
                 eprintln!("engram: no session {:?}", text::display_safe(id));
                 return Ok(1);
@@ -1291,12 +1301,7 @@ fn session_cmd(
             }
         }
         SessionCmd::Items { id, limit } => {
-            let r = store.session_items_lossy(id, *limit)?;
-            writeln!(out, "{}", json_array(&r.items))?;
-            if let Some(note) = r.damage_note(id) {
-                eprintln!("engram: {}", text::display_safe(&note));
-                return Ok(5);
-            }
+            return print_session_items(out, id, &store.session_items_lossy(id, *limit)?);
         }
         SessionCmd::Pop { id } => match store.session_pop(id, None)? {
             Some(m) => writeln!(out, "{m}")?,
