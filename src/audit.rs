@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::codec::{decode, encode};
 use crate::db::{ReadTxn, Store};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::schema::AUDIT;
 
 /// One audited read.
@@ -36,6 +36,12 @@ impl Store {
     ) -> Result<R> {
         let (r, on) = self.read(|t| Ok((f(t)?, t.config()?.audit)))?;
         if on {
+            if self.is_read_only() {
+                return Err(Error::ReadOnly(format!(
+                    "the read audit is on (AUDIT=1), so this read must record who read what, but {} is open read-only; read it as a user who may write it, or turn the audit off with `engram config AUDIT=0`",
+                    self.path().display()
+                )));
+            }
             let items = items(&r);
             self.write(|tx| {
                 let who = tx.who()?;

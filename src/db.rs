@@ -42,6 +42,12 @@ pub struct Options {
     /// possibly making redb panic. Costs a read of the whole file (and a commit) per open; off
     /// by default. See docs/reliability.md.
     pub check_on_open: bool,
+    /// Open the file read-only: nothing this handle does can change the file's bytes, so it
+    /// works on a file the user may only read, and it never waits for a writer. Writes fail
+    /// with [`Error::ReadOnly`]. A file that needs a writer first (a crash left it to recover,
+    /// it has a torn tail, or it lacks tables of this engram) is recovered by one read-write
+    /// open before the read-only one, when the user may write it. Default false.
+    pub read_only: bool,
 }
 
 impl Default for Options {
@@ -52,6 +58,7 @@ impl Default for Options {
             exclusive: false,
             principal: None,
             check_on_open: false,
+            read_only: false,
         }
     }
 }
@@ -75,6 +82,11 @@ impl Options {
     /// Sets [`Options::check_on_open`].
     pub fn check_on_open(mut self, yes: bool) -> Self {
         self.check_on_open = yes;
+        self
+    }
+    /// Sets [`Options::read_only`].
+    pub fn read_only(mut self, yes: bool) -> Self {
+        self.read_only = yes;
         self
     }
     /// Sets [`Options::cache_bytes`].
@@ -204,6 +216,7 @@ pub struct Store {
     group: Arc<crate::group::Group>,
     path: PathBuf,
     opts: Options,
+    repaired: Option<crate::tail::TailRepair>,
 }
 
 impl std::fmt::Debug for Store {
@@ -222,19 +235,72 @@ impl std::fmt::Debug for Store {
 /// which would write into the damaged file): it is leaked, file descriptor and cache included,
 /// and the next open of the file repairs or refuses it.
 pub(crate) struct Engine {
-    db: Option<Database>,
+    db: Option<Db>,
     failed: std::sync::OnceLock<String>,
 }
 
+/// The open file: read-write, or read-only (a handle that cannot change the file at all).
+enum Db {
+    ReadWrite(Database),
+    ReadOnly(redb::ReadOnlyDatabase),
+}
+
+impl Db {
+    fn begin_read(&self) -> Result<ReadTransaction> {
+        Ok(match self {
+            Db::ReadWrite(d) => d.begin_read()?,
+            Db::ReadOnly(d) => d.begin_read()?,
+        })
+    }
+
+    /// The database, for a write; [`Error::ReadOnly`] on a read-only handle.
+    fn writable(&self) -> Result<&Database> {
+        match self {
+            Db::ReadWrite(d) => Ok(d),
+            Db::ReadOnly(_) => Err(read_only_handle()),
+        }
+    }
+
+    /// [`Db::writable`], for the operations that need the database to themselves.
+    fn writable_mut(&mut self) -> Result<&mut Database> {
+        match self {
+            Db::ReadWrite(d) => Ok(d),
+            Db::ReadOnly(_) => Err(read_only_handle()),
+        }
+    }
+
+    fn close(self) -> Result<()> {
+        match self {
+            Db::ReadWrite(d) => drop(d),
+            Db::ReadOnly(d) => d.close()?,
+        }
+        Ok(())
+    }
+}
+
+/// A refused read-write open of the file as [`Error::ReadOnly`]; other errors as they are.
+fn may_not_write(path: &Path, e: Error) -> Error {
+    match e {
+        Error::Io(io) if io.kind() == std::io::ErrorKind::PermissionDenied => {
+            Error::ReadOnly(format!("this user may not write {} ({io})", path.display()))
+        }
+        e => e,
+    }
+}
+
+fn read_only_handle() -> Error {
+    Error::ReadOnly("this handle was opened read-only and cannot write".into())
+}
+
 impl Engine {
-    fn new(db: Database) -> Arc<Engine> {
+    fn new(db: Db) -> Arc<Engine> {
         Arc::new(Engine {
             db: Some(db),
             failed: std::sync::OnceLock::new(),
         })
     }
 
-    fn db(&self) -> Result<&Database> {
+    fn db(&self) -> Result<&Db> {
         if let Some(reason) = self.failed.get() {
             return Err(crate::error::damaged_file(reason.clone()));
         }
@@ -245,7 +311,7 @@ impl Engine {
 
     /// Runs `f` on the database, turning a panic of the storage engine into `Error::Corrupt`
     /// and marking the engine failed.
-    fn guard<R>(&self, during: &str, f: impl FnOnce(&Database) -> Result<R>) -> Result<R> {
+    fn guard<R>(&self, during: &str, f: impl FnOnce(&Db) -> Result<R>) -> Result<R> {
         let db = self.db()?;
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(db)))
             .unwrap_or_else(|p| Err(self.fail(during, p)))
@@ -272,7 +338,8 @@ impl Engine {
         let db = self
             .db
             .as_mut()
-            .ok_or_else(|| crate::error::damaged_file("the store is closed".into()))?;
+            .ok_or_else(|| crate::error::damaged_file("the store is closed".into()))?
+            .writable_mut()?;
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(db)))
             .unwrap_or_else(|p| Err(self.fail(during, p)))
     }
@@ -286,8 +353,8 @@ impl Engine {
             std::mem::forget(db);
             return Err(crate::error::damaged_file(reason.clone()));
         }
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(db)))
-            .map_err(|p| engine_panic("closing the file", p))
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| db.close()))
+            .unwrap_or_else(|p| Err(engine_panic("closing the file", p)))
     }
 }
 
@@ -354,10 +421,11 @@ impl Store {
             o.open(&tmp)?;
             let db = builder(&opts).create(&tmp)?;
             let store = Self::initialize(Store {
-                engine: Engine::new(db),
+                engine: Engine::new(Db::ReadWrite(db)),
                 group: Arc::default(),
                 path: tmp.clone(),
                 opts: opts.clone(),
+                repaired: None,
             })?;
             drop(store);
             std::fs::File::open(&tmp)?.sync_all()?;
@@ -393,10 +461,11 @@ impl Store {
             Err(p) => return Err(engine_panic("opening the file", p)),
         };
         let store = Store {
-            engine: Engine::new(db),
+            engine: Engine::new(Db::ReadWrite(db)),
             group: Arc::default(),
             path: PathBuf::from(name),
             opts,
+            repaired: None,
         };
         let fresh = store.read(|r| match r.tx.open_table(META) {
             Ok(_) => Ok(false),
@@ -442,7 +511,8 @@ impl Store {
         Self::open_with(path, Options::default())
     }
 
-    /// [`Store::open`] with options.
+    /// [`Store::open`] with options. With [`Options::read_only`] the file is opened read-only
+    /// (see there).
     pub fn open_with(path: impl AsRef<Path>, opts: Options) -> Result<Store> {
         let path = path.as_ref();
         if !Self::exists(path) {
@@ -450,15 +520,101 @@ impl Store {
                 path: path.to_path_buf(),
             });
         }
-        let db = open_bounded(&opts, path)?;
+        if opts.read_only {
+            Self::open_reader(path, opts)
+        } else {
+            Self::open_writer(path, opts)
+        }
+    }
+
+    /// A read-write open, which first recovers a torn tail (see [`Store::repaired_tail`]).
+    fn open_writer(path: &Path, opts: Options) -> Result<Store> {
+        let lengths = crate::tail::repair_lengths(path)?;
+        if lengths.is_empty() {
+            return Self::open_file(path, opts, None);
+        }
+        let mut first_error = None;
+        for len in lengths {
+            let repair = crate::tail::cut(path, len).map_err(|e| may_not_write(path, e))?;
+            // A repair is kept only if every page of the recovered store matches its checksum:
+            // a cut that took live bytes must stay an error, never become wrong answers.
+            match Self::open_file(path, opts.clone(), Some(repair.clone())) {
+                Ok(store) => return Ok(store),
+                Err(e) => {
+                    crate::tail::undo(path, &repair)?;
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Self::open_file(path, opts, None),
+        }
+    }
+
+    /// A read-only open. What needs a writer first (a crash to recover, a torn tail, tables
+    /// to add) gets one read-write open, when the user may write the file.
+    fn open_reader(path: &Path, opts: Options) -> Result<Store> {
+        let torn = !crate::tail::repair_lengths(path)?.is_empty();
+        let why = if torn {
+            "it has a torn tail (stray bytes past its last page) to move aside".to_string()
+        } else {
+            match Self::open_file(path, opts.clone(), None) {
+                Err(Error::ReadOnly(why)) => why,
+                other => return other,
+            }
+        };
+        let writer = Self::open_writer(path, opts.clone().read_only(false)).map_err(|e| match e {
+            Error::ReadOnly(_) => Error::ReadOnly(format!(
+                "{} needs one open by a user who may write it, because {why}: run `engram verify` as such a user",
+                path.display()
+            )),
+            e => e,
+        })?;
+        let repaired = writer.repaired.clone();
+        writer.close()?;
+        let mut store = Self::open_file(path, opts, None)?;
+        store.repaired = repaired;
+        Ok(store)
+    }
+
+    fn open_file(
+        path: &Path,
+        opts: Options,
+        repaired: Option<crate::tail::TailRepair>,
+    ) -> Result<Store> {
+        let db = open_bounded(&opts, path).map_err(|e| may_not_write(path, e))?;
         let store = Store {
             engine: Engine::new(db),
             group: Arc::default(),
             path: path.to_path_buf(),
             opts,
+            repaired,
         };
+        if let Some(r) = &store.repaired {
+            // A repair is kept only if every page of the recovered store matches its checksum:
+            // a cut that took live bytes must stay an error, never become wrong answers.
+            if !store.read(|t| Ok(t.tx.verify_checksums()?))? {
+                return Err(crate::error::damaged_file(format!(
+                    "its end was cut inside a page that holds data ({} bytes, {} expected)",
+                    r.old_len, r.new_len
+                )));
+            }
+        }
         store.check_format()?;
         Ok(store)
+    }
+
+    /// What opening this handle did to a torn tail of the file (stray bytes past its last
+    /// page, moved to a side file), if it found one. Say it to the user once: the next open
+    /// finds a sound file. See docs/reliability.md.
+    pub fn repaired_tail(&self) -> Option<&crate::tail::TailRepair> {
+        self.repaired.as_ref()
+    }
+
+    /// Whether this handle was opened read-only ([`Options::read_only`]).
+    pub fn is_read_only(&self) -> bool {
+        self.opts.read_only
     }
 
     fn check_format(&self) -> Result<()> {
@@ -466,13 +622,18 @@ impl Store {
             .engine
             .guard("reading the store header", |db| self.read_format(db))?;
         if missing {
+            if self.opts.read_only {
+                return Err(Error::ReadOnly(
+                    "it lacks tables that this engram adds on its first read-write open".into(),
+                ));
+            }
             self.write(|tx| tx.ensure_tables())?;
         }
         Ok(())
     }
 
     /// Checks the format number; returns whether tables of a newer engram are missing.
-    fn read_format(&self, db: &Database) -> Result<bool> {
+    fn read_format(&self, db: &Db) -> Result<bool> {
         let rtx = db.begin_read()?;
         let meta = match rtx.open_table(META) {
             Ok(t) => t,
@@ -534,6 +695,7 @@ impl Store {
             group: Arc::clone(&self.group),
             path: self.path.clone(),
             opts: self.opts.clone().principal(principal),
+            repaired: self.repaired.clone(),
         }
     }
 
@@ -573,7 +735,7 @@ impl Store {
     /// ```
     pub fn write<R>(&self, f: impl FnOnce(&mut WriteTxn<'_>) -> Result<R>) -> Result<R> {
         self.engine.guard("writing", |db| {
-            let tx = self.begin_write(db)?;
+            let tx = self.begin_write(db.writable()?)?;
             let mut w = WriteTxn {
                 tx,
                 now: now_us(),
@@ -630,7 +792,9 @@ impl Store {
     }
 
     /// Runs redb's own integrity check (every page checksum, the allocator state). Returns
-    /// `Ok(true)` when the file was intact, `Ok(false)` when redb repaired it.
+    /// `Ok(true)` when the file was intact, `Ok(false)` when redb repaired it. On a read-only
+    /// handle it checks every page checksum of the tables and repairs nothing (damage is
+    /// [`Error::Corrupt`]).
     pub fn check_engine_integrity(&mut self) -> Result<bool> {
         let engine = Arc::get_mut(&mut self.engine).ok_or_else(|| {
             Error::invalid(
@@ -638,6 +802,16 @@ impl Store {
                 "the integrity check needs the only handle to the store",
             )
         })?;
+        if self.opts.read_only {
+            // A read-only handle checks every page checksum of the snapshot and repairs nothing.
+            let intact = self.read(|r| Ok(r.tx.verify_checksums()?))?;
+            if !intact {
+                return Err(crate::error::damaged_file(
+                    "a page does not match its checksum".into(),
+                ));
+            }
+            return Ok(true);
+        }
         engine.guard_mut("checking the file", |db| Ok(db.check_integrity()?))
     }
 
@@ -683,7 +857,7 @@ pub(crate) fn holding(meta: Option<ScopeMeta>, id: u64) -> Result<ScopeMeta> {
 /// Opens the file, waiting at most `busy_timeout`: in multi-writer mode redb's open waits for a
 /// writer in another process to finish, so the open runs on a helper thread and the caller stops
 /// waiting after the timeout (the thread then closes the handle it gets).
-fn open_bounded(opts: &Options, path: &Path) -> Result<Database> {
+fn open_bounded(opts: &Options, path: &Path) -> Result<Db> {
     let (tx, rx) = std::sync::mpsc::channel();
     let o = opts.clone();
     let p = path.to_path_buf();
@@ -692,7 +866,7 @@ fn open_bounded(opts: &Options, path: &Path) -> Result<Database> {
         .name("engram-open".into())
         .spawn(move || {
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                retry_busy(&o, || builder(&o).open(&p))
+                retry_busy(&o, || open_db(&o, &p))
             }));
             let _ = tx.send(r.unwrap_or_else(|panic| Err(engine_panic("opening the file", panic))));
         })?;
@@ -717,10 +891,19 @@ pub(crate) fn engine_panic(during: &str, panic: Box<dyn std::any::Any + Send>) -
     crate::error::damaged_file(format!("the storage engine failed while {during} ({msg})"))
 }
 
+/// One open of the file, read-write or read-only as the options say.
+fn open_db(opts: &Options, path: &Path) -> Result<Db, redb::DatabaseError> {
+    if opts.read_only {
+        builder(opts).open_read_only(path).map(Db::ReadOnly)
+    } else {
+        builder(opts).open(path).map(Db::ReadWrite)
+    }
+}
+
 fn retry_busy(
     opts: &Options,
-    mut f: impl FnMut() -> Result<Database, redb::DatabaseError>,
-) -> Result<Database> {
+    mut f: impl FnMut() -> Result<Db, redb::DatabaseError>,
+) -> Result<Db> {
     let start = Instant::now();
     loop {
         match f() {
@@ -731,6 +914,12 @@ fn retry_busy(
                     return Err(Error::Busy { waited });
                 }
                 std::thread::sleep(Duration::from_millis(5));
+            }
+            // A read-only open of a file that a crashed writer left to recover.
+            Err(redb::DatabaseError::RepairAborted) if opts.read_only => {
+                return Err(Error::ReadOnly(
+                    "a crash left it to be recovered by a writer".into(),
+                ))
             }
             Err(e) => return Err(e.into()),
         }

@@ -65,6 +65,10 @@ pub enum Error {
     Unsupported(String),
     /// The principal may not do this (see docs/trust.md).
     Denied(String),
+    /// The store cannot be written through this handle: it was opened read-only
+    /// ([`crate::Options::read_only`]), or a read that must write (the read audit) met a file
+    /// the user may only read.
+    ReadOnly(String),
     /// The storage engine (redb) failed.
     Storage(String),
     /// An operating-system I/O error.
@@ -93,7 +97,7 @@ impl Error {
 
     /// A stable name for the kind of error, for bindings and logs: `not_found`, `busy`,
     /// `corrupt`, `invalid`, `wrong_block`, `out_of_range`, `conflict`, `denied`,
-    /// `unsupported`, `storage`, `io`.
+    /// `unsupported`, `read_only`, `storage`, `io`.
     pub fn kind(&self) -> &'static str {
         match self {
             Error::NotFound { .. } => "not_found",
@@ -105,6 +109,7 @@ impl Error {
             Error::Conflict(_) => "conflict",
             Error::Denied(_) => "denied",
             Error::Unsupported(_) => "unsupported",
+            Error::ReadOnly(_) => "read_only",
             Error::Storage(_) => "storage",
             Error::Io(_) => "io",
         }
@@ -119,7 +124,7 @@ impl Error {
             Error::NotFound { .. } => 3,
             Error::Busy { .. } => 4,
             Error::Corrupt { .. } => 5,
-            Error::Denied(_) => 6,
+            Error::Denied(_) | Error::ReadOnly(_) => 6,
             _ => 1,
         }
     }
@@ -168,6 +173,7 @@ impl fmt::Display for Error {
             Error::Conflict(m) => write!(f, "conflict: {m}"),
             Error::Denied(m) => write!(f, "denied: {m}"),
             Error::Unsupported(m) => write!(f, "unsupported: {m}"),
+            Error::ReadOnly(m) => write!(f, "cannot write the store: {m}"),
             Error::Storage(m) => write!(f, "storage error: {m}"),
             Error::Io(e) => write!(f, "I/O error: {e}"),
         }

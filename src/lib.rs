@@ -58,6 +58,7 @@ mod record;
 pub mod schema;
 pub mod session;
 pub mod simdisk;
+mod tail;
 pub mod text;
 mod tree;
 mod verify;
@@ -76,6 +77,7 @@ pub use log::{
 pub use record::{BuiltFrom, Kind, Memory, Node, Status, Summary};
 /// The storage engine, re-exported so that custom backends (`redb::StorageBackend`) match its version.
 pub use redb;
+pub use tail::TailRepair;
 pub use session::{Archived, SaveOutcome, SessionAppended, SessionInfo, SessionItems};
 pub use tree::{summary_line, MergePrompt, NapOutcome, PromptInput, ZoomEntry};
 pub use verify::Report;

@@ -598,7 +598,12 @@ fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
     }
     if let Cmd::Init = cli.cmd {
         let existed = Store::exists(&path);
-        let store = Store::create_with(&path, opts)?;
+        // On an existing store `init` only checks it: a read-only open writes nothing.
+        let store = if existed {
+            open_store(&path, opts, true)?
+        } else {
+            Store::create_with(&path, opts)?
+        };
         if existed {
             writeln!(
                 out,
@@ -616,11 +621,73 @@ fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
         )?;
         return Ok(0);
     }
-    let mut store = Store::open_with(&path, opts)?;
+    let mut store = open_store(&path, opts, reads_only(&cli.cmd))?;
     let code = command(cli, m, out, &mut store, &cmd)?;
     // Closing writes redb's allocator state: a failure there (a damaged file) is reported too.
     store.close()?;
     Ok(code)
+}
+
+/// Whether the command only reads: it then opens the store read-only and leaves the file as it
+/// was, byte for byte (docs/cli.md, "Reads never write").
+fn reads_only(cmd: &Cmd) -> bool {
+    match cmd {
+        Cmd::Show { .. }
+        | Cmd::Why { .. }
+        | Cmd::Grants
+        | Cmd::Audit { .. }
+        | Cmd::Pending { .. }
+        | Cmd::Wake { .. }
+        | Cmd::Zoom { .. }
+        | Cmd::Recall { .. }
+        | Cmd::Export
+        | Cmd::Stats
+        | Cmd::Verify => true,
+        Cmd::Policy { settings } => settings.is_empty(),
+        Cmd::Config { setting } => setting.is_none(),
+        Cmd::Nap { block, apply, .. } => block.is_none() && apply.is_none(),
+        Cmd::Session { cmd } => matches!(
+            cmd,
+            SessionCmd::List { .. }
+                | SessionCmd::Load { .. }
+                | SessionCmd::Items { .. }
+                | SessionCmd::History { .. }
+                | SessionCmd::Info { .. }
+                | SessionCmd::ExportDir { .. }
+        ),
+        Cmd::Init
+        | Cmd::Note { .. }
+        | Cmd::Accept { .. }
+        | Cmd::Deprecate { .. }
+        | Cmd::Retract { .. }
+        | Cmd::Redact { .. }
+        | Cmd::Grant { .. }
+        | Cmd::Revoke { .. }
+        | Cmd::Forget { .. }
+        | Cmd::Import { .. } => false,
+    }
+}
+
+/// Opens the store: read-only for a command that only reads, unless the read audit is on (then
+/// the read must record itself, so it needs a read-write handle, and says so when the user may
+/// only read the file).
+fn open_store(path: &Path, opts: Options, read: bool) -> Result<Store, Error> {
+    let store = Store::open_with(path, opts.clone().read_only(read))?;
+    // The open recovered a torn tail: say so once (the next open finds a sound file).
+    if let Some(r) = store.repaired_tail() {
+        eprintln!("engram: note: {}", text::display_safe(&r.to_string()));
+    }
+    if !read || !store.config()?.audit {
+        return Ok(store);
+    }
+    store.close()?;
+    Store::open_with(path, opts).map_err(|e| match e {
+        Error::ReadOnly(_) => Error::ReadOnly(format!(
+            "the read audit is on (AUDIT=1), so every read records who read what, but this user may only read {}; read it as a user who may write it, or have one run `engram config AUDIT=0`",
+            path.display(),
+        )),
+        e => e,
+    })
 }
 
 /// Runs one command on the open store; returns the exit code.

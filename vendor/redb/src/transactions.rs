@@ -2880,6 +2880,13 @@ impl ReadTransaction {
         }
     }
 
+    /// engram patch: checks the checksum of every page of this snapshot's tables (the table
+    /// directory and every table's B-tree) and repairs nothing, so a read-only handle can run it.
+    /// `Ok(false)` when a page does not match its checksum.
+    pub fn verify_checksums(&self) -> Result<bool> {
+        self.tree.verify_checksums()
+    }
+
     /// List all the tables
     pub fn list_tables(&self) -> Result<impl Iterator<Item = UntypedTableHandle>> {
         self.tree
