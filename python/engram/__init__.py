@@ -30,6 +30,7 @@ from engram._engram import (
 )
 from engram._errors import (
     BusyError,
+    ClosedError,
     ConflictError,
     CorruptError,
     DeniedError,
@@ -165,6 +166,7 @@ del _name
 __all__ = [
     "AsyncStore",
     "BusyError",
+    "ClosedError",
     "ConflictError",
     "CorruptError",
     "DEFAULT_SCOPE",

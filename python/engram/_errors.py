@@ -1,7 +1,8 @@
 """The exceptions engram raises. Each carries the engine's message as its text.
 
 Every class derives from :class:`engram.Error`; those for rejected input are also
-:class:`ValueError`, so ``except ValueError`` keeps working for callers that expect it.
+:class:`ValueError`, so ``except ValueError`` keeps working for callers that expect it. A call
+on something closed raises :class:`ClosedError`, a :class:`RuntimeError`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,12 @@ class BusyError(Error, TimeoutError):
     """
 
     waited: float = 0.0
+
+
+class ClosedError(Error, RuntimeError):
+    """The store, session or history was closed: every call after ``close()`` raises this
+    (closing again does not). It is a ``RuntimeError``, as a closed session of the OpenAI
+    Agents SDK raises; not an ``InvalidError``, since the input was not at fault."""
 
 
 class ConflictError(Error):
@@ -71,6 +78,7 @@ class StorageError(Error, OSError):
 
 __all__ = [
     "BusyError",
+    "ClosedError",
     "ConflictError",
     "CorruptError",
     "DeniedError",

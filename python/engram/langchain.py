@@ -10,17 +10,19 @@ history.add_messages([HumanMessage("hi"), AIMessage("hello")])
 
 Messages are kept with ``message_to_dict`` / ``messages_from_dict``. ``add_messages`` is one
 atomic append (not a rewrite of the whole list); the async twins run in a worker thread.
+``close()`` is terminal: every later call raises ``engram.ClosedError`` (a ``RuntimeError``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from typing import Any, Sequence
 
 from engram import Store, open_store
 from engram._adapters import await_mutation, require, session_key
-from engram._errors import CorruptError
+from engram._errors import ClosedError, CorruptError
 
 require("langchain_core", "langchain", "engram.langchain")
 from langchain_core.chat_history import BaseChatMessageHistory  # noqa: E402
@@ -39,6 +41,8 @@ class EngramChatMessageHistory(BaseChatMessageHistory):
     ``path``: the store file, created if missing (default: ``$ENGRAM_DB`` or
     ``~/.engram/memory.redb``); or pass an open ``store``. Sessions are kept under the
     ``namespace`` prefix in the store.
+
+    After ``close()`` every method raises ``engram.ClosedError``.
     """
 
     def __init__(
@@ -55,6 +59,17 @@ class EngramChatMessageHistory(BaseChatMessageHistory):
         self.namespace = namespace
         self._owns_store = store is None
         self.store = store if store is not None else open_store(path, busy_timeout=busy_timeout)
+        self._closed = False
+        self._close_lock = threading.Lock()
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called."""
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(f"chat message history {self.session_id!r} is closed")
 
     def _decode(self, items: list[Any]) -> list[BaseMessage]:
         try:
@@ -76,37 +91,50 @@ class EngramChatMessageHistory(BaseChatMessageHistory):
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         """Every message of the session, oldest first."""
+        self._check_open()
         return self._decode(self.store.session_items(self._key))
 
     async def aget_messages(self) -> list[BaseMessage]:
+        self._check_open()
         items = await asyncio.to_thread(self.store.session_items, self._key)
         return self._decode(items)
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Appends the messages in one transaction (all or none)."""
+        self._check_open()
         items = self._encode(messages)
         if items:
             self.store.session_append(self._key, items)
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
+        self._check_open()
         items = self._encode(messages)
         if items:
             await await_mutation(asyncio.to_thread(self.store.session_append, self._key, items))
 
     def clear(self) -> None:
         """Removes every message of the session."""
+        self._check_open()
         self.store.session_clear(self._key)
 
     async def aclear(self) -> None:
+        self._check_open()
         await await_mutation(asyncio.to_thread(self.store.session_clear, self._key))
 
     def close(self) -> None:
-        """Releases the store handle this history opened (a ``store`` passed in stays open)."""
+        """Closes the history: every later call raises ``engram.ClosedError``. Releases the
+        store handle this history opened (a ``store`` passed in stays open). Idempotent, and
+        safe to call from several threads at once."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
         if self._owns_store:
             self.store.close()
 
     def __repr__(self) -> str:
-        return f"EngramChatMessageHistory({self.session_id!r}, {str(self.store.path)!r})"
+        closed = ", closed" if self._closed else ""
+        return f"EngramChatMessageHistory({self.session_id!r}, {str(self.store.path)!r}{closed})"
 
 
 __all__ = ["EngramChatMessageHistory"]

@@ -12,6 +12,10 @@ Items are stored exactly as given (compact JSON) and returned unchanged. ``add_i
 atomic batch; concurrent writers (threads or processes) wait up to ``busy_timeout`` for each
 other instead of failing with "database is locked"; a failing batch writes nothing. Every call
 runs in a worker thread, so the event loop never blocks.
+
+As with the SDK's own sessions, ``close()`` is terminal: every call after it raises
+``engram.ClosedError`` (a ``RuntimeError``), ``add_items([])`` included; closing again, or
+before first use, or from several threads at once, is harmless.
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 from typing import Any
 
 from engram import Store, open_store
 from engram._adapters import await_mutation, require, session_key
+from engram._errors import ClosedError
 
 require("agents", "openai-agents", "engram.openai_agents")
 from agents.memory.session_settings import (  # noqa: E402
@@ -43,6 +49,8 @@ class EngramSession:
     ``~/.engram/memory.redb``); or pass an open ``store``. ``session_settings`` as for the
     SDK's own sessions (its ``limit`` is the default for ``get_items``). Sessions are kept
     under the ``namespace`` prefix in the store.
+
+    After ``close()`` every method raises ``engram.ClosedError``.
     """
 
     session_settings: SessionSettings | None = None
@@ -67,10 +75,22 @@ class EngramSession:
         self._owns_store = store is None
         self.store = store if store is not None else open_store(path, busy_timeout=busy_timeout)
         self.namespace = namespace
+        self._closed = False
+        self._close_lock = threading.Lock()
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called."""
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(f"session {self.session_id!r} is closed")
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The latest ``limit`` items in chronological order (all when ``None``; the
         default comes from ``session_settings.limit``)."""
+        self._check_open()
         n = resolve_session_limit(limit, self.session_settings)
         if n is not None and n < 0:
             n = None  # as SQLiteSession: a negative limit is no limit
@@ -90,6 +110,7 @@ class EngramSession:
 
     async def add_items(self, items: list[Any]) -> None:
         """Appends the items as one atomic batch, in order."""
+        self._check_open()
         items = list(items)
         if not items:
             return
@@ -97,23 +118,33 @@ class EngramSession:
 
     async def pop_item(self) -> Any | None:
         """Removes and returns the newest item, or ``None`` when the session is empty."""
+        self._check_open()
         return await await_mutation(asyncio.to_thread(self.store.session_pop, self._key))
 
     async def clear_session(self) -> None:
         """Removes every item of the session."""
+        self._check_open()
         await await_mutation(asyncio.to_thread(self.store.session_clear, self._key))
 
     async def delete_session(self) -> None:
         """Deletes the session wholly (items, archive, idempotency keys)."""
+        self._check_open()
         await await_mutation(asyncio.to_thread(self.store.session_delete, self._key))
 
     def close(self) -> None:
-        """Releases the store handle this session opened (a ``store`` passed in stays open)."""
+        """Closes the session: every later call raises ``engram.ClosedError``. Releases the
+        store handle this session opened (a ``store`` passed in stays open). Idempotent, and
+        safe to call from several threads at once."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
         if self._owns_store:
             self.store.close()
 
     def __repr__(self) -> str:
-        return f"EngramSession({self.session_id!r}, {str(self.store.path)!r})"
+        closed = ", closed" if self._closed else ""
+        return f"EngramSession({self.session_id!r}, {str(self.store.path)!r}{closed})"
 
 
 __all__ = ["EngramSession"]

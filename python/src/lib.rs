@@ -241,11 +241,10 @@ fn install_panic_hook() {
     }));
 }
 
-fn closed() -> Error {
-    Error::Invalid {
-        what: "store",
-        reason: "it is closed".into(),
-    }
+/// What a call on a closed `Store` raises: `engram.ClosedError`, a `RuntimeError` (the
+/// input was not at fault, so not an `InvalidError`).
+fn closed(py: Python<'_>) -> PyErr {
+    raise(py, "ClosedError", "the store is closed".into())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -534,13 +533,14 @@ fn release(h: Handle) {
 }
 
 impl PyStore {
-    /// The live database handle, reopened in a child process after a fork. Called detached.
-    fn store(&self) -> Result<Arc<Store>, Error> {
+    /// The live database handle, reopened in a child process after a fork; `None` once
+    /// `close()` was called. Called detached.
+    fn store(&self) -> Result<Option<Arc<Store>>, Error> {
         let pid = std::process::id();
         let mut g = self.handle.lock().unwrap_or_else(|p| p.into_inner());
         match g.as_ref() {
-            None => return Err(closed()),
-            Some(h) if h.pid == pid => return Ok(Arc::clone(&h.store)),
+            None => return Ok(None),
+            Some(h) if h.pid == pid => return Ok(Some(Arc::clone(&h.store))),
             Some(_) => {}
         }
         if let Some(old) = g.take() {
@@ -551,19 +551,21 @@ impl PyStore {
             store: Arc::clone(&store),
             pid,
         });
-        Ok(store)
+        Ok(Some(store))
     }
 
-    /// Runs `f` on the store with the GIL released.
+    /// Runs `f` on the store with the GIL released; raises `engram.ClosedError` after
+    /// `close()`.
     fn run<T: Send>(
         &self,
         py: Python<'_>,
         f: impl FnOnce(&Store) -> Result<T, Error> + Send,
     ) -> PyResult<T> {
-        guarded(py, || {
-            let s = self.store()?;
-            f(&s)
-        })
+        let r = guarded(py, || match self.store()? {
+            Some(s) => f(&s).map(Some),
+            None => Ok(None),
+        })?;
+        r.ok_or_else(|| closed(py))
     }
 }
 
@@ -623,7 +625,7 @@ impl PyStore {
     }
 
     /// Releases this handle. The file is closed when the last handle of this process to it is.
-    /// Calls after `close()` raise `engram.InvalidError`. Closing twice is harmless.
+    /// Calls after `close()` raise `engram.ClosedError`. Closing twice is harmless.
     fn close(&self, py: Python<'_>) {
         let h = self.handle.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(h) = h {
@@ -1005,6 +1007,9 @@ impl PyStore {
     /// private handle. Returns `{"ok", "engine_intact", "scopes", "memories", "summaries",
     /// "sessions", "problems"}`.
     fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        if self.closed() {
+            return Err(closed(py));
+        }
         let (path, opts) = (self.path.clone(), self.opts.clone());
         let r = guarded(py, move || {
             let mut s = Store::open_with(&path, opts)?;

@@ -120,3 +120,90 @@ def test_runnable_with_message_history(path):
         ("human", "Who am I?"),
         ("ai", "Your name is Ada."),
     ]
+
+
+# ----- close() is terminal: every later call raises engram.ClosedError ---------------------
+
+HISTORY_CALLS = {
+    "messages": lambda h: h.messages,
+    "add_messages": lambda h: h.add_messages(MESSAGES[:1]),
+    "add_messages([])": lambda h: h.add_messages([]),
+    "add_message": lambda h: h.add_message(HumanMessage("x")),
+    "add_user_message": lambda h: h.add_user_message("x"),
+    "clear": lambda h: h.clear(),
+}
+ASYNC_HISTORY_CALLS = {
+    "aget_messages": lambda h: h.aget_messages(),
+    "aadd_messages": lambda h: h.aadd_messages(MESSAGES[:1]),
+    "aadd_messages([])": lambda h: h.aadd_messages([]),
+    "aclear": lambda h: h.aclear(),
+}
+
+
+@pytest.mark.parametrize("call", list(HISTORY_CALLS))
+def test_every_history_method_raises_closed_error_after_close(path, call):
+    h = EngramChatMessageHistory("s", path)
+    h.add_messages(MESSAGES[:2])
+    h.close()
+    assert h.closed
+    with pytest.raises(engram.ClosedError) as e:
+        HISTORY_CALLS[call](h)
+    assert isinstance(e.value, RuntimeError)
+    assert EngramChatMessageHistory("s", path).messages == MESSAGES[:2]
+
+
+@pytest.mark.parametrize("call", list(ASYNC_HISTORY_CALLS))
+async def test_every_async_history_method_raises_closed_error_after_close(path, call):
+    h = EngramChatMessageHistory("s", path)
+    h.add_messages(MESSAGES[:2])
+    h.close()
+    with pytest.raises(engram.ClosedError):
+        await ASYNC_HISTORY_CALLS[call](h)
+    assert EngramChatMessageHistory("s", path).messages == MESSAGES[:2]
+
+
+def test_history_close_twice_and_before_first_use(path):
+    h = EngramChatMessageHistory("s", path)
+    h.close()
+    h.close()
+    assert h.closed and h.store.closed
+    assert "closed" in repr(h)
+    with pytest.raises(engram.ClosedError):
+        h.add_messages([])
+
+
+def test_history_concurrent_close_from_8_threads_raises_nothing(path):
+    import threading
+
+    h = EngramChatMessageHistory("s", path)
+    barrier = threading.Barrier(8)
+    errors = []
+
+    def closer():
+        try:
+            barrier.wait()
+            h.close()
+        except BaseException as e:  # noqa: BLE001 - any exception fails the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=closer) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert h.closed and h.store.closed
+    with pytest.raises(engram.ClosedError):
+        h.messages
+
+
+def test_history_store_passed_in_stays_open_after_close(path):
+    store = engram.Store(path)
+    h = EngramChatMessageHistory("s", store=store)
+    h.add_messages(MESSAGES[:1])
+    h.close()
+    assert h.closed and not store.closed
+    assert store.session_items("langchain:s") == [message_to_dict(MESSAGES[0])]
+    with pytest.raises(engram.ClosedError):
+        h.messages
+    store.close()

@@ -257,3 +257,134 @@ def test_a_damaged_item_does_not_hide_the_valid_history(path, caplog):
         assert len(valid) == 4 and unreadable == [3]
     finally:
         s.close()
+
+
+# ----- the closed-session contract: after close(), every call raises RuntimeError ----------
+
+# Every method of EngramSession, called with valid arguments.
+CALLS = {
+    "get_items": lambda s: s.get_items(),
+    "get_items(limit)": lambda s: s.get_items(limit=2),
+    "add_items": lambda s: s.add_items(_items(1)),
+    "add_items([])": lambda s: s.add_items([]),
+    "pop_item": lambda s: s.pop_item(),
+    "clear_session": lambda s: s.clear_session(),
+    "delete_session": lambda s: s.delete_session(),
+}
+# The SDK's Session protocol: SQLiteSession has these (no delete_session).
+SDK_CALLS = {k: v for k, v in CALLS.items() if k != "delete_session"}
+
+
+@pytest.mark.parametrize("call", list(SDK_CALLS))
+async def test_sqlite_session_raises_runtime_error_after_close(call):
+    """The contract EngramSession follows, checked on the installed SDK itself."""
+    s = SQLiteSession("closed")
+    await s.add_items(_items(2))
+    s.close()
+    with pytest.raises(RuntimeError):
+        await SDK_CALLS[call](s)
+
+
+@pytest.mark.parametrize("call", list(CALLS))
+async def test_every_method_raises_closed_error_after_close(path, call):
+    s = EngramSession("closed", path)
+    await s.add_items(_items(2))
+    s.close()
+    assert s.closed
+    with pytest.raises(engram.ClosedError, match="closed") as e:
+        await CALLS[call](s)
+    assert isinstance(e.value, RuntimeError)
+    assert isinstance(e.value, engram.Error)
+    assert not isinstance(e.value, ValueError)
+    # The failed call changed nothing.
+    assert await EngramSession("closed", path).get_items() == _items(2)
+
+
+async def test_add_items_empty_list_after_close_raises(path):
+    s = EngramSession("empty", path)
+    await s.add_items([])  # open: the empty batch is a no-op
+    s.close()
+    with pytest.raises(RuntimeError):
+        await s.add_items([])
+    with pytest.raises(engram.ClosedError):
+        await s.add_items(iter(()))
+
+
+async def test_close_twice_is_harmless_and_stays_closed(path):
+    s = EngramSession("twice", path)
+    await s.add_items(_items(1))
+    s.close()
+    s.close()
+    assert s.closed and s.store.closed
+    assert "closed" in repr(s)
+    with pytest.raises(engram.ClosedError):
+        await s.get_items()
+    s.close()
+    with pytest.raises(engram.ClosedError):
+        await s.pop_item()
+
+
+async def test_close_before_first_use_then_use_raises(path):
+    s = EngramSession("unused", path)
+    s.close()
+    assert s.closed
+    for call in CALLS.values():
+        with pytest.raises(engram.ClosedError):
+            await call(s)
+    assert not path.exists() or engram.Store(path).session_ids() == []
+
+
+def test_concurrent_close_from_8_threads_raises_nothing_and_leaves_it_closed(path):
+    import threading
+
+    for round_ in range(20):
+        s = EngramSession(f"race-{round_}", path)
+        asyncio.run(s.add_items(_items(1)))
+        barrier = threading.Barrier(8)
+        errors = []
+
+        def closer():
+            try:
+                barrier.wait()
+                s.close()
+            except BaseException as e:  # noqa: BLE001 - any exception fails the test
+                errors.append(e)
+
+        threads = [threading.Thread(target=closer) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert s.closed and s.store.closed
+        with pytest.raises(engram.ClosedError):
+            asyncio.run(s.get_items())
+        with pytest.raises(engram.ClosedError):
+            asyncio.run(s.add_items([]))
+    assert engram.Store(path).session_ids() == sorted(f"openai_agents:race-{i}" for i in range(20))
+
+
+async def test_a_store_passed_in_stays_open_after_the_session_closes(path):
+    store = engram.Store(path)
+    s = EngramSession("shared", store=store)
+    await s.add_items(_items(2))
+    s.close()
+    assert s.closed
+    assert not store.closed
+    assert store.session_items("openai_agents:shared") == _items(2)
+    with pytest.raises(engram.ClosedError):
+        await s.get_items()
+    # Another session on the same store still works.
+    other = EngramSession("shared", store=store)
+    await other.add_items(_items(1, start=2))
+    assert await other.get_items() == _items(3)
+    store.close()
+
+
+async def test_the_store_a_session_opened_is_closed_with_it(path):
+    s = EngramSession("owned", path)
+    await s.add_items(_items(1))
+    s.close()
+    assert s.store.closed
+    with pytest.raises(engram.ClosedError):
+        s.store.session_items("openai_agents:owned")

@@ -194,11 +194,88 @@ def test_close_and_context_manager(path):
         s.note("a")
         assert not s.closed
     assert s.closed
-    with pytest.raises(engram.InvalidError, match="closed"):
+    with pytest.raises(engram.ClosedError, match="closed"):
         s.count()
     s.close()  # twice is fine
     assert "closed" in repr(s)
     assert engram.Store(path).count() == 1
+
+
+def test_closed_error_is_an_exported_runtime_error():
+    assert engram.ClosedError is engram._errors.ClosedError
+    assert "ClosedError" in engram.__all__ and "ClosedError" in engram._errors.__all__
+    assert issubclass(engram.ClosedError, engram.Error)
+    assert issubclass(engram.ClosedError, RuntimeError)
+    assert not issubclass(engram.ClosedError, ValueError)
+
+
+# Every method of Store that touches the file, called with valid arguments.
+STORE_CALLS = {
+    "note": lambda s: s.note("x"),
+    "note_many": lambda s: s.note_many(["x"]),
+    "count": lambda s: s.count(),
+    "memory": lambda s: s.memory(0),
+    "memories": lambda s: s.memories(),
+    "scopes": lambda s: s.scopes(),
+    "stats": lambda s: s.stats(),
+    "wake": lambda s: s.wake(),
+    "wake_view": lambda s: s.wake_view(),
+    "zoom": lambda s: s.zoom("0-1"),
+    "recall": lambda s: s.recall("x"),
+    "pending": lambda s: s.pending(),
+    "prompt": lambda s: s.prompt(),
+    "prompts": lambda s: s.prompts(1),
+    "nap": lambda s: s.nap("0-1", "x"),
+    "nap_many": lambda s: s.nap_many([("0-1", "x")]),
+    "forget": lambda s: s.forget("0-1"),
+    "export": lambda s: s.export(),
+    "import_jsonl": lambda s: s.import_jsonl(""),
+    "config": lambda s: s.config(),
+    "set_config": lambda s: s.set_config("WAKE_LINES", 10),
+    "verify": lambda s: s.verify(),
+    "session_save": lambda s: s.session_save("s", [{"n": 1}]),
+    "session_load": lambda s: s.session_load("s"),
+    "session_load_with_revision": lambda s: s.session_load_with_revision("s"),
+    "session_append": lambda s: s.session_append("s", [{"n": 1}]),
+    "session_items": lambda s: s.session_items("s"),
+    "session_items_lossy": lambda s: s.session_items_lossy("s"),
+    "session_pop": lambda s: s.session_pop("s"),
+    "session_clear": lambda s: s.session_clear("s"),
+    "session_delete": lambda s: s.session_delete("s"),
+    "session_prune": lambda s: s.session_prune("s"),
+    "session_info": lambda s: s.session_info("s"),
+    "session_list": lambda s: s.session_list(),
+    "session_ids": lambda s: s.session_ids(),
+    "session_archived": lambda s: s.session_archived("s"),
+}
+
+
+def test_store_calls_cover_every_method():
+    assert set(STORE_CALLS) == set(engram._ASYNC_METHODS)
+
+
+@pytest.mark.parametrize("name", list(STORE_CALLS))
+def test_every_store_method_raises_closed_error_after_close(path, name):
+    s = engram.Store(path)
+    s.session_append("s", [{"n": 0}])
+    s.close()
+    with pytest.raises(engram.ClosedError, match="closed") as e:
+        STORE_CALLS[name](s)
+    assert isinstance(e.value, RuntimeError)
+    assert not isinstance(e.value, engram.InvalidError)
+    with engram.Store(path) as again:  # the failed call wrote nothing
+        assert again.session_items("s") == [{"n": 0}] and again.count() == 0
+
+
+async def test_async_store_raises_closed_error_after_close(path):
+    s = engram.AsyncStore(path)
+    await s.close()
+    await s.close()  # twice is fine
+    assert s.closed
+    with pytest.raises(engram.ClosedError):
+        await s.session_items("s")
+    with pytest.raises(engram.ClosedError):
+        await s.note("x")
 
 
 def test_handles_to_one_file_share_it(path):
