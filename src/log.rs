@@ -446,20 +446,22 @@ pub struct Recall {
 }
 
 impl Recall {
+    /// The match lines as shown: with their markers, or plain when no marked lines were built.
+    pub fn shown_lines(&self) -> Vec<String> {
+        if self.lines.len() == self.matches.len() {
+            self.lines.clone()
+        } else {
+            self.matches.iter().map(memory_line).collect()
+        }
+    }
+
     /// Renders recall's text output: the lines, then `N matches.`, `Newest K of N matches.
     /// Narrow the regex.` or `No match.`
     pub fn render(&self) -> String {
         let mut out = String::new();
-        if self.lines.len() == self.matches.len() {
-            for l in &self.lines {
-                out.push_str(l);
-                out.push('\n');
-            }
-        } else {
-            for m in &self.matches {
-                out.push_str(&memory_line(m));
-                out.push('\n');
-            }
+        for l in self.shown_lines() {
+            out.push_str(&l);
+            out.push('\n');
         }
         let shown = self.matches.len() as u64;
         if self.total == 0 {
@@ -645,6 +647,20 @@ impl Store {
     /// Reads one memory.
     pub fn memory(&self, scope: &str, id: u64) -> Result<Memory> {
         self.read(|r| r.memory(scope, id))
+    }
+
+    /// [`Store::recall`] over several scopes, in the order given: one `(scope, Recall)` each.
+    /// Each scope is its own audited read (its own snapshot); a scope the principal may not
+    /// read is [`Error::Denied`], as for one scope.
+    pub fn recall_scopes(
+        &self,
+        scopes: &[String],
+        q: &RecallQuery,
+    ) -> Result<Vec<(String, Recall)>> {
+        scopes
+            .iter()
+            .map(|s| Ok((s.clone(), self.recall(s, q)?)))
+            .collect()
     }
 
     /// Runs a recall query.

@@ -6,8 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::parser::ValueSource;
-use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use engram::{
     text, Block, Error, Kind, NapOutcome, NewMemory, Options, RecallQuery, Status, Store,
     WakeOptions,
@@ -23,40 +22,72 @@ use engram::{
     max_term_width = 100
 )]
 struct Cli {
-    /// The store file [default: ~/.engram/memory.redb]
-    #[arg(long, global = true, env = "ENGRAM_DB", value_name = "PATH")]
+    /// The store file [env: ENGRAM_DB] [default: ~/.engram/memory.redb]
+    #[arg(long, global = true, value_name = "PATH")]
     db: Option<PathBuf>,
-    /// The memory stream to use
-    #[arg(
-        long,
-        global = true,
-        env = "ENGRAM_SCOPE",
-        default_value = "default",
-        value_name = "NAME"
-    )]
+    /// The memory stream to use [env: ENGRAM_SCOPE]
+    #[arg(long, global = true, default_value = "default", value_name = "NAME")]
     scope: String,
     /// Print JSON (wake, zoom, recall, pending, stats, verify, config)
     #[arg(long, global = true)]
     json: bool,
-    /// Act as this principal (grants decide what it may read and write) [default: the admin]
-    #[arg(
-        long = "as",
-        global = true,
-        env = "ENGRAM_PRINCIPAL",
-        value_name = "ID"
-    )]
+    /// Act as this principal (grants decide what it may read and write) [env: ENGRAM_PRINCIPAL]
+    /// [default: the admin]
+    #[arg(long = "as", global = true, value_name = "ID")]
     principal: Option<String>,
-    /// Milliseconds a writer waits for another before failing as busy
-    #[arg(
-        long,
-        global = true,
-        env = "ENGRAM_BUSY_TIMEOUT_MS",
-        default_value_t = 10_000,
-        value_name = "MS"
-    )]
+    /// Milliseconds a writer waits for another before failing as busy [env:
+    /// ENGRAM_BUSY_TIMEOUT_MS]
+    #[arg(long, global = true, default_value_t = 10_000, value_name = "MS")]
     busy_timeout_ms: u64,
     #[command(subcommand)]
     cmd: Cmd,
+}
+
+impl Cli {
+    /// Takes the global options that the command line left unset from the environment
+    /// (`ENGRAM_DB`, `ENGRAM_SCOPE`, `ENGRAM_PRINCIPAL`, `ENGRAM_BUSY_TIMEOUT_MS`; empty counts
+    /// as unset). Read here rather than by clap, whose usage lines would otherwise show an
+    /// option set from the environment as if it had to be given.
+    fn apply_env(&mut self, m: &clap::ArgMatches) -> Result<(), Error> {
+        let given = |id: &str| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        if !given("db") {
+            if let Some(v) = var("ENGRAM_DB") {
+                self.db = Some(PathBuf::from(v));
+            }
+        }
+        let text_var = |name: &'static str| -> Result<Option<String>, Error> {
+            var(name)
+                .map(|v| {
+                    v.into_string().map_err(|_| Error::Invalid {
+                        what: "environment",
+                        reason: format!("{name} is not valid UTF-8"),
+                    })
+                })
+                .transpose()
+        };
+        if !given("scope") {
+            if let Some(v) = text_var("ENGRAM_SCOPE")? {
+                self.scope = v;
+            }
+        }
+        if !given("principal") {
+            if let Some(v) = text_var("ENGRAM_PRINCIPAL")? {
+                self.principal = Some(v);
+            }
+        }
+        if !given("busy_timeout_ms") {
+            if let Some(v) = text_var("ENGRAM_BUSY_TIMEOUT_MS")? {
+                self.busy_timeout_ms = v.trim().parse().map_err(|_| Error::Invalid {
+                    what: "environment",
+                    reason: format!(
+                        "ENGRAM_BUSY_TIMEOUT_MS={v:?}: not a whole number of milliseconds"
+                    ),
+                })?;
+            }
+        }
+        Ok(())
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -232,6 +263,10 @@ enum Cmd {
         /// Only memories of this kind
         #[arg(long)]
         kind: Option<String>,
+        /// Search every scope you may read (each match names its scope); `--scope a,b` names
+        /// several
+        #[arg(long)]
+        all: bool,
     },
     /// Drop the summary of a block and of every block built on it, so they can be rebuilt
     Forget {
@@ -391,14 +426,16 @@ fn main() -> ExitCode {
         }
     }));
     let matches = Cli::command().get_matches();
-    let cli = match Cli::from_arg_matches(&matches) {
+    let mut cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
+    if let Err(e) = cli.apply_env(&matches) {
+        eprintln!("engram: {}", text::display_safe(&e.to_string()));
+        return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(1));
+    }
     let mut out = std::io::stdout().lock();
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run(&cli, &matches, &mut out)
-    })) {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&cli, &mut out))) {
         Ok(Ok(code)) => {
             let _ = out.flush();
             ExitCode::from(code)
@@ -458,45 +495,70 @@ fn shell_quote(s: &str) -> String {
     }
 }
 
-/// The command prefix without `--scope` (multi-scope wake adds each section's scope).
-fn command_prefix_without_scope(cli: &Cli, m: &ArgMatches) -> String {
-    let mut cmd = String::from("engram");
-    if m.value_source("db") == Some(ValueSource::CommandLine) {
-        if let Some(db) = &cli.db {
+/// The command prefix without `--scope` (multi-scope wake adds each section's scope): the
+/// program, then `--db` and `--as` when they are not the defaults, so that a `Run:` line works
+/// pasted anywhere (another shell, another folder, another environment).
+fn command_prefix_without_scope(cli: &Cli) -> String {
+    let mut cmd = program();
+    if let Ok(db) = db_path(cli) {
+        if default_db_path().as_ref() != Some(&db) {
+            let db = std::path::absolute(&db).unwrap_or(db);
             cmd.push_str(&format!(" --db {}", shell_quote(&db.to_string_lossy())));
         }
     }
-    if m.value_source("principal") == Some(ValueSource::CommandLine) {
-        if let Some(p) = &cli.principal {
-            cmd.push_str(&format!(" --as {}", shell_quote(p)));
-        }
+    if let Some(p) = &cli.principal {
+        cmd.push_str(&format!(" --as {}", shell_quote(p)));
     }
     cmd
 }
 
-/// How the agent should invoke engram in `Run:` lines: with `--db`, `--as` and `--scope` when
-/// they were given on the command line (an environment variable is assumed to stay set).
-fn command_prefix(cli: &Cli, m: &ArgMatches) -> String {
-    let mut cmd = command_prefix_without_scope(cli, m);
-    if m.value_source("scope") == Some(ValueSource::CommandLine)
-        && cli.scope != engram::DEFAULT_SCOPE
-    {
+/// How the agent should invoke engram in `Run:` lines: [`command_prefix_without_scope`], plus
+/// `--scope` when it is not the default.
+fn command_prefix(cli: &Cli) -> String {
+    let mut cmd = command_prefix_without_scope(cli);
+    if cli.scope != engram::DEFAULT_SCOPE {
         cmd.push_str(&format!(" --scope {}", shell_quote(&cli.scope)));
     }
     cmd
+}
+
+/// The program as `Run:` lines name it: `engram` when that is what PATH finds, otherwise this
+/// binary's full path (a `cargo run` build, a copy outside PATH, another version earlier on it).
+fn program() -> String {
+    let Ok(me) = std::env::current_exe() else {
+        return "engram".into();
+    };
+    let found = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("engram"))
+            .find(|c| c.is_file())
+    });
+    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    match found {
+        Some(f) if same(&f, &me) => "engram".into(),
+        _ => shell_quote(&me.to_string_lossy()),
+    }
+}
+
+/// `~/.engram/memory.redb`, when HOME is set.
+fn default_db_path() -> Option<PathBuf> {
+    match std::env::var_os("HOME") {
+        Some(h) if !h.is_empty() => Some(Path::new(&h).join(".engram").join("memory.redb")),
+        _ => None,
+    }
 }
 
 fn db_path(cli: &Cli) -> Result<PathBuf, Error> {
     if let Some(p) = &cli.db {
         return Ok(p.clone());
     }
-    match std::env::var_os("HOME") {
-        Some(h) if !h.is_empty() => Ok(Path::new(&h).join(".engram").join("memory.redb")),
-        _ => Err(Error::Invalid {
-            what: "store path",
-            reason: "HOME is not set; pass --db PATH or set ENGRAM_DB".into(),
-        }),
-    }
+    default_db_path().ok_or_else(|| Error::Invalid {
+        what: "store path",
+        reason: "HOME is not set; pass --db PATH or set ENGRAM_DB".into(),
+    })
 }
 
 /// Reads stdin as one line of text: valid UTF-8, at most 1 MiB, one trailing newline dropped.
@@ -577,7 +639,7 @@ fn print_next_prompt(
     Ok(())
 }
 
-fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
+fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8, Error> {
     let path = db_path(cli)?;
     let opts = Options::default()
         .busy_timeout(Duration::from_millis(cli.busy_timeout_ms))
@@ -585,15 +647,15 @@ fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
     if let Some(p) = &cli.principal {
         engram::auth::validate_principal(p)?;
     }
-    let cmd = command_prefix(cli, m);
+    let cmd = command_prefix(cli);
     let scope = cli.scope.as_str();
     for s in scope.split(',') {
         engram::validate_scope(s)?;
     }
-    if scope.contains(',') && !matches!(cli.cmd, Cmd::Wake { .. }) {
+    if scope.contains(',') && !matches!(cli.cmd, Cmd::Wake { .. } | Cmd::Recall { .. }) {
         return Err(Error::Invalid {
             what: "scope",
-            reason: "several scopes (a,b) are only for wake".into(),
+            reason: "several scopes (a,b) are only for wake and recall".into(),
         });
     }
     if let Cmd::Init = cli.cmd {
@@ -622,7 +684,7 @@ fn run(cli: &Cli, m: &ArgMatches, out: &mut dyn Write) -> Result<u8, Error> {
         return Ok(0);
     }
     let mut store = open_store(&path, opts, reads_only(&cli.cmd))?;
-    let code = command(cli, m, out, &mut store, &cmd)?;
+    let code = command(cli, out, &mut store, &cmd)?;
     // Closing writes redb's allocator state: a failure there (a damaged file) is reported too.
     store.close()?;
     Ok(code)
@@ -691,13 +753,7 @@ fn open_store(path: &Path, opts: Options, read: bool) -> Result<Store, Error> {
 }
 
 /// Runs one command on the open store; returns the exit code.
-fn command(
-    cli: &Cli,
-    m: &ArgMatches,
-    out: &mut dyn Write,
-    store: &mut Store,
-    cmd: &str,
-) -> Result<u8, Error> {
+fn command(cli: &Cli, out: &mut dyn Write, store: &mut Store, cmd: &str) -> Result<u8, Error> {
     let scope = cli.scope.as_str();
     match &cli.cmd {
         Cmd::Init => unreachable_init(),
@@ -825,13 +881,17 @@ fn command(
                     .collect();
                 writeln!(
                     out,
-                    "Saved {}{}{}.",
+                    "Saved {}{}.",
                     plural(saved.len() as u64, "summary", "summaries"),
-                    if saved.is_empty() { "" } else { ": " },
-                    saved.join(", ")
+                    block_list(&saved)
                 )?;
                 if !settled.is_empty() {
-                    writeln!(out, "Already settled: {}.", settled.join(", "))?;
+                    writeln!(
+                        out,
+                        "Already settled: {}{}.",
+                        plural(settled.len() as u64, "block", "blocks"),
+                        block_list(&settled)
+                    )?;
                 }
                 print_next_prompt(store, scope, cmd, out, true)?;
                 return Ok(0);
@@ -883,7 +943,7 @@ fn command(
                 } else {
                     scope.split(',').map(str::to_string).collect()
                 };
-                let cmd_base = command_prefix_without_scope(cli, m);
+                let cmd_base = command_prefix_without_scope(cli);
                 let w = WakeOptions { cmd: cmd_base, ..w };
                 let (views, text) = store.wake_scopes(&scopes, &w)?;
                 if cli.json {
@@ -899,10 +959,21 @@ fn command(
         }
         Cmd::Zoom { block } => {
             let b: Block = block.parse()?;
+            let lines = match store.zoom_lines(scope, b) {
+                Err(e @ Error::OutOfRange { .. }) => {
+                    // Past the end: name the way back to what exists.
+                    eprintln!(
+                        "engram: {}\nRun: {cmd} wake",
+                        text::display_safe(&e.to_string())
+                    );
+                    return Ok(u8::try_from(e.exit_code()).unwrap_or(2));
+                }
+                r => r?,
+            };
             if cli.json {
                 json(out, &store.zoom(scope, b)?)?;
             } else {
-                for l in store.zoom_lines(scope, b)? {
+                for l in lines {
                     writeln!(out, "{l}")?;
                 }
             }
@@ -913,12 +984,21 @@ fn command(
             since,
             until,
             kind,
+            all,
         } => {
             let mut q = RecallQuery::new(pattern.clone());
             q.limit = *limit;
             q.since_us = since.as_deref().map(text::parse_time).transpose()?;
             q.until_us = until.as_deref().map(text::parse_time).transpose()?;
             q.kind = kind.as_deref().map(str::parse::<Kind>).transpose()?;
+            if *all || scope.contains(',') {
+                let scopes: Vec<String> = if *all {
+                    store.read(|r| r.scopes())?
+                } else {
+                    scope.split(',').map(str::to_string).collect()
+                };
+                return recall_scopes(store, &scopes, &q, cli.json, out);
+            }
             let r = store.recall(scope, &q)?;
             if cli.json {
                 json(out, &r)?;
@@ -1259,6 +1339,69 @@ fn command(
 fn unreachable_init() {}
 
 /// `1 memory`, `2 memories`.
+/// Recall over several scopes: each match line starts with its scope; JSON is one object per
+/// scope (`scope` beside recall's fields). Exit 5 when a scope had damaged records.
+fn recall_scopes(
+    store: &Store,
+    scopes: &[String],
+    q: &RecallQuery,
+    as_json: bool,
+    out: &mut dyn Write,
+) -> Result<u8, Error> {
+    let found = store.recall_scopes(scopes, q)?;
+    let damaged = found.iter().any(|(_, r)| !r.unreadable.is_empty());
+    if as_json {
+        let v: Vec<serde_json::Value> = found
+            .iter()
+            .map(|(s, r)| serde_json::json!({ "scope": s, "recall": r }))
+            .collect();
+        json(out, &v)?;
+        return Ok(if damaged { 5 } else { 0 });
+    }
+    let mut total = 0;
+    for (s, r) in &found {
+        for l in r.shown_lines() {
+            writeln!(out, "{s} {l}")?;
+        }
+        total += r.total;
+        if r.total > r.matches.len() as u64 {
+            writeln!(
+                out,
+                "Newest {} of {} matches in scope {s}. Narrow the regex.",
+                r.matches.len(),
+                r.total
+            )?;
+        }
+        for id in &r.unreadable {
+            writeln!(out, "Skipped damaged record #{id} in scope {s}.")?;
+        }
+    }
+    match total {
+        0 => writeln!(
+            out,
+            "No match in {}.",
+            plural(found.len() as u64, "scope", "scopes")
+        )?,
+        n => writeln!(
+            out,
+            "{} in {}.",
+            plural(n, "match", "matches"),
+            plural(found.len() as u64, "scope", "scopes")
+        )?,
+    }
+    Ok(if damaged { 5 } else { 0 })
+}
+
+/// The blocks after a count: all of them up to ten (`: 0-1, 2-3`), else the first and the last
+/// (`, from 0-1 to 8-9`), so that a batch of 10^5 answers prints one short line.
+fn block_list(blocks: &[String]) -> String {
+    match blocks {
+        [] => String::new(),
+        [first, .., last] if blocks.len() > 10 => format!(", from {first} to {last}"),
+        all => format!(": {}", all.join(", ")),
+    }
+}
+
 fn plural(n: u64, one: &str, many: &str) -> String {
     if n == 1 {
         format!("1 {one}")

@@ -103,7 +103,8 @@ pub struct MergePrompt {
 
 impl MergePrompt {
     /// Renders the prompt. `cmd` is how the agent invokes engram (e.g. `engram`, or
-    /// `engram --scope work`); the last line is always the exact command to answer with.
+    /// `engram --scope work`); the last two lines are the two commands to answer with, each on
+    /// a line that starts with `Run:` (the stdin form first, then the quoted one).
     pub fn render(&self, cmd: &str) -> String {
         let b = self.block;
         let mut out = format!(
@@ -130,7 +131,7 @@ impl MergePrompt {
             n => out.push_str(&format!("{n} more merges are pending after this one.\n")),
         }
         out.push_str(&format!(
-            "(To avoid shell quoting, pipe the line in: {cmd} nap {b} -)\nRun: {cmd} nap {b} \"<your line>\"\n"
+            "Either command saves it; the first needs no shell quoting (the line, then EOF on a line of its own):\nRun: {cmd} nap {b} - <<'EOF'\nRun: {cmd} nap {b} \"<your line>\"\n"
         ));
         out
     }

@@ -151,7 +151,7 @@ fn body(part: &str) -> Vec<String> {
     lines[1..end].iter().map(|s| s.to_string()).collect()
 }
 
-/// Runs `wake ARGS`, then every `Not awake yet. Run: engram ...` it prints, and returns all the
+/// Runs `wake ARGS`, then every `Not awake yet. Run: engram --db PATH ...` it prints, and returns all the
 /// parts. Checks each part's frame and its size (at most 500 lines and 20,000 bytes).
 fn wake_chain(env: &Env, args: &[&str]) -> Vec<String> {
     let mut parts = Vec::new();
@@ -177,8 +177,8 @@ fn wake_chain(env: &Env, args: &[&str]) -> Vec<String> {
         }
         assert!(k < n);
         let cmd = footer
-            .strip_prefix("Not awake yet. Run: engram ")
-            .expect("Run: engram");
+            .strip_prefix(&format!("Not awake yet. Run: {} ", env.prefix()))
+            .expect("Run: engram --db PATH");
         next = cmd.split_whitespace().map(str::to_string).collect();
         assert!(parts.len() < 100, "wake never ends");
     }
@@ -234,7 +234,7 @@ fn init_is_idempotent_and_the_file_is_private() {
     let e = Env::new();
     let out = e.ok(&["init"]);
     assert!(out.starts_with("Created engram store at "), "{out}");
-    assert!(out.contains("`engram wake`"), "{out}");
+    assert!(out.contains(&format!("`{} wake`", e.prefix())), "{out}");
     assert!(out.contains("Subagents must not write memory"), "{out}");
     #[cfg(unix)]
     {
@@ -299,7 +299,8 @@ fn note_assigns_ids_in_order_and_reads_stdin() {
     // The second note completes block 0-1: the merge prompt follows, ending with the command.
     assert!(r.out.contains("Merge 0-1: "), "{}", r.out);
     assert!(
-        r.out.ends_with("Run: engram nap 0-1 \"<your line>\"\n"),
+        r.out
+            .ends_with(&format!("Run: {} nap 0-1 \"<your line>\"\n", e.prefix())),
         "{}",
         r.out
     );
@@ -355,7 +356,8 @@ fn nap_prompts_accepts_the_next_block_refuses_others_and_settles_idempotently() 
     assert!(lines[1].starts_with("#0 2024-01-01 memory 000"), "{prompt}");
     assert!(lines[2].starts_with("#1 2024-01-01 memory 001"), "{prompt}");
     assert!(prompt.contains("2 more merges are pending"), "{prompt}");
-    assert_eq!(lines.last(), Some(&"Run: engram nap 0-1 \"<your line>\""));
+    let last = format!("Run: {} nap 0-1 \"<your line>\"", e.prefix());
+    assert_eq!(lines.last(), Some(&last.as_str()));
 
     // Wrong block: refused, names the next one, writes nothing.
     let before = e.export();
@@ -403,7 +405,10 @@ fn nap_batch_prints_independent_merges_and_apply_is_all_or_nothing() {
     assert!(out.starts_with("3 independent merges."), "{out}");
     let heads: Vec<&str> = out.lines().filter(|l| l.starts_with("== ")).collect();
     assert_eq!(heads, ["== 0-1", "== 2-3", "== 4-5"]);
-    assert!(out.ends_with("Run: engram nap --apply FILE\n"), "{out}");
+    assert!(
+        out.ends_with(&format!("Run: {} nap --apply FILE\n", e.prefix())),
+        "{out}"
+    );
     let j: serde_json::Value =
         serde_json::from_str(&e.ok(&["nap", "--batch", "5", "--json"])).expect("batch --json");
     assert_eq!(j.as_array().map(Vec::len), Some(5));
@@ -442,7 +447,7 @@ fn nap_batch_prints_independent_merges_and_apply_is_all_or_nothing() {
     let f = e.file("again.tsv", b"0-1\tother\n4-5\tpair c\n");
     let out = e.ok(&["nap", "--apply", &f]);
     assert!(
-        out.starts_with("Saved 1 summary: 4-5.\nAlready settled: 0-1.\n"),
+        out.starts_with("Saved 1 summary: 4-5.\nAlready settled: 1 block: 0-1.\n"),
         "{out}"
     );
     assert!(e
@@ -456,7 +461,10 @@ fn wake_with_no_memories_says_how_to_start() {
     let e = Env::init();
     assert_eq!(
         e.ok(&["wake"]),
-        "No memories yet. Record the first with: engram note \"<something worth keeping>\"\nYou are awake.\n"
+        format!(
+            "No memories yet. Record the first with: {} note \"<something worth keeping>\"\nYou are awake.\n",
+            e.prefix()
+        )
     );
 }
 
@@ -475,12 +483,12 @@ fn wake_pages_have_headers_and_footers_that_chain() {
             let last = p.lines().last().expect("footer");
             assert_eq!(
                 last,
-                format!("Not awake yet. Run: engram wake {} 100", i + 2)
+                format!("Not awake yet. Run: {} wake {} 100", e.prefix(), i + 2)
             );
         } else {
             assert!(p.contains("\nYou are awake.\n"), "{p}");
             assert!(
-                p.ends_with("97 merges are pending. Run: engram nap\n"),
+                p.ends_with(&format!("97 merges are pending. Run: {} nap\n", e.prefix())),
                 "{p}"
             );
         }
@@ -504,7 +512,10 @@ fn wake_pages_have_headers_and_footers_that_chain() {
         .lines()
         .last()
         .expect("footer")
-        .starts_with("Not awake yet. Run: engram wake --lines 600 2 600"));
+        .starts_with(&format!(
+            "Not awake yet. Run: {} wake --lines 600 2 600",
+            e.prefix()
+        )));
     let all: Vec<String> = parts.iter().flat_map(|p| body(p)).collect();
     assert_eq!(all.len(), 600);
     assert_tiles(&all, 600);
@@ -516,7 +527,7 @@ fn wake_snapshot_pins_the_later_parts() {
     e.import_lines(&dated(100, 260));
     let part1 = e.ok(&["wake"]);
     assert!(
-        part1.ends_with("Not awake yet. Run: engram wake 2 100\n"),
+        part1.ends_with(&format!("Not awake yet. Run: {} wake 2 100\n", e.prefix())),
         "{part1}"
     );
     let part2 = e.ok(&["wake", "2", "100"]);
@@ -656,9 +667,107 @@ fn zoom_opens_a_block_into_its_halves() {
     // Past the end, a single memory, malformed blocks: errors.
     let err = e.fail(&["zoom", "128-255"], 2);
     assert!(err.contains("past the end"), "{err}");
+    // ... and it names the way back to what exists.
+    assert!(
+        err.ends_with(&format!("\nRun: {} wake\n", e.prefix())),
+        "{err}"
+    );
     e.fail(&["zoom", "5-5"], 2);
     e.fail(&["zoom", "3-4"], 2);
     e.fail(&["zoom", "banana"], 2);
+}
+
+#[test]
+fn recall_across_scopes_names_each_scope_and_only_readable_ones() {
+    let e = Env::init();
+    e.ok(&["note", "deploys go through staging"]);
+    e.ok(&["--scope", "project:acme", "note", "acme deploys on fridays"]);
+    e.ok(&["--scope", "secret", "note", "deploy keys live in the vault"]);
+    let all = e.ok(&["recall", "--all", "deploy"]);
+    assert_eq!(
+        all.lines().collect::<Vec<_>>(),
+        [
+            "default #0 2026-11-30 deploys go through staging",
+            "project:acme #0 2026-11-30 acme deploys on fridays",
+            "secret #0 2026-11-30 deploy keys live in the vault",
+            "3 matches in 3 scopes.",
+        ]
+        .map(|l| l.replace("2026-11-30", &today()))
+    );
+    let two = e.ok(&["--scope", "project:acme,default", "recall", "deploy"]);
+    assert!(two.starts_with("project:acme #0 "), "{two}");
+    assert!(two.ends_with("2 matches in 2 scopes.\n"), "{two}");
+    let j: serde_json::Value =
+        serde_json::from_str(&e.ok(&["--json", "--scope", "default,secret", "recall", "vault"]))
+            .expect("json");
+    assert_eq!(j[0]["scope"], "default");
+    assert_eq!(j[0]["recall"]["total"], 0);
+    assert_eq!(j[1]["scope"], "secret");
+    assert_eq!(j[1]["recall"]["total"], 1);
+    // A principal sees only the scopes it may read, and naming another is denied without a
+    // word about whether it exists.
+    e.ok(&["grant", "user:bob", "read", "project:"]);
+    let bob = e.ok(&["--as", "user:bob", "recall", "--all", "deploy"]);
+    assert_eq!(bob.lines().count(), 2, "{bob}");
+    assert!(bob.starts_with("project:acme #0 "), "{bob}");
+    assert!(bob.ends_with("1 match in 1 scope.\n"), "{bob}");
+    let denied = e.fail(
+        &[
+            "--as",
+            "user:bob",
+            "--scope",
+            "project:acme,secret",
+            "recall",
+            "x",
+        ],
+        6,
+    );
+    let missing = e.fail(
+        &[
+            "--as",
+            "user:bob",
+            "--scope",
+            "project:acme,nosuch",
+            "recall",
+            "x",
+        ],
+        6,
+    );
+    assert_eq!(
+        denied.replace("secret", "S"),
+        missing.replace("nosuch", "S"),
+        "a denial says nothing about existence"
+    );
+}
+
+/// Today's date as engram prints it (UTC).
+fn today() -> String {
+    let out = std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%d"])
+        .output()
+        .expect("date");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn nap_apply_of_many_answers_prints_a_count_and_the_first_and_last_blocks() {
+    let e = Env::init();
+    e.import_lines(&dated(64, 0));
+    let answers: String = (0..32)
+        .map(|i| format!("{}-{}\tpair {i}\n", 2 * i, 2 * i + 1))
+        .collect();
+    let f = e.file("answers.tsv", answers.as_bytes());
+    let out = e.ok(&["nap", "--apply", &f]);
+    assert!(
+        out.starts_with("Saved 32 summaries, from 0-1 to 62-63.\n"),
+        "{out}"
+    );
+    let again = e.ok(&["nap", "--apply", &f]);
+    assert!(
+        again.starts_with("Saved 0 summaries.\nAlready settled: 32 blocks, from 0-1 to 62-63.\n"),
+        "{again}"
+    );
+    assert!(again.lines().all(|l| l.len() < 200), "{again}");
 }
 
 #[test]
@@ -780,7 +889,7 @@ fn forget_drops_only_the_block_and_its_ancestors() {
     let out = e.ok(&["forget", "2-3"]);
     assert_eq!(
         out,
-        "Forgot 5 summaries: 2-3, 0-3, 0-7, 0-15, 0-31. The log is untouched; run `engram nap` to rebuild.\n"
+        format!("Forgot 5 summaries: 2-3, 0-3, 0-7, 0-15, 0-31. The log is untouched; run `{} nap` to rebuild.\n", e.prefix())
     );
     assert_eq!(e.lines(&["pending"]), ["2-3", "0-3", "0-7", "0-15", "0-31"]);
     assert!(e
@@ -902,7 +1011,10 @@ fn export_then_import_jsonl_into_a_fresh_store_wakes_identically() {
         &["config"],
         &["export"],
     ] {
-        assert_eq!(a.ok(args), b.ok(args), "engram {args:?} differs");
+        // The `Run:` lines name each store's own path.
+        let a_out = a.ok(args).replace(&a.prefix(), "engram");
+        let b_out = b.ok(args).replace(&b.prefix(), "engram");
+        assert_eq!(a_out, b_out, "engram {args:?} differs");
     }
     assert!(b.ok(&["verify"]).starts_with("OK: 2 scopes, 72 memories"));
     // Importing again would overwrite: refused, nothing written.
@@ -914,7 +1026,10 @@ fn export_then_import_jsonl_into_a_fresh_store_wakes_identically() {
     let c = Env::init();
     let r = c.run_stdin(&["import", "--jsonl", "-"], export.as_bytes());
     assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(c.ok(&["wake"]), a.ok(&["wake"]));
+    assert_eq!(
+        c.ok(&["wake"]).replace(&c.prefix(), "engram"),
+        a.ok(&["wake"]).replace(&a.prefix(), "engram")
+    );
     // A bad line anywhere writes nothing.
     let d = Env::init();
     let before = d.export();

@@ -31,14 +31,35 @@ enum Tail {
 }
 
 const TAILS: &[Tail] = &[
-    Tail::Stray { n: 1, random: false },
+    Tail::Stray {
+        n: 1,
+        random: false,
+    },
     Tail::Stray { n: 3, random: true },
-    Tail::Stray { n: 511, random: false },
-    Tail::Stray { n: 4095, random: true },
-    Tail::Stray { n: 4097, random: false },
-    Tail::Stray { n: 4097, random: true },
-    Tail::Stray { n: 65537, random: false },
-    Tail::Stray { n: 65537, random: true },
+    Tail::Stray {
+        n: 511,
+        random: false,
+    },
+    Tail::Stray {
+        n: 4095,
+        random: true,
+    },
+    Tail::Stray {
+        n: 4097,
+        random: false,
+    },
+    Tail::Stray {
+        n: 4097,
+        random: true,
+    },
+    Tail::Stray {
+        n: 65537,
+        random: false,
+    },
+    Tail::Stray {
+        n: 65537,
+        random: true,
+    },
     Tail::Extended(100_003),
     Tail::Cut(1),
     Tail::Cut(100),

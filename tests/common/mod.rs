@@ -23,14 +23,35 @@ impl Env {
     }
 
     /// The binary with a clean environment: the store comes from `ENGRAM_DB`, `HOME` is the
-    /// temp dir, and no `ENGRAM_SCOPE` or `ENGRAM_BUSY_TIMEOUT_MS` leaks in from the caller.
+    /// temp dir, and no `ENGRAM_SCOPE`, `ENGRAM_PRINCIPAL` or `ENGRAM_BUSY_TIMEOUT_MS` leaks in
+    /// from the caller. The binary's folder comes first on `PATH`, as after `cargo install`, so
+    /// the `Run:` lines name it `engram` (tests/cli_run_lines.rs covers the other cases).
     pub fn cmd(&self) -> Command {
         let mut c = Command::new(BIN);
+        let dir = std::path::Path::new(BIN)
+            .parent()
+            .expect("the binary's folder");
+        let path = match std::env::var_os("PATH") {
+            Some(p) => {
+                let mut dirs = vec![dir.to_path_buf()];
+                dirs.extend(std::env::split_paths(&p));
+                std::env::join_paths(dirs).expect("a PATH")
+            }
+            None => dir.as_os_str().to_owned(),
+        };
         c.env_remove("ENGRAM_SCOPE")
+            .env_remove("ENGRAM_PRINCIPAL")
             .env_remove("ENGRAM_BUSY_TIMEOUT_MS")
+            .env("PATH", path)
             .env("HOME", self.dir.path())
             .env("ENGRAM_DB", &self.db);
         c
+    }
+
+    /// How the `Run:` lines of [`Env::cmd`] start: `engram --db PATH` (the store is not the
+    /// default one under `HOME`, so every printed command names it).
+    pub fn prefix(&self) -> String {
+        format!("engram --db {}", self.db.display())
     }
 }
 

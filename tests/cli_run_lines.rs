@@ -1,0 +1,157 @@
+//! Printed commands run as printed. Every command the real `engram` hands to the agent is on a
+//! line that starts with `Run:`, names the binary as `PATH` finds it (or this binary's full path
+//! when `PATH` finds another or none), and carries `--db`, `--scope` and `--as` whenever they are
+//! not the defaults, wherever they came from: each test runs the printed line through `sh` in an
+//! environment without the variables that produced it, and checks that it did what it says.
+//! Usage errors name only what must be typed, never an option the environment already sets.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{run_raw, Env, Raw, BIN};
+
+/// The `Run:` lines of an output, without the prefix.
+fn run_lines(out: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .filter_map(|l| l.strip_prefix("Run: ").map(str::to_string))
+        .collect()
+}
+
+/// `sh -c SCRIPT` with nothing but `PATH` (and `HOME`) in its environment.
+fn sh(script: &str, path: &str, home: &Path) -> Raw {
+    let mut c = Command::new("sh");
+    c.env_clear()
+        .env("PATH", path)
+        .env("HOME", home)
+        .arg("-c")
+        .arg(script);
+    run_raw(c, None)
+}
+
+/// `engram ARGS` with a `PATH` on which no `engram` is found.
+fn engram(env: &Env, args: &[&str]) -> Raw {
+    let mut c = env.cmd();
+    c.env("PATH", BARE_PATH).args(args);
+    run_raw(c, None)
+}
+
+/// A PATH on which no `engram` is found.
+const BARE_PATH: &str = "/usr/bin:/bin";
+
+#[test]
+fn run_lines_name_this_binary_by_its_full_path_when_path_does_not_find_it() {
+    let env = Env::new();
+    assert_eq!(engram(&env, &["init"]).code, 0);
+    engram(&env, &["note", "one"]);
+    let r = engram(&env, &["note", "two"]);
+    let lines = run_lines(&r.out);
+    let quoted = format!("{BIN} --db {} nap 0-1 \"<your line>\"", env.db.display());
+    assert_eq!(lines.last(), Some(&quoted), "{r:?}");
+    // The printed line, with the answer filled in, runs as printed in a bare shell.
+    let line = quoted.replace("<your line>", "one and two");
+    let done = sh(&line, BARE_PATH, env.dir.path());
+    assert_eq!(done.code, 0, "{done:?}");
+    assert!(
+        String::from_utf8_lossy(&done.out).starts_with("Saved 0-1."),
+        "{done:?}"
+    );
+}
+
+#[test]
+fn run_lines_say_engram_when_path_finds_this_binary() {
+    let env = Env::new();
+    let dir = Path::new(BIN).parent().expect("the binary's folder");
+    let path = format!("{}:{BARE_PATH}", dir.display());
+    let mut c = env.cmd();
+    c.env("PATH", &path).args(["init"]);
+    assert_eq!(run_raw(c, None).code, 0);
+    let mut c = env.cmd();
+    c.env("PATH", &path).args(["wake"]);
+    let r = run_raw(c, None);
+    let out = String::from_utf8_lossy(&r.out);
+    let expected = format!(
+        "No memories yet. Record the first with: engram --db {} note",
+        env.db.display()
+    );
+    assert!(out.starts_with(&expected), "{out}");
+}
+
+#[test]
+fn run_lines_carry_db_scope_and_principal_from_the_environment() {
+    let env = Env::new();
+    assert_eq!(engram(&env, &["init"]).code, 0);
+    assert_eq!(engram(&env, &["grant", "agent:a", "write", "work"]).code, 0);
+    let with_env = |args: &[&str]| {
+        let mut c = env.cmd();
+        c.env("PATH", BARE_PATH)
+            .env("ENGRAM_SCOPE", "work")
+            .env("ENGRAM_PRINCIPAL", "agent:a")
+            .args(args);
+        run_raw(c, None)
+    };
+    with_env(&["note", "first"]);
+    let r = with_env(&["note", "second"]);
+    let lines = run_lines(&r.out);
+    assert_eq!(lines.len(), 2, "{r:?}");
+    let stdin_form = &lines[0];
+    assert_eq!(
+        stdin_form,
+        &format!(
+            "{BIN} --db {} --as agent:a --scope work nap 0-1 - <<'EOF'",
+            env.db.display()
+        )
+    );
+    // The stdin form, pasted into a shell that has none of the variables, with the line and EOF.
+    let script = format!("{stdin_form}\nfirst and second, merged\nEOF\n");
+    let done = sh(&script, BARE_PATH, env.dir.path());
+    assert_eq!(done.code, 0, "{done:?}");
+    let woke = engram(&env, &["--scope", "work", "wake"]);
+    assert!(
+        String::from_utf8_lossy(&woke.out).contains("#0-1 first and second, merged"),
+        "{woke:?}"
+    );
+}
+
+#[test]
+fn the_merge_prompt_offers_both_forms_on_run_lines_and_nothing_in_brackets() {
+    let env = Env::new();
+    engram(&env, &["init"]);
+    engram(&env, &["note", "one"]);
+    let r = engram(&env, &["note", "two"]);
+    let out = String::from_utf8_lossy(&r.out);
+    assert!(!out.contains("(To avoid"), "{out}");
+    let lines = run_lines(&r.out);
+    assert!(lines[0].ends_with("nap 0-1 - <<'EOF'"), "{lines:?}");
+    assert!(lines[1].ends_with("nap 0-1 \"<your line>\""), "{lines:?}");
+}
+
+#[test]
+fn usage_errors_do_not_show_an_option_the_environment_sets() {
+    let env = Env::new();
+    let mut c = env.cmd();
+    c.env("ENGRAM_SCOPE", "x")
+        .env("ENGRAM_PRINCIPAL", "agent:a")
+        .env("ENGRAM_BUSY_TIMEOUT_MS", "5")
+        .arg("note");
+    let r = run_raw(c, None);
+    let err = String::from_utf8_lossy(&r.err);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(err.contains("Usage: engram note <TEXT>"), "{err}");
+    for opt in ["--db", "--scope", "--as", "--busy-timeout-ms"] {
+        assert!(!err.contains(opt), "{opt} in {err}");
+    }
+}
+
+#[test]
+fn a_bad_environment_variable_is_a_clear_error() {
+    let env = Env::new();
+    let mut c = env.cmd();
+    c.env("ENGRAM_BUSY_TIMEOUT_MS", "soon").arg("wake");
+    let r = run_raw(c, None);
+    let err = String::from_utf8_lossy(&r.err);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(err.contains("ENGRAM_BUSY_TIMEOUT_MS"), "{err}");
+}
