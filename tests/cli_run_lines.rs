@@ -83,7 +83,9 @@ fn run_lines_say_engram_when_path_finds_this_binary() {
 fn run_lines_carry_db_scope_and_principal_from_the_environment() {
     let env = Env::new();
     assert_eq!(engram(&env, &["init"]).code, 0);
-    assert_eq!(engram(&env, &["grant", "agent:a", "write", "work"]).code, 0);
+    for access in ["read", "write"] {
+        assert_eq!(engram(&env, &["grant", "agent:a", access, "work"]).code, 0);
+    }
     let with_env = |args: &[&str]| {
         let mut c = env.cmd();
         c.env("PATH", BARE_PATH)
@@ -108,10 +110,10 @@ fn run_lines_carry_db_scope_and_principal_from_the_environment() {
     let script = format!("{stdin_form}\nfirst and second, merged\nEOF\n");
     let done = sh(&script, BARE_PATH, env.dir.path());
     assert_eq!(done.code, 0, "{done:?}");
-    let woke = engram(&env, &["--scope", "work", "wake"]);
+    let why = engram(&env, &["--scope", "work", "why", "0-1"]);
     assert!(
-        String::from_utf8_lossy(&woke.out).contains("#0-1 first and second, merged"),
-        "{woke:?}"
+        String::from_utf8_lossy(&why.out).contains("first and second, merged"),
+        "the answer was saved in scope work: {why:?}"
     );
 }
 
