@@ -8,7 +8,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::block::Block;
+use crate::domain::block::{Block, InvalidBlock};
 
 /// Result alias used throughout engram.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -185,6 +185,15 @@ impl std::error::Error for Error {
         match self {
             Error::Io(e) => Some(e),
             _ => None,
+        }
+    }
+}
+
+impl From<InvalidBlock> for Error {
+    fn from(e: InvalidBlock) -> Self {
+        Error::Invalid {
+            what: "block",
+            reason: e.0,
         }
     }
 }

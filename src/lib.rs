@@ -42,43 +42,47 @@
     )
 )]
 
-pub mod audit;
-pub mod auth;
-pub mod block;
-pub mod claims;
-pub mod codec;
-mod db;
 mod error;
-mod group;
+
+pub mod domain;
 pub mod import;
-pub mod lifecycle;
-mod log;
-pub mod policy;
-mod record;
-pub mod schema;
+pub mod memory;
 pub mod session;
 pub mod simdisk;
-mod tail;
-pub mod text;
-mod tree;
+pub mod storage;
+pub mod trust;
 mod verify;
-pub mod wake;
 
-pub use auth::{Access, Grant};
-pub use block::Block;
-pub use db::{
-    validate_config, validate_scope, Config, Options, ReadTxn, ScopeStats, Store, WriteTxn,
-    CONFIG_NAMES, DEFAULT_SCOPE,
-};
+// The module paths of the flat layout (engram 0.1 before the folders), kept as aliases so that
+// code written against them still compiles. New code names the folders.
+#[doc(hidden)]
+pub use domain::{block, claims, text};
+#[doc(hidden)]
+pub use memory::{lifecycle, wake};
+#[doc(hidden)]
+pub use storage::access as auth;
+#[doc(hidden)]
+pub use storage::{codec, schema};
+#[doc(hidden)]
+pub use trust::{audit, policy};
+
+pub use domain::block::Block;
+pub use domain::record::{BuiltFrom, Kind, Memory, Node, Status, Summary};
+pub use domain::text::validate_key;
+pub use domain::text::validate_scope;
 pub use error::{Error, Result};
-pub use log::{
-    compile_pattern, memory_line, validate_key, Appended, NewMemory, Recall, RecallQuery,
-};
-pub use record::{BuiltFrom, Kind, Memory, Node, Status, Summary};
+pub use memory::log::memory_line;
+pub use memory::note::{Appended, NewMemory};
+pub use memory::recall::{compile_pattern, Recall, RecallQuery};
+pub use memory::tree::{summary_line, MergePrompt, NapOutcome, PromptInput, ZoomEntry};
+pub use memory::wake::{WakeItem, WakeOptions, WakeView};
 /// The storage engine, re-exported so that custom backends (`redb::StorageBackend`) match its version.
 pub use redb;
 pub use session::{Archived, SaveOutcome, SessionAppended, SessionInfo, SessionItems};
-pub use tail::TailRepair;
-pub use tree::{summary_line, MergePrompt, NapOutcome, PromptInput, ZoomEntry};
+pub use storage::access::Access;
+pub use storage::config::{validate_config, Config, CONFIG_NAMES};
+pub use storage::store::{Options, Store, DEFAULT_SCOPE};
+pub use storage::tail::TailRepair;
+pub use storage::txn::{ReadTxn, ScopeStats, WriteTxn};
+pub use trust::grants::Grant;
 pub use verify::Report;
-pub use wake::{WakeItem, WakeOptions, WakeView};

@@ -1,3 +1,5 @@
+//! **Layer 5, the top of the library**: may use every folder.
+//!
 //! `verify`: redb's integrity check plus engram's own invariants. Every value must decode with a
 //! matching checksum; each scope's log must be dense (0..count) with each record naming its own
 //! position; every summary must be an aligned block inside the log, built from children that
@@ -10,14 +12,16 @@ use std::collections::{BTreeMap, HashSet};
 use redb::ReadableTable;
 use serde::Serialize;
 
-use crate::block::Block;
-use crate::codec::decode;
-use crate::db::Store;
+use crate::domain::block::Block;
+use crate::domain::record::{BuiltFrom, IdemEntry, ScopeMeta, Summary};
 use crate::error::{Error, Result};
-use crate::log::decode_memory;
-use crate::record::{BuiltFrom, IdemEntry, ScopeMeta, Summary};
-use crate::schema::{CLAIMS, CONFIG, IDEMPOTENCY, LOG, META, PENDING, SCOPES, STALE, TREE};
-use crate::tree::TreeKey;
+use crate::memory::log::decode_memory;
+use crate::memory::tree::TreeKey;
+use crate::storage::codec::decode;
+use crate::storage::schema::{
+    CLAIMS, CONFIG, IDEMPOTENCY, LOG, META, PENDING, SCOPES, STALE, TREE,
+};
+use crate::storage::store::Store;
 
 /// What `verify` found.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -217,7 +221,7 @@ impl Store {
                 let (sid, level, lo) = k.value();
                 match Block::new(level, lo) {
                     Ok(b) if built.contains(&(sid, b)) => {
-                        if let Err(e) = decode::<Vec<crate::claims::Claim>>("claims", &TreeKey(sid, b), v.value()) {
+                        if let Err(e) = decode::<Vec<crate::domain::claims::Claim>>("claims", &TreeKey(sid, b), v.value()) {
                             problem(e.to_string());
                         }
                     }

@@ -1,6 +1,6 @@
 //! Every table of an engram store, in one place. Keys are redb-native tuples so that ordering
 //! and range scans need no decoding; every value is `&[u8]` in the envelope of
-//! [`crate::codec`], decoded in our layer so that bad bytes are errors, never panics.
+//! [`crate::storage::codec`], decoded in our layer so that bad bytes are errors, never panics.
 //! `docs/design.md` specifies each of these byte by byte.
 
 use redb::TableDefinition;

@@ -12,12 +12,13 @@ use redb::ReadableTable;
 use regex::RegexSet;
 use serde::{Deserialize, Serialize};
 
-use crate::auth::Access;
-use crate::codec::{decode, encode};
-use crate::db::{ReadTxn, Store, WriteTxn};
+use crate::domain::record::{Kind, Status};
 use crate::error::{Error, Result};
-use crate::record::{Kind, Status};
-use crate::schema::POLICIES;
+use crate::storage::access::Access;
+use crate::storage::codec::{decode, encode};
+use crate::storage::schema::POLICIES;
+use crate::storage::store::Store;
+use crate::storage::txn::{ReadTxn, WriteTxn};
 
 /// The write policy of one scope.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -206,7 +207,7 @@ impl WriteTxn<'_> {
     /// Sets the policy of `scope`. Admin only.
     pub fn set_policy(&mut self, scope: &str, p: &Policy) -> Result<()> {
         self.require_admin("change a policy")?;
-        crate::db::validate_scope(scope)?;
+        crate::domain::text::validate_scope(scope)?;
         self.tx
             .open_table(POLICIES)?
             .insert(scope, encode(p)?.as_slice())?;

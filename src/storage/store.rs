@@ -2,6 +2,7 @@
 //! and statistics. The log, the tree, wake and the importers add their operations to
 //! [`WriteTxn`] and [`ReadTxn`] in their own files.
 
+use std::any::Any;
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,13 +12,14 @@ use redb::{
     ConcurrencyMode, Database, ReadTransaction, ReadableDatabase, ReadableTable, TableError,
     TransactionError, WriteTransaction,
 };
-use serde::Serialize;
 
-use crate::codec::{decode, encode};
+use crate::domain::text::now_us;
 use crate::error::{Error, Result};
-use crate::record::ScopeMeta;
-use crate::schema::{self, CONFIG, IDEMPOTENCY, LOG, META, PENDING, SCOPES, STORE_FORMAT, TREE};
-use crate::text::{now_us, DEFAULT_ENTRY_BYTES, MAX_ENTRY_BYTES};
+use crate::storage::codec::{decode, encode};
+use crate::storage::config::{validate_config, Config};
+use crate::storage::group::{copy_error, Job, Op};
+use crate::storage::schema::{self, CONFIG, META, STORE_FORMAT};
+use crate::storage::txn::{ReadTxn, WriteTxn};
 
 /// The scope used when none is named.
 pub const DEFAULT_SCOPE: &str = "default";
@@ -96,110 +98,6 @@ impl Options {
     }
 }
 
-/// The settings of a store, read from its `config` table (defaults where unset).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Config {
-    /// Largest memory or summary, in bytes (`ENTRY_BYTES`, default 280, at most 4096).
-    pub entry_bytes: usize,
-    /// Largest block summarized from raw memories; larger blocks are summarized from their two
-    /// children (`RAW_MAX`, default 16, a power of two).
-    pub raw_max: u64,
-    /// Default wake budget in lines (`WAKE_LINES`, default 96).
-    pub wake_lines: usize,
-    /// Default wake budget in bytes, 0 for none (`WAKE_BYTES`, default 0).
-    pub wake_bytes: usize,
-    /// Most archived messages kept per session; the oldest beyond it are dropped
-    /// (`SESSION_ARCHIVE_MAX`, default 0: keep all).
-    pub session_archive_max: u64,
-    /// Record every read in the audit table (`AUDIT`, default 0: off).
-    pub audit: bool,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            entry_bytes: DEFAULT_ENTRY_BYTES,
-            raw_max: 16,
-            wake_lines: 96,
-            wake_bytes: 0,
-            session_archive_max: 0,
-            audit: false,
-        }
-    }
-}
-
-/// The names `config NAME=V` accepts.
-pub const CONFIG_NAMES: &[&str] = &[
-    "ENTRY_BYTES",
-    "RAW_MAX",
-    "WAKE_LINES",
-    "WAKE_BYTES",
-    "SESSION_ARCHIVE_MAX",
-    "AUDIT",
-];
-
-/// Checks a setting and returns its value.
-pub fn validate_config(name: &str, value: &str) -> Result<u64> {
-    let v: u64 = value
-        .trim()
-        .parse()
-        .map_err(|_| Error::invalid("config", format!("{name}={value:?}: not a whole number")))?;
-    let ok = match name {
-        "ENTRY_BYTES" => (16..=MAX_ENTRY_BYTES as u64).contains(&v),
-        "RAW_MAX" => v.is_power_of_two() && (2..=1 << 20).contains(&v),
-        "WAKE_LINES" => (1..=1_000_000).contains(&v),
-        "WAKE_BYTES" => v == 0 || (256..=1 << 30).contains(&v),
-        "SESSION_ARCHIVE_MAX" => true,
-        "AUDIT" => v <= 1,
-        _ => {
-            return Err(Error::invalid(
-                "config",
-                format!(
-                    "unknown setting {name:?}; known: {}",
-                    CONFIG_NAMES.join(", ")
-                ),
-            ))
-        }
-    };
-    if !ok {
-        let rule = match name {
-            "ENTRY_BYTES" => "16 to 4096",
-            "RAW_MAX" => "a power of two from 2 to 1048576",
-            "WAKE_LINES" => "1 to 1000000",
-            "AUDIT" => "0 (off) or 1 (on)",
-            _ => "0 (no limit) or 256 to 1073741824",
-        };
-        return Err(Error::invalid(
-            "config",
-            format!("{name}={v}: must be {rule}"),
-        ));
-    }
-    Ok(v)
-}
-
-/// Checks a scope name: 1 to 128 bytes of ASCII letters, digits and `_ . : / @ -`.
-pub fn validate_scope(name: &str) -> Result<()> {
-    if name.is_empty() || name.len() > 128 {
-        return Err(Error::invalid(
-            "scope",
-            format!("{name:?}: must be 1 to 128 bytes"),
-        ));
-    }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || "_.:/@-".contains(*c)))
-    {
-        return Err(Error::invalid(
-            "scope",
-            format!(
-                "{:?}: the character {c:?} is not allowed (use letters, digits, _ . : / @ -)",
-                name.escape_debug().to_string()
-            ),
-        ));
-    }
-    Ok(())
-}
-
 /// An engram store: one redb file holding every scope's log and tree.
 ///
 /// ```
@@ -213,10 +111,10 @@ pub fn validate_scope(name: &str) -> Result<()> {
 /// ```
 pub struct Store {
     engine: Arc<Engine>,
-    group: Arc<crate::group::Group>,
+    group: Arc<crate::storage::group::Group>,
     path: PathBuf,
     opts: Options,
-    repaired: Option<crate::tail::TailRepair>,
+    repaired: Option<crate::storage::tail::TailRepair>,
 }
 
 impl std::fmt::Debug for Store {
@@ -490,7 +388,7 @@ impl Store {
                 let admin = tx
                     .principal
                     .clone()
-                    .unwrap_or_else(|| crate::auth::DEFAULT_ADMIN.to_string());
+                    .unwrap_or_else(|| crate::storage::access::DEFAULT_ADMIN.to_string());
                 meta.insert("admin", encode(&admin)?.as_slice())?;
             }
             drop(meta);
@@ -529,19 +427,20 @@ impl Store {
 
     /// A read-write open, which first recovers a torn tail (see [`Store::repaired_tail`]).
     fn open_writer(path: &Path, opts: Options) -> Result<Store> {
-        let lengths = crate::tail::repair_lengths(path)?;
+        let lengths = crate::storage::tail::repair_lengths(path)?;
         if lengths.is_empty() {
             return Self::open_file(path, opts, None);
         }
         let mut first_error = None;
         for len in lengths {
-            let repair = crate::tail::cut(path, len).map_err(|e| may_not_write(path, e))?;
+            let repair =
+                crate::storage::tail::cut(path, len).map_err(|e| may_not_write(path, e))?;
             // A repair is kept only if every page of the recovered store matches its checksum:
             // a cut that took live bytes must stay an error, never become wrong answers.
             match Self::open_file(path, opts.clone(), Some(repair.clone())) {
                 Ok(store) => return Ok(store),
                 Err(e) => {
-                    crate::tail::undo(path, &repair)?;
+                    crate::storage::tail::undo(path, &repair)?;
                     first_error.get_or_insert(e);
                 }
             }
@@ -555,7 +454,7 @@ impl Store {
     /// A read-only open. What needs a writer first (a crash to recover, a torn tail, tables
     /// to add) gets one read-write open, when the user may write the file.
     fn open_reader(path: &Path, opts: Options) -> Result<Store> {
-        let torn = !crate::tail::repair_lengths(path)?.is_empty();
+        let torn = !crate::storage::tail::repair_lengths(path)?.is_empty();
         let why = if torn {
             "it has a torn tail (stray bytes past its last page) to move aside".to_string()
         } else {
@@ -581,7 +480,7 @@ impl Store {
     fn open_file(
         path: &Path,
         opts: Options,
-        repaired: Option<crate::tail::TailRepair>,
+        repaired: Option<crate::storage::tail::TailRepair>,
     ) -> Result<Store> {
         let db = open_bounded(&opts, path).map_err(|e| may_not_write(path, e))?;
         let store = Store {
@@ -608,7 +507,7 @@ impl Store {
     /// What opening this handle did to a torn tail of the file (stray bytes past its last
     /// page, moved to a side file), if it found one. Say it to the user once: the next open
     /// finds a sound file. See docs/reliability.md.
-    pub fn repaired_tail(&self) -> Option<&crate::tail::TailRepair> {
+    pub fn repaired_tail(&self) -> Option<&crate::storage::tail::TailRepair> {
         self.repaired.as_ref()
     }
 
@@ -699,7 +598,7 @@ impl Store {
         }
     }
 
-    pub(crate) fn group(&self) -> &Arc<crate::group::Group> {
+    pub(crate) fn group(&self) -> &Arc<crate::storage::group::Group> {
         &self.group
     }
 
@@ -843,17 +742,6 @@ impl Store {
     }
 }
 
-/// The scope's metadata if it holds memory `id`; otherwise [`Error::OutOfRange`] with the
-/// scope's count (0 for a scope that does not exist).
-pub(crate) fn holding(meta: Option<ScopeMeta>, id: u64) -> Result<ScopeMeta> {
-    let count = meta.as_ref().map_or(0, |m| m.count);
-    meta.filter(|m| id < m.count)
-        .ok_or_else(|| Error::OutOfRange {
-            asked: format!("#{id}"),
-            count,
-        })
-}
-
 /// Opens the file, waiting at most `busy_timeout`: in multi-writer mode redb's open waits for a
 /// writer in another process to finish, so the open runs on a helper thread and the caller stops
 /// waiting after the timeout (the thread then closes the handle it gets).
@@ -926,210 +814,70 @@ fn retry_busy(
     }
 }
 
-/// Counters of one scope, for `stats`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ScopeStats {
-    /// The scope's name.
-    pub scope: String,
-    /// Number of memories.
-    pub memories: u64,
-    /// Number of summaries.
-    pub summaries: u64,
-    /// Number of blocks waiting for a summary.
-    pub pending: u64,
-}
-
-/// A write transaction. Every change engram makes goes through one; see [`Store::write`].
-pub struct WriteTxn<'s> {
-    pub(crate) tx: WriteTransaction,
-    /// The commit's timestamp (microseconds), shared by everything it records.
-    pub(crate) now: i64,
-    pub(crate) config: Option<Config>,
-    pub(crate) _s: std::marker::PhantomData<&'s ()>,
-    pub(crate) principal: Option<String>,
-    pub(crate) auth: std::cell::OnceCell<crate::auth::Auth>,
-}
-
-/// A read-only snapshot. See [`Store::read`].
-pub struct ReadTxn {
-    pub(crate) tx: ReadTransaction,
-    pub(crate) principal: Option<String>,
-    pub(crate) auth: std::cell::OnceCell<crate::auth::Auth>,
-}
-
-fn read_config<T: ReadableTable<&'static str, &'static [u8]>>(t: &T) -> Result<Config> {
-    let mut c = Config::default();
-    for item in t.iter()? {
-        let (k, v) = item?;
-        let name = k.value();
-        let n: u64 = decode("config", &name, v.value())?;
-        match name {
-            "ENTRY_BYTES" => c.entry_bytes = n.min(MAX_ENTRY_BYTES as u64) as usize,
-            "RAW_MAX" if n.is_power_of_two() && n >= 2 => c.raw_max = n,
-            "WAKE_LINES" => c.wake_lines = (n as usize).max(1),
-            "WAKE_BYTES" => c.wake_bytes = n as usize,
-            "SESSION_ARCHIVE_MAX" => c.session_archive_max = n,
-            "AUDIT" => c.audit = n == 1,
-            _ => {}
-        }
-    }
-    Ok(c)
-}
-
-pub(crate) fn read_scope<T: ReadableTable<&'static str, &'static [u8]>>(
-    t: &T,
-    name: &str,
-) -> Result<Option<ScopeMeta>> {
-    match t.get(name)? {
-        Some(v) => Ok(Some(decode("scopes", &name, v.value())?)),
-        None => Ok(None),
-    }
-}
-
-pub(crate) fn list_scopes<T: ReadableTable<&'static str, &'static [u8]>>(
-    t: &T,
-) -> Result<Vec<(String, ScopeMeta)>> {
-    let mut out = Vec::new();
-    for item in t.iter()? {
-        let (k, v) = item?;
-        let name = k.value().to_string();
-        let meta: ScopeMeta = decode("scopes", &name, v.value())?;
-        out.push((name, meta));
-    }
-    Ok(out)
-}
-
-impl ReadTxn {
-    pub(crate) fn open<K: redb::Key + 'static, V: redb::Value + 'static>(
+impl Store {
+    /// Runs `op` in a write transaction shared with other threads writing at the same moment
+    /// (group commit, [`crate::storage::group`]). The result is as if each operation ran in its
+    /// own transaction, one after the other; each returns once its write is durable. `op` may
+    /// run more than once (when another operation of its batch fails), so it must own its
+    /// inputs and have no side effects outside the transaction.
+    pub fn write_grouped<R: Send + 'static>(
         &self,
-        def: redb::TableDefinition<K, V>,
-    ) -> Result<redb::ReadOnlyTable<K, V>> {
-        Ok(self.tx.open_table(def)?)
+        op: impl Fn(&mut WriteTxn<'_>) -> Result<R> + Send + Sync + 'static,
+    ) -> Result<R> {
+        let op: Op = Arc::new(move |tx| op(tx).map(|r| Box::new(r) as Box<dyn Any + Send>));
+        let r = self
+            .group()
+            .submit(self.opts.principal.clone(), op, |batch| {
+                self.commit_batch(batch)
+            })?;
+        r.downcast::<R>()
+            .map(|b| *b)
+            .map_err(|_| Error::Storage("group commit returned the wrong type".into()))
     }
 
-    /// The store's settings.
-    pub fn config(&self) -> Result<Config> {
-        read_config(&self.open(CONFIG)?)
-    }
-
-    /// The scope's bookkeeping, after checking that the principal may read it.
-    pub(crate) fn scope_meta(&self, scope: &str) -> Result<Option<ScopeMeta>> {
-        self.require(crate::auth::Access::Read, scope)?;
-        read_scope(&self.open(SCOPES)?, scope)
-    }
-
-    /// Names of the scopes the principal may read, sorted.
-    pub fn scopes(&self) -> Result<Vec<String>> {
-        let mut out = Vec::new();
-        for (n, _) in list_scopes(&self.open(SCOPES)?)? {
-            if self.may(crate::auth::Access::Read, &n)? {
-                out.push(n);
+    /// Runs a batch in one transaction; on an operation's failure, rolls back and retries
+    /// without it.
+    fn commit_batch(&self, mut batch: Vec<Job>) -> Vec<(u64, Result<Box<dyn Any + Send>>)> {
+        let mut out = Vec::with_capacity(batch.len());
+        while !batch.is_empty() {
+            let mut failed: Option<(usize, Error)> = None;
+            let mut oks: Vec<Box<dyn Any + Send>> = Vec::with_capacity(batch.len());
+            let r = self.write(|tx| {
+                for (i, job) in batch.iter().enumerate() {
+                    tx.principal = job.principal.clone();
+                    match (job.op)(tx) {
+                        Ok(v) => oks.push(v),
+                        Err(e) => {
+                            failed = Some((i, e));
+                            return Err(Error::Conflict("batch rolled back".into()));
+                        }
+                    }
+                }
+                Ok(())
+            });
+            match (r, failed) {
+                (Ok(()), _) => {
+                    out.extend(batch.drain(..).map(|j| j.id).zip(oks.into_iter().map(Ok)));
+                }
+                (Err(_), Some((i, e))) => {
+                    // Report the failing operation, then run the rest again without it.
+                    if i < batch.len() {
+                        let job = batch.remove(i);
+                        out.push((job.id, Err(e)));
+                    }
+                }
+                (Err(e), None) => {
+                    // The transaction itself failed (busy, I/O): every operation gets the error,
+                    // the last one the original.
+                    let mut jobs: Vec<u64> = batch.drain(..).map(|j| j.id).collect();
+                    let last = jobs.pop();
+                    out.extend(jobs.into_iter().map(|id| (id, Err(copy_error(&e)))));
+                    if let Some(id) = last {
+                        out.push((id, Err(e)));
+                    }
+                }
             }
         }
-        Ok(out)
-    }
-
-    /// Number of memories in `scope` (0 for a scope that does not exist).
-    pub fn count(&self, scope: &str) -> Result<u64> {
-        Ok(self.scope_meta(scope)?.map(|m| m.count).unwrap_or(0))
-    }
-
-    /// Counters of every scope.
-    pub fn stats(&self) -> Result<Vec<ScopeStats>> {
-        let mut out = Vec::new();
-        for (scope, m) in list_scopes(&self.open(SCOPES)?)? {
-            if self.may(crate::auth::Access::Read, &scope)? {
-                out.push(ScopeStats {
-                    scope,
-                    memories: m.count,
-                    summaries: m.summaries,
-                    pending: m.pending,
-                });
-            }
-        }
-        Ok(out)
-    }
-}
-
-impl WriteTxn<'_> {
-    pub(crate) fn ensure_tables(&mut self) -> Result<()> {
-        self.tx.open_table(META)?;
-        self.tx.open_table(CONFIG)?;
-        self.tx.open_table(SCOPES)?;
-        self.tx.open_table(LOG)?;
-        self.tx.open_table(TREE)?;
-        self.tx.open_table(PENDING)?;
-        self.tx.open_table(IDEMPOTENCY)?;
-        self.tx.open_table(schema::SESSIONS)?;
-        self.tx.open_table(schema::SESSION_MESSAGES)?;
-        self.tx.open_table(schema::SESSION_HASHES)?;
-        self.tx.open_table(schema::SESSION_ARCHIVE)?;
-        self.tx.open_table(schema::SESSION_IDEMPOTENCY)?;
-        self.tx.open_table(schema::GRANTS)?;
-        self.tx.open_table(schema::POLICIES)?;
-        self.tx.open_table(schema::EVENTS)?;
-        self.tx.open_table(schema::STALE)?;
-        self.tx.open_table(schema::CLAIMS)?;
-        self.tx.open_table(schema::AUDIT)?;
-        Ok(())
-    }
-
-    /// The commit's timestamp in microseconds.
-    pub fn now_us(&self) -> i64 {
-        self.now
-    }
-
-    /// The store's settings (read once per transaction).
-    pub fn config(&mut self) -> Result<Config> {
-        if let Some(c) = self.config {
-            return Ok(c);
-        }
-        let c = read_config(&self.tx.open_table(CONFIG)?)?;
-        self.config = Some(c);
-        Ok(c)
-    }
-
-    /// The scope's bookkeeping, after checking that the principal may write it.
-    pub(crate) fn scope_meta(&self, scope: &str) -> Result<Option<ScopeMeta>> {
-        self.require(crate::auth::Access::Write, scope)?;
-        read_scope(&self.tx.open_table(SCOPES)?, scope)
-    }
-
-    /// The scope's bookkeeping, creating the scope if it does not exist yet.
-    pub(crate) fn scope_or_create(&mut self, scope: &str) -> Result<ScopeMeta> {
-        validate_scope(scope)?;
-        if let Some(m) = self.scope_meta(scope)? {
-            return Ok(m);
-        }
-        let mut meta = self.tx.open_table(META)?;
-        let next: u32 = match meta.get("next_scope_id")? {
-            Some(v) => decode("meta", &"next_scope_id", v.value())?,
-            None => 0,
-        };
-        let after = next
-            .checked_add(1)
-            .ok_or_else(|| Error::invalid("scope", "too many scopes"))?;
-        meta.insert("next_scope_id", encode(&after)?.as_slice())?;
-        drop(meta);
-        let m = ScopeMeta {
-            id: next,
-            created_us: self.now,
-            count: 0,
-            summaries: 0,
-            pending: 0,
-        };
-        self.put_scope(scope, &m)?;
-        Ok(m)
-    }
-
-    pub(crate) fn put_scope(&mut self, scope: &str, m: &ScopeMeta) -> Result<()> {
-        let mut t = self.tx.open_table(SCOPES)?;
-        t.insert(scope, encode(m)?.as_slice())?;
-        Ok(())
-    }
-
-    /// Number of memories in `scope`, as of this transaction.
-    pub fn count(&self, scope: &str) -> Result<u64> {
-        Ok(self.scope_meta(scope)?.map(|m| m.count).unwrap_or(0))
+        out
     }
 }

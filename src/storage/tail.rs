@@ -225,7 +225,7 @@ fn side_file(path: &Path) -> PathBuf {
         .unwrap_or_else(|| "store".into());
     path.with_file_name(format!(
         "{name}.torn-tail-{}-{}",
-        crate::text::now_us(),
+        crate::domain::text::now_us(),
         std::process::id()
     ))
 }

@@ -1,10 +1,10 @@
 //! The values engram stores: memory records with their full envelope, summary nodes, and the
-//! per-scope bookkeeping. Each is encoded by [`crate::codec`]; the field order below is the wire
+//! per-scope bookkeeping. Each is encoded by [`crate::storage::codec`]; the field order below is the wire
 //! order (postcard encodes struct fields in declaration order), so never reorder fields.
 
 use serde::{Deserialize, Serialize};
 
-use crate::block::Block;
+use crate::domain::block::Block;
 use crate::error::Error;
 
 /// What kind of claim a memory makes. In JSON: the lower-case name.

@@ -8,15 +8,17 @@ use std::fmt;
 use redb::ReadableTable;
 use serde::Serialize;
 
-use crate::block::Block;
-use crate::claims::{parse_claims, uncited, validate_claims, Claim};
-use crate::codec::{decode, encode};
-use crate::db::{Config, ReadTxn, Store, WriteTxn};
+use crate::domain::block::Block;
+use crate::domain::claims::{parse_claims, uncited, validate_claims, Claim};
+use crate::domain::record::{BuiltFrom, Memory, Node, ScopeMeta, Summary};
+use crate::domain::text::{display_safe, validate_line};
 use crate::error::{Error, Result};
-use crate::log::{decode_memory, memory_line};
-use crate::record::{BuiltFrom, Memory, Node, ScopeMeta, Summary};
-use crate::schema::{CLAIMS, LOG, PENDING, STALE, TREE};
-use crate::text::{display_safe, validate_line};
+use crate::memory::log::{decode_memory, memory_line};
+use crate::storage::codec::{decode, encode};
+use crate::storage::config::Config;
+use crate::storage::schema::{CLAIMS, LOG, PENDING, STALE, TREE};
+use crate::storage::store::Store;
+use crate::storage::txn::{ReadTxn, WriteTxn};
 
 pub(crate) struct TreeKey(pub u32, pub Block);
 impl fmt::Display for TreeKey {
@@ -48,7 +50,7 @@ pub(crate) fn first_pending<T: ReadableTable<(u32, u8, u64), ()>>(
         Some(item) => {
             let (k, _) = item?;
             let (_, level, lo) = k.value();
-            Ok(Some(Block::stored("pending", sid, level, lo)?))
+            Ok(Some(stored_block("pending", sid, level, lo)?))
         }
         None => Ok(None),
     }
@@ -531,7 +533,7 @@ impl ReadTxn {
             }
             let (k, _) = item?;
             let (_, level, lo) = k.value();
-            out.push(Block::stored("pending", meta.id, level, lo)?);
+            out.push(stored_block("pending", meta.id, level, lo)?);
         }
         Ok(out)
     }
@@ -562,16 +564,16 @@ impl ReadTxn {
             }
             let (k, _) = item?;
             let (_, level, lo) = k.value();
-            let b = Block::stored("pending", meta.id, level, lo)?;
+            let b = stored_block("pending", meta.id, level, lo)?;
             if let Some(inputs) = merge_inputs(&log, &tree, meta.id, b, &cfg)? {
-                let events = self.open(crate::schema::EVENTS)?;
+                let events = self.open(crate::storage::schema::EVENTS)?;
                 let stale = self.open(STALE)?;
                 let mut lines = Vec::with_capacity(inputs.len());
                 for i in &inputs {
                     lines.push(match i {
-                        PromptInput::Memory(m) => crate::lifecycle::marked_line(
+                        PromptInput::Memory(m) => crate::memory::lifecycle::marked_line(
                             m,
-                            &crate::lifecycle::state_of(&events, meta.id, m)?,
+                            &crate::memory::lifecycle::state_of(&events, meta.id, m)?,
                         ),
                         PromptInput::Summary { block, summary } => {
                             let is_stale =
@@ -620,7 +622,7 @@ impl ReadTxn {
                     continue;
                 }
                 if h.size() == 1 {
-                    out.push(ZoomEntry::Memory(crate::log::get_memory(
+                    out.push(ZoomEntry::Memory(crate::memory::log::get_memory(
                         &log,
                         meta.id,
                         h.lo(),
@@ -642,14 +644,15 @@ impl ReadTxn {
     pub fn zoom_lines(&self, scope: &str, b: Block) -> Result<Vec<String>> {
         let entries = self.zoom(scope, b)?;
         let sid = self.scope_meta(scope)?.map(|m| m.id).unwrap_or(0);
-        let events = self.open(crate::schema::EVENTS)?;
+        let events = self.open(crate::storage::schema::EVENTS)?;
         let stale = self.open(STALE)?;
         let mut out = Vec::with_capacity(entries.len());
         for e in &entries {
             out.push(match e {
-                ZoomEntry::Memory(m) => {
-                    crate::lifecycle::marked_line(m, &crate::lifecycle::state_of(&events, sid, m)?)
-                }
+                ZoomEntry::Memory(m) => crate::memory::lifecycle::marked_line(
+                    m,
+                    &crate::memory::lifecycle::state_of(&events, sid, m)?,
+                ),
                 ZoomEntry::Summary { block, summary } => {
                     let stale_now = stale.get((sid, block.level(), block.lo()))?.is_some();
                     marked_summary_line(*block, summary, stale_now)
@@ -689,16 +692,16 @@ impl ReadTxn {
                 .collect(),
         };
         let log = self.open(LOG)?;
-        let events = self.open(crate::schema::EVENTS)?;
+        let events = self.open(crate::storage::schema::EVENTS)?;
         let mut out = Vec::with_capacity(claims.len());
         for c in claims {
             let mut records = Vec::new();
             for &id in &c.cites {
                 if id < count {
-                    let m = crate::log::get_memory(&log, sid, id)?;
-                    records.push(crate::lifecycle::marked_line(
+                    let m = crate::memory::log::get_memory(&log, sid, id)?;
+                    records.push(crate::memory::lifecycle::marked_line(
                         &m,
-                        &crate::lifecycle::state_of(&events, sid, &m)?,
+                        &crate::memory::lifecycle::state_of(&events, sid, &m)?,
                     ));
                 }
             }
@@ -726,7 +729,7 @@ impl ReadTxn {
         {
             let (k, v) = item?;
             let (_, level, lo) = k.value();
-            let block = Block::stored("tree", meta.id, level, lo)?;
+            let block = stored_block("tree", meta.id, level, lo)?;
             let summary: Summary = decode("tree", &TreeKey(meta.id, block), v.value())?;
             out.push(Node { block, summary });
         }
@@ -796,4 +799,14 @@ impl Store {
     pub fn zoom(&self, scope: &str, b: Block) -> Result<Vec<ZoomEntry>> {
         self.audited("zoom", scope, |r| r.zoom(scope, b), |_| vec![b.to_string()])
     }
+}
+
+/// The block of a key read from `table`: a key that is not a valid block is damage to the
+/// store ([`Error::Corrupt`]), not a rejected input.
+pub(crate) fn stored_block(table: &'static str, scope: u32, level: u8, lo: u64) -> Result<Block> {
+    Block::new(level, lo).map_err(|e| Error::Corrupt {
+        table,
+        key: format!("(scope {scope}, level {level}, start {lo})"),
+        reason: format!("not a block: {e}"),
+    })
 }

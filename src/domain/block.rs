@@ -6,7 +6,22 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::Error;
+/// Why a block was refused: not aligned, not a power of two, or out of range. Converts into
+/// [`crate::Error::Invalid`] (`what` = `block`), so `?` works in code that returns `engram::Result`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidBlock(pub String);
+
+impl fmt::Display for InvalidBlock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InvalidBlock {}
+
+fn invalid(reason: impl Into<String>) -> InvalidBlock {
+    InvalidBlock(reason.into())
+}
 
 /// An aligned block `[lo, hi)` of memory positions. A block of size 1 is a single memory.
 ///
@@ -27,42 +42,20 @@ pub struct Block {
 pub const MAX_LEVEL: u8 = 62;
 
 impl Block {
-    /// The block of a key read from `table`: a key that is not a valid block is damage to the
-    /// store ([`Error::Corrupt`]), not a rejected input.
-    pub(crate) fn stored(
-        table: &'static str,
-        scope: u32,
-        level: u8,
-        lo: u64,
-    ) -> Result<Block, Error> {
-        Block::new(level, lo).map_err(|e| Error::Corrupt {
-            table,
-            key: format!("(scope {scope}, level {level}, start {lo})"),
-            reason: match e {
-                Error::Invalid { reason, .. } => format!("not a block: {reason}"),
-                other => other.to_string(),
-            },
-        })
-    }
-
     /// The block at `level` (size `2^level`) that starts at `lo`. Errors unless `lo` is aligned.
-    pub fn new(level: u8, lo: u64) -> Result<Block, Error> {
+    pub fn new(level: u8, lo: u64) -> Result<Block, InvalidBlock> {
         if level > MAX_LEVEL {
-            return Err(Error::invalid(
-                "block",
-                format!("level {level} is above {MAX_LEVEL}"),
-            ));
+            return Err(invalid(format!("level {level} is above {MAX_LEVEL}")));
         }
         let size = 1u64 << level;
         if lo % size != 0 {
-            return Err(Error::invalid(
-                "block",
-                format!("{lo} is not a multiple of the block size {size}"),
-            ));
+            return Err(invalid(format!(
+                "{lo} is not a multiple of the block size {size}"
+            )));
         }
         let hi = lo
             .checked_add(size)
-            .ok_or_else(|| Error::invalid("block", "block end overflows"))?;
+            .ok_or_else(|| invalid("block end overflows"))?;
         Ok(Block { lo, hi })
     }
 
@@ -143,34 +136,30 @@ impl fmt::Display for Block {
 }
 
 impl FromStr for Block {
-    type Err = Error;
+    type Err = InvalidBlock;
 
     /// Parses `lo-hi` (inclusive, as the CLI writes blocks); a leading `#` is accepted. A block
     /// must have size at least 2, be a power of two and be aligned.
-    fn from_str(s: &str) -> Result<Block, Error> {
+    fn from_str(s: &str) -> Result<Block, InvalidBlock> {
         let t = s.trim().trim_start_matches('#');
         let (a, b) = t
             .split_once('-')
-            .ok_or_else(|| Error::invalid("block", format!("{s:?} is not of the form LO-HI")))?;
+            .ok_or_else(|| invalid(format!("{s:?} is not of the form LO-HI")))?;
         let lo: u64 = a
             .parse()
-            .map_err(|_| Error::invalid("block", format!("{s:?}: {a:?} is not a number")))?;
+            .map_err(|_| invalid(format!("{s:?}: {a:?} is not a number")))?;
         let last: u64 = b
             .parse()
-            .map_err(|_| Error::invalid("block", format!("{s:?}: {b:?} is not a number")))?;
+            .map_err(|_| invalid(format!("{s:?}: {b:?} is not a number")))?;
         if last <= lo {
-            return Err(Error::invalid(
-                "block",
-                format!("{s:?}: the end must be above the start"),
-            ));
+            return Err(invalid(format!("{s:?}: the end must be above the start")));
         }
         let size = (last - lo).checked_add(1).filter(|s| s.is_power_of_two());
         let Some(size) = size.filter(|s| lo % s == 0 && last < u64::MAX && *s <= 1 << MAX_LEVEL)
         else {
-            return Err(Error::invalid(
-                "block",
-                format!("{s:?} is not an aligned power-of-two block (like 0-1, 16-31, 64-127)"),
-            ));
+            return Err(invalid(format!(
+                "{s:?} is not an aligned power-of-two block (like 0-1, 16-31, 64-127)"
+            )));
         };
         let _ = size;
         Ok(Block { lo, hi: last + 1 })

@@ -1,3 +1,6 @@
+//! **Layer 3, sessions**: a sibling of [`crate::memory`], which it never uses; it may use
+//! [`crate::domain`], [`crate::storage`] and [`crate::trust`].
+//!
 //! Sessions: conversation histories kept in the same transactional file as the memory log.
 //!
 //! A session is an ordered list of JSON objects (messages, or Responses-API items), stored
@@ -20,13 +23,14 @@ use std::fmt;
 use redb::{ReadableTable, ReadableTableMetadata};
 use serde::{Deserialize, Serialize};
 
-use crate::auth::Access;
-use crate::codec::{decode, encode};
-use crate::db::{ReadTxn, Store, WriteTxn};
 use crate::error::{Error, Result};
-use crate::schema::{
+use crate::storage::access::Access;
+use crate::storage::codec::{decode, encode};
+use crate::storage::schema::{
     META, SESSIONS, SESSION_ARCHIVE, SESSION_HASHES, SESSION_IDEMPOTENCY, SESSION_MESSAGES,
 };
+use crate::storage::store::Store;
+use crate::storage::txn::{ReadTxn, WriteTxn};
 
 /// The largest message, in bytes of compact JSON.
 pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
@@ -145,7 +149,7 @@ impl SessionItems {
             return None;
         }
         let seqs: Vec<String> = self.unreadable.iter().map(|s| format!("seq {s}")).collect();
-        Some(crate::text::skipped_damage(
+        Some(crate::domain::text::skipped_damage(
             "message",
             &format!(" of session {id:?}"),
             &seqs,
@@ -496,7 +500,7 @@ impl WriteTxn<'_> {
         validate_session_id(id)?;
         self.require(Access::Write, &session_scope(id))?;
         if let Some(k) = key {
-            crate::log::validate_key(k)?;
+            crate::domain::text::validate_key(k)?;
         }
         let new: Vec<(String, [u8; 16])> = items
             .iter()

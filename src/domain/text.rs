@@ -189,6 +189,44 @@ pub(crate) fn skipped_damage(noun: &str, whose: &str, labels: &[String]) -> Stri
     )
 }
 
+const MAX_FIELD_BYTES: usize = 1024;
+
+/// Checks an optional envelope field (a source, a URI): at most 1 KiB, no control characters.
+pub(crate) fn validate_optional_field(what: &'static str, v: &Option<String>) -> Result<()> {
+    match v {
+        Some(s) => validate_field(what, s, MAX_FIELD_BYTES),
+        None => Ok(()),
+    }
+}
+
+/// Checks an idempotency key: 1 to 256 bytes, no control characters.
+pub fn validate_key(key: &str) -> Result<()> {
+    validate_field("idempotency key", key, 256)
+}
+
+/// Checks a scope name: 1 to 128 bytes of ASCII letters, digits and `_ . : / @ -`.
+pub fn validate_scope(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > 128 {
+        return Err(Error::invalid(
+            "scope",
+            format!("{name:?}: must be 1 to 128 bytes"),
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "_.:/@-".contains(*c)))
+    {
+        return Err(Error::invalid(
+            "scope",
+            format!(
+                "{:?}: the character {c:?} is not allowed (use letters, digits, _ . : / @ -)",
+                name.escape_debug().to_string()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,13 +11,14 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::block::Block;
-use crate::db::{ReadTxn, Store};
+use crate::domain::block::Block;
+use crate::domain::record::{Memory, Summary};
 use crate::error::{Error, Result};
-use crate::log::{get_memory, memory_line};
-use crate::record::{Memory, Summary};
-use crate::schema::{LOG, TREE};
-use crate::tree::{get_summary, summary_line};
+use crate::memory::log::{get_memory, memory_line};
+use crate::memory::tree::{get_summary, summary_line};
+use crate::storage::schema::{LOG, TREE};
+use crate::storage::store::Store;
+use crate::storage::txn::ReadTxn;
 
 /// A part of wake output holds at most this many lines...
 pub const PART_LINES: usize = 500;
@@ -396,8 +397,8 @@ impl ReadTxn {
         let sid = meta.id;
         let tree = self.open(TREE)?;
         let log = self.open(LOG)?;
-        let events = self.open(crate::schema::EVENTS)?;
-        let stale = self.open(crate::schema::STALE)?;
+        let events = self.open(crate::storage::schema::EVENTS)?;
+        let stale = self.open(crate::storage::schema::STALE)?;
         let mut cache: HashMap<Block, Option<Summary>> = HashMap::new();
         let fetch = |b: Block, cache: &mut HashMap<Block, Option<Summary>>| -> Result<bool> {
             if let Some(s) = cache.get(&b) {
@@ -419,8 +420,9 @@ impl ReadTxn {
         for b in c.blocks {
             if b.size() == 1 {
                 let m = get_memory(&log, sid, b.lo())?;
-                let st = crate::lifecycle::state_of(&events, sid, &m)?;
-                view.item_lines.push(crate::lifecycle::marked_line(&m, &st));
+                let st = crate::memory::lifecycle::state_of(&events, sid, &m)?;
+                view.item_lines
+                    .push(crate::memory::lifecycle::marked_line(&m, &st));
                 view.items.push(WakeItem::Memory(m));
             } else {
                 let s = match cache.remove(&b) {
@@ -430,7 +432,7 @@ impl ReadTxn {
                 };
                 let is_stale = stale.get((sid, b.level(), b.lo()))?.is_some();
                 view.item_lines
-                    .push(crate::tree::marked_summary_line(b, &s, is_stale));
+                    .push(crate::memory::tree::marked_summary_line(b, &s, is_stale));
                 view.items.push(WakeItem::Summary {
                     block: b,
                     summary: s,

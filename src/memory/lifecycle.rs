@@ -11,16 +11,17 @@
 use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
 
-use crate::auth::Access;
-use crate::block::Block;
-use crate::codec::{decode, encode};
-use crate::db::{ReadTxn, Store, WriteTxn};
+use crate::domain::block::Block;
+use crate::domain::record::{Memory, ScopeMeta, Status};
+use crate::domain::text::{date_of, display_safe};
 use crate::error::{Error, Result};
-use crate::log::get_memory;
-use crate::policy::reads_as_instructions;
-use crate::record::{Memory, ScopeMeta, Status};
-use crate::schema::{EVENTS, LOG, PENDING, STALE, TREE};
-use crate::text::{date_of, display_safe};
+use crate::memory::log::get_memory;
+use crate::storage::access::Access;
+use crate::storage::codec::{decode, encode};
+use crate::storage::schema::{EVENTS, LOG, PENDING, STALE, TREE};
+use crate::storage::store::Store;
+use crate::storage::txn::{ReadTxn, WriteTxn};
+use crate::trust::policy::reads_as_instructions;
 
 /// The text a redacted memory keeps.
 pub const TOMBSTONE: &str = "[redacted]";
@@ -202,7 +203,7 @@ pub(crate) fn state_of<T: ReadableTable<(u32, u64, u32), &'static [u8]>>(
     Ok(derive_state(
         m,
         events_of(t, sid, m.id)?,
-        crate::text::now_us(),
+        crate::domain::text::now_us(),
     ))
 }
 
@@ -275,9 +276,9 @@ impl WriteTxn<'_> {
     /// Records a principal's decision about memory `id` of `scope`.
     pub fn decide(&mut self, scope: &str, id: u64, d: Decision, why: Option<&str>) -> Result<()> {
         if let Some(w) = why {
-            crate::text::validate_line(w, crate::text::MAX_ENTRY_BYTES)?;
+            crate::domain::text::validate_line(w, crate::domain::text::MAX_ENTRY_BYTES)?;
         }
-        let mut meta = crate::db::holding(self.scope_meta(scope)?, id)?;
+        let mut meta = crate::storage::txn::holding(self.scope_meta(scope)?, id)?;
         let kind = match d {
             Decision::Accept => EventKind::Accept,
             Decision::Deprecate => EventKind::Deprecate,
@@ -291,8 +292,8 @@ impl WriteTxn<'_> {
     /// text, and drops every summary built on it (they become pending). Admin only.
     pub fn redact(&mut self, scope: &str, id: u64, reason: &str) -> Result<()> {
         self.require_admin("redact")?;
-        crate::text::validate_line(reason, crate::text::MAX_ENTRY_BYTES)?;
-        let meta = crate::db::holding(self.scope_meta(scope)?, id)?;
+        crate::domain::text::validate_line(reason, crate::domain::text::MAX_ENTRY_BYTES)?;
+        let meta = crate::storage::txn::holding(self.scope_meta(scope)?, id)?;
         let sid = meta.id;
         let mut rec = get_memory(&self.tx.open_table(LOG)?, sid, id)?;
         if rec.text == TOMBSTONE {

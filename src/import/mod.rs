@@ -1,3 +1,6 @@
+//! **Layer 4, import and export**: may use every layer below it ([`crate::domain`],
+//! [`crate::storage`], [`crate::trust`], [`crate::memory`], [`crate::session`]).
+//!
 //! Getting memories in and out: dated text lines, a whole OptMem store, and JSON Lines
 //! export/import of every scope. Every importer validates all of its input before it writes
 //! anything, and writes in one transaction: all or nothing.
@@ -8,14 +11,17 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::block::Block;
-use crate::codec::encode;
-use crate::db::{validate_config, validate_scope, Store, WriteTxn, CONFIG_NAMES};
+use crate::domain::block::Block;
+use crate::domain::record::{BuiltFrom, Kind, Memory, Status, Summary};
+use crate::domain::text::validate_scope;
+use crate::domain::text::{parse_time, validate_line, MAX_ENTRY_BYTES};
 use crate::error::{Error, Result};
-use crate::log::NewMemory;
-use crate::record::{BuiltFrom, Kind, Memory, Status, Summary};
-use crate::schema::{CONFIG, LOG, PENDING, TREE};
-use crate::text::{parse_time, validate_line, MAX_ENTRY_BYTES};
+use crate::memory::note::NewMemory;
+use crate::storage::codec::encode;
+use crate::storage::config::{validate_config, CONFIG_NAMES};
+use crate::storage::schema::{CONFIG, LOG, PENDING, TREE};
+use crate::storage::store::Store;
+use crate::storage::txn::WriteTxn;
 
 /// Parses `YYYY-MM-DD text` lines (the reference's import format). Every line is checked: a real
 /// date, dates never going back, valid text. Blank lines are skipped.
@@ -231,8 +237,8 @@ impl WriteTxn<'_> {
             let mut log = self.tx.open_table(LOG)?;
             for (i, m) in memories.iter().enumerate() {
                 validate_line(&m.text, MAX_ENTRY_BYTES)?;
-                crate::log::validate_field("source", &m.source)?;
-                crate::log::validate_field("source URI", &m.source_uri)?;
+                crate::domain::text::validate_optional_field("source", &m.source)?;
+                crate::domain::text::validate_optional_field("source URI", &m.source_uri)?;
                 if m.supersedes
                     .iter()
                     .chain(&m.conflicts_with)
@@ -382,21 +388,21 @@ impl Store {
                 let mut n = 0u64;
                 let mut put = |line: &ExportLine, out: &mut dyn Write| -> Result<()> {
                     let s = serde_json::to_string(line).map_err(|e| Error::Io(e.into()))?;
-                    out.write_all(crate::text::json_safe(&s).as_bytes())?;
+                    out.write_all(crate::domain::text::json_safe(&s).as_bytes())?;
                     out.write_all(b"\n")?;
                     n += 1;
                     Ok(())
                 };
                 put(
                     &ExportLine::Store {
-                        format: crate::schema::STORE_FORMAT,
+                        format: crate::storage::schema::STORE_FORMAT,
                     },
                     out,
                 )?;
                 let cfg_table = r.open(CONFIG)?;
                 for name in CONFIG_NAMES {
                     if let Some(v) = redb::ReadableTable::get(&cfg_table, *name)? {
-                        let value: u64 = crate::codec::decode("config", name, v.value())?;
+                        let value: u64 = crate::storage::codec::decode("config", name, v.value())?;
                         put(
                             &ExportLine::Config {
                                 name: name.to_string(),
@@ -464,7 +470,7 @@ impl Store {
             let parsed: ExportLine = serde_json::from_str(&line).map_err(|e| bad(e.to_string()))?;
             match parsed {
                 ExportLine::Store { format } => {
-                    if format > crate::schema::STORE_FORMAT {
+                    if format > crate::storage::schema::STORE_FORMAT {
                         return Err(bad(format!(
                             "export format {format} is newer than this engram"
                         )));

@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
-use crate::block::Block;
+use crate::domain::block::Block;
 use crate::error::{Error, Result};
 
 /// One claim of a summary.

@@ -5,10 +5,11 @@
 use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
 
-use crate::codec::{decode, encode};
-use crate::db::{ReadTxn, Store};
 use crate::error::{Error, Result};
-use crate::schema::AUDIT;
+use crate::storage::codec::{decode, encode};
+use crate::storage::schema::AUDIT;
+use crate::storage::store::Store;
+use crate::storage::txn::ReadTxn;
 
 /// One audited read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,0 +1,152 @@
+//! The raw log: append-only memories, keyed by (scope id, position), never rewritten. This file
+//! is record access only: keys, decoding, the line a memory is shown as, and point and range
+//! reads. Appending is in [`crate::memory::note`], recall in [`crate::memory::recall`].
+
+use std::fmt;
+
+use redb::ReadableTable;
+
+use crate::domain::record::{Kind, Memory};
+use crate::domain::text::{date_of, display_safe};
+use crate::error::{Error, Result};
+use crate::storage::codec::decode;
+use crate::storage::schema::LOG;
+use crate::storage::store::Store;
+use crate::storage::txn::{ReadTxn, WriteTxn};
+
+pub(crate) struct LogKey(pub u32, pub u64);
+impl fmt::Display for LogKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "(scope {}, #{})", self.0, self.1)
+    }
+}
+
+pub(crate) fn decode_memory(scope_id: u32, pos: u64, bytes: &[u8]) -> Result<Memory> {
+    let m: Memory = decode("log", &LogKey(scope_id, pos), bytes)?;
+    check_position(scope_id, pos, m.id)?;
+    Ok(m)
+}
+
+/// A record stored at `pos` must say it is `#pos`.
+fn check_position(scope_id: u32, pos: u64, id: u64) -> Result<()> {
+    if id != pos {
+        return Err(Error::corrupt(
+            "log",
+            LogKey(scope_id, pos),
+            format!("the record says it is #{id}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The fields of a stored memory that recall filters on, borrowed from the value's bytes. Its
+/// fields mirror the start of [`Memory`] in wire order; postcard reads a prefix and the rest of
+/// the record is not decoded.
+#[derive(serde::Deserialize)]
+pub(crate) struct MemoryView<'a> {
+    id: u64,
+    pub(crate) observed_us: i64,
+    _recorded_us: i64,
+    pub(crate) text: &'a str,
+    pub(crate) kind: Kind,
+}
+
+pub(crate) fn decode_view(scope_id: u32, pos: u64, bytes: &[u8]) -> Result<MemoryView<'_>> {
+    let body = crate::storage::codec::payload("log", &LogKey(scope_id, pos), bytes)?;
+    let m: MemoryView<'_> = postcard::from_bytes(body).map_err(|e| {
+        Error::corrupt(
+            "log",
+            LogKey(scope_id, pos),
+            format!("undecodable value: {e}"),
+        )
+    })?;
+    check_position(scope_id, pos, m.id)?;
+    Ok(m)
+}
+
+/// Formats `n` in decimal into `buf` without allocating.
+pub(crate) fn itoa_u64(mut n: u64, buf: &mut [u8; 20]) -> &str {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        if let Some(b) = buf.get_mut(i) {
+            *b = b'0' + (n % 10) as u8;
+        }
+        n /= 10;
+        if n == 0 || i == 0 {
+            break;
+        }
+    }
+    std::str::from_utf8(buf.get(i..).unwrap_or_default()).unwrap_or("0")
+}
+
+/// Renders a memory as its wake/recall line: `#id YYYY-MM-DD text`.
+pub fn memory_line(m: &Memory) -> String {
+    format!(
+        "#{} {} {}",
+        m.id,
+        date_of(m.observed_us),
+        display_safe(&m.text)
+    )
+}
+
+impl WriteTxn<'_> {
+    /// Reads one memory as of this transaction.
+    pub fn memory(&self, scope: &str, id: u64) -> Result<Memory> {
+        let meta = crate::storage::txn::holding(self.scope_meta(scope)?, id)?;
+        let t = self.tx.open_table(LOG)?;
+        get_memory(&t, meta.id, id)
+    }
+}
+pub(crate) fn get_memory<T: ReadableTable<(u32, u64), &'static [u8]>>(
+    t: &T,
+    scope_id: u32,
+    id: u64,
+) -> Result<Memory> {
+    match t.get((scope_id, id))? {
+        Some(v) => decode_memory(scope_id, id, v.value()),
+        None => Err(Error::corrupt(
+            "log",
+            LogKey(scope_id, id),
+            "missing: the log is not dense",
+        )),
+    }
+}
+
+impl ReadTxn {
+    /// Reads one memory.
+    pub fn memory(&self, scope: &str, id: u64) -> Result<Memory> {
+        let meta = crate::storage::txn::holding(self.scope_meta(scope)?, id)?;
+        get_memory(&self.open(LOG)?, meta.id, id)
+    }
+
+    /// Reads the memories with ids in `[lo, hi)` (clipped to the log).
+    pub fn memories(&self, scope: &str, lo: u64, hi: u64) -> Result<Vec<Memory>> {
+        let Some(meta) = self.scope_meta(scope)? else {
+            return Ok(Vec::new());
+        };
+        let hi = hi.min(meta.count);
+        let mut out = Vec::new();
+        if lo >= hi {
+            return Ok(out);
+        }
+        for item in self.open(LOG)?.range((meta.id, lo)..(meta.id, hi))? {
+            let (k, v) = item?;
+            let (_, pos) = k.value();
+            out.push(decode_memory(meta.id, pos, v.value())?);
+        }
+        Ok(out)
+    }
+}
+
+impl Store {
+    /// Number of memories in `scope`.
+    pub fn count(&self, scope: &str) -> Result<u64> {
+        self.read(|r| r.count(scope))
+    }
+
+    /// Reads one memory.
+    pub fn memory(&self, scope: &str, id: u64) -> Result<Memory> {
+        self.read(|r| r.memory(scope, id))
+    }
+}

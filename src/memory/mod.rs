@@ -1,0 +1,12 @@
+//! **Layer 3, memory**: one scope's raw log ([`log`]), appends ([`note`]), [`recall`], lifecycle events
+//! ([`lifecycle`]),
+//! the summary tree with its merge prompts ([`tree`]), and wake ([`wake`]). A sibling of
+//! [`crate::session`], which it never uses; it may use [`crate::domain`], [`crate::storage`] and
+//! [`crate::trust`].
+
+pub mod lifecycle;
+pub mod log;
+pub mod note;
+pub mod recall;
+pub mod tree;
+pub mod wake;

@@ -1,0 +1,311 @@
+//! Appending to the raw log: [`NewMemory`], its checks and the trust policy, idempotency keys,
+//! the pending blocks an append completes, and the lifecycle events its links record. An
+//! append costs O(new memories).
+
+use redb::ReadableTable;
+use serde::Serialize;
+
+use crate::domain::record::{IdemEntry, Kind, Memory, Status};
+use crate::domain::text::{validate_key, validate_line, validate_optional_field};
+use crate::error::{Error, Result};
+use crate::storage::codec::{decode, encode};
+use crate::storage::schema::{IDEMPOTENCY, LOG, PENDING};
+use crate::storage::store::Store;
+use crate::storage::txn::WriteTxn;
+
+/// A memory to append. Only the text is required; the rest of the envelope has defaults.
+///
+/// ```
+/// use engram::{Kind, NewMemory};
+/// let m = NewMemory::new("deploys go through the staging branch")
+///     .kind(Kind::Decision)
+///     .source("user:alice");
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NewMemory {
+    /// The text: one line, at most `ENTRY_BYTES` bytes.
+    pub text: String,
+    /// Kind of claim (default observation).
+    pub kind: Kind,
+    /// Status (default accepted).
+    pub status: Option<Status>,
+    /// When it was observed (microseconds, UTC); default: the commit time.
+    pub observed_us: Option<i64>,
+    /// Source identity.
+    pub source: Option<String>,
+    /// Source URI.
+    pub source_uri: Option<String>,
+    /// Ids it supersedes (must be earlier memories of the same scope).
+    pub supersedes: Vec<u64>,
+    /// Ids it conflicts with (earlier memories of the same scope).
+    pub conflicts_with: Vec<u64>,
+    /// Expiry time (microseconds, UTC).
+    pub valid_until_us: Option<i64>,
+    /// Store it even if it looks like a secret and the scope's policy refuses secrets.
+    pub force: bool,
+}
+
+impl NewMemory {
+    /// A memory with this text and default envelope.
+    pub fn new(text: impl Into<String>) -> Self {
+        NewMemory {
+            text: text.into(),
+            ..Default::default()
+        }
+    }
+    /// Sets the kind.
+    pub fn kind(mut self, k: Kind) -> Self {
+        self.kind = k;
+        self
+    }
+    /// Sets the status.
+    pub fn status(mut self, s: Status) -> Self {
+        self.status = Some(s);
+        self
+    }
+    /// Sets the observed time (microseconds since the epoch, UTC).
+    pub fn observed_us(mut self, t: i64) -> Self {
+        self.observed_us = Some(t);
+        self
+    }
+    /// Sets the source identity.
+    pub fn source(mut self, s: impl Into<String>) -> Self {
+        self.source = Some(s.into());
+        self
+    }
+    /// Sets the source URI.
+    pub fn source_uri(mut self, s: impl Into<String>) -> Self {
+        self.source_uri = Some(s.into());
+        self
+    }
+    /// Sets the ids this memory supersedes.
+    pub fn supersedes(mut self, ids: Vec<u64>) -> Self {
+        self.supersedes = ids;
+        self
+    }
+    /// Sets the ids this memory conflicts with.
+    pub fn conflicts_with(mut self, ids: Vec<u64>) -> Self {
+        self.conflicts_with = ids;
+        self
+    }
+    /// Stores it even if it looks like a secret (see [`crate::trust::policy::Policy`]).
+    pub fn force(mut self, yes: bool) -> Self {
+        self.force = yes;
+        self
+    }
+    /// Sets the expiry time (microseconds since the epoch, UTC).
+    pub fn valid_until_us(mut self, t: i64) -> Self {
+        self.valid_until_us = Some(t);
+        self
+    }
+}
+
+/// The outcome of an append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Appended {
+    /// Id of the first memory appended.
+    pub first: u64,
+    /// How many were appended.
+    pub count: u64,
+    /// True when the idempotency key had been used already: nothing new was written and these
+    /// are the ids of the earlier append.
+    pub replayed: bool,
+}
+
+impl WriteTxn<'_> {
+    /// Appends one memory to `scope` (created if new) and returns its id.
+    pub fn note(&mut self, scope: &str, m: NewMemory) -> Result<u64> {
+        Ok(self.append(scope, vec![m], None)?.first)
+    }
+
+    /// Appends memories to `scope` in this transaction. With `key`, a second append with the same
+    /// key and the same texts writes nothing and returns the first one's ids (`replayed`); the
+    /// same key with other texts is a [`Error::Conflict`].
+    pub fn append(
+        &mut self,
+        scope: &str,
+        items: Vec<NewMemory>,
+        key: Option<&str>,
+    ) -> Result<Appended> {
+        if items.is_empty() {
+            return Err(Error::invalid("append", "nothing to append"));
+        }
+        let cfg = self.config()?;
+        self.require(crate::storage::access::Access::Write, scope)?;
+        let policy = self.policy(scope)?;
+        let mut crc = crc32fast::Hasher::new();
+        // Keys written before the whole envelope was hashed hold a checksum of the texts alone.
+        let mut legacy = crc32fast::Hasher::new();
+        for m in &items {
+            validate_line(&m.text, cfg.entry_bytes)?;
+            validate_optional_field("source", &m.source)?;
+            validate_optional_field("source URI", &m.source_uri)?;
+            if m.source.is_none() && policy.require_source.contains(&m.kind) {
+                return Err(Error::invalid(
+                    "source",
+                    format!("the policy of scope {scope:?} requires a source for {} memories (--source ID)", m.kind),
+                ));
+            }
+            if policy.refuse_secrets && !m.force {
+                if let Some(what) = crate::trust::policy::looks_like_secret(&m.text) {
+                    return Err(Error::invalid(
+                        "text",
+                        format!("it looks like it contains {what}; secrets are not stored (pass --force if it is not a secret)"),
+                    ));
+                }
+            }
+            legacy.update(m.text.as_bytes());
+            legacy.update(b"\n");
+            // The whole envelope the caller gave, so that a retry is recognised only when it
+            // asks for exactly the same memories. (The postcard bytes, not the enveloped value:
+            // the CRC of bytes followed by their own CRC is a constant.)
+            crc.update(
+                &postcard::to_allocvec(&(
+                    &m.text,
+                    m.kind,
+                    m.status,
+                    m.observed_us,
+                    &m.source,
+                    &m.source_uri,
+                    &m.supersedes,
+                    &m.conflicts_with,
+                    m.valid_until_us,
+                ))
+                .map_err(|e| Error::Storage(format!("could not encode a value: {e}")))?,
+            );
+        }
+        let texts_crc = crc.finalize();
+        let legacy_crc = legacy.finalize();
+        if let Some(k) = key {
+            validate_key(k)?;
+        }
+        let mut meta = self.scope_or_create(scope)?;
+        if let Some(k) = key {
+            let t = self.tx.open_table(IDEMPOTENCY)?;
+            let found = match t.get((meta.id, k))? {
+                Some(v) => Some(decode::<IdemEntry>("idempotency", &k, v.value())?),
+                None => None,
+            };
+            drop(t);
+            if let Some(e) = found {
+                if (e.texts_crc == texts_crc || e.texts_crc == legacy_crc)
+                    && e.count == items.len() as u64
+                {
+                    return Ok(Appended {
+                        first: e.first,
+                        count: e.count,
+                        replayed: true,
+                    });
+                }
+                return Err(Error::Conflict(format!(
+                    "idempotency key {k:?} was used for a different append (#{} and {} more)",
+                    e.first,
+                    e.count.saturating_sub(1)
+                )));
+            }
+        }
+        let first = meta.count;
+        let mut log = self.tx.open_table(LOG)?;
+        let mut pending = self.tx.open_table(PENDING)?;
+        let mut added_pending = 0u64;
+        for (i, m) in items.iter().enumerate() {
+            let id = first + i as u64;
+            for r in m.supersedes.iter().chain(&m.conflicts_with) {
+                if *r >= id {
+                    return Err(Error::invalid(
+                        "link",
+                        format!("#{id} can only refer to earlier memories, not #{r}"),
+                    ));
+                }
+            }
+            let rec = Memory {
+                id,
+                observed_us: m.observed_us.unwrap_or(self.now),
+                recorded_us: self.now,
+                text: m.text.clone(),
+                kind: m.kind,
+                status: m.status.unwrap_or(if m.kind == Kind::Inference {
+                    policy.inference_status
+                } else {
+                    Status::Accepted
+                }),
+                source: m.source.clone(),
+                source_uri: m.source_uri.clone(),
+                supersedes: m.supersedes.clone(),
+                conflicts_with: m.conflicts_with.clone(),
+                valid_until_us: m.valid_until_us,
+            };
+            log.insert((meta.id, id), encode(&rec)?.as_slice())?;
+            // Every block that this memory completes becomes pending.
+            let t = id + 1;
+            let mut level = 1u8;
+            while level < 63 && t % (1u64 << level) == 0 {
+                pending.insert((meta.id, level, t - (1u64 << level)), ())?;
+                added_pending += 1;
+                level += 1;
+            }
+        }
+        drop(log);
+        drop(pending);
+        let count = items.len() as u64;
+        meta.count += count;
+        meta.pending += added_pending;
+        for (i, m) in items.iter().enumerate() {
+            let id = first + i as u64;
+            for &r in &m.supersedes {
+                self.add_event(
+                    &mut meta,
+                    r,
+                    crate::memory::lifecycle::EventKind::SupersededBy(id),
+                    None,
+                )?;
+            }
+            for &r in &m.conflicts_with {
+                self.add_event(
+                    &mut meta,
+                    r,
+                    crate::memory::lifecycle::EventKind::ConflictedBy(id),
+                    None,
+                )?;
+            }
+        }
+        self.put_scope(scope, &meta)?;
+        if let Some(k) = key {
+            let mut t = self.tx.open_table(IDEMPOTENCY)?;
+            let e = IdemEntry {
+                first,
+                count,
+                texts_crc,
+            };
+            t.insert((meta.id, k), encode(&e)?.as_slice())?;
+        }
+        Ok(Appended {
+            first,
+            count,
+            replayed: false,
+        })
+    }
+}
+
+impl Store {
+    /// Appends one memory; see [`WriteTxn::note`].
+    ///
+    /// Concurrent calls from several threads share one commit (group commit; see
+    /// [`Store::write_grouped`]).
+    pub fn note(&self, scope: &str, m: NewMemory) -> Result<u64> {
+        let scope = scope.to_string();
+        self.write_grouped(move |tx| tx.note(&scope, m.clone()))
+    }
+
+    /// Appends many memories in one commit; see [`WriteTxn::append`].
+    pub fn append(
+        &self,
+        scope: &str,
+        items: Vec<NewMemory>,
+        key: Option<&str>,
+    ) -> Result<Appended> {
+        let scope = scope.to_string();
+        let key = key.map(str::to_string);
+        self.write_grouped(move |tx| tx.append(&scope, items.clone(), key.as_deref()))
+    }
+}

@@ -1,0 +1,230 @@
+//! Recall: the log streamed newest first against a linear-time regex, with filters on dates and
+//! kinds, a byte budget, and lines marked by their lifecycle state.
+
+use serde::Serialize;
+
+use crate::domain::record::{Kind, Memory};
+use crate::domain::text::{date_of, display_safe};
+use crate::error::{Error, Result};
+use crate::memory::log::{decode_memory, decode_view, itoa_u64, memory_line};
+use crate::storage::schema::LOG;
+use crate::storage::store::Store;
+use crate::storage::txn::ReadTxn;
+
+/// A recall query. Only the pattern is required.
+#[derive(Debug, Clone)]
+pub struct RecallQuery {
+    /// The regex, matched case-insensitively against `#id YYYY-MM-DD text`.
+    pub pattern: String,
+    /// Show at most this many matches (newest first when cut).
+    pub limit: Option<usize>,
+    /// Only memories observed at or after this time (microseconds).
+    pub since_us: Option<i64>,
+    /// Only memories observed before this time (microseconds).
+    pub until_us: Option<i64>,
+    /// Only memories of this kind.
+    pub kind: Option<Kind>,
+    /// Byte budget of the shown lines (default 20,000).
+    pub max_bytes: usize,
+}
+
+impl RecallQuery {
+    /// A query for `pattern` with the default budget.
+    pub fn new(pattern: impl Into<String>) -> Self {
+        RecallQuery {
+            pattern: pattern.into(),
+            limit: None,
+            since_us: None,
+            until_us: None,
+            kind: None,
+            max_bytes: 20_000,
+        }
+    }
+}
+
+/// What recall found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Recall {
+    /// The newest matches that fit the budget, oldest first.
+    pub matches: Vec<Memory>,
+    /// How many memories matched in all.
+    pub total: u64,
+    /// The matches as shown, with their markers (proposed, superseded, untrusted...).
+    pub lines: Vec<String>,
+    /// Ids of records that could not be decoded (damaged); they were skipped, never hiding the
+    /// valid matches. Empty in a sound store.
+    pub unreadable: Vec<u64>,
+}
+
+impl Recall {
+    /// The match lines as shown: with their markers, or plain when no marked lines were built.
+    pub fn shown_lines(&self) -> Vec<String> {
+        if self.lines.len() == self.matches.len() {
+            self.lines.clone()
+        } else {
+            self.matches.iter().map(memory_line).collect()
+        }
+    }
+
+    /// Renders recall's text output: the lines, then `N matches.`, `Newest K of N matches.
+    /// Narrow the regex.` or `No match.`
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for l in self.shown_lines() {
+            out.push_str(&l);
+            out.push('\n');
+        }
+        let shown = self.matches.len() as u64;
+        if self.total == 0 {
+            out.push_str("No match.\n");
+        } else if shown == self.total {
+            out.push_str(&format!(
+                "{} match{}.\n",
+                self.total,
+                if self.total == 1 { "" } else { "es" }
+            ));
+        } else {
+            out.push_str(&format!(
+                "Newest {shown} of {} matches. Narrow the regex.\n",
+                self.total
+            ));
+        }
+        if !self.unreadable.is_empty() {
+            let ids: Vec<String> = self.unreadable.iter().map(|i| format!("#{i}")).collect();
+            out.push_str(&crate::domain::text::skipped_damage("record", "", &ids));
+            out.push_str(".\n");
+        }
+        out
+    }
+}
+
+/// Compiles a recall pattern: case-insensitive, linear time, with a bound on its compiled size.
+pub fn compile_pattern(p: &str) -> Result<regex::Regex> {
+    if p.is_empty() {
+        return Err(Error::invalid("regex", "it is empty"));
+    }
+    regex::RegexBuilder::new(p)
+        .case_insensitive(true)
+        .size_limit(1 << 20)
+        .dfa_size_limit(4 << 20)
+        .nest_limit(64)
+        .build()
+        .map_err(|e| Error::invalid("regex", e.to_string().replace('\n', " ")))
+}
+
+impl ReadTxn {
+    /// Finds memories whose line matches the query, streaming the log newest first.
+    pub fn recall(&self, scope: &str, q: &RecallQuery) -> Result<Recall> {
+        let re = compile_pattern(&q.pattern)?;
+        let mut found = Vec::new();
+        let mut total = 0u64;
+        let Some(meta) = self.scope_meta(scope)? else {
+            return Ok(Recall {
+                matches: found,
+                total,
+                lines: Vec::new(),
+                unreadable: Vec::new(),
+            });
+        };
+        let limit = q.limit.unwrap_or(usize::MAX);
+        let mut bytes = 0usize;
+        let mut collecting = true;
+        let mut day_cache: (Option<i64>, String) = (None, String::new());
+        let mut num = [0u8; 20];
+        let mut unreadable = Vec::new();
+        let mut line = String::new();
+        for item in self
+            .open(LOG)?
+            .range((meta.id, 0)..(meta.id, meta.count))?
+            .rev()
+        {
+            let (k, v) = item?;
+            let (_, pos) = k.value();
+            // A borrowed view: no allocation per record; only matches are decoded whole.
+            let m = match decode_view(meta.id, pos, v.value()) {
+                Ok(m) => m,
+                Err(Error::Corrupt { .. }) => {
+                    unreadable.push(pos);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            if q.kind.is_some_and(|k| k != m.kind)
+                || q.since_us.is_some_and(|s| m.observed_us < s)
+                || q.until_us.is_some_and(|u| m.observed_us >= u)
+            {
+                continue;
+            }
+            let day = m.observed_us.div_euclid(86_400_000_000);
+            if day_cache.0 != Some(day) {
+                day_cache = (Some(day), date_of(m.observed_us));
+            }
+            line.clear();
+            line.push('#');
+            line.push_str(itoa_u64(pos, &mut num));
+            line.push(' ');
+            line.push_str(&day_cache.1);
+            line.push(' ');
+            line.push_str(&display_safe(m.text));
+            if !re.is_match(&line) {
+                continue;
+            }
+            total += 1;
+            if collecting {
+                if found.len() < limit && bytes + line.len() < q.max_bytes {
+                    match decode_memory(meta.id, pos, v.value()) {
+                        Ok(full) => {
+                            bytes += line.len() + 1;
+                            found.push(full);
+                        }
+                        Err(Error::Corrupt { .. }) => unreadable.push(pos),
+                        Err(e) => return Err(e),
+                    }
+                } else {
+                    collecting = false;
+                }
+            }
+        }
+        found.reverse();
+        unreadable.reverse();
+        let events = self.open(crate::storage::schema::EVENTS)?;
+        let mut lines = Vec::with_capacity(found.len());
+        for m in &found {
+            lines.push(crate::memory::lifecycle::marked_line(
+                m,
+                &crate::memory::lifecycle::state_of(&events, meta.id, m)?,
+            ));
+        }
+        Ok(Recall {
+            matches: found,
+            total,
+            lines,
+            unreadable,
+        })
+    }
+}
+impl Store {
+    /// [`Store::recall`] over several scopes, in the order given: one `(scope, Recall)` each.
+    /// Each scope is its own audited read (its own snapshot); a scope the principal may not
+    /// read is [`Error::Denied`], as for one scope.
+    pub fn recall_scopes(
+        &self,
+        scopes: &[String],
+        q: &RecallQuery,
+    ) -> Result<Vec<(String, Recall)>> {
+        scopes
+            .iter()
+            .map(|s| Ok((s.clone(), self.recall(s, q)?)))
+            .collect()
+    }
+
+    /// Runs a recall query.
+    pub fn recall(&self, scope: &str, q: &RecallQuery) -> Result<Recall> {
+        self.audited(
+            "recall",
+            scope,
+            |r| r.recall(scope, q),
+            |r| r.matches.iter().map(|m| format!("#{}", m.id)).collect(),
+        )
+    }
+}

@@ -1,0 +1,168 @@
+//! Principals and grants: who may read or write which scopes.
+//!
+//! A principal is an id such as `user:alice` or `agent:ci`. It holds read and write grants on
+//! scopes, each an exact scope name or a prefix (a pattern ending in `/` or `:`). Grants live in
+//! the store and only the admin (the principal that created the store, `admin` by default) may
+//! change them. A store with no grants at all behaves as a single-owner store: every principal
+//! may do everything. Sessions are governed as the scope `session:<id>`.
+//!
+//! Every read and write checks the grants inside its own transaction, before anything is read,
+//! so a revoked grant takes effect at the next call, and a refusal names only what the caller
+//! asked for.
+
+use redb::ReadableTable;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::storage::codec::decode;
+
+/// The admin principal of a store created without one.
+pub const DEFAULT_ADMIN: &str = "admin";
+
+/// What a grant allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Access {
+    /// Reading: wake, zoom, recall, export, session reads.
+    Read,
+    /// Writing: note, nap, forget, lifecycle events, session writes.
+    Write,
+}
+
+impl Access {
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            Access::Read => 0,
+            Access::Write => 1,
+        }
+    }
+    pub(crate) fn from_code(c: u8) -> Option<Access> {
+        match c {
+            0 => Some(Access::Read),
+            1 => Some(Access::Write),
+            _ => None,
+        }
+    }
+}
+
+impl std::str::FromStr for Access {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Access> {
+        match s {
+            "read" => Ok(Access::Read),
+            "write" => Ok(Access::Write),
+            _ => Err(Error::invalid(
+                "access",
+                format!("{s:?} is not read or write"),
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Access::Read => "read",
+            Access::Write => "write",
+        })
+    }
+}
+
+/// Checks a principal id: 1 to 128 bytes, no control characters or spaces.
+pub fn validate_principal(p: &str) -> Result<()> {
+    if p.is_empty() || p.len() > 128 || p.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(Error::invalid(
+            "principal",
+            format!(
+                "{:?}: must be 1 to 128 bytes without spaces or control characters",
+                p.escape_debug().to_string()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a grant pattern covers a scope.
+pub fn pattern_matches(pattern: &str, scope: &str) -> bool {
+    pattern == scope
+        || ((pattern.ends_with('/') || pattern.ends_with(':')) && scope.starts_with(pattern))
+}
+
+/// The grants in force in one transaction.
+#[derive(Debug, Clone)]
+pub(crate) struct Auth {
+    admin: String,
+    grants: Vec<(String, Access, String)>,
+}
+
+impl Auth {
+    /// Loads the admin's name and every grant from the `meta` and `grants` tables.
+    pub(crate) fn load<M, G>(meta: &M, grants: &G) -> Result<Auth>
+    where
+        M: ReadableTable<&'static str, &'static [u8]>,
+        G: ReadableTable<(&'static str, u8, &'static str), &'static [u8]>,
+    {
+        let admin = match meta.get("admin")? {
+            Some(v) => decode::<String>("meta", &"admin", v.value())?,
+            None => DEFAULT_ADMIN.to_string(),
+        };
+        let mut out = Vec::new();
+        if grants.len()? > 0 {
+            for item in grants.iter()? {
+                let (k, _) = item?;
+                let (p, a, pat) = k.value();
+                if let Some(a) = Access::from_code(a) {
+                    out.push((p.to_string(), a, pat.to_string()));
+                }
+            }
+        }
+        Ok(Auth { admin, grants: out })
+    }
+
+    /// The admin principal's name.
+    pub(crate) fn admin(&self) -> &str {
+        &self.admin
+    }
+
+    pub(crate) fn is_admin(&self, p: Option<&str>) -> bool {
+        p.is_none_or(|p| p == self.admin)
+    }
+
+    /// Fails with [`Error::Denied`] unless `p` may `access` `scope`; the message names only
+    /// what was asked for.
+    pub(crate) fn check(&self, p: Option<&str>, access: Access, scope: &str) -> Result<()> {
+        if self.allows(p, access, scope) {
+            Ok(())
+        } else {
+            Err(Error::Denied(format!(
+                "{} may not {access} scope {scope:?}",
+                p.unwrap_or(DEFAULT_ADMIN)
+            )))
+        }
+    }
+
+    /// Fails with [`Error::Denied`] unless `p` is the admin.
+    pub(crate) fn check_admin(&self, p: Option<&str>, what: &str) -> Result<()> {
+        if self.is_admin(p) {
+            Ok(())
+        } else {
+            Err(Error::Denied(format!("only the admin may {what}")))
+        }
+    }
+
+    /// Whether `p` may do anything (the admin, a store without grants, or no principal), so
+    /// that a listing can skip the check per row.
+    pub(crate) fn unrestricted(&self, p: Option<&str>) -> bool {
+        p.is_none() || self.grants.is_empty() || self.is_admin(p)
+    }
+
+    pub(crate) fn allows(&self, p: Option<&str>, access: Access, scope: &str) -> bool {
+        if self.is_admin(p) || self.grants.is_empty() {
+            return true;
+        }
+        let Some(p) = p else { return true };
+        self.grants
+            .iter()
+            .any(|(who, a, pat)| who == p && *a == access && pattern_matches(pat, scope))
+    }
+}

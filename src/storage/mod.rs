@@ -1,0 +1,14 @@
+//! **Layer 1, storage**: the file and everything engram keeps in it: the tables and their key
+//! layout ([`schema`]), the value envelope ([`codec`]), opening and creating a store, read and
+//! write transactions with a bounded wait, group commit, who is asking and what their grants
+//! allow ([`access`]), and the recovery of a torn tail. It may use [`crate::domain`] and
+//! [`crate::error`], never a layer above.
+
+pub mod access;
+pub mod codec;
+pub mod config;
+pub(crate) mod group;
+pub mod schema;
+pub mod store;
+pub(crate) mod tail;
+pub mod txn;

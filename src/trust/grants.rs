@@ -1,0 +1,113 @@
+//! Administering grants: who may read or write which scopes. Granting, revoking and listing
+//! are the admin's; enforcement is in every transaction ([`crate::storage::access`]).
+
+use redb::ReadableTable;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::storage::access::{validate_principal, Access};
+use crate::storage::codec::{decode, encode};
+use crate::storage::schema::GRANTS;
+use crate::storage::store::Store;
+use crate::storage::txn::{ReadTxn, WriteTxn};
+
+/// One grant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Grant {
+    /// Who holds it.
+    pub principal: String,
+    /// What it allows.
+    pub access: Access,
+    /// An exact scope, or a prefix ending in `/` or `:`.
+    pub scope: String,
+    /// Who granted it.
+    pub granted_by: String,
+    /// When (microseconds since the epoch, UTC).
+    pub granted_us: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct GrantRecord {
+    granted_by: String,
+    granted_us: i64,
+}
+
+impl ReadTxn {
+    /// Every grant, by principal (admin only).
+    pub fn grants(&self) -> Result<Vec<Grant>> {
+        self.require_admin("list grants")?;
+        let mut out = Vec::new();
+        for item in self.open(GRANTS)?.iter()? {
+            let (k, v) = item?;
+            let (p, a, pat) = k.value();
+            let r: GrantRecord = decode("grants", &p, v.value())?;
+            if let Some(access) = Access::from_code(a) {
+                out.push(Grant {
+                    principal: p.to_string(),
+                    access,
+                    scope: pat.to_string(),
+                    granted_by: r.granted_by,
+                    granted_us: r.granted_us,
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl WriteTxn<'_> {
+    /// Gives `principal` `access` to `scope` (an exact name, or a prefix ending in `/` or `:`).
+    /// Admin only.
+    pub fn grant(&mut self, principal: &str, access: Access, scope: &str) -> Result<()> {
+        self.require_admin("change grants")?;
+        validate_principal(principal)?;
+        validate_pattern(scope)?;
+        let rec = GrantRecord {
+            granted_by: self.who()?,
+            granted_us: self.now,
+        };
+        self.tx
+            .open_table(GRANTS)?
+            .insert((principal, access.code(), scope), encode(&rec)?.as_slice())?;
+        self.auth = std::cell::OnceCell::new();
+        Ok(())
+    }
+
+    /// Removes a grant. Returns whether it existed. Admin only.
+    pub fn revoke(&mut self, principal: &str, access: Access, scope: &str) -> Result<bool> {
+        self.require_admin("change grants")?;
+        let existed = self
+            .tx
+            .open_table(GRANTS)?
+            .remove((principal, access.code(), scope))?
+            .is_some();
+        self.auth = std::cell::OnceCell::new();
+        Ok(existed)
+    }
+}
+
+fn validate_pattern(scope: &str) -> Result<()> {
+    let base = scope.trim_end_matches(['/', ':']);
+    if base.is_empty() {
+        return Err(Error::invalid(
+            "scope",
+            "a grant needs a scope name or prefix",
+        ));
+    }
+    crate::domain::text::validate_scope(scope)
+}
+
+impl Store {
+    /// Gives `principal` `access` to `scope`; see [`WriteTxn::grant`].
+    pub fn grant(&self, principal: &str, access: Access, scope: &str) -> Result<()> {
+        self.write(|tx| tx.grant(principal, access, scope))
+    }
+    /// Removes a grant; see [`WriteTxn::revoke`].
+    pub fn revoke(&self, principal: &str, access: Access, scope: &str) -> Result<bool> {
+        self.write(|tx| tx.revoke(principal, access, scope))
+    }
+    /// Every grant (admin only).
+    pub fn grants(&self) -> Result<Vec<Grant>> {
+        self.read(|r| r.grants())
+    }
+}
