@@ -57,7 +57,6 @@ pub mod policy;
 mod record;
 pub mod schema;
 pub mod session;
-pub mod simdisk;
 mod tail;
 pub mod text;
 mod tree;

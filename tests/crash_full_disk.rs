@@ -10,8 +10,8 @@
 mod crash_harness;
 
 use crash_harness::*;
-use engram::simdisk::{FaultPlan, SimDisk, SimRng};
 use engram::{Error, Store};
+use engram_testkit::simdisk::{FaultPlan, SimDisk, SimRng};
 use std::io::ErrorKind;
 
 fn sweep_seed(seed: u64, ops: usize, failures: &mut Vec<String>) -> Tally {

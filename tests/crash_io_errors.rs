@@ -15,7 +15,7 @@
 mod crash_harness;
 
 use crash_harness::*;
-use engram::simdisk::{Fault, FaultPlan, SimDisk, SimRng};
+use engram_testkit::simdisk::{Fault, FaultPlan, SimDisk, SimRng};
 
 fn sweep_seed(seed: u64, ops: usize, stride: u64, failures: &mut Vec<String>) -> Tally {
     let mut t = Tally::default();

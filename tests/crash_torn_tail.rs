@@ -13,7 +13,7 @@
 mod crash_harness;
 
 use crash_harness::*;
-use engram::simdisk::{FaultPlan, SimDisk, SimRng};
+use engram_testkit::simdisk::{FaultPlan, SimDisk, SimRng};
 
 /// How the end of the file is damaged.
 #[derive(Debug, Clone, Copy)]

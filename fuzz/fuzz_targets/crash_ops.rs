@@ -10,7 +10,7 @@
 mod crash_harness;
 
 use crash_harness::*;
-use engram::simdisk::{Fault, FaultPlan, SimDisk};
+use engram_testkit::simdisk::{Fault, FaultPlan, SimDisk};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -14,8 +14,8 @@
 
 use std::collections::BTreeSet;
 
-use engram::simdisk::{FaultPlan, SimDisk, SimRng, Survival};
 use engram::{Block, Error, Kind, NewMemory, Options, Store, WakeOptions};
+use engram_testkit::simdisk::{FaultPlan, SimDisk, SimRng, Survival};
 
 /// Where the workload's random choices come from: a seeded generator (the tests) or the bytes
 /// of a fuzz input (the fuzz target), so that a mutation of the input changes a few choices.

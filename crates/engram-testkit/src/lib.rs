@@ -1,0 +1,25 @@
+//! # engram-testkit
+//!
+//! Test support for engram, kept out of the library so that engram's API and docs do not
+//! advertise a test tool (as jj's `testutils` and cargo's `cargo-test-support`). It is
+//! `publish = false`: a dev-dependency of engram (its tests) and a dependency of the fuzz
+//! targets (`fuzz/`), never a normal dependency of anything.
+//!
+//! - [`simdisk`]: a simulated disk, a `redb::StorageBackend` (through engram's re-export,
+//!   [`engram::redb`], so the versions cannot diverge) that injects I/O errors, a full disk and
+//!   power losses that tear unsynced writes, deterministically from a seed.
+//!
+//! The fault model and the test sweeps that use these are described in docs/reliability.md.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+#[cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic
+    )
+)]
+pub mod simdisk;
