@@ -11,9 +11,7 @@
 //! `cargo test --release` runs a bounded, seeded sweep; `ENGRAM_CRASH_LONG=1` runs the long one
 //! (docs/reliability.md has its figures), `ENGRAM_CRASH_SEED=N` one seed.
 
-mod crash_harness;
-
-use crash_harness::*;
+use engram_testkit::crash::*;
 use engram_testkit::simdisk::{FaultPlan, SimDisk, SimRng};
 
 fn sweep_seed(seed: u64, ops: usize, subsets: u64, failures: &mut Vec<String>) -> Tally {
