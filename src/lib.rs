@@ -48,7 +48,6 @@ pub mod domain;
 pub mod import;
 pub mod memory;
 pub mod session;
-pub mod simdisk;
 pub mod storage;
 pub mod trust;
 mod verify;

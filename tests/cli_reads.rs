@@ -297,7 +297,7 @@ fn damaged_tail_recovers(extra: &[u8], cut: u64) {
 
 #[test]
 fn stray_bytes_at_the_end_are_moved_aside_and_nothing_is_lost() {
-    let mut rng = engram::simdisk::SimRng::new(7);
+    let mut rng = engram_testkit::simdisk::SimRng::new(7);
     for n in [1usize, 3, 511, 4095, 4097, 65537] {
         damaged_tail_recovers(&vec![0; n], 0);
         let random: Vec<u8> = (0..n).map(|_| rng.next_u64() as u8).collect();

@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use engram::simdisk::SimRng;
 use engram::{Block, NewMemory, Store, WakeOptions};
+use engram_testkit::simdisk::SimRng;
 
 const BIN: &str = env!("CARGO_BIN_EXE_engram");
 
@@ -381,7 +381,7 @@ fn library_sweep(per_page: u64) -> (u64, u64, u64, Vec<String>) {
         }
         // The same image through a storage backend (how hosts and the crash tests open stores).
         let r = std::panic::catch_unwind(|| {
-            let disk = engram::simdisk::SimDisk::from_image(image, off as u64);
+            let disk = engram_testkit::simdisk::SimDisk::from_image(image, off as u64);
             let store = Store::with_backend(disk, "damaged", engram::Options::default())?;
             store.wake_text("default", &WakeOptions::default())?;
             store.close()

@@ -1,5 +1,5 @@
 //! A full disk is a clear error that loses nothing, and the store works again once there is
-//! space. The workload of `crash_harness` runs on the simulated disk with a capacity between
+//! space. The workload of the crash harness runs on the simulated disk with a capacity between
 //! the size of a new store and the size the workload needs, page by page. The operation that
 //! needs more space must fail with an error that says the disk is full (`ErrorKind::StorageFull`
 //! reaches the caller as `Error::Io`); it is in flight. Then, on the disk still full, the store
@@ -7,11 +7,9 @@
 //! at all; and once space is freed it must pass `verify` and run the rest of the workload to
 //! exactly the reference's final state.
 
-mod crash_harness;
-
-use crash_harness::*;
-use engram::simdisk::{FaultPlan, SimDisk, SimRng};
 use engram::{Error, Store};
+use engram_testkit::crash::*;
+use engram_testkit::simdisk::{FaultPlan, SimDisk, SimRng};
 use std::io::ErrorKind;
 
 fn sweep_seed(seed: u64, ops: usize, failures: &mut Vec<String>) -> Tally {

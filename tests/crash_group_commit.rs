@@ -11,8 +11,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
-use engram::simdisk::{FaultPlan, SimDisk};
 use engram::{NewMemory, Options, Store};
+use engram_testkit::simdisk::{FaultPlan, SimDisk};
 
 const THREADS: u64 = 4;
 const OPS: u64 = 12;

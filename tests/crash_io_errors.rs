@@ -1,5 +1,5 @@
 //! An I/O error never loses an acknowledged write nor corrupts the store. The workload of
-//! `crash_harness` (every write path) runs on the simulated disk with the N-th I/O operation
+//! the crash harness (every write path) runs on the simulated disk with the N-th I/O operation
 //! failing, for N = 1, 2, ... until the workload completes untouched, once as a transient error
 //! (that one operation fails) and once as a persistent one (every operation fails from then
 //! on). The failing operation is in flight; the workload stops there. Two outcomes are checked
@@ -12,10 +12,8 @@
 //! `cargo test --release` sweeps every N for a few seeds; `ENGRAM_CRASH_LONG=1` runs the long
 //! sweep (docs/reliability.md), `ENGRAM_CRASH_SEED=N` one seed.
 
-mod crash_harness;
-
-use crash_harness::*;
-use engram::simdisk::{Fault, FaultPlan, SimDisk, SimRng};
+use engram_testkit::crash::*;
+use engram_testkit::simdisk::{Fault, FaultPlan, SimDisk, SimRng};
 
 fn sweep_seed(seed: u64, ops: usize, stride: u64, failures: &mut Vec<String>) -> Tally {
     let mut t = Tally::default();

@@ -1,7 +1,7 @@
 //! Power loss never loses an acknowledged write. A workload mixing every write path (notes,
 //! batched and keyed appends, naps, batched naps, forget, settings, session save, append, pop,
-//! clear and delete) runs on the simulated disk (`engram::simdisk`), and the power is cut at
-//! every sync in turn, keeping an arbitrary subset of the writes since the last sync, torn at
+//! clear and delete) runs on the simulated disk (`engram_testkit::simdisk`), and the power is cut
+//! at every sync in turn, keeping an arbitrary subset of the writes since the last sync, torn at
 //! 512-byte sectors. After each crash the store is reopened (repaired) and must hold every
 //! acknowledged operation, the one in flight wholly or not at all, pass `verify`, have dense
 //! logs and a valid tree, and keep working; the power is then cut again during the repair and
@@ -11,10 +11,8 @@
 //! `cargo test --release` runs a bounded, seeded sweep; `ENGRAM_CRASH_LONG=1` runs the long one
 //! (docs/reliability.md has its figures), `ENGRAM_CRASH_SEED=N` one seed.
 
-mod crash_harness;
-
-use crash_harness::*;
-use engram::simdisk::{FaultPlan, SimDisk, SimRng};
+use engram_testkit::crash::*;
+use engram_testkit::simdisk::{FaultPlan, SimDisk, SimRng};
 
 fn sweep_seed(seed: u64, ops: usize, subsets: u64, failures: &mut Vec<String>) -> Tally {
     let mut t = Tally::default();

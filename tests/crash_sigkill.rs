@@ -15,8 +15,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use engram::simdisk::SimRng;
 use engram::{NewMemory, Store};
+use engram_testkit::simdisk::SimRng;
 
 fn engram(db: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_engram"));

@@ -10,10 +10,8 @@
 //!
 //! `cargo test --release` runs a bounded, seeded sweep; `ENGRAM_CRASH_LONG=1` the long one.
 
-mod crash_harness;
-
-use crash_harness::*;
-use engram::simdisk::{FaultPlan, SimDisk, SimRng};
+use engram_testkit::crash::*;
+use engram_testkit::simdisk::{FaultPlan, SimDisk, SimRng};
 
 /// How the end of the file is damaged.
 #[derive(Debug, Clone, Copy)]

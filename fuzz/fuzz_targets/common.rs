@@ -3,8 +3,8 @@
 
 use std::sync::OnceLock;
 
-use engram::simdisk::SimDisk;
 use engram::{Block, NewMemory, Options, Store, WakeOptions};
+use engram_testkit::simdisk::SimDisk;
 
 /// The bytes of a store holding two scopes of notes (some keyed), summaries from raw memories
 /// and from children, a forget, settings, and sessions with an archive and idempotency keys.

@@ -13,8 +13,8 @@
 mod common;
 
 use engram::redb;
-use engram::simdisk::SimDisk;
 use engram::{Options, Store};
+use engram_testkit::simdisk::SimDisk;
 use libfuzzer_sys::fuzz_target;
 
 fn integrity_first() -> bool {

@@ -3,8 +3,8 @@
 //! imports into an empty scope.
 #![no_main]
 
-use engram::simdisk::SimDisk;
 use engram::{Options, Store};
+use engram_testkit::simdisk::SimDisk;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -9,8 +9,8 @@ mod common;
 
 use engram::redb::{self, ReadableTable, ReadableTableMetadata, TableDefinition};
 use engram::schema;
-use engram::simdisk::SimDisk;
 use engram::{Options, Store};
+use engram_testkit::simdisk::SimDisk;
 use libfuzzer_sys::fuzz_target;
 
 fn change<K: redb::Key + 'static>(

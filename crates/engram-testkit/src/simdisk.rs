@@ -24,11 +24,11 @@
 //!   with [`std::io::ErrorKind::StorageFull`] and changes nothing.
 //!
 //! Locks: the disk grants every byte-range lock redb asks for (redb's multi-writer mode needs
-//! them), so one [`crate::Store`] at a time may use a disk; two stores on clones of one disk
+//! them), so one [`engram::Store`] at a time may use a disk; two stores on clones of one disk
 //! would not exclude each other.
 //!
 //! ```
-//! use engram::simdisk::{FaultPlan, SimDisk};
+//! use engram_testkit::simdisk::{FaultPlan, SimDisk};
 //! use engram::{NewMemory, Options, Store};
 //!
 //! let disk = SimDisk::new(7);
@@ -47,6 +47,7 @@
 //! # Ok::<(), engram::Error>(())
 //! ```
 
+use engram::redb;
 use std::fmt;
 use std::io;
 use std::ops::Bound;

@@ -1,8 +1,8 @@
-//! The crash-test harness shared by `tests/crash_*.rs` and the `crash_ops` fuzz target (which
-//! includes this file by path): a workload that mixes every write path of engram, a reference
-//! run that records what each operation returns and the store's logical state after it, a
-//! replay of the workload over a [`SimDisk`] with a fault plan, and the oracle that checks a
-//! recovered store against the reference.
+//! The crash-test harness shared by `tests/crash_*.rs` and the `crash_ops` fuzz target: a
+//! workload that mixes every write path of engram, a reference run that records what each
+//! operation returns and the store's logical state after it, a replay of the workload over a
+//! [`SimDisk`] with a fault plan, and the oracle that checks a recovered store against the
+//! reference.
 //!
 //! The oracle: the operations that returned are acknowledged; after a crash, the recovered
 //! store must hold every acknowledged operation, and the one in flight either wholly or not at
@@ -10,11 +10,9 @@
 //! after the one in flight too. Then `verify` must find nothing wrong, every log must be dense
 //! (read back in `state`), and the store must keep working (a note, a session append and a
 //! wake succeed and read back).
-#![allow(dead_code)]
-
 use std::collections::BTreeSet;
 
-use engram::simdisk::{FaultPlan, SimDisk, SimRng, Survival};
+use crate::simdisk::{FaultPlan, SimDisk, SimRng, Survival};
 use engram::{Block, Error, Kind, NewMemory, Options, Store, WakeOptions};
 
 /// Where the workload's random choices come from: a seeded generator (the tests) or the bytes
