@@ -41,6 +41,9 @@
         clippy::panic
     )
 )]
+// The library never prints: it returns what it has to say (errors, reports, notes such as
+// `Store::repaired_tail`), and the CLI or the host decides where it goes.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod error;
 

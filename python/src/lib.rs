@@ -406,7 +406,7 @@ fn outcome_name(o: NapOutcome) -> &'static str {
 // Values from Python
 
 fn parse_block(py: Python<'_>, s: &str) -> PyResult<Block> {
-    Block::from_str(s).py(py)
+    Block::from_str(s).map_err(Error::from).py(py)
 }
 
 const MEMORY_FIELDS: &[&str] = &[
