@@ -5,12 +5,10 @@
 //! environment without the variables that produced it, and checks that it did what it says.
 //! Usage errors name only what must be typed, never an option the environment already sets.
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 
-use common::{run_raw, Env, Raw, BIN};
+use crate::common::{run_raw, Env, Raw, BIN};
 
 /// The `Run:` lines of an output, without the prefix.
 fn run_lines(out: &[u8]) -> Vec<String> {

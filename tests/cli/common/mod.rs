@@ -25,7 +25,7 @@ impl Env {
     /// The binary with a clean environment: the store comes from `ENGRAM_DB`, `HOME` is the
     /// temp dir, and no `ENGRAM_SCOPE`, `ENGRAM_PRINCIPAL` or `ENGRAM_BUSY_TIMEOUT_MS` leaks in
     /// from the caller. The binary's folder comes first on `PATH`, as after `cargo install`, so
-    /// the `Run:` lines name it `engram` (tests/cli_run_lines.rs covers the other cases).
+    /// the `Run:` lines name it `engram` (tests/cli/run_lines.rs covers the other cases).
     pub fn cmd(&self) -> Command {
         let mut c = Command::new(BIN);
         let dir = std::path::Path::new(BIN)
@@ -46,6 +46,39 @@ impl Env {
             .env("HOME", self.dir.path())
             .env("ENGRAM_DB", &self.db);
         c
+    }
+
+    /// A store created by `engram init` in a fresh temp directory.
+    pub fn init() -> Env {
+        let e = Env::new();
+        e.ok(&["init"]);
+        e
+    }
+
+    /// Runs `engram ARGS` (stdin null); asserts exit 0 and returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let mut c = self.cmd();
+        c.args(args);
+        let r = run_raw(c, None);
+        assert_eq!(r.code, 0, "engram {args:?} failed: {r:?}");
+        String::from_utf8(r.out).expect("stdout is UTF-8")
+    }
+
+    /// [`Env::ok`], split into lines.
+    pub fn lines(&self, args: &[&str]) -> Vec<String> {
+        self.ok(args).lines().map(str::to_string).collect()
+    }
+
+    /// Everything the store holds, as text: an unchanged export means nothing was written.
+    pub fn export(&self) -> String {
+        self.ok(&["export"])
+    }
+
+    /// Writes `content` to a file `name` in the temp directory; returns its path.
+    pub fn file(&self, name: &str, content: &[u8]) -> String {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, content).expect("write file");
+        p.to_str().expect("utf8 path").to_string()
     }
 
     /// How the `Run:` lines of [`Env::cmd`] start: `engram --db PATH` (the store is not the

@@ -9,8 +9,7 @@
 use std::path::Path;
 use std::process::Command;
 
-mod common;
-use common::Env;
+use crate::common::Env;
 
 /// What one run of the binary produced.
 #[derive(Debug)]
@@ -20,21 +19,19 @@ struct Run {
     err: String,
 }
 
-impl Env {
-    fn init() -> Env {
-        let e = Env::new();
-        e.ok(&["init"]);
-        e
-    }
+/// What these tests run besides [`Env`]'s shared helpers: runs with text output.
+trait CommandsEnv {
+    fn run_with(&self, c: Command, input: Option<&[u8]>) -> Run;
+    fn run(&self, args: &[&str]) -> Run;
+    fn run_stdin(&self, args: &[&str], input: &[u8]) -> Run;
+    fn fail(&self, args: &[&str], code: i32) -> String;
+    fn import_lines(&self, lines: &[String]);
+    fn summarize_all(&self);
+}
 
-    fn file(&self, name: &str, content: &[u8]) -> String {
-        let p = self.dir.path().join(name);
-        std::fs::write(&p, content).expect("write file");
-        p.to_str().expect("utf8 path").to_string()
-    }
-
+impl CommandsEnv for Env {
     fn run_with(&self, c: Command, input: Option<&[u8]>) -> Run {
-        let r = common::run_raw(c, input);
+        let r = crate::common::run_raw(c, input);
         Run {
             code: r.code,
             out: String::from_utf8(r.out).expect("stdout is UTF-8"),
@@ -54,12 +51,6 @@ impl Env {
         self.run_with(c, Some(input))
     }
 
-    fn ok(&self, args: &[&str]) -> String {
-        let r = self.run(args);
-        assert_eq!(r.code, 0, "engram {args:?} failed: {r:?}");
-        r.out
-    }
-
     fn fail(&self, args: &[&str], code: i32) -> String {
         let r = self.run(args);
         assert_eq!(r.code, code, "engram {args:?}: unexpected exit: {r:?}");
@@ -72,15 +63,6 @@ impl Env {
             "{r:?}"
         );
         r.err
-    }
-
-    /// Everything the store holds, as text: unchanged export means nothing was written.
-    fn export(&self) -> String {
-        self.ok(&["export"])
-    }
-
-    fn lines(&self, args: &[&str]) -> Vec<String> {
-        self.ok(args).lines().map(str::to_string).collect()
     }
 
     fn import_lines(&self, lines: &[String]) {

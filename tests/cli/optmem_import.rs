@@ -12,8 +12,7 @@ use std::path::{Path, PathBuf};
 const LOG_RECORD: usize = 320;
 const TREE_RECORD: usize = 288;
 
-mod common;
-use common::Env;
+use crate::common::Env;
 
 #[derive(Debug)]
 struct Run {
@@ -22,32 +21,22 @@ struct Run {
     err: String,
 }
 
-impl Env {
-    fn init() -> Env {
-        let e = Env::new();
-        e.ok(&["init"]);
-        e
-    }
+/// What these tests run besides [`Env`]'s shared helpers: runs with text output, imports.
+trait OptMemEnv {
+    fn run(&self, args: &[&str]) -> Run;
+    fn import(&self, dir: &Path, scope: &str) -> Run;
+}
 
+impl OptMemEnv for Env {
     fn run(&self, args: &[&str]) -> Run {
         let mut c = self.cmd();
         c.args(args);
-        let r = common::run_raw(c, None);
+        let r = crate::common::run_raw(c, None);
         Run {
             code: r.code,
             out: String::from_utf8(r.out).expect("UTF-8"),
             err: String::from_utf8(r.err).expect("UTF-8"),
         }
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let r = self.run(args);
-        assert_eq!(r.code, 0, "engram {args:?}: {r:?}");
-        r.out
-    }
-
-    fn lines(&self, args: &[&str]) -> Vec<String> {
-        self.ok(args).lines().map(str::to_string).collect()
     }
 
     fn import(&self, dir: &Path, scope: &str) -> Run {

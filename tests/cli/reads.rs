@@ -7,13 +7,11 @@
 //! on a file the user may only read fails with an error naming the audit instead of reading
 //! unaudited.
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{run_raw, Env, Raw};
+use crate::common::{run_raw, Env, Raw};
 
 /// Every read verb, as arguments (`session export-dir` gets its folder appended).
 const READS: &[&[&str]] = &[

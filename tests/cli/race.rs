@@ -10,17 +10,14 @@ use std::time::{Duration, Instant};
 
 use engram::{NewMemory, Options, Store};
 
-mod common;
-use common::Env;
+use crate::common::Env;
 
-impl Env {
-    fn init() -> Env {
-        let e = Env::new();
-        let o = e.command(&["init"]).output().expect("run init");
-        assert!(o.status.success(), "{o:?}");
-        e
-    }
+/// The binary with `args`, stdin null and the output piped, for processes run side by side.
+trait RaceEnv {
+    fn command(&self, args: &[&str]) -> Command;
+}
 
+impl RaceEnv for Env {
     /// The binary with `args`, stdin null and the output piped.
     fn command(&self, args: &[&str]) -> Command {
         let mut c = self.cmd();
@@ -29,12 +26,6 @@ impl Env {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         c
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let o = self.command(args).output().expect("run engram");
-        assert!(o.status.success(), "engram {args:?}: {o:?}");
-        String::from_utf8(o.stdout).expect("UTF-8")
     }
 }
 

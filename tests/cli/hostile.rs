@@ -8,40 +8,24 @@
 
 use std::process::Command;
 
-mod common;
-use common::{Env, Raw as Run};
+use crate::common::{Env, Raw as Run};
 
-impl Env {
-    fn init() -> Env {
-        let e = Env::new();
-        e.ok(&["init"]);
-        e
-    }
+/// What these tests run besides [`Env`]'s shared helpers: raw runs, and the refusal check.
+trait HostileEnv {
+    fn run_with(&self, c: Command, input: Option<&[u8]>) -> Run;
+    fn run(&self, args: &[&str], input: Option<&[u8]>) -> Run;
+    fn refused(&self, what: &str, r: &Run);
+}
 
+impl HostileEnv for Env {
     fn run_with(&self, c: Command, input: Option<&[u8]>) -> Run {
-        common::run_raw(c, input)
+        crate::common::run_raw(c, input)
     }
 
     fn run(&self, args: &[&str], input: Option<&[u8]>) -> Run {
         let mut c = self.cmd();
         c.args(args);
         self.run_with(c, input)
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let r = self.run(args, None);
-        assert_eq!(r.code, 0, "engram {args:?}: {r:?}");
-        String::from_utf8(r.out).expect("stdout is UTF-8")
-    }
-
-    fn file(&self, name: &str, content: &[u8]) -> String {
-        let p = self.dir.path().join(name);
-        std::fs::write(&p, content).expect("write file");
-        p.to_str().expect("utf8").to_string()
-    }
-
-    fn export(&self) -> String {
-        self.ok(&["export"])
     }
 
     /// Asserts that a run was refused cleanly: a non-zero exit (not a crash), nothing on stdout,

@@ -1,0 +1,34 @@
+//! The in-process tests: engram used as a library, one file per invariant (each opens with a
+//! `//!` paragraph saying what it guards). One test binary, so that a library change rebuilds
+//! one test crate, not fifteen; the tests that run the real `engram` binary are in `tests/cli/`.
+//!
+//! Run one group with `cargo test --release --test api crash::`, one file with
+//! `cargo test --release --test api crash::power_loss`.
+
+mod layers;
+
+mod store {
+    mod cover_props;
+    mod golden_format;
+    mod group_commit;
+    mod model;
+    mod pending_props;
+}
+
+mod crash {
+    mod full_disk;
+    mod group_commit;
+    mod io_errors;
+    mod power_loss;
+    mod torn_tail;
+}
+
+mod session {
+    mod contract;
+    mod model;
+}
+
+mod trust {
+    mod authorization_props;
+    mod scenarios;
+}

@@ -1,0 +1,21 @@
+//! The tests that run the real `engram` binary, one file per invariant (each opens with a `//!`
+//! paragraph saying what it guards), sharing `common` (a temp store, a clean environment, runs
+//! that feed stdin). Kept apart from the CPU-heavy in-process tests of `tests/api/`, so that
+//! their watchdogs (`race`) do not compete with property tests.
+//!
+//! Run one file with `cargo test --release --test cli commands::`.
+
+mod common;
+
+mod commands;
+mod corrupt_files;
+mod hostile;
+mod optmem_import;
+mod race;
+mod reads;
+mod run_lines;
+mod session;
+mod session_damage;
+mod session_processes;
+mod sigkill;
+mod trust;
