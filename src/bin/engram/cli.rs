@@ -1,0 +1,241 @@
+//! The global options ([`Cli`]) and the [`Context`] built from them once per run and passed to
+//! every command: the open store, the scope, `--json`, the `Run:` command prefix and stdout.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Parser;
+use engram::{text, Error, Options, Store};
+
+use crate::commands::{self, Command};
+use crate::output::shell_quote;
+
+/// engram: durable memory for coding agents.
+#[derive(Parser, Debug)]
+#[command(
+    name = "engram",
+    version,
+    about = "engram: durable, transactional memory for coding agents",
+    long_about = None,
+    max_term_width = 100
+)]
+pub struct Cli {
+    /// The store file [env: ENGRAM_DB] [default: ~/.engram/memory.redb]
+    #[arg(long, global = true, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    /// The memory stream to use [env: ENGRAM_SCOPE]
+    #[arg(long, global = true, default_value = "default", value_name = "NAME")]
+    pub scope: String,
+    /// Print JSON (wake, zoom, recall, pending, stats, verify, config)
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Act as this principal (grants decide what it may read and write) [env: ENGRAM_PRINCIPAL]
+    /// [default: the admin]
+    #[arg(long = "as", global = true, value_name = "ID")]
+    pub principal: Option<String>,
+    /// Milliseconds a writer waits for another before failing as busy [env:
+    /// ENGRAM_BUSY_TIMEOUT_MS]
+    #[arg(long, global = true, default_value_t = 10_000, value_name = "MS")]
+    pub busy_timeout_ms: u64,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+impl Cli {
+    /// Takes the global options that the command line left unset from the environment
+    /// (`ENGRAM_DB`, `ENGRAM_SCOPE`, `ENGRAM_PRINCIPAL`, `ENGRAM_BUSY_TIMEOUT_MS`; empty counts
+    /// as unset). Read here rather than by clap, whose usage lines would otherwise show an
+    /// option set from the environment as if it had to be given.
+    pub fn apply_env(&mut self, m: &clap::ArgMatches) -> Result<(), Error> {
+        let given = |id: &str| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        if !given("db") {
+            if let Some(v) = var("ENGRAM_DB") {
+                self.db = Some(PathBuf::from(v));
+            }
+        }
+        let text_var = |name: &'static str| -> Result<Option<String>, Error> {
+            var(name)
+                .map(|v| {
+                    v.into_string().map_err(|_| Error::Invalid {
+                        what: "environment",
+                        reason: format!("{name} is not valid UTF-8"),
+                    })
+                })
+                .transpose()
+        };
+        if !given("scope") {
+            if let Some(v) = text_var("ENGRAM_SCOPE")? {
+                self.scope = v;
+            }
+        }
+        if !given("principal") {
+            if let Some(v) = text_var("ENGRAM_PRINCIPAL")? {
+                self.principal = Some(v);
+            }
+        }
+        if !given("busy_timeout_ms") {
+            if let Some(v) = text_var("ENGRAM_BUSY_TIMEOUT_MS")? {
+                self.busy_timeout_ms = v.trim().parse().map_err(|_| Error::Invalid {
+                    what: "environment",
+                    reason: format!(
+                        "ENGRAM_BUSY_TIMEOUT_MS={v:?}: not a whole number of milliseconds"
+                    ),
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The store file: `--db` (or `ENGRAM_DB`), else `~/.engram/memory.redb`.
+    fn db_path(&self) -> Result<PathBuf, Error> {
+        if let Some(p) = &self.db {
+            return Ok(p.clone());
+        }
+        default_db_path().ok_or_else(|| Error::Invalid {
+            what: "store path",
+            reason: "HOME is not set; pass --db PATH or set ENGRAM_DB".into(),
+        })
+    }
+
+    /// The command prefix without `--scope` (multi-scope wake adds each section's scope): the
+    /// program, then `--db` and `--as` when they are not the defaults, so that a `Run:` line
+    /// works pasted anywhere (another shell, another folder, another environment).
+    fn command_prefix_without_scope(&self) -> String {
+        let mut cmd = program();
+        if let Ok(db) = self.db_path() {
+            if default_db_path().as_ref() != Some(&db) {
+                let db = std::path::absolute(&db).unwrap_or(db);
+                cmd.push_str(&format!(" --db {}", shell_quote(&db.to_string_lossy())));
+            }
+        }
+        if let Some(p) = &self.principal {
+            cmd.push_str(&format!(" --as {}", shell_quote(p)));
+        }
+        cmd
+    }
+}
+
+/// What every command receives (as jj's `CommandHelper`): built once in `run`, from global
+/// options that were checked there.
+pub struct Context<'a> {
+    /// The open store: read-only when the command only reads ([`commands::reads_only`]).
+    pub store: Store,
+    /// `--scope`: one scope, or several (`a,b`) for the verbs that take them
+    /// ([`commands::several_scopes`]).
+    pub scope: &'a str,
+    /// `--json`: print JSON instead of text.
+    pub json: bool,
+    /// How `Run:` lines invoke engram: [`Context::prefix_without_scope`], plus `--scope` when it
+    /// is not the default.
+    pub prefix: String,
+    /// The program, then `--db` and `--as` when they are not the defaults.
+    pub prefix_without_scope: String,
+    /// Whether this run created the store (only `init` creates one).
+    pub created: bool,
+    /// Standard output.
+    pub out: &'a mut dyn Write,
+}
+
+impl<'a> Context<'a> {
+    /// Checks the global options, then opens the store as `cli.command` needs it: `init` creates
+    /// it, or only checks one that exists (a read-only open writes nothing); a command that only
+    /// reads opens it read-only; any other opens it read-write.
+    pub fn open(cli: &'a Cli, out: &'a mut dyn Write) -> Result<Self, Error> {
+        let path = cli.db_path()?;
+        let opts = Options::default()
+            .busy_timeout(Duration::from_millis(cli.busy_timeout_ms))
+            .principal(cli.principal.as_deref());
+        if let Some(p) = &cli.principal {
+            engram::auth::validate_principal(p)?;
+        }
+        let prefix_without_scope = cli.command_prefix_without_scope();
+        let mut prefix = prefix_without_scope.clone();
+        if cli.scope != engram::DEFAULT_SCOPE {
+            prefix.push_str(&format!(" --scope {}", shell_quote(&cli.scope)));
+        }
+        for s in cli.scope.split(',') {
+            engram::validate_scope(s)?;
+        }
+        if cli.scope.contains(',') && !commands::several_scopes(&cli.command) {
+            return Err(Error::Invalid {
+                what: "scope",
+                reason: "several scopes (a,b) are only for wake and recall".into(),
+            });
+        }
+        let init = matches!(cli.command, Command::Init);
+        let created = init && !Store::exists(&path);
+        let store = if created {
+            Store::create_with(&path, opts)?
+        } else {
+            open_store(&path, opts, init || commands::reads_only(&cli.command))?
+        };
+        Ok(Context {
+            store,
+            scope: &cli.scope,
+            json: cli.json,
+            prefix,
+            prefix_without_scope,
+            created,
+            out,
+        })
+    }
+
+    /// Closes the store, reporting what dropping it cannot: redb writes its allocator state,
+    /// which fails on a damaged file.
+    pub fn close(self) -> Result<(), Error> {
+        self.store.close()
+    }
+}
+
+/// The program as `Run:` lines name it: `engram` when that is what PATH finds, otherwise this
+/// binary's full path (a `cargo run` build, a copy outside PATH, another version earlier on it).
+fn program() -> String {
+    let Ok(me) = std::env::current_exe() else {
+        return "engram".into();
+    };
+    let found = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("engram"))
+            .find(|c| c.is_file())
+    });
+    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    match found {
+        Some(f) if same(&f, &me) => "engram".into(),
+        _ => shell_quote(&me.to_string_lossy()),
+    }
+}
+
+/// `~/.engram/memory.redb`, when HOME is set.
+fn default_db_path() -> Option<PathBuf> {
+    match std::env::var_os("HOME") {
+        Some(h) if !h.is_empty() => Some(Path::new(&h).join(".engram").join("memory.redb")),
+        _ => None,
+    }
+}
+
+/// Opens the store: read-only for a command that only reads, unless the read audit is on (then
+/// the read must record itself, so it needs a read-write handle, and says so when the user may
+/// only read the file).
+fn open_store(path: &Path, opts: Options, read: bool) -> Result<Store, Error> {
+    let store = Store::open_with(path, opts.clone().read_only(read))?;
+    // The open recovered a torn tail: say so once (the next open finds a sound file).
+    if let Some(r) = store.repaired_tail() {
+        eprintln!("engram: note: {}", text::display_safe(&r.to_string()));
+    }
+    if !read || !store.config()?.audit {
+        return Ok(store);
+    }
+    store.close()?;
+    Store::open_with(path, opts).map_err(|e| match e {
+        Error::ReadOnly(_) => Error::ReadOnly(format!(
+            "the read audit is on (AUDIT=1), so every read records who read what, but this user may only read {}; read it as a user who may write it, or have one run `engram config AUDIT=0`",
+            path.display(),
+        )),
+        e => e,
+    })
+}

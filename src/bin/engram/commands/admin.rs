@@ -1,0 +1,109 @@
+//! `config`, `stats` and `verify`: the store's settings, its counts, and its integrity.
+
+use clap::Args;
+use engram::{text, Error};
+
+use crate::cli::Context;
+use crate::output::{json, plural};
+
+#[derive(Args, Debug)]
+pub struct ConfigArgs {
+    /// NAME=VALUE to set
+    pub setting: Option<String>,
+}
+
+/// Sets one setting (`NAME=VALUE`), or prints them all.
+pub fn config(cx: &mut Context<'_>, a: &ConfigArgs) -> Result<u8, Error> {
+    if let Some(s) = &a.setting {
+        let (name, value) = s.split_once('=').ok_or_else(|| Error::Invalid {
+            what: "config",
+            reason: format!(
+                "expected NAME=VALUE, e.g. RAW_MAX=32; names: {}",
+                engram::CONFIG_NAMES.join(", ")
+            ),
+        })?;
+        let v = cx.store.set_config(name.trim(), value)?;
+        writeln!(cx.out, "{}={v}", name.trim())?;
+        return Ok(0);
+    }
+    let c = cx.store.config()?;
+    if cx.json {
+        json(cx.out, &c)?;
+    } else {
+        writeln!(
+            cx.out,
+            "ENTRY_BYTES={}\nRAW_MAX={}\nWAKE_LINES={}\nWAKE_BYTES={}\nSESSION_ARCHIVE_MAX={}",
+            c.entry_bytes, c.raw_max, c.wake_lines, c.wake_bytes, c.session_archive_max
+        )?;
+    }
+    Ok(0)
+}
+
+/// Prints the counts per scope, the file size and the bytes per memory.
+pub fn stats(cx: &mut Context<'_>) -> Result<u8, Error> {
+    let stats = cx.store.read(|r| r.stats())?;
+    let file_bytes = std::fs::metadata(cx.store.path())?.len();
+    let memories: u64 = stats.iter().map(|s| s.memories).sum();
+    let per = if memories > 0 {
+        file_bytes as f64 / memories as f64
+    } else {
+        0.0
+    };
+    if cx.json {
+        json(
+            cx.out,
+            &serde_json::json!({
+                "scopes": stats, "file_bytes": file_bytes, "memories": memories,
+                "bytes_per_memory": per,
+            }),
+        )?;
+        return Ok(0);
+    }
+    for s in &stats {
+        writeln!(
+            cx.out,
+            "scope {}: {} memories, {} summaries, {} pending",
+            s.scope, s.memories, s.summaries, s.pending
+        )?;
+    }
+    writeln!(
+        cx.out,
+        "file {}: {file_bytes} bytes, {memories} memories, {per:.1} bytes per memory",
+        cx.store.path().display()
+    )?;
+    Ok(0)
+}
+
+/// Checks the file and every invariant; prints the report, and exits 5 if anything is wrong.
+pub fn verify(cx: &mut Context<'_>) -> Result<u8, Error> {
+    let r = cx.store.verify()?;
+    if cx.json {
+        json(cx.out, &r)?;
+    } else {
+        for p in &r.problems {
+            writeln!(cx.out, "PROBLEM: {}", text::display_safe(p))?;
+        }
+        if r.ok() {
+            writeln!(
+                cx.out,
+                "OK: {} scopes, {} memories, {} summaries, {} sessions verified{}.",
+                r.scopes,
+                r.memories,
+                r.summaries,
+                r.sessions,
+                if r.engine_intact {
+                    ""
+                } else {
+                    " (redb repaired its allocator state)"
+                }
+            )?;
+        } else {
+            writeln!(
+                cx.out,
+                "{}.",
+                plural(r.problems.len() as u64, "problem found", "problems found")
+            )?;
+        }
+    }
+    Ok(if r.ok() { 0 } else { 5 })
+}

@@ -1,0 +1,72 @@
+//! `import` and `export`: dated lines, an OptMem store or a JSON Lines export in; JSON Lines out.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use engram::Error;
+
+use crate::cli::Context;
+use crate::input::read_input;
+use crate::output::plural;
+
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// A file of `YYYY-MM-DD text` lines, or - for stdin
+    #[arg(required_unless_present_any = ["optmem", "jsonl"])]
+    pub file: Option<String>,
+    /// Migrate an OptMem directory (LOG.txt and TREE/) into the (empty) scope
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["file", "jsonl"])]
+    pub optmem: Option<PathBuf>,
+    /// Import a JSON Lines export (- for stdin)
+    #[arg(long, value_name = "FILE", conflicts_with = "file")]
+    pub jsonl: Option<String>,
+}
+
+/// Imports what the arguments name and says how much.
+pub fn import(cx: &mut Context<'_>, a: &ImportArgs) -> Result<u8, Error> {
+    if let Some(dir) = &a.optmem {
+        let src = cx.store.import_optmem(cx.scope, dir)?;
+        write!(
+            cx.out,
+            "Imported {} memories and {} summaries from {}",
+            src.memories.len(),
+            src.summaries.len(),
+            dir.display()
+        )?;
+        if src.torn_bytes > 0 {
+            write!(
+                cx.out,
+                " (ignored a torn last record of {} bytes)",
+                src.torn_bytes
+            )?;
+        }
+        writeln!(cx.out, ".")?;
+    } else if let Some(f) = &a.jsonl {
+        let input = read_input(f)?;
+        let r = cx.store.import_jsonl(&mut input.as_bytes())?;
+        writeln!(
+            cx.out,
+            "Imported {} and {} in {}.",
+            plural(r.memories, "memory", "memories"),
+            plural(r.summaries, "summary", "summaries"),
+            plural(r.scopes as u64, "scope", "scopes")
+        )?;
+    } else if let Some(f) = &a.file {
+        let input = read_input(f)?;
+        let n = cx.store.import_lines(cx.scope, &input)?;
+        writeln!(
+            cx.out,
+            "Imported {} memories, #{} to #{}.",
+            n.count,
+            n.first,
+            n.first + n.count - 1
+        )?;
+    }
+    Ok(0)
+}
+
+/// Writes every scope, memory and summary as JSON Lines.
+pub fn export(cx: &mut Context<'_>) -> Result<u8, Error> {
+    cx.store.export(cx.out)?;
+    Ok(0)
+}

@@ -1,0 +1,63 @@
+//! `accept`, `deprecate`, `retract` and `redact`: events on one memory (the log is not
+//! rewritten).
+
+use clap::Args;
+use engram::lifecycle::Decision;
+use engram::Error;
+
+use crate::cli::Context;
+
+#[derive(Args, Debug)]
+pub struct DecideArgs {
+    /// The memory id
+    pub id: u64,
+    /// Why
+    #[arg(long)]
+    pub why: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct RedactArgs {
+    /// The memory id
+    pub id: u64,
+    /// Why (recorded in the event)
+    #[arg(long)]
+    pub reason: String,
+}
+
+/// Accepts the memory as true.
+pub fn accept(cx: &mut Context<'_>, a: &DecideArgs) -> Result<u8, Error> {
+    decide(cx, a, Decision::Accept, "accepted")
+}
+
+/// Marks the memory deprecated.
+pub fn deprecate(cx: &mut Context<'_>, a: &DecideArgs) -> Result<u8, Error> {
+    decide(cx, a, Decision::Deprecate, "deprecated")
+}
+
+/// Retracts the memory as wrong.
+pub fn retract(cx: &mut Context<'_>, a: &DecideArgs) -> Result<u8, Error> {
+    decide(cx, a, Decision::Retract, "retracted")
+}
+
+/// Records the decision; the summaries built on the memory are stale until rebuilt.
+fn decide(cx: &mut Context<'_>, a: &DecideArgs, d: Decision, word: &str) -> Result<u8, Error> {
+    cx.store.decide(cx.scope, a.id, d, a.why.as_deref())?;
+    writeln!(
+        cx.out,
+        "#{} is {word}. Summaries built on it are stale until rebuilt: run `{} nap`.",
+        a.id, cx.prefix
+    )?;
+    Ok(0)
+}
+
+/// Replaces the memory's text with a tombstone and drops the summaries built on it.
+pub fn redact(cx: &mut Context<'_>, a: &RedactArgs) -> Result<u8, Error> {
+    cx.store.redact(cx.scope, a.id, &a.reason)?;
+    writeln!(
+        cx.out,
+        "#{} is redacted; the summaries built on it were dropped. Run `{} nap` to rebuild them.",
+        a.id, cx.prefix
+    )?;
+    Ok(0)
+}

@@ -1,0 +1,144 @@
+//! The verbs: [`Command`] (the subcommand enum clap parses), [`run`] (one line per verb, to one
+//! function in the file of its group), and which verbs only read ([`reads_only`]) or take several
+//! scopes ([`several_scopes`]). Each file holds its verbs' arguments and one function per verb.
+
+mod admin;
+mod import;
+mod init;
+mod inspect;
+mod lifecycle;
+mod note;
+mod recall;
+mod session;
+mod tree;
+mod trust;
+mod wake;
+
+use clap::Subcommand;
+use engram::Error;
+
+use crate::cli::Context;
+
+// The order of the variants is the order of `engram --help`.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Create the store (idempotent) and print the instructions to paste into AGENTS.md
+    Init,
+    /// Record one memory: `engram note "text"`, or `engram note -` to read it from stdin
+    Note(note::NoteArgs),
+    /// Accept a memory as true (appends an event; the log is not rewritten)
+    Accept(lifecycle::DecideArgs),
+    /// Mark a memory deprecated (appends an event)
+    Deprecate(lifecycle::DecideArgs),
+    /// Retract a memory as wrong (appends an event)
+    Retract(lifecycle::DecideArgs),
+    /// Replace a memory's text with a tombstone and drop the summaries built on it (admin only)
+    Redact(lifecycle::RedactArgs),
+    /// Print a memory with its full envelope and history
+    Show(inspect::ShowArgs),
+    /// Print a summary's claims and the records each cites
+    Why(inspect::WhyArgs),
+    /// Give a principal read or write access to a scope (SCOPE ending in / or : is a prefix)
+    Grant(trust::GrantArgs),
+    /// Take a grant back
+    Revoke(trust::RevokeArgs),
+    /// List every grant (admin only)
+    Grants,
+    /// Show the scope's write policy, or change it: inference=proposed|accepted,
+    /// require-source=KIND,...|none, secrets=refuse|allow, citations=required|optional
+    Policy(trust::PolicyArgs),
+    /// List the read audit (admin only; turn it on with `config AUDIT=1`)
+    Audit(trust::AuditArgs),
+    /// List the blocks waiting for a summary, one `lo-hi` per line, in the order they are offered
+    Pending(tree::PendingArgs),
+    /// Print the next merge prompt, or answer one: `engram nap LO-HI "summary"` (- reads stdin)
+    Nap(tree::NapArgs),
+    /// Print your memory: recent memories raw, older ones summarized, within a budget
+    Wake(wake::WakeArgs),
+    /// Open a block: print its two halves
+    Zoom(tree::ZoomArgs),
+    /// Find memories whose line `#id date text` matches a regex (case-insensitive)
+    Recall(recall::RecallArgs),
+    /// Drop the summary of a block and of every block built on it, so they can be rebuilt
+    Forget(tree::ForgetArgs),
+    /// Import `YYYY-MM-DD text` lines (FILE or -), an OptMem store (--optmem DIR), or an export (--jsonl FILE)
+    Import(import::ImportArgs),
+    /// Write every scope, memory and summary as JSON Lines to stdout
+    Export,
+    /// Show the settings, or set one: `engram config RAW_MAX=32`
+    Config(admin::ConfigArgs),
+    /// Counts per scope, file size, bytes per memory
+    Stats,
+    /// Check the file and every invariant; exits non-zero with a report if anything is wrong
+    Verify,
+    /// Conversation histories: JSON arrays of message objects on stdin and stdout
+    Session(session::SessionArgs),
+}
+
+/// Runs one command on the context's store; returns the exit code.
+pub fn run(cx: &mut Context<'_>, command: &Command) -> Result<u8, Error> {
+    match command {
+        Command::Init => init::run(cx),
+        Command::Note(a) => note::run(cx, a),
+        Command::Accept(a) => lifecycle::accept(cx, a),
+        Command::Deprecate(a) => lifecycle::deprecate(cx, a),
+        Command::Retract(a) => lifecycle::retract(cx, a),
+        Command::Redact(a) => lifecycle::redact(cx, a),
+        Command::Show(a) => inspect::show(cx, a),
+        Command::Why(a) => inspect::why(cx, a),
+        Command::Grant(a) => trust::grant(cx, a),
+        Command::Revoke(a) => trust::revoke(cx, a),
+        Command::Grants => trust::grants(cx),
+        Command::Policy(a) => trust::policy(cx, a),
+        Command::Audit(a) => trust::audit(cx, a),
+        Command::Pending(a) => tree::pending(cx, a),
+        Command::Nap(a) => tree::nap(cx, a),
+        Command::Wake(a) => wake::run(cx, a),
+        Command::Zoom(a) => tree::zoom(cx, a),
+        Command::Recall(a) => recall::run(cx, a),
+        Command::Forget(a) => tree::forget(cx, a),
+        Command::Import(a) => import::import(cx, a),
+        Command::Export => import::export(cx),
+        Command::Config(a) => admin::config(cx, a),
+        Command::Stats => admin::stats(cx),
+        Command::Verify => admin::verify(cx),
+        Command::Session(a) => session::run(cx, a),
+    }
+}
+
+/// Whether the command only reads: it then opens the store read-only and leaves the file as it
+/// was, byte for byte (docs/cli.md, "Reads never write").
+pub fn reads_only(command: &Command) -> bool {
+    match command {
+        Command::Show(_)
+        | Command::Why(_)
+        | Command::Grants
+        | Command::Audit(_)
+        | Command::Pending(_)
+        | Command::Wake(_)
+        | Command::Zoom(_)
+        | Command::Recall(_)
+        | Command::Export
+        | Command::Stats
+        | Command::Verify => true,
+        Command::Policy(a) => a.settings.is_empty(),
+        Command::Config(a) => a.setting.is_none(),
+        Command::Nap(a) => a.block.is_none() && a.apply.is_none(),
+        Command::Session(a) => session::reads_only(a),
+        Command::Init
+        | Command::Note(_)
+        | Command::Accept(_)
+        | Command::Deprecate(_)
+        | Command::Retract(_)
+        | Command::Redact(_)
+        | Command::Grant(_)
+        | Command::Revoke(_)
+        | Command::Forget(_)
+        | Command::Import(_) => false,
+    }
+}
+
+/// Whether the command takes several scopes (`--scope a,b`).
+pub fn several_scopes(command: &Command) -> bool {
+    matches!(command, Command::Wake(_) | Command::Recall(_))
+}

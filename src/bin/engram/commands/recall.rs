@@ -1,0 +1,97 @@
+//! `recall`: the memories whose line matches a regex, in one scope or several.
+
+use clap::Args;
+use engram::{text, Error, Kind, RecallQuery};
+
+use crate::cli::Context;
+use crate::output::{json, plural};
+
+#[derive(Args, Debug)]
+pub struct RecallArgs {
+    /// The regex
+    pub pattern: String,
+    /// Show at most N matches (the newest)
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Only memories observed on or after this date
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Only memories observed before this date
+    #[arg(long)]
+    pub until: Option<String>,
+    /// Only memories of this kind
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Search every scope you may read (each match names its scope); `--scope a,b` names
+    /// several
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// Prints the matches (the valid ones, when some records are damaged: then the exit status is
+/// 5); with `--all` or `--scope a,b`, over several scopes.
+pub fn run(cx: &mut Context<'_>, a: &RecallArgs) -> Result<u8, Error> {
+    let scope = cx.scope;
+    let mut q = RecallQuery::new(a.pattern.clone());
+    q.limit = a.limit;
+    q.since_us = a.since.as_deref().map(text::parse_time).transpose()?;
+    q.until_us = a.until.as_deref().map(text::parse_time).transpose()?;
+    q.kind = a.kind.as_deref().map(str::parse::<Kind>).transpose()?;
+    if a.all || scope.contains(',') {
+        let scopes: Vec<String> = if a.all {
+            cx.store.read(|r| r.scopes())?
+        } else {
+            scope.split(',').map(str::to_string).collect()
+        };
+        return recall_scopes(cx, &scopes, &q);
+    }
+    let r = cx.store.recall(scope, &q)?;
+    if cx.json {
+        json(cx.out, &r)?;
+    } else {
+        write!(cx.out, "{}", r.render())?;
+    }
+    // The valid matches are printed; the exit status still says the store is damaged.
+    Ok(if r.unreadable.is_empty() { 0 } else { 5 })
+}
+
+/// Recall over several scopes: each match line starts with its scope; JSON is one object per
+/// scope (`scope` beside recall's fields). Exit 5 when a scope had damaged records.
+fn recall_scopes(cx: &mut Context<'_>, scopes: &[String], q: &RecallQuery) -> Result<u8, Error> {
+    let found = cx.store.recall_scopes(scopes, q)?;
+    let damaged = found.iter().any(|(_, r)| !r.unreadable.is_empty());
+    let code = if damaged { 5 } else { 0 };
+    let out = &mut *cx.out;
+    if cx.json {
+        let v: Vec<serde_json::Value> = found
+            .iter()
+            .map(|(s, r)| serde_json::json!({ "scope": s, "recall": r }))
+            .collect();
+        json(out, &v)?;
+        return Ok(code);
+    }
+    let mut total = 0;
+    for (s, r) in &found {
+        for l in r.shown_lines() {
+            writeln!(out, "{s} {l}")?;
+        }
+        total += r.total;
+        if r.total > r.matches.len() as u64 {
+            writeln!(
+                out,
+                "Newest {} of {} matches in scope {s}. Narrow the regex.",
+                r.matches.len(),
+                r.total
+            )?;
+        }
+        for id in &r.unreadable {
+            writeln!(out, "Skipped damaged record #{id} in scope {s}.")?;
+        }
+    }
+    let scopes = plural(found.len() as u64, "scope", "scopes");
+    match total {
+        0 => writeln!(out, "No match in {scopes}.")?,
+        n => writeln!(out, "{} in {scopes}.", plural(n, "match", "matches"))?,
+    }
+    Ok(code)
+}

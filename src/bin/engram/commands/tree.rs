@@ -1,0 +1,226 @@
+//! `pending`, `nap`, `forget` and `zoom`: the summary tree (the blocks waiting for a summary,
+//! answering merge prompts, dropping summaries, opening a block).
+
+use clap::Args;
+use engram::{text, Block, Error, NapOutcome, PromptInput};
+
+use crate::cli::Context;
+use crate::input::{read_input, text_arg};
+use crate::output::{block_list, json, plural, print_next_prompt};
+
+#[derive(Args, Debug)]
+pub struct PendingArgs {
+    /// Show at most N
+    #[arg(long)]
+    pub limit: Option<usize>,
+}
+
+#[derive(Args, Debug)]
+pub struct NapArgs {
+    /// The block answered (as printed in the prompt)
+    pub block: Option<String>,
+    /// The one-line summary, or - to read it from stdin
+    pub text: Option<String>,
+    /// Print up to N independent merge prompts to answer together with --apply
+    #[arg(long, value_name = "N", conflicts_with_all = ["block", "apply"])]
+    pub batch: Option<usize>,
+    /// Store a file of `LO-HI<TAB>summary` lines in one transaction (- for stdin)
+    #[arg(long, value_name = "FILE", conflicts_with = "block")]
+    pub apply: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ZoomArgs {
+    /// The block, e.g. 16-31
+    pub block: String,
+}
+
+#[derive(Args, Debug)]
+pub struct ForgetArgs {
+    /// The block, e.g. 2-3
+    pub block: String,
+}
+
+/// Lists the blocks waiting for a summary, in the order they are offered.
+pub fn pending(cx: &mut Context<'_>, a: &PendingArgs) -> Result<u8, Error> {
+    let p = cx.store.pending(cx.scope, a.limit)?;
+    if cx.json {
+        json(cx.out, &p.iter().map(|b| b.to_string()).collect::<Vec<_>>())?;
+    } else {
+        for b in p {
+            writeln!(cx.out, "{b}")?;
+        }
+    }
+    Ok(0)
+}
+
+/// Prints merge prompts (`--batch N`), stores a file of answers (`--apply FILE`), stores one
+/// answer (`LO-HI TEXT`), or prints the next merge prompt.
+pub fn nap(cx: &mut Context<'_>, a: &NapArgs) -> Result<u8, Error> {
+    if let Some(n) = a.batch {
+        return nap_batch(cx, n);
+    }
+    if let Some(file) = &a.apply {
+        return nap_apply(cx, file);
+    }
+    match (&a.block, &a.text) {
+        (None, _) => print_next_prompt(cx, true)?,
+        (Some(_), None) => {
+            return Err(Error::Invalid {
+                what: "nap",
+                reason: format!(
+                    "give the summary: {} nap LO-HI \"<your line>\" (or - to read it from stdin)",
+                    cx.prefix
+                ),
+            })
+        }
+        (Some(b), Some(t)) => nap_answer(cx, b, t)?,
+    }
+    Ok(0)
+}
+
+/// Prints up to `n` independent merge prompts, to answer together with `--apply`.
+fn nap_batch(cx: &mut Context<'_>, n: usize) -> Result<u8, Error> {
+    let prompts = cx.store.read(|r| r.prompts(cx.scope, n.max(1)))?;
+    let out = &mut *cx.out;
+    if cx.json {
+        json(out, &prompts)?;
+        return Ok(0);
+    }
+    if prompts.is_empty() {
+        writeln!(out, "Nothing left to compress.")?;
+        return Ok(0);
+    }
+    let limit = prompts.first().map(|p| p.entry_bytes).unwrap_or(280);
+    writeln!(out, "{} independent merges. Summarize each block in ONE line of at most {limit} bytes that keeps what will still matter later and invents nothing.", prompts.len())?;
+    for p in &prompts {
+        writeln!(out, "== {}", p.block)?;
+        for i in &p.inputs {
+            let line = match i {
+                PromptInput::Memory(mm) => engram::memory_line(mm),
+                PromptInput::Summary { block, summary } => engram::summary_line(*block, summary),
+            };
+            writeln!(out, "{line}")?;
+        }
+    }
+    writeln!(
+        out,
+        "Write the answers to a file, one line per merge: LO-HI, a tab, the summary."
+    )?;
+    writeln!(out, "Run: {} nap --apply FILE", cx.prefix)?;
+    Ok(0)
+}
+
+/// Stores a file of `LO-HI<TAB>summary` lines in one transaction, then prints the next prompt.
+fn nap_apply(cx: &mut Context<'_>, file: &str) -> Result<u8, Error> {
+    let entries = parse_answers(&read_input(file)?)?;
+    let done = cx.store.nap_many(cx.scope, entries)?;
+    let blocks = |outcome: NapOutcome| -> Vec<String> {
+        done.iter()
+            .filter(|d| d.1 == outcome)
+            .map(|d| d.0.to_string())
+            .collect()
+    };
+    let saved = blocks(NapOutcome::Saved);
+    let settled = blocks(NapOutcome::AlreadySettled);
+    writeln!(
+        cx.out,
+        "Saved {}{}.",
+        plural(saved.len() as u64, "summary", "summaries"),
+        block_list(&saved)
+    )?;
+    if !settled.is_empty() {
+        writeln!(
+            cx.out,
+            "Already settled: {}{}.",
+            plural(settled.len() as u64, "block", "blocks"),
+            block_list(&settled)
+        )?;
+    }
+    print_next_prompt(cx, true)?;
+    Ok(0)
+}
+
+/// Parses `LO-HI<TAB>summary` lines (blank lines skipped).
+fn parse_answers(input: &str) -> Result<Vec<(Block, String)>, Error> {
+    let mut entries = Vec::new();
+    for (i, line) in input.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let (b, s) = line.split_once('\t').ok_or_else(|| Error::Invalid {
+            what: "batch",
+            reason: format!("line {}: expected LO-HI, a tab, then the summary", i + 1),
+        })?;
+        let b: Block = b.parse().map_err(|e| Error::Invalid {
+            what: "batch",
+            reason: format!("line {}: {e}", i + 1),
+        })?;
+        entries.push((b, s.to_string()));
+    }
+    Ok(entries)
+}
+
+/// Stores one answer (`-` reads it from stdin); flags a summary whose claims cite nothing.
+fn nap_answer(cx: &mut Context<'_>, block: &str, t: &str) -> Result<(), Error> {
+    let b: Block = block.parse()?;
+    let t = text_arg(t)?;
+    match cx.store.nap(cx.scope, b, &t)? {
+        NapOutcome::AlreadySettled => writeln!(cx.out, "{b} is already settled.")?,
+        _ => {
+            writeln!(cx.out, "Saved {b}.")?;
+            if engram::claims::uncited(&engram::claims::parse_claims(&t)) {
+                writeln!(
+                    cx.out,
+                    "Flagged uncited: a claim cites no memory (write claims like: text [#3, #7])."
+                )?;
+            }
+            print_next_prompt(cx, true)?;
+        }
+    }
+    Ok(())
+}
+
+/// Drops the summary of the block and of every block built on it.
+pub fn forget(cx: &mut Context<'_>, a: &ForgetArgs) -> Result<u8, Error> {
+    let b: Block = a.block.parse()?;
+    let removed = cx.store.forget(cx.scope, b)?;
+    if removed.is_empty() {
+        writeln!(cx.out, "No summary to forget in {b}.")?;
+    } else {
+        let names: Vec<String> = removed.iter().map(|b| b.to_string()).collect();
+        writeln!(
+            cx.out,
+            "Forgot {} summar{}: {}. The log is untouched; run `{} nap` to rebuild.",
+            removed.len(),
+            if removed.len() == 1 { "y" } else { "ies" },
+            names.join(", "),
+            cx.prefix
+        )?;
+    }
+    Ok(0)
+}
+
+/// Prints the block's two halves; past the end of the log, the way back to what exists.
+pub fn zoom(cx: &mut Context<'_>, a: &ZoomArgs) -> Result<u8, Error> {
+    let b: Block = a.block.parse()?;
+    let lines = match cx.store.zoom_lines(cx.scope, b) {
+        Err(e @ Error::OutOfRange { .. }) => {
+            eprintln!(
+                "engram: {}\nRun: {} wake",
+                text::display_safe(&e.to_string()),
+                cx.prefix
+            );
+            return Ok(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
+        r => r?,
+    };
+    if cx.json {
+        json(cx.out, &cx.store.zoom(cx.scope, b)?)?;
+    } else {
+        for l in lines {
+            writeln!(cx.out, "{l}")?;
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,120 @@
+//! `grant`, `revoke`, `grants`, `policy` and `audit`: who may read and write what, what may be
+//! written, and who read what.
+
+use clap::Args;
+use engram::{text, Error};
+
+use crate::cli::Context;
+use crate::output::json;
+
+#[derive(Args, Debug)]
+pub struct GrantArgs {
+    /// The principal, e.g. user:alice
+    #[arg(value_name = "PRINCIPAL")]
+    pub who: String,
+    /// read | write
+    pub access: String,
+    /// The scope or prefix
+    #[arg(value_name = "SCOPE")]
+    pub target: String,
+}
+
+#[derive(Args, Debug)]
+pub struct RevokeArgs {
+    /// The principal
+    #[arg(value_name = "PRINCIPAL")]
+    pub who: String,
+    /// read | write
+    pub access: String,
+    /// The scope or prefix
+    #[arg(value_name = "SCOPE")]
+    pub target: String,
+}
+
+#[derive(Args, Debug)]
+pub struct PolicyArgs {
+    /// KEY=VALUE settings
+    pub settings: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct AuditArgs {
+    /// The newest N records
+    #[arg(long, default_value_t = 100)]
+    pub limit: usize,
+}
+
+/// Gives the principal read or write access to the scope (or prefix).
+pub fn grant(cx: &mut Context<'_>, a: &GrantArgs) -> Result<u8, Error> {
+    let (who, access, target) = (&a.who, &a.access, &a.target);
+    cx.store.grant(who, access.parse()?, target)?;
+    writeln!(cx.out, "{who} may now {access} {target}.")?;
+    Ok(0)
+}
+
+/// Takes a grant back; says so when there was none.
+pub fn revoke(cx: &mut Context<'_>, a: &RevokeArgs) -> Result<u8, Error> {
+    let (who, access, target) = (&a.who, &a.access, &a.target);
+    if cx.store.revoke(who, access.parse()?, target)? {
+        writeln!(cx.out, "{who} may no longer {access} {target}.")?;
+    } else {
+        writeln!(cx.out, "{who} had no {access} grant on {target}.")?;
+    }
+    Ok(0)
+}
+
+/// Lists every grant.
+pub fn grants(cx: &mut Context<'_>) -> Result<u8, Error> {
+    let g = cx.store.grants()?;
+    if cx.json {
+        json(cx.out, &g)?;
+    } else if g.is_empty() {
+        writeln!(
+            cx.out,
+            "No grants: every principal may read and write every scope."
+        )?;
+    } else {
+        for x in g {
+            writeln!(cx.out, "{} {} {}", x.principal, x.access, x.scope)?;
+        }
+    }
+    Ok(0)
+}
+
+/// Applies the settings to the scope's write policy (if any), then prints the policy.
+pub fn policy(cx: &mut Context<'_>, a: &PolicyArgs) -> Result<u8, Error> {
+    let mut p = cx.store.policy(cx.scope)?;
+    if !a.settings.is_empty() {
+        for s in &a.settings {
+            p.apply(s)?;
+        }
+        cx.store.set_policy(cx.scope, &p)?;
+    }
+    if cx.json {
+        json(cx.out, &p)?;
+    } else {
+        write!(cx.out, "{}", p.describe())?;
+    }
+    Ok(0)
+}
+
+/// Lists the newest records of the read audit.
+pub fn audit(cx: &mut Context<'_>, a: &AuditArgs) -> Result<u8, Error> {
+    let records = cx.store.audit(a.limit)?;
+    if cx.json {
+        json(cx.out, &records)?;
+    } else {
+        for e in records {
+            writeln!(
+                cx.out,
+                "{} {} {} {} {}",
+                text::rfc3339_of(e.at_us),
+                text::display_safe(&e.who),
+                e.op,
+                e.scope,
+                e.items.join(",")
+            )?;
+        }
+    }
+    Ok(0)
+}

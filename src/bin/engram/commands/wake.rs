@@ -1,0 +1,65 @@
+//! `wake`: print the memory of one scope, or of several sharing the budget.
+
+use clap::Args;
+use engram::{Error, WakeOptions};
+
+use crate::cli::Context;
+use crate::output::json;
+
+#[derive(Args, Debug)]
+pub struct WakeArgs {
+    /// Which part to print (from 1)
+    pub part: Option<usize>,
+    /// The number of memories the first part reported (pins the snapshot)
+    pub total: Option<u64>,
+    /// Budget in lines of memory [default: WAKE_LINES, 96]
+    #[arg(long)]
+    pub lines: Option<usize>,
+    /// Budget in bytes for the whole output [default: WAKE_BYTES, none]
+    #[arg(long)]
+    pub bytes: Option<usize>,
+    /// Every scope you may read, one section each, sharing the budget
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// Prints the scope's memory (recent memories raw, older ones summarized) within the budget;
+/// with `--all` or `--scope a,b`, one section per scope, each naming its scope in its commands.
+pub fn run(cx: &mut Context<'_>, a: &WakeArgs) -> Result<u8, Error> {
+    let scope = cx.scope;
+    let w = WakeOptions {
+        lines: a.lines,
+        bytes: a.bytes,
+        part: a.part.unwrap_or(1),
+        snapshot: a.total,
+        cmd: cx.prefix.clone(),
+    };
+    if w.part == 0 {
+        return Err(Error::Invalid {
+            what: "part",
+            reason: "parts are numbered from 1".into(),
+        });
+    }
+    if a.all || scope.contains(',') {
+        let scopes: Vec<String> = if a.all {
+            cx.store.read(|r| r.scopes())?
+        } else {
+            scope.split(',').map(str::to_string).collect()
+        };
+        let w = WakeOptions {
+            cmd: cx.prefix_without_scope.clone(),
+            ..w
+        };
+        let (views, text) = cx.store.wake_scopes(&scopes, &w)?;
+        if cx.json {
+            json(cx.out, &views)?;
+        } else {
+            write!(cx.out, "{text}")?;
+        }
+    } else if cx.json {
+        json(cx.out, &cx.store.wake(scope, &w)?)?;
+    } else {
+        write!(cx.out, "{}", cx.store.wake_text(scope, &w)?)?;
+    }
+    Ok(0)
+}

@@ -1,0 +1,83 @@
+//! What the commands read: one line of text from stdin, a whole file (or stdin), JSON arrays
+//! of messages, and the check that a session id is safe as a file name.
+
+use std::io::Read;
+
+use engram::Error;
+
+/// The text argument as given, or one line read from stdin when it is `-`.
+pub fn text_arg(t: &str) -> Result<String, Error> {
+    if t == "-" {
+        read_stdin_line()
+    } else {
+        Ok(t.to_string())
+    }
+}
+
+/// Reads stdin as one line of text: valid UTF-8, at most 1 MiB, one trailing newline dropped.
+pub fn read_stdin_line() -> Result<String, Error> {
+    let mut buf = Vec::new();
+    std::io::stdin()
+        .lock()
+        .take(1 << 20 | 1)
+        .read_to_end(&mut buf)?;
+    if buf.len() > 1 << 20 {
+        return Err(Error::Invalid {
+            what: "text",
+            reason: "stdin holds more than 1 MiB".into(),
+        });
+    }
+    let mut s = String::from_utf8(buf).map_err(|e| Error::Invalid {
+        what: "text",
+        reason: format!(
+            "stdin is not valid UTF-8 (at byte {})",
+            e.utf8_error().valid_up_to()
+        ),
+    })?;
+    if s.ends_with('\n') {
+        s.pop();
+        if s.ends_with('\r') {
+            s.pop();
+        }
+    }
+    Ok(s)
+}
+
+/// Reads a whole file, or stdin when `file` is `-`, as UTF-8 text.
+pub fn read_input(file: &str) -> Result<String, Error> {
+    let bytes = if file == "-" {
+        let mut b = Vec::new();
+        std::io::stdin().lock().read_to_end(&mut b)?;
+        b
+    } else {
+        std::fs::read(file).map_err(|e| Error::Invalid {
+            what: "file",
+            reason: format!("cannot read {file}: {e}"),
+        })?
+    };
+    String::from_utf8(bytes).map_err(|e| Error::Invalid {
+        what: "file",
+        reason: format!(
+            "{file} is not valid UTF-8 (at byte {})",
+            e.utf8_error().valid_up_to()
+        ),
+    })
+}
+
+/// Parses a JSON array of objects, keeping each element's text exactly.
+pub fn parse_array(
+    input: &str,
+    what: &str,
+) -> Result<Vec<Box<serde_json::value::RawValue>>, Error> {
+    serde_json::from_str::<Vec<Box<serde_json::value::RawValue>>>(input).map_err(|e| {
+        Error::Invalid {
+            what: "JSON",
+            reason: format!("{what}: expected a JSON array of objects: {e}"),
+        }
+    })
+}
+
+/// Whether a session id is safe as a file name inside a directory.
+pub fn safe_file_id(id: &str) -> bool {
+    !id.is_empty() && id != "." && id != ".." && !id.contains(['/', '\\', '\0']) && id.len() <= 250
+}
