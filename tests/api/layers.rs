@@ -2,8 +2,8 @@
 //! folders `memory` and `session` never name each other (docs/design.md, "Source layout"). Rust
 //! itself rejects no import cycle between modules, so this scan is what keeps a new one from
 //! creeping back. Ranks: `domain` and `error.rs` 0, `storage` 1, `trust` 2, `memory` and
-//! `session` 3, `import` 4, the top-level `verify.rs` and `lib.rs` 5. The CLI (`src/main.rs`,
-//! `src/bin/`) uses only the public API and is not scanned.
+//! `session` 3, `import` 4, the top-level `verify.rs` and `lib.rs` 5. The CLI (`src/bin/`)
+//! uses only the public API and is not scanned.
 
 use std::path::{Path, PathBuf};
 

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Parser;
-use engram::{text, Error, Options, Store};
+use engram::domain::text;
+use engram::{Error, Options, Store};
 
 use crate::commands::{self, Command};
 use crate::output::shell_quote;
@@ -148,7 +149,7 @@ impl<'a> Context<'a> {
             .busy_timeout(Duration::from_millis(cli.busy_timeout_ms))
             .principal(cli.principal.as_deref());
         if let Some(p) = &cli.principal {
-            engram::auth::validate_principal(p)?;
+            engram::storage::access::validate_principal(p)?;
         }
         let prefix_without_scope = cli.command_prefix_without_scope();
         let mut prefix = prefix_without_scope.clone();

@@ -15,7 +15,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches};
-use engram::{text, Error};
+use engram::domain::text;
+use engram::Error;
 
 use crate::cli::{Cli, Context};
 use crate::commands::Command;

@@ -3,7 +3,8 @@
 
 use std::io::Write;
 
-use engram::{text, Error};
+use engram::domain::text;
+use engram::Error;
 
 use crate::cli::Context;
 

@@ -1,7 +1,8 @@
 //! `config`, `stats` and `verify`: the store's settings, its counts, and its integrity.
 
 use clap::Args;
-use engram::{text, Error};
+use engram::domain::text;
+use engram::Error;
 
 use crate::cli::Context;
 use crate::output::{json, plural};

@@ -4,8 +4,9 @@
 use std::io::Write;
 
 use clap::Args;
-use engram::lifecycle::{Event, EventKind, MemoryState};
-use engram::{text, Block, Error, Memory};
+use engram::domain::text;
+use engram::memory::lifecycle::{Event, EventKind, MemoryState};
+use engram::{Block, Error, Memory};
 
 use crate::cli::Context;
 use crate::output::json;
@@ -34,7 +35,7 @@ pub fn show(cx: &mut Context<'_>, a: &ShowArgs) -> Result<u8, Error> {
         return Ok(0);
     }
     let out = &mut *cx.out;
-    writeln!(out, "{}", engram::lifecycle::marked_line(&mem, &st))?;
+    writeln!(out, "{}", engram::memory::lifecycle::marked_line(&mem, &st))?;
     writeln!(out, "scope: {scope}")?;
     writeln!(out, "kind: {}", mem.kind)?;
     writeln!(out, "status: {} (recorded as {})", st.status, mem.status)?;

@@ -2,7 +2,7 @@
 //! rewritten).
 
 use clap::Args;
-use engram::lifecycle::Decision;
+use engram::memory::lifecycle::Decision;
 use engram::Error;
 
 use crate::cli::Context;

@@ -1,7 +1,8 @@
 //! `note`: record one memory.
 
 use clap::Args;
-use engram::{text, Error, Kind, NewMemory, Status};
+use engram::domain::text;
+use engram::{Error, Kind, NewMemory, Status};
 
 use crate::cli::Context;
 use crate::input::text_arg;
@@ -48,7 +49,7 @@ pub struct NoteArgs {
 pub fn run(cx: &mut Context<'_>, a: &NoteArgs) -> Result<u8, Error> {
     let scope = cx.scope;
     let mem = new_memory(a)?;
-    let untrusted = engram::policy::reads_as_instructions(&mem.text);
+    let untrusted = engram::trust::policy::reads_as_instructions(&mem.text);
     let appended = cx.store.append(scope, vec![mem], a.key.as_deref())?;
     writeln!(cx.out, "Saved as #{}.", appended.first)?;
     if cx.store.read(|r| r.may(engram::Access::Read, scope))? {

@@ -1,7 +1,8 @@
 //! `recall`: the memories whose line matches a regex, in one scope or several.
 
 use clap::Args;
-use engram::{text, Error, Kind, RecallQuery};
+use engram::domain::text;
+use engram::{Error, Kind, RecallQuery};
 
 use crate::cli::Context;
 use crate::output::{json, plural};

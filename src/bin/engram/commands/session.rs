@@ -5,7 +5,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
-use engram::{text, Error};
+use engram::domain::text;
+use engram::Error;
 
 use crate::cli::Context;
 use crate::input::{parse_array, read_input, safe_file_id};

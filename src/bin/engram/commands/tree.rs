@@ -2,7 +2,8 @@
 //! answering merge prompts, dropping summaries, opening a block).
 
 use clap::Args;
-use engram::{text, Block, Error, NapOutcome, PromptInput};
+use engram::domain::text;
+use engram::{Block, Error, NapOutcome, PromptInput};
 
 use crate::cli::Context;
 use crate::input::{read_input, text_arg};
@@ -169,7 +170,7 @@ fn nap_answer(cx: &mut Context<'_>, block: &str, t: &str) -> Result<(), Error> {
         NapOutcome::AlreadySettled => writeln!(cx.out, "{b} is already settled.")?,
         _ => {
             writeln!(cx.out, "Saved {b}.")?;
-            if engram::claims::uncited(&engram::claims::parse_claims(&t)) {
+            if engram::domain::claims::uncited(&engram::domain::claims::parse_claims(&t)) {
                 writeln!(
                     cx.out,
                     "Flagged uncited: a claim cites no memory (write claims like: text [#3, #7])."

@@ -2,7 +2,8 @@
 //! written, and who read what.
 
 use clap::Args;
-use engram::{text, Error};
+use engram::domain::text;
+use engram::Error;
 
 use crate::cli::Context;
 use crate::output::json;
