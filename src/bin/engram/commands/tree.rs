@@ -153,9 +153,10 @@ fn parse_answers(input: &str) -> Result<Vec<(Block, String)>, Error> {
             what: "batch",
             reason: format!("line {}: expected LO-HI, a tab, then the summary", i + 1),
         })?;
+        // Through `Error`, so that the reason names what is invalid (`invalid block: ...`).
         let b: Block = b.parse().map_err(|e| Error::Invalid {
             what: "batch",
-            reason: format!("line {}: {e}", i + 1),
+            reason: format!("line {}: {}", i + 1, Error::from(e)),
         })?;
         entries.push((b, s.to_string()));
     }
