@@ -17,5 +17,6 @@ mod run_lines;
 mod session;
 mod session_damage;
 mod session_processes;
+mod shell;
 mod sigkill;
 mod trust;

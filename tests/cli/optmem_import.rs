@@ -52,7 +52,7 @@ impl OptMemEnv for Env {
 
 /// A synthetic OptMem store: the memories (date, text) and the level files (size -> records,
 /// `None` for an all-space record).
-struct OptMem {
+pub(crate) struct OptMem {
     memories: Vec<(String, String)>,
     levels: BTreeMap<u64, Vec<Option<String>>>,
 }
@@ -89,7 +89,7 @@ fn memory_text(i: usize) -> String {
 
 /// 40 memories; TREE/2 complete but records 3 and 11 missing, TREE/4 with record 5 missing,
 /// TREE/8 complete, TREE/16 only its first record (a dense prefix), no TREE/32.
-fn sample() -> OptMem {
+pub(crate) fn sample() -> OptMem {
     let memories = (0..40).map(|i| (date(i), memory_text(i))).collect();
     let mut levels = BTreeMap::new();
     for (size, count, missing) in [
@@ -127,7 +127,7 @@ impl OptMem {
             .collect()
     }
 
-    fn write(&self, root: &Path, name: &str) -> PathBuf {
+    pub(crate) fn write(&self, root: &Path, name: &str) -> PathBuf {
         let dir = root.join(name);
         std::fs::create_dir_all(dir.join("TREE")).expect("mkdir");
         std::fs::write(dir.join("LOG.txt"), self.log_bytes()).expect("LOG.txt");

@@ -12,6 +12,59 @@ use engram::{Error, Options, Store};
 use crate::commands::{self, Command};
 use crate::output::shell_quote;
 
+/// What `engram --version` prints after the name: the version, the store format this build
+/// writes, and which optional parts are built in.
+pub fn long_version() -> String {
+    format!(
+        "{}\nstore format {} (one redb file)\nserver backend (PostgreSQL): not built in\nMCP server: not built in",
+        env!("CARGO_PKG_VERSION"),
+        engram::storage::schema::STORE_FORMAT
+    )
+}
+
+/// The names an option takes, offered to shell completions and listed in `--help`, but checked
+/// by engram itself (so a wrong one gets engram's message, which names them all).
+#[derive(Clone, Copy, Debug)]
+pub struct Names(pub fn() -> Vec<&'static str>);
+
+impl clap::builder::TypedValueParser for Names {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        clap::builder::StringValueParser::new().parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            (self.0)()
+                .into_iter()
+                .map(clap::builder::PossibleValue::new),
+        ))
+    }
+}
+
+/// The kinds a memory may have.
+pub fn kinds() -> Vec<&'static str> {
+    engram::Kind::ALL.iter().map(|k| k.as_str()).collect()
+}
+
+/// The statuses a memory may have.
+pub fn statuses() -> Vec<&'static str> {
+    engram::Status::ALL.iter().map(|s| s.as_str()).collect()
+}
+
+/// The access levels of a grant.
+pub fn accesses() -> Vec<&'static str> {
+    vec!["read", "write"]
+}
+
 /// engram: durable memory for coding agents.
 #[derive(Parser, Debug)]
 #[command(

@@ -10,6 +10,7 @@ mod cli;
 mod commands;
 mod input;
 mod output;
+mod progress;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -39,7 +40,9 @@ fn main() -> ExitCode {
             *last = Some(info.to_string());
         }
     }));
-    let matches = Cli::command().get_matches();
+    let matches = Cli::command()
+        .long_version(cli::long_version())
+        .get_matches();
     let mut cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
         Err(e) => e.exit(),
@@ -86,6 +89,9 @@ fn report(e: &Error) -> ExitCode {
 /// Opens the store as the command needs it, runs the command and closes the store; returns the
 /// exit code.
 fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8, Error> {
+    if let Some(code) = commands::run_without_store(&cli.command, out) {
+        return code;
+    }
     let mut cx = Context::open(cli, out)?;
     let code = commands::run(&mut cx, &cli.command)?;
     if !matches!(cli.command, Command::Init) {

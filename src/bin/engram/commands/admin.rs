@@ -6,6 +6,7 @@ use engram::Error;
 
 use crate::cli::Context;
 use crate::output::{json, plural};
+use crate::progress::Progress;
 
 #[derive(Args, Debug)]
 pub struct ConfigArgs {
@@ -77,7 +78,9 @@ pub fn stats(cx: &mut Context<'_>) -> Result<u8, Error> {
 
 /// Checks the file and every invariant; prints the report, and exits 5 if anything is wrong.
 pub fn verify(cx: &mut Context<'_>) -> Result<u8, Error> {
+    let busy = Progress::start(cx.json, None, "verifying every page and record");
     let r = cx.store.verify()?;
+    drop(busy);
     if cx.json {
         json(cx.out, &r)?;
     } else {

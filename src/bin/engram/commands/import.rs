@@ -8,6 +8,7 @@ use engram::Error;
 use crate::cli::Context;
 use crate::input::read_input;
 use crate::output::plural;
+use crate::progress::{CountLines, Progress};
 
 #[derive(Args, Debug)]
 pub struct ImportArgs {
@@ -25,7 +26,13 @@ pub struct ImportArgs {
 /// Imports what the arguments name and says how much.
 pub fn import(cx: &mut Context<'_>, a: &ImportArgs) -> Result<u8, Error> {
     if let Some(dir) = &a.optmem {
+        let busy = Progress::start(
+            cx.json,
+            None,
+            "importing the OptMem store (one transaction)",
+        );
         let src = cx.store.import_optmem(cx.scope, dir)?;
+        drop(busy);
         write!(
             cx.out,
             "Imported {} memories and {} summaries from {}",
@@ -43,7 +50,13 @@ pub fn import(cx: &mut Context<'_>, a: &ImportArgs) -> Result<u8, Error> {
         writeln!(cx.out, ".")?;
     } else if let Some(f) = &a.jsonl {
         let input = read_input(f)?;
+        let what = format!(
+            "importing {} lines (one transaction)",
+            input.lines().count()
+        );
+        let busy = Progress::start(cx.json, None, &what);
         let r = cx.store.import_jsonl(&mut input.as_bytes())?;
+        drop(busy);
         writeln!(
             cx.out,
             "Imported {} and {} in {}.",
@@ -53,7 +66,13 @@ pub fn import(cx: &mut Context<'_>, a: &ImportArgs) -> Result<u8, Error> {
         )?;
     } else if let Some(f) = &a.file {
         let input = read_input(f)?;
+        let what = format!(
+            "importing {} lines (one transaction)",
+            input.lines().count()
+        );
+        let busy = Progress::start(cx.json, None, &what);
         let n = cx.store.import_lines(cx.scope, &input)?;
+        drop(busy);
         writeln!(
             cx.out,
             "Imported {} memories, #{} to #{}.",
@@ -67,6 +86,11 @@ pub fn import(cx: &mut Context<'_>, a: &ImportArgs) -> Result<u8, Error> {
 
 /// Writes every scope, memory and summary as JSON Lines.
 pub fn export(cx: &mut Context<'_>) -> Result<u8, Error> {
-    cx.store.export(cx.out)?;
+    let progress = Progress::start(cx.json, None, "exporting: lines");
+    let mut out = CountLines {
+        inner: cx.out,
+        progress: &progress,
+    };
+    cx.store.export(&mut out)?;
     Ok(0)
 }

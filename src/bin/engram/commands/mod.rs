@@ -10,9 +10,12 @@ mod lifecycle;
 mod note;
 mod recall;
 mod session;
+mod shell;
 mod tree;
 mod trust;
 mod wake;
+
+use std::io::Write;
 
 use clap::Subcommand;
 use engram::Error;
@@ -73,6 +76,19 @@ pub enum Command {
     Verify,
     /// Conversation histories: JSON arrays of message objects on stdin and stdout
     Session(session::SessionArgs),
+    /// Print the shell completion script: `engram completions bash > ~/.local/share/bash-completion/completions/engram`
+    Completions(shell::CompletionsArgs),
+    /// Print the manual page (roff): `engram man | man -l -`
+    Man,
+}
+
+/// Runs a command that needs no store (`completions`, `man`); `None` for every other.
+pub fn run_without_store(command: &Command, out: &mut dyn Write) -> Option<Result<u8, Error>> {
+    match command {
+        Command::Completions(a) => Some(shell::completions(out, a)),
+        Command::Man => Some(shell::man(out)),
+        _ => None,
+    }
 }
 
 /// Runs one command on the context's store; returns the exit code.
@@ -103,6 +119,8 @@ pub fn run(cx: &mut Context<'_>, command: &Command) -> Result<u8, Error> {
         Command::Stats => admin::stats(cx),
         Command::Verify => admin::verify(cx),
         Command::Session(a) => session::run(cx, a),
+        Command::Completions(a) => shell::completions(cx.out, a),
+        Command::Man => shell::man(cx.out),
     }
 }
 
@@ -120,7 +138,9 @@ pub fn reads_only(command: &Command) -> bool {
         | Command::Recall(_)
         | Command::Export
         | Command::Stats
-        | Command::Verify => true,
+        | Command::Verify
+        | Command::Completions(_)
+        | Command::Man => true,
         Command::Policy(a) => a.settings.is_empty(),
         Command::Config(a) => a.setting.is_none(),
         Command::Nap(a) => a.block.is_none() && a.apply.is_none(),

@@ -1,5 +1,6 @@
 //! `note`: record one memory.
 
+use crate::cli::{kinds, statuses, Names};
 use clap::Args;
 use engram::domain::text;
 use engram::{Error, Kind, NewMemory, Status};
@@ -15,11 +16,11 @@ pub struct NoteArgs {
     /// Idempotency key: a retry with the same key returns the same id
     #[arg(long)]
     pub key: Option<String>,
-    /// statement | observation | inference | decision | task
-    #[arg(long, default_value = "observation")]
+    /// What kind of claim it is
+    #[arg(long, default_value = "observation", value_parser = Names(kinds))]
     pub kind: String,
-    /// proposed | accepted | superseded | deprecated | retracted
-    #[arg(long)]
+    /// Its lifecycle status [default: by the scope's policy]
+    #[arg(long, value_parser = Names(statuses))]
     pub status: Option<String>,
     /// Who or what this came from
     #[arg(long)]

@@ -1,5 +1,6 @@
 //! `recall`: the memories whose line matches a regex, in one scope or several.
 
+use crate::cli::{kinds, Names};
 use clap::Args;
 use engram::domain::text;
 use engram::{Error, Kind, RecallQuery};
@@ -21,7 +22,7 @@ pub struct RecallArgs {
     #[arg(long)]
     pub until: Option<String>,
     /// Only memories of this kind
-    #[arg(long)]
+    #[arg(long, value_parser = Names(kinds))]
     pub kind: Option<String>,
     /// Search every scope you may read (each match names its scope); `--scope a,b` names
     /// several

@@ -11,6 +11,7 @@ use engram::Error;
 use crate::cli::Context;
 use crate::input::{parse_array, read_input, safe_file_id};
 use crate::output::{json, json_array, plural, print_session_items};
+use crate::progress::Progress;
 
 #[derive(Args, Debug)]
 pub struct SessionArgs {
@@ -293,19 +294,27 @@ fn info(cx: &mut Context<'_>, a: &IdArgs) -> Result<u8, Error> {
 /// Imports a directory of `<id>.json` files in one transaction, after checking all of them.
 fn import_dir(cx: &mut Context<'_>, a: &ImportDirArgs) -> Result<u8, Error> {
     let dir = &a.dir;
-    let mut files = Vec::new();
+    let mut paths = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(|e| Error::Invalid {
         what: "directory",
         reason: format!("cannot read {}: {e}", dir.display()),
     })? {
         let path = entry?.path();
-        if path.extension().and_then(|e| e.to_str()) != Some("json") {
-            continue;
+        if path.extension().and_then(|e| e.to_str()) == Some("json") {
+            paths.push(path);
         }
-        files.push(read_session_file(&path)?);
     }
+    let reading = Progress::start(cx.json, Some(paths.len() as u64), "reading session files");
+    let mut files = Vec::new();
+    for path in &paths {
+        files.push(read_session_file(path)?);
+        reading.inc(1);
+    }
+    drop(reading);
     files.sort();
     let n = files.len();
+    let what = format!("saving {n} sessions (one transaction)");
+    let _busy = Progress::start(cx.json, None, &what);
     cx.store.write(|tx| {
         for (id, msgs) in &files {
             let refs: Vec<&str> = msgs.iter().map(String::as_str).collect();
@@ -362,12 +371,15 @@ fn export_dir(cx: &mut Context<'_>, a: &ExportDirArgs) -> Result<u8, Error> {
         });
     }
     std::fs::create_dir_all(dir)?;
+    let progress = Progress::start(cx.json, Some(ids.len() as u64), "exporting sessions");
     for id in &ids {
         let msgs = cx.store.session_load(id)?.unwrap_or_default();
         let tmp = dir.join(format!(".{id}.json.tmp"));
         write_private(&tmp, json_array(&msgs).as_bytes())?;
         std::fs::rename(&tmp, dir.join(format!("{id}.json")))?;
+        progress.inc(1);
     }
+    drop(progress);
     writeln!(
         cx.out,
         "Exported {} sessions to {}.",

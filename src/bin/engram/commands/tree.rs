@@ -8,6 +8,7 @@ use engram::{Block, Error, NapOutcome, PromptInput};
 use crate::cli::Context;
 use crate::input::{read_input, text_arg};
 use crate::output::{block_list, json, plural, print_next_prompt};
+use crate::progress::Progress;
 
 #[derive(Args, Debug)]
 pub struct PendingArgs {
@@ -115,7 +116,10 @@ fn nap_batch(cx: &mut Context<'_>, n: usize) -> Result<u8, Error> {
 /// Stores a file of `LO-HI<TAB>summary` lines in one transaction, then prints the next prompt.
 fn nap_apply(cx: &mut Context<'_>, file: &str) -> Result<u8, Error> {
     let entries = parse_answers(&read_input(file)?)?;
+    let what = format!("saving {} summaries (one transaction)", entries.len());
+    let busy = Progress::start(cx.json, None, &what);
     let done = cx.store.nap_many(cx.scope, entries)?;
+    drop(busy);
     let blocks = |outcome: NapOutcome| -> Vec<String> {
         done.iter()
             .filter(|d| d.1 == outcome)

@@ -1,6 +1,7 @@
 //! `grant`, `revoke`, `grants`, `policy` and `audit`: who may read and write what, what may be
 //! written, and who read what.
 
+use crate::cli::{accesses, Names};
 use clap::Args;
 use engram::domain::text;
 use engram::Error;
@@ -13,7 +14,8 @@ pub struct GrantArgs {
     /// The principal, e.g. user:alice
     #[arg(value_name = "PRINCIPAL")]
     pub who: String,
-    /// read | write
+    /// What the grant allows
+    #[arg(value_parser = Names(accesses))]
     pub access: String,
     /// The scope or prefix
     #[arg(value_name = "SCOPE")]
@@ -25,7 +27,8 @@ pub struct RevokeArgs {
     /// The principal
     #[arg(value_name = "PRINCIPAL")]
     pub who: String,
-    /// read | write
+    /// What the grant allows
+    #[arg(value_parser = Names(accesses))]
     pub access: String,
     /// The scope or prefix
     #[arg(value_name = "SCOPE")]
