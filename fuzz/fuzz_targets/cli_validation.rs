@@ -4,7 +4,8 @@
 //! rules it was checked against.
 #![no_main]
 
-use engram::{text, Block, Kind, Status, CONFIG_NAMES};
+use engram::domain::text;
+use engram::{Block, Kind, Status, CONFIG_NAMES};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -13,7 +13,8 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(mems) = engram::import::parse_dated_lines(&text, entry_bytes) {
         let mut last = i64::MIN;
         for m in &mems {
-            engram::text::validate_line(&m.text, entry_bytes).expect("accepted text is valid");
+            engram::domain::text::validate_line(&m.text, entry_bytes)
+                .expect("accepted text is valid");
             let t = m.observed_us.expect("dated");
             assert!(t >= last);
             last = t;

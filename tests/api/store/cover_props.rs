@@ -1,4 +1,4 @@
-//! Property tests of the wake cover, `engram::wake::cover` and `engram::wake::reference_cover`.
+//! Property tests of the wake cover, `engram::memory::wake::cover` and `engram::memory::wake::reference_cover`.
 //! They guard the invariants wake is built on: the cover tiles `[omitted, T)` exactly with
 //! aligned power-of-two blocks, oldest first; it never takes more than `budget` lines (counting
 //! the line that names left-out memories) whatever subset of summaries is missing; every block of
@@ -13,7 +13,7 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
-use engram::wake::{cover, reference_cover, Cover};
+use engram::memory::wake::{cover, reference_cover, Cover};
 use engram::Block;
 use proptest::prelude::*;
 
