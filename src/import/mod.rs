@@ -224,6 +224,16 @@ impl WriteTxn<'_> {
         memories: Vec<Memory>,
         summaries: Vec<(Block, Summary)>,
     ) -> Result<()> {
+        self.restore_scope_from(scope, &memories, &summaries)
+    }
+
+    /// [`WriteTxn::restore_scope`] from borrowed slices (a write closure may run again).
+    pub(crate) fn restore_scope_from(
+        &mut self,
+        scope: &str,
+        memories: &[Memory],
+        summaries: &[(Block, Summary)],
+    ) -> Result<()> {
         validate_scope(scope)?;
         let mut meta = self.scope_or_create(scope)?;
         if meta.count > 0 || meta.summaries > 0 {
@@ -264,7 +274,7 @@ impl WriteTxn<'_> {
         let mut present = HashSet::new();
         {
             let mut tree = self.tx.open_table(TREE)?;
-            for (b, s) in &summaries {
+            for (b, s) in summaries {
                 if b.size() < 2 || b.hi() > t {
                     return Err(Error::invalid(
                         "import",
@@ -520,11 +530,12 @@ impl Store {
                     t.insert(name.as_str(), encode(value)?.as_slice())?;
                 }
             }
-            for (scope, (memories, summaries)) in scopes {
+            report = ImportSummary::default();
+            for (scope, (memories, summaries)) in &scopes {
                 report.scopes += 1;
                 report.memories += memories.len() as u64;
                 report.summaries += summaries.len() as u64;
-                tx.restore_scope(&scope, memories, summaries)?;
+                tx.restore_scope_from(scope, memories, summaries)?;
             }
             Ok(())
         })?;

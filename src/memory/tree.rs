@@ -749,7 +749,7 @@ impl Store {
         scope: &str,
         entries: Vec<(Block, String)>,
     ) -> Result<Vec<(Block, NapOutcome)>> {
-        self.write(|tx| tx.nap_many(scope, entries))
+        self.write(|tx| tx.nap_many(scope, entries.clone()))
     }
 
     /// Drops a summary and its ancestors; see [`WriteTxn::forget`].
