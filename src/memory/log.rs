@@ -4,14 +4,13 @@
 
 use std::fmt;
 
-use redb::ReadableTable;
-
 use crate::domain::record::{Kind, Memory};
 use crate::domain::text::{date_of, display_safe};
 use crate::error::{Error, Result};
 use crate::storage::codec::decode;
-use crate::storage::schema::LOG;
+use crate::storage::kv::KvRead;
 use crate::storage::store::Store;
+use crate::storage::tables::LOG;
 use crate::storage::txn::{ReadTxn, WriteTxn};
 
 pub(crate) struct LogKey(pub u32, pub u64);
@@ -94,17 +93,12 @@ impl WriteTxn<'_> {
     /// Reads one memory as of this transaction.
     pub fn memory(&self, scope: &str, id: u64) -> Result<Memory> {
         let meta = crate::storage::txn::holding(self.scope_meta(scope)?, id)?;
-        let t = self.tx.open_table(LOG)?;
-        get_memory(&t, meta.id, id)
+        get_memory(&self.tx, meta.id, id)
     }
 }
-pub(crate) fn get_memory<T: ReadableTable<(u32, u64), &'static [u8]>>(
-    t: &T,
-    scope_id: u32,
-    id: u64,
-) -> Result<Memory> {
-    match t.get((scope_id, id))? {
-        Some(v) => decode_memory(scope_id, id, v.value()),
+pub(crate) fn get_memory(kv: &(impl KvRead + ?Sized), scope_id: u32, id: u64) -> Result<Memory> {
+    match LOG.get(kv, (scope_id, id))? {
+        Some(v) => decode_memory(scope_id, id, &v),
         None => Err(Error::corrupt(
             "log",
             LogKey(scope_id, id),
@@ -117,7 +111,7 @@ impl ReadTxn {
     /// Reads one memory.
     pub fn memory(&self, scope: &str, id: u64) -> Result<Memory> {
         let meta = crate::storage::txn::holding(self.scope_meta(scope)?, id)?;
-        get_memory(&self.open(LOG)?, meta.id, id)
+        get_memory(&self.tx, meta.id, id)
     }
 
     /// Reads the memories with ids in `[lo, hi)` (clipped to the log).
@@ -130,11 +124,10 @@ impl ReadTxn {
         if lo >= hi {
             return Ok(out);
         }
-        for item in self.open(LOG)?.range((meta.id, lo)..(meta.id, hi))? {
-            let (k, v) = item?;
-            let (_, pos) = k.value();
-            out.push(decode_memory(meta.id, pos, v.value())?);
-        }
+        LOG.each(&self.tx, (meta.id, lo)..(meta.id, hi), |(_, pos), v| {
+            out.push(decode_memory(meta.id, pos, v)?);
+            Ok(())
+        })?;
         Ok(out)
     }
 }

@@ -351,6 +351,19 @@ impl<K: Key> Table<K> {
         kv.put(self.id, &encode::<K>(k), value)
     }
 
+    /// Stores `value` at `k`; whether a value was there before.
+    pub fn insert<S: KvWrite + ?Sized>(
+        &self,
+        kv: &mut S,
+        k: K::Enc<'_>,
+        value: &[u8],
+    ) -> Result<bool> {
+        let key = encode::<K>(k);
+        let had = kv.get(self.id, &key)?.is_some();
+        kv.put(self.id, &key, value)?;
+        Ok(had)
+    }
+
     /// Removes `k`; whether it was present.
     pub fn delete<S: KvWrite + ?Sized>(&self, kv: &mut S, k: K::Enc<'_>) -> Result<bool> {
         kv.delete(self.id, &encode::<K>(k))

@@ -116,6 +116,23 @@ pub trait KvRead {
     ) -> Result<()>;
 }
 
+impl<T: KvRead + ?Sized> KvRead for &T {
+    fn get(&self, t: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        (**self).get(t, key)
+    }
+
+    fn scan(
+        &self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        dir: Dir,
+        f: &mut Visit<'_>,
+    ) -> Result<()> {
+        (**self).scan(t, lo, hi, dir, f)
+    }
+}
+
 /// One write transaction. On a server backend the closure that receives it may run several times
 /// (once per attempt), so it must have no effects outside the transaction.
 pub trait KvWrite: KvRead {
