@@ -369,6 +369,16 @@ impl<K: Key> Table<K> {
         kv.delete(self.id, &encode::<K>(k))
     }
 
+    /// Removes `k`, returning the value it had.
+    pub fn take<S: KvWrite + ?Sized>(&self, kv: &mut S, k: K::Enc<'_>) -> Result<Option<Vec<u8>>> {
+        let key = encode::<K>(k);
+        let old = kv.get(self.id, &key)?;
+        if old.is_some() {
+            kv.delete(self.id, &key)?;
+        }
+        Ok(old)
+    }
+
     /// Removes every key in `range`; how many there were.
     pub fn delete_range<'a, S: KvWrite + ?Sized>(
         &self,
