@@ -107,6 +107,19 @@ pub(crate) fn get_memory(kv: &(impl KvRead + ?Sized), scope_id: u32, id: u64) ->
     }
 }
 
+/// Streams the memories with ids in `[lo, hi)` of scope `sid` to `f`, oldest first.
+pub(crate) fn each_memory(
+    kv: &(impl KvRead + ?Sized),
+    sid: u32,
+    lo: u64,
+    hi: u64,
+    mut f: impl FnMut(Memory) -> Result<()>,
+) -> Result<()> {
+    LOG.each(kv, (sid, lo)..(sid, hi), |(_, pos), v| {
+        f(decode_memory(sid, pos, v)?)
+    })
+}
+
 impl ReadTxn {
     /// Reads one memory.
     pub fn memory(&self, scope: &str, id: u64) -> Result<Memory> {
@@ -124,8 +137,8 @@ impl ReadTxn {
         if lo >= hi {
             return Ok(out);
         }
-        LOG.each(&self.tx, (meta.id, lo)..(meta.id, hi), |(_, pos), v| {
-            out.push(decode_memory(meta.id, pos, v)?);
+        each_memory(&self.tx, meta.id, lo, hi, |m| {
+            out.push(m);
             Ok(())
         })?;
         Ok(out)

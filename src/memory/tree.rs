@@ -50,6 +50,20 @@ pub(crate) fn first_pending(kv: &(impl KvRead + ?Sized), sid: u32) -> Result<Opt
     })
 }
 
+/// Streams every summary node of scope `sid` to `f`, by level then start.
+pub(crate) fn each_node(
+    kv: &(impl KvRead + ?Sized),
+    sid: u32,
+    mut f: impl FnMut(Node) -> Result<()>,
+) -> Result<()> {
+    let range = (sid, 0, 0)..=(sid, u8::MAX, u64::MAX);
+    TREE.each(kv, range, |(_, level, lo), v| {
+        let block = stored_block("tree", sid, level, lo)?;
+        let summary: Summary = decode("tree", &TreeKey(sid, block), v)?;
+        f(Node { block, summary })
+    })
+}
+
 /// Renders a summary with its marker: `#lo-hi [stale] text` when an input changed since it
 /// was written, else the plain line.
 pub fn marked_summary_line(b: Block, s: &Summary, stale: bool) -> String {
@@ -683,11 +697,8 @@ impl ReadTxn {
             return Ok(Vec::new());
         };
         let mut out = Vec::new();
-        let range = (meta.id, 0, 0)..=(meta.id, u8::MAX, u64::MAX);
-        TREE.each(&self.tx, range, |(_, level, lo), v| {
-            let block = stored_block("tree", meta.id, level, lo)?;
-            let summary: Summary = decode("tree", &TreeKey(meta.id, block), v)?;
-            out.push(Node { block, summary });
+        each_node(&self.tx, meta.id, |n| {
+            out.push(n);
             Ok(())
         })?;
         Ok(out)

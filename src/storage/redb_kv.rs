@@ -436,16 +436,6 @@ impl<'t> RedbWrite<'t> {
         }
     }
 
-    /// Transitional: a typed redb table, for code not yet behind the seam. Closes the tables
-    /// this transaction keeps open first (redb allows one open instance of each).
-    pub(crate) fn open_table<K: redb::Key + 'static, V: redb::Value + 'static>(
-        &self,
-        def: redb::TableDefinition<K, V>,
-    ) -> Result<redb::Table<'t, K, V>> {
-        self.close()?;
-        Ok(self.tx.open_table(def)?)
-    }
-
     /// Opens every table of format 1, creating those the file lacks.
     pub(crate) fn ensure_tables(&self) -> Result<()> {
         for id in TableId::ALL {
