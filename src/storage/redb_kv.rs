@@ -375,14 +375,6 @@ impl RedbRead {
         &self.tx
     }
 
-    /// Transitional: a typed redb table, for code not yet behind the seam.
-    pub(crate) fn open_table<K: redb::Key + 'static, V: redb::Value + 'static>(
-        &self,
-        def: redb::TableDefinition<K, V>,
-    ) -> std::result::Result<ReadOnlyTable<K, V>, redb::TableError> {
-        self.tx.open_table(def)
-    }
-
     fn table(&self, id: TableId) -> Result<&ReadT> {
         let cell = self
             .tables

@@ -75,13 +75,6 @@ pub(crate) fn list_scopes(kv: &(impl KvRead + ?Sized)) -> Result<Vec<(String, Sc
 }
 
 impl ReadTxn {
-    pub(crate) fn open<K: redb::Key + 'static, V: redb::Value + 'static>(
-        &self,
-        def: redb::TableDefinition<K, V>,
-    ) -> Result<redb::ReadOnlyTable<K, V>> {
-        Ok(self.tx.open_table(def)?)
-    }
-
     /// The store's settings.
     pub fn config(&self) -> Result<Config> {
         read_config(&self.tx)
