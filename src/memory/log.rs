@@ -97,8 +97,8 @@ impl WriteTxn<'_> {
     }
 }
 pub(crate) fn get_memory(kv: &(impl KvRead + ?Sized), scope_id: u32, id: u64) -> Result<Memory> {
-    match LOG.get(kv, (scope_id, id))? {
-        Some(v) => decode_memory(scope_id, id, &v),
+    match LOG.read(kv, (scope_id, id), |v| decode_memory(scope_id, id, v))? {
+        Some(m) => Ok(m),
         None => Err(Error::corrupt(
             "log",
             LogKey(scope_id, id),

@@ -34,10 +34,9 @@ pub(crate) fn get_summary(
     sid: u32,
     b: Block,
 ) -> Result<Option<Summary>> {
-    match TREE.get(kv, (sid, b.level(), b.lo()))? {
-        Some(v) => Ok(Some(decode("tree", &TreeKey(sid, b), &v)?)),
-        None => Ok(None),
-    }
+    TREE.read(kv, (sid, b.level(), b.lo()), |v| {
+        decode("tree", &TreeKey(sid, b), v)
+    })
 }
 
 fn pending_range(sid: u32) -> std::ops::RangeInclusive<(u32, u8, u64)> {

@@ -258,6 +258,39 @@ impl Key for (&'static str, u8, &'static str) {
     }
 }
 
+thread_local! {
+    /// Reused buffers for the keys and bounds the typed tables encode, so that a get or a scan
+    /// allocates nothing in the steady state (a nested call finds a buffer taken and allocates).
+    static KEY: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+    static LO: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+    static HI: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Runs `f` on the encoding of `k`, in a reused buffer.
+fn with_key<K: Key, R>(k: K::Enc<'_>, f: impl FnOnce(&[u8]) -> R) -> R {
+    let mut buf = KEY.take();
+    buf.clear();
+    K::encode(k, &mut buf);
+    let r = f(&buf);
+    KEY.set(buf);
+    r
+}
+
+/// Runs `f` on the encoded bounds of `range`, in reused buffers.
+fn with_bounds<'a, K: Key, R>(
+    range: &impl RangeBounds<K::Enc<'a>>,
+    f: impl FnOnce(Bound<&[u8]>, Bound<&[u8]>) -> R,
+) -> R {
+    let mut lo = LO.take();
+    let mut hi = HI.take();
+    let lo_b = enc_bound::<K>(range.start_bound(), &mut lo);
+    let hi_b = enc_bound::<K>(range.end_bound(), &mut hi);
+    let r = f(as_slice(lo_b, &lo), as_slice(hi_b, &hi));
+    LO.set(lo);
+    HI.set(hi);
+    r
+}
+
 /// The encoding of `k` as a key of shape `K`.
 pub fn encode<K: Key>(k: K::Enc<'_>) -> Vec<u8> {
     let mut out = Vec::new();
@@ -302,18 +335,26 @@ impl<K> std::fmt::Debug for Table<K> {
     }
 }
 
-fn enc_bound<K: Key>(b: Bound<&K::Enc<'_>>) -> Bound<Vec<u8>> {
+/// Encodes a bound's key into `buf`; the bound's kind.
+fn enc_bound<K: Key>(b: Bound<&K::Enc<'_>>, buf: &mut Vec<u8>) -> Bound<()> {
+    buf.clear();
     match b {
-        Bound::Included(k) => Bound::Included(encode::<K>(*k)),
-        Bound::Excluded(k) => Bound::Excluded(encode::<K>(*k)),
+        Bound::Included(k) => {
+            K::encode(*k, buf);
+            Bound::Included(())
+        }
+        Bound::Excluded(k) => {
+            K::encode(*k, buf);
+            Bound::Excluded(())
+        }
         Bound::Unbounded => Bound::Unbounded,
     }
 }
 
-fn as_slice(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+fn as_slice(b: Bound<()>, buf: &[u8]) -> Bound<&[u8]> {
     match b {
-        Bound::Included(k) => Bound::Included(k.as_slice()),
-        Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
+        Bound::Included(()) => Bound::Included(buf),
+        Bound::Excluded(()) => Bound::Excluded(buf),
         Bound::Unbounded => Bound::Unbounded,
     }
 }
@@ -329,7 +370,27 @@ impl<K: Key> Table<K> {
 
     /// The value at `k`.
     pub fn get<S: KvRead + ?Sized>(&self, kv: &S, k: K::Enc<'_>) -> Result<Option<Vec<u8>>> {
-        kv.get(self.id, &encode::<K>(k))
+        with_key::<K, _>(k, |key| kv.get(self.id, key))
+    }
+
+    /// `f` of the value at `k`, read in place (no copy on redb).
+    pub fn read<S: KvRead + ?Sized, R>(
+        &self,
+        kv: &S,
+        k: K::Enc<'_>,
+        f: impl FnOnce(&[u8]) -> Result<R>,
+    ) -> Result<Option<R>> {
+        let mut f = Some(f);
+        let mut out = None;
+        with_key::<K, _>(k, |key| {
+            kv.get_with(self.id, key, &mut |v| {
+                if let Some(f) = f.take() {
+                    out = Some(f(v)?);
+                }
+                Ok(())
+            })
+        })?;
+        Ok(out)
     }
 
     /// The value at `k`, announcing that it will be written (see [`KvWrite::get_for_update`]).
@@ -338,17 +399,17 @@ impl<K: Key> Table<K> {
         kv: &mut S,
         k: K::Enc<'_>,
     ) -> Result<Option<Vec<u8>>> {
-        kv.get_for_update(self.id, &encode::<K>(k))
+        with_key::<K, _>(k, |key| kv.get_for_update(self.id, key))
     }
 
     /// Whether `k` is present.
     pub fn contains<S: KvRead + ?Sized>(&self, kv: &S, k: K::Enc<'_>) -> Result<bool> {
-        Ok(self.get(kv, k)?.is_some())
+        with_key::<K, _>(k, |key| kv.get_with(self.id, key, &mut |_| Ok(())))
     }
 
     /// Stores `value` at `k`.
     pub fn put<S: KvWrite + ?Sized>(&self, kv: &mut S, k: K::Enc<'_>, value: &[u8]) -> Result<()> {
-        kv.put(self.id, &encode::<K>(k), value)
+        with_key::<K, _>(k, |key| kv.put(self.id, key, value))
     }
 
     /// Stores `value` at `k`; whether a value was there before.
@@ -358,25 +419,27 @@ impl<K: Key> Table<K> {
         k: K::Enc<'_>,
         value: &[u8],
     ) -> Result<bool> {
-        let key = encode::<K>(k);
-        let had = kv.get(self.id, &key)?.is_some();
-        kv.put(self.id, &key, value)?;
-        Ok(had)
+        with_key::<K, _>(k, |key| {
+            let had = kv.get_with(self.id, key, &mut |_| Ok(()))?;
+            kv.put(self.id, key, value)?;
+            Ok(had)
+        })
     }
 
     /// Removes `k`; whether it was present.
     pub fn delete<S: KvWrite + ?Sized>(&self, kv: &mut S, k: K::Enc<'_>) -> Result<bool> {
-        kv.delete(self.id, &encode::<K>(k))
+        with_key::<K, _>(k, |key| kv.delete(self.id, key))
     }
 
     /// Removes `k`, returning the value it had.
     pub fn take<S: KvWrite + ?Sized>(&self, kv: &mut S, k: K::Enc<'_>) -> Result<Option<Vec<u8>>> {
-        let key = encode::<K>(k);
-        let old = kv.get(self.id, &key)?;
-        if old.is_some() {
-            kv.delete(self.id, &key)?;
-        }
-        Ok(old)
+        with_key::<K, _>(k, |key| {
+            let old = kv.get(self.id, key)?;
+            if old.is_some() {
+                kv.delete(self.id, key)?;
+            }
+            Ok(old)
+        })
     }
 
     /// Removes every key in `range`; how many there were.
@@ -385,9 +448,7 @@ impl<K: Key> Table<K> {
         kv: &mut S,
         range: impl RangeBounds<K::Enc<'a>>,
     ) -> Result<u64> {
-        let lo = enc_bound::<K>(range.start_bound());
-        let hi = enc_bound::<K>(range.end_bound());
-        kv.delete_range(self.id, as_slice(&lo), as_slice(&hi))
+        with_bounds::<K, _>(&range, |lo, hi| kv.delete_range(self.id, lo, hi))
     }
 
     /// Visits the entries in `range` in `dir` order, typed keys and value bytes, until `f`
@@ -399,11 +460,9 @@ impl<K: Key> Table<K> {
         dir: Dir,
         mut f: impl FnMut(K::Dec<'_>, &[u8]) -> Result<ControlFlow<()>>,
     ) -> Result<()> {
-        let lo = enc_bound::<K>(range.start_bound());
-        let hi = enc_bound::<K>(range.end_bound());
         let id = self.id;
-        kv.scan(id, as_slice(&lo), as_slice(&hi), dir, &mut |k, v| {
-            f(decode::<K>(id, k)?, v)
+        with_bounds::<K, _>(&range, |lo, hi| {
+            kv.scan(id, lo, hi, dir, &mut |k, v| f(decode::<K>(id, k)?, v))
         })
     }
 

@@ -103,6 +103,20 @@ pub trait KvRead {
     /// The value at `key` in table `t`.
     fn get(&self, t: TableId, key: &[u8]) -> Result<Option<Vec<u8>>>;
 
+    /// Calls `f` with the value at `key`, if there is one, without copying it where the backend
+    /// can (redb: from its page); whether there was one.
+    fn get_with(
+        &self,
+        t: TableId,
+        key: &[u8],
+        f: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<bool> {
+        match self.get(t, key)? {
+            Some(v) => f(&v).map(|()| true),
+            None => Ok(false),
+        }
+    }
+
     /// Visits the entries of `t` with keys within the bounds, in `dir` order, until `f` breaks.
     /// Replaces `range(..)`, `.rev()`, `first()`, `last()`: nothing is collected. Bounds are
     /// complete keys of the table's shape (the redb backend decodes them).
@@ -119,6 +133,15 @@ pub trait KvRead {
 impl<T: KvRead + ?Sized> KvRead for &T {
     fn get(&self, t: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
         (**self).get(t, key)
+    }
+
+    fn get_with(
+        &self,
+        t: TableId,
+        key: &[u8],
+        f: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<bool> {
+        (**self).get_with(t, key, f)
     }
 
     fn scan(

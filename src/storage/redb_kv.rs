@@ -154,10 +154,25 @@ fn get_in<K: RedbKey, V: RedbVal, T: ReadableTable<K, V>>(
     t: &T,
     id: TableId,
     key: &[u8],
-) -> Result<Option<Vec<u8>>> {
+    f: &mut dyn FnMut(&[u8]) -> Result<()>,
+) -> Result<bool> {
     let d = keys::decode::<K>(id, key)?;
-    let got = t.get(K::view(&d))?;
-    Ok(got.map(|g| V::bytes(&g.value()).to_vec()))
+    match t.get(K::view(&d))? {
+        Some(g) => f(V::bytes(&g.value())).map(|()| true),
+        None => Ok(false),
+    }
+}
+
+/// A copy of the value, for [`KvRead::get`].
+fn copied(
+    get: impl FnOnce(&mut dyn FnMut(&[u8]) -> Result<()>) -> Result<bool>,
+) -> Result<Option<Vec<u8>>> {
+    let mut out = None;
+    get(&mut |v| {
+        out = Some(v.to_vec());
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 type Item<'g, K, V> =
@@ -269,9 +284,14 @@ macro_rules! redb_tables {
         }
 
         impl ReadT {
-            fn get(&self, id: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+            fn get(
+                &self,
+                id: TableId,
+                key: &[u8],
+                f: &mut dyn FnMut(&[u8]) -> Result<()>,
+            ) -> Result<bool> {
                 match self {
-                    $(ReadT::$id(t) => get_in::<$k, $v, _>(t, id, key),)*
+                    $(ReadT::$id(t) => get_in::<$k, $v, _>(t, id, key, f),)*
                 }
             }
 
@@ -290,9 +310,14 @@ macro_rules! redb_tables {
         }
 
         impl WriteT<'_> {
-            fn get(&self, id: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+            fn get(
+                &self,
+                id: TableId,
+                key: &[u8],
+                f: &mut dyn FnMut(&[u8]) -> Result<()>,
+            ) -> Result<bool> {
                 match self {
-                    $(WriteT::$id(t) => get_in::<$k, $v, _>(t, id, key),)*
+                    $(WriteT::$id(t) => get_in::<$k, $v, _>(t, id, key, f),)*
                 }
             }
 
@@ -391,7 +416,16 @@ impl RedbRead {
 
 impl KvRead for RedbRead {
     fn get(&self, t: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.table(t)?.get(t, key)
+        copied(|f| self.get_with(t, key, f))
+    }
+
+    fn get_with(
+        &self,
+        t: TableId,
+        key: &[u8],
+        f: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<bool> {
+        self.table(t)?.get(t, key, f)
     }
 
     fn scan(
@@ -475,7 +509,16 @@ impl<'t> RedbWrite<'t> {
 
 impl KvRead for RedbWrite<'_> {
     fn get(&self, t: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.with(t, |w| w.get(t, key))
+        copied(|f| self.get_with(t, key, f))
+    }
+
+    fn get_with(
+        &self,
+        t: TableId,
+        key: &[u8],
+        f: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<bool> {
+        self.with(t, |w| w.get(t, key, f))
     }
 
     fn scan(
