@@ -40,11 +40,16 @@ fn put_u64(out: &mut Vec<u8>, v: u64) {
 
 /// A string followed by more elements: `00` escaped as `00 FF`, then the terminator `00 00`.
 fn put_str_mid(out: &mut Vec<u8>, s: &str) {
-    for &b in s.as_bytes() {
-        out.push(b);
-        if b == 0 {
-            out.push(0xFF);
+    let bytes = s.as_bytes();
+    if bytes.contains(&0) {
+        for &b in bytes {
+            out.push(b);
+            if b == 0 {
+                out.push(0xFF);
+            }
         }
+    } else {
+        out.extend_from_slice(bytes);
     }
     out.extend_from_slice(&[0, 0]);
 }
@@ -84,14 +89,15 @@ impl<'a> Reader<'a> {
         let mut i = 0;
         let mut escaped = false;
         loop {
-            match (b.get(i)?, b.get(i + 1)) {
-                (0, Some(0)) => break,
-                (0, Some(0xFF)) => {
+            // The next `00`: the terminator `00 00` or an escaped `00 FF`.
+            i += b.get(i..)?.iter().position(|&c| c == 0)?;
+            match b.get(i + 1) {
+                Some(0) => break,
+                Some(0xFF) => {
                     escaped = true;
                     i += 2;
                 }
-                (0, _) => return None,
-                _ => i += 1,
+                _ => return None,
             }
         }
         let raw = b.get(..i)?;
