@@ -805,8 +805,13 @@ fn engram_build_history(path: &Path, t: u64) {
     let memories: Vec<Memory> = (0..t).map(memory).collect();
     let summaries: Vec<(Block, Summary)> =
         all_blocks(t).into_iter().map(|b| (b, summary(b))).collect();
+    // `write` takes an `FnMut` (it may run again): hand the data over once.
+    let mut load = Some((memories, summaries));
     store
-        .write(|tx| tx.restore_scope(SCOPE, memories, summaries))
+        .write(|tx| {
+            let (m, s) = load.take().expect("one attempt");
+            tx.restore_scope(SCOPE, m, s)
+        })
         .expect("restore_scope");
 }
 

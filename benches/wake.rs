@@ -51,8 +51,13 @@ fn build(path: &std::path::Path, t: u64) -> Store {
         }
         level += 1;
     }
+    // `write` takes an `FnMut` (it may run again): hand the data over once.
+    let mut load = Some((memories, summaries));
     store
-        .write(|tx| tx.restore_scope("default", memories, summaries))
+        .write(|tx| {
+            let (m, s) = load.take().expect("one attempt");
+            tx.restore_scope("default", m, s)
+        })
         .expect("load");
     store
 }

@@ -9,7 +9,6 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use redb::ReadableTable;
 use serde::Serialize;
 
 use crate::domain::block::Block;
@@ -18,10 +17,10 @@ use crate::error::{Error, Result};
 use crate::memory::log::decode_memory;
 use crate::memory::tree::TreeKey;
 use crate::storage::codec::decode;
-use crate::storage::schema::{
+use crate::storage::store::Store;
+use crate::storage::tables::{
     CLAIMS, CONFIG, IDEMPOTENCY, LOG, META, PENDING, SCOPES, STALE, TREE,
 };
-use crate::storage::store::Store;
 
 /// What `verify` found.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -72,38 +71,37 @@ impl Store {
                     p.push(s);
                 }
             };
-            let meta = r.open(META)?;
-            match meta.get("format")? {
+            let kv = &r.tx;
+            match META.get(kv, "format")? {
                 Some(v) => {
-                    if let Err(e) = decode::<u32>("meta", &"format", v.value()) {
+                    if let Err(e) = decode::<u32>("meta", &"format", &v) {
                         problem(e.to_string());
                     }
                 }
                 None => problem("meta: the store format is missing".into()),
             }
-            for item in r.open(CONFIG)?.iter()? {
-                let (k, v) = item?;
-                if let Err(e) = decode::<u64>("config", &k.value(), v.value()) {
+            CONFIG.each(kv, .., |k, v| {
+                if let Err(e) = decode::<u64>("config", &k, v) {
                     problem(e.to_string());
                 }
-            }
+                Ok(())
+            })?;
             let mut scopes: BTreeMap<u32, (String, ScopeMeta)> = BTreeMap::new();
-            let scopes_table = r.open(SCOPES)?;
-            for item in scopes_table.iter()? {
-                let (k, v) = item?;
-                match decode::<ScopeMeta>("scopes", &k.value(), v.value()) {
+            SCOPES.each(kv, .., |k, v| {
+                match decode::<ScopeMeta>("scopes", &k, v) {
                     Ok(m) => {
                         if let Some((other, _)) = scopes.get(&m.id) {
-                            problem(format!("scopes {other:?} and {:?} share id {}", k.value(), m.id));
+                            problem(format!("scopes {other:?} and {k:?} share id {}", m.id));
                         }
-                        scopes.insert(m.id, (k.value().to_string(), m));
+                        scopes.insert(m.id, (k.to_string(), m));
                     }
                     Err(e) => problem(e.to_string()),
                 }
-            }
+                Ok(())
+            })?;
             report.scopes = scopes.len();
-            match meta.get("next_scope_id")? {
-                Some(v) => match decode::<u32>("meta", &"next_scope_id", v.value()) {
+            match META.get(kv, "next_scope_id")? {
+                Some(v) => match decode::<u32>("meta", &"next_scope_id", &v) {
                     Ok(next) => {
                         if let Some(max) = scopes.keys().next_back() {
                             if next <= *max {
@@ -118,12 +116,10 @@ impl Store {
 
             // The log: dense, self-identifying, decodable.
             let mut next: BTreeMap<u32, u64> = BTreeMap::new();
-            for item in r.open(LOG)?.iter()? {
-                let (k, v) = item?;
-                let (sid, pos) = k.value();
+            LOG.each(kv, .., |(sid, pos), v| {
                 let Some((name, _)) = scopes.get(&sid) else {
                     problem(format!("log: #{pos} belongs to unknown scope id {sid}"));
-                    continue;
+                    return Ok(());
                 };
                 let expected = next.entry(sid).or_insert(0);
                 if pos != *expected {
@@ -131,7 +127,7 @@ impl Store {
                 }
                 *expected = pos + 1;
                 report.memories += 1;
-                match decode_memory(sid, pos, v.value()) {
+                match decode_memory(sid, pos, v) {
                     Ok(m) => {
                         if m.supersedes.iter().chain(&m.conflicts_with).any(|x| *x >= pos) {
                             problem(format!("log of {name:?}: #{pos} links to a later memory"));
@@ -139,7 +135,8 @@ impl Store {
                     }
                     Err(e) => problem(e.to_string()),
                 }
-            }
+                Ok(())
+            })?;
             for (sid, (name, m)) in &scopes {
                 let have = next.get(sid).copied().unwrap_or(0);
                 if have != m.count {
@@ -148,37 +145,35 @@ impl Store {
             }
 
             // The tree.
-            let tree = r.open(TREE)?;
             let mut built: HashSet<(u32, Block)> = HashSet::new();
             let mut nodes: Vec<(u32, Block, Summary)> = Vec::new();
             let mut per_scope: BTreeMap<u32, u64> = BTreeMap::new();
-            for item in tree.iter()? {
-                let (k, v) = item?;
-                let (sid, level, lo) = k.value();
+            TREE.each(kv, .., |(sid, level, lo), v| {
                 let b = match Block::new(level, lo) {
                     Ok(b) if level >= 1 => b,
                     _ => {
                         problem(format!("tree: ({sid}, level {level}, {lo}) is not an aligned block of size 2 or more"));
-                        continue;
+                        return Ok(());
                     }
                 };
                 let Some((name, m)) = scopes.get(&sid) else {
                     problem(format!("tree: {b} belongs to unknown scope id {sid}"));
-                    continue;
+                    return Ok(());
                 };
                 if b.hi() > m.count {
                     problem(format!("tree of {name:?}: {b} reaches past the end of the log ({})", m.count));
                 }
                 *per_scope.entry(sid).or_insert(0) += 1;
                 report.summaries += 1;
-                match decode::<Summary>("tree", &TreeKey(sid, b), v.value()) {
+                match decode::<Summary>("tree", &TreeKey(sid, b), v) {
                     Ok(s) => {
                         built.insert((sid, b));
                         nodes.push((sid, b, s));
                     }
                     Err(e) => problem(e.to_string()),
                 }
-            }
+                Ok(())
+            })?;
             for (sid, b, s) in &nodes {
                 if let (BuiltFrom::Children { .. }, Some((l, rr))) = (&s.built_from, b.halves()) {
                     for h in [l, rr] {
@@ -192,20 +187,17 @@ impl Store {
 
             // Pending: exactly the complete blocks without a summary.
             let mut pending: HashSet<(u32, Block)> = HashSet::new();
-            for item in r.open(PENDING)?.iter()? {
-                let (k, _) = item?;
-                let (sid, level, lo) = k.value();
+            PENDING.each(kv, .., |(sid, level, lo), _| {
                 match Block::new(level, lo) {
                     Ok(b) if level >= 1 => {
                         pending.insert((sid, b));
                     }
                     _ => problem(format!("pending: ({sid}, level {level}, {lo}) is not a block")),
                 }
-            }
+                Ok(())
+            })?;
             let mut stale: HashSet<(u32, Block)> = HashSet::new();
-            for item in r.open(STALE)?.iter()? {
-                let (k, _) = item?;
-                let (sid, level, lo) = k.value();
+            STALE.each(kv, .., |(sid, level, lo), _| {
                 match Block::new(level, lo) {
                     Ok(b) if built.contains(&(sid, b)) => {
                         if !pending.contains(&(sid, b)) {
@@ -215,19 +207,19 @@ impl Store {
                     }
                     _ => problem(format!("stale: ({sid}, level {level}, {lo}) has no summary")),
                 }
-            }
-            for item in r.open(CLAIMS)?.iter()? {
-                let (k, v) = item?;
-                let (sid, level, lo) = k.value();
+                Ok(())
+            })?;
+            CLAIMS.each(kv, .., |(sid, level, lo), v| {
                 match Block::new(level, lo) {
                     Ok(b) if built.contains(&(sid, b)) => {
-                        if let Err(e) = decode::<Vec<crate::domain::claims::Claim>>("claims", &TreeKey(sid, b), v.value()) {
+                        if let Err(e) = decode::<Vec<crate::domain::claims::Claim>>("claims", &TreeKey(sid, b), v) {
                             problem(e.to_string());
                         }
                     }
                     _ => problem(format!("claims: ({sid}, level {level}, {lo}) has no summary")),
                 }
-            }
+                Ok(())
+            })?;
             for (sid, (name, m)) in &scopes {
                 let mut want = 0u64;
                 let mut level = 1u8;
@@ -265,10 +257,8 @@ impl Store {
             }
 
             crate::session::verify_sessions(r, &mut problem, &mut report.sessions)?;
-            for item in r.open(IDEMPOTENCY)?.iter()? {
-                let (k, v) = item?;
-                let (sid, key) = k.value();
-                match decode::<IdemEntry>("idempotency", &key, v.value()) {
+            IDEMPOTENCY.each(kv, .., |(sid, key), v| {
+                match decode::<IdemEntry>("idempotency", &key, v) {
                     Ok(e) => {
                         let count = scopes.get(&sid).map(|s| s.1.count).unwrap_or(0);
                         if e.first.saturating_add(e.count) > count {
@@ -277,7 +267,8 @@ impl Store {
                     }
                     Err(e) => problem(e.to_string()),
                 }
-            }
+                Ok(())
+            })?;
             Ok(())
         })?;
         Ok(report)

@@ -16,11 +16,13 @@ use crate::domain::record::{BuiltFrom, Kind, Memory, Status, Summary};
 use crate::domain::text::validate_scope;
 use crate::domain::text::{parse_time, validate_line, MAX_ENTRY_BYTES};
 use crate::error::{Error, Result};
+use crate::memory::log::each_memory;
 use crate::memory::note::NewMemory;
+use crate::memory::tree::each_node;
 use crate::storage::codec::encode;
 use crate::storage::config::{validate_config, CONFIG_NAMES};
-use crate::storage::schema::{CONFIG, LOG, PENDING, TREE};
 use crate::storage::store::Store;
+use crate::storage::tables::{CONFIG, LOG, PENDING, TREE};
 use crate::storage::txn::WriteTxn;
 
 /// Parses `YYYY-MM-DD text` lines (the reference's import format). Every line is checked: a real
@@ -224,6 +226,16 @@ impl WriteTxn<'_> {
         memories: Vec<Memory>,
         summaries: Vec<(Block, Summary)>,
     ) -> Result<()> {
+        self.restore_scope_from(scope, &memories, &summaries)
+    }
+
+    /// [`WriteTxn::restore_scope`] from borrowed slices (a write closure may run again).
+    pub(crate) fn restore_scope_from(
+        &mut self,
+        scope: &str,
+        memories: &[Memory],
+        summaries: &[(Block, Summary)],
+    ) -> Result<()> {
         validate_scope(scope)?;
         let mut meta = self.scope_or_create(scope)?;
         if meta.count > 0 || meta.summaries > 0 {
@@ -234,7 +246,6 @@ impl WriteTxn<'_> {
         }
         let t = memories.len() as u64;
         {
-            let mut log = self.tx.open_table(LOG)?;
             for (i, m) in memories.iter().enumerate() {
                 validate_line(&m.text, MAX_ENTRY_BYTES)?;
                 crate::domain::text::validate_optional_field("source", &m.source)?;
@@ -258,13 +269,12 @@ impl WriteTxn<'_> {
                         ),
                     ));
                 }
-                log.insert((meta.id, m.id), encode(m)?.as_slice())?;
+                LOG.put(&mut self.tx, (meta.id, m.id), &encode(m)?)?;
             }
         }
         let mut present = HashSet::new();
         {
-            let mut tree = self.tx.open_table(TREE)?;
-            for (b, s) in &summaries {
+            for (b, s) in summaries {
                 if b.size() < 2 || b.hi() > t {
                     return Err(Error::invalid(
                         "import",
@@ -278,19 +288,18 @@ impl WriteTxn<'_> {
                         format!("scope {scope}: summary {b} appears twice"),
                     ));
                 }
-                tree.insert((meta.id, b.level(), b.lo()), encode(s)?.as_slice())?;
+                TREE.put(&mut self.tx, (meta.id, b.level(), b.lo()), &encode(s)?)?;
             }
         }
         let mut pending_count = 0u64;
         {
-            let mut pending = self.tx.open_table(PENDING)?;
             let mut level = 1u8;
             while level < 63 && (1u64 << level) <= t {
                 let size = 1u64 << level;
                 for k in 0..t / size {
                     let b = Block::raw(level, k * size);
                     if !present.contains(&b) {
-                        pending.insert((meta.id, level, b.lo()), ())?;
+                        PENDING.put(&mut self.tx, (meta.id, level, b.lo()), &[])?;
                         pending_count += 1;
                     }
                 }
@@ -399,10 +408,9 @@ impl Store {
                     },
                     out,
                 )?;
-                let cfg_table = r.open(CONFIG)?;
                 for name in CONFIG_NAMES {
-                    if let Some(v) = redb::ReadableTable::get(&cfg_table, *name)? {
-                        let value: u64 = crate::storage::codec::decode("config", name, v.value())?;
+                    if let Some(v) = CONFIG.get(&r.tx, name)? {
+                        let value: u64 = crate::storage::codec::decode("config", name, &v)?;
                         put(
                             &ExportLine::Config {
                                 name: name.to_string(),
@@ -412,23 +420,21 @@ impl Store {
                         )?;
                     }
                 }
+                // Streamed straight from the tables: nothing is collected.
                 for scope in r.scopes()? {
-                    let count = r.count(&scope)?;
-                    let mut lo = 0;
-                    while lo < count {
-                        let hi = (lo + 4096).min(count);
-                        for m in r.memories(&scope, lo, hi)? {
-                            put(
-                                &ExportLine::Memory {
-                                    scope: scope.clone(),
-                                    memory: m,
-                                },
-                                out,
-                            )?;
-                        }
-                        lo = hi;
-                    }
-                    for node in r.nodes(&scope)? {
+                    let Some(meta) = r.scope_meta(&scope)? else {
+                        continue;
+                    };
+                    each_memory(&r.tx, meta.id, 0, meta.count, |m| {
+                        put(
+                            &ExportLine::Memory {
+                                scope: scope.clone(),
+                                memory: m,
+                            },
+                            out,
+                        )
+                    })?;
+                    each_node(&r.tx, meta.id, |node| {
                         put(
                             &ExportLine::Summary {
                                 scope: scope.clone(),
@@ -437,8 +443,8 @@ impl Store {
                                 summary: node.summary,
                             },
                             out,
-                        )?;
-                    }
+                        )
+                    })?;
                 }
                 Ok(n)
             },
@@ -515,16 +521,16 @@ impl Store {
         self.write(|tx| {
             if !configs.is_empty() {
                 tx.require_admin("change settings")?;
-                let mut t = tx.tx.open_table(CONFIG)?;
                 for (name, value) in &configs {
-                    t.insert(name.as_str(), encode(value)?.as_slice())?;
+                    CONFIG.put(&mut tx.tx, name.as_str(), &encode(value)?)?;
                 }
             }
-            for (scope, (memories, summaries)) in scopes {
+            report = ImportSummary::default();
+            for (scope, (memories, summaries)) in &scopes {
                 report.scopes += 1;
                 report.memories += memories.len() as u64;
                 report.summaries += summaries.len() as u64;
-                tx.restore_scope(&scope, memories, summaries)?;
+                tx.restore_scope_from(scope, memories, summaries)?;
             }
             Ok(())
         })?;

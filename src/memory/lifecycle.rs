@@ -8,7 +8,6 @@
 //! text is replaced by a tombstone (position and envelope kept, with a hash of the old text in
 //! the event), and every summary built on it is dropped so the text appears nowhere.
 
-use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
 
 use crate::domain::block::Block;
@@ -18,8 +17,9 @@ use crate::error::{Error, Result};
 use crate::memory::log::get_memory;
 use crate::storage::access::Access;
 use crate::storage::codec::{decode, encode};
-use crate::storage::schema::{EVENTS, LOG, PENDING, STALE, TREE};
+use crate::storage::kv::{Dir, KvRead};
 use crate::storage::store::Store;
+use crate::storage::tables::{EVENTS, LOG, PENDING, STALE, TREE};
 use crate::storage::txn::{ReadTxn, WriteTxn};
 use crate::trust::policy::reads_as_instructions;
 
@@ -142,21 +142,16 @@ pub fn marked_line(m: &Memory, st: &MemoryState) -> String {
     }
 }
 
-pub(crate) fn events_of<T: ReadableTable<(u32, u64, u32), &'static [u8]>>(
-    t: &T,
-    sid: u32,
-    id: u64,
-) -> Result<Vec<Event>> {
+pub(crate) fn events_of(kv: &(impl KvRead + ?Sized), sid: u32, id: u64) -> Result<Vec<Event>> {
     let mut out = Vec::new();
-    for item in t.range((sid, id, 0)..=(sid, id, u32::MAX))? {
-        let (k, v) = item?;
-        let (_, _, n) = k.value();
+    EVENTS.each(kv, (sid, id, 0)..=(sid, id, u32::MAX), |(_, _, n), v| {
         out.push(decode(
             "events",
             &format_args!("(scope {sid}, #{id}, event {n})"),
-            v.value(),
+            v,
         )?);
-    }
+        Ok(())
+    })?;
     Ok(out)
 }
 
@@ -195,14 +190,10 @@ pub fn derive_state(m: &Memory, events: Vec<Event>, now_us: i64) -> MemoryState 
     st
 }
 
-pub(crate) fn state_of<T: ReadableTable<(u32, u64, u32), &'static [u8]>>(
-    t: &T,
-    sid: u32,
-    m: &Memory,
-) -> Result<MemoryState> {
+pub(crate) fn state_of(kv: &(impl KvRead + ?Sized), sid: u32, m: &Memory) -> Result<MemoryState> {
     Ok(derive_state(
         m,
-        events_of(t, sid, m.id)?,
+        events_of(kv, sid, m.id)?,
         crate::domain::text::now_us(),
     ))
 }
@@ -230,18 +221,16 @@ impl WriteTxn<'_> {
         why: Option<&str>,
     ) -> Result<()> {
         let who = self.who()?;
-        let mut events = self.tx.open_table(EVENTS)?;
-        let next = match events
-            .range((sid, id, 0)..=(sid, id, u32::MAX))?
-            .next_back()
-        {
-            Some(item) => {
-                let (k, _) = item?;
-                k.value()
-                    .2
-                    .checked_add(1)
-                    .ok_or_else(|| Error::invalid("event", "too many events on one memory"))?
-            }
+        let last = EVENTS.edge(
+            &self.tx,
+            (sid, id, 0)..=(sid, id, u32::MAX),
+            Dir::Reverse,
+            |(_, _, n), _| Ok(n),
+        )?;
+        let next = match last {
+            Some(n) => n
+                .checked_add(1)
+                .ok_or_else(|| Error::invalid("event", "too many events on one memory"))?,
             None => 0,
         };
         let e = Event {
@@ -250,21 +239,17 @@ impl WriteTxn<'_> {
             at_us: self.now,
             why: why.map(str::to_string),
         };
-        events.insert((sid, id, next), encode(&e)?.as_slice())?;
-        Ok(())
+        EVENTS.put(&mut self.tx, (sid, id, next), &encode(&e)?)
     }
 
     /// Marks every summary whose block contains memory `id` stale, and pending again.
     pub(crate) fn mark_stale(&mut self, meta: &mut ScopeMeta, id: u64) -> Result<()> {
-        let tree = self.tx.open_table(TREE)?;
-        let mut stale = self.tx.open_table(STALE)?;
-        let mut pending = self.tx.open_table(PENDING)?;
         let mut b = Block::single(id).parent();
         while let Some(c) = b.filter(|c| c.hi() <= meta.count) {
             let key = (meta.id, c.level(), c.lo());
-            if tree.get(key)?.is_some() {
-                stale.insert(key, ())?;
-                if pending.insert(key, ())?.is_none() {
+            if TREE.contains(&self.tx, key)? {
+                STALE.put(&mut self.tx, key, &[])?;
+                if !PENDING.insert(&mut self.tx, key, &[])? {
                     meta.pending += 1;
                 }
             }
@@ -295,15 +280,13 @@ impl WriteTxn<'_> {
         crate::domain::text::validate_line(reason, crate::domain::text::MAX_ENTRY_BYTES)?;
         let meta = crate::storage::txn::holding(self.scope_meta(scope)?, id)?;
         let sid = meta.id;
-        let mut rec = get_memory(&self.tx.open_table(LOG)?, sid, id)?;
+        let mut rec = get_memory(&self.tx, sid, id)?;
         if rec.text == TOMBSTONE {
             return Ok(());
         }
         let text_hash = format!("{:032x}", xxhash_rust::xxh3::xxh3_128(rec.text.as_bytes()));
         rec.text = TOMBSTONE.to_string();
-        self.tx
-            .open_table(LOG)?
-            .insert((sid, id), encode(&rec)?.as_slice())?;
+        LOG.put(&mut self.tx, (sid, id), &encode(&rec)?)?;
         self.record_event(sid, id, EventKind::Redact { text_hash }, Some(reason))?;
         // Every summary built on it goes, exactly as `forget` drops a block and its ancestors.
         if let Some(parent) = Block::single(id).parent().filter(|p| p.hi() <= meta.count) {
@@ -318,7 +301,7 @@ impl ReadTxn {
     pub fn show(&self, scope: &str, id: u64) -> Result<(Memory, MemoryState)> {
         let m = self.memory(scope, id)?;
         let sid = self.scope_meta(scope)?.map(|s| s.id).unwrap_or(0);
-        let st = state_of(&self.open(EVENTS)?, sid, &m)?;
+        let st = state_of(&self.tx, sid, &m)?;
         Ok((m, st))
     }
 
@@ -326,7 +309,7 @@ impl ReadTxn {
     pub fn state(&self, scope: &str, m: &Memory) -> Result<MemoryState> {
         self.require(Access::Read, scope)?;
         let sid = self.scope_meta(scope)?.map(|s| s.id).unwrap_or(0);
-        state_of(&self.open(EVENTS)?, sid, m)
+        state_of(&self.tx, sid, m)
     }
 
     /// The line of memory `m` with its markers.

@@ -4,14 +4,13 @@
 
 use std::fmt;
 
-use redb::ReadableTable;
-
 use crate::domain::record::{Kind, Memory};
 use crate::domain::text::{date_of, display_safe};
 use crate::error::{Error, Result};
 use crate::storage::codec::decode;
-use crate::storage::schema::LOG;
+use crate::storage::kv::KvRead;
 use crate::storage::store::Store;
+use crate::storage::tables::LOG;
 use crate::storage::txn::{ReadTxn, WriteTxn};
 
 pub(crate) struct LogKey(pub u32, pub u64);
@@ -94,17 +93,12 @@ impl WriteTxn<'_> {
     /// Reads one memory as of this transaction.
     pub fn memory(&self, scope: &str, id: u64) -> Result<Memory> {
         let meta = crate::storage::txn::holding(self.scope_meta(scope)?, id)?;
-        let t = self.tx.open_table(LOG)?;
-        get_memory(&t, meta.id, id)
+        get_memory(&self.tx, meta.id, id)
     }
 }
-pub(crate) fn get_memory<T: ReadableTable<(u32, u64), &'static [u8]>>(
-    t: &T,
-    scope_id: u32,
-    id: u64,
-) -> Result<Memory> {
-    match t.get((scope_id, id))? {
-        Some(v) => decode_memory(scope_id, id, v.value()),
+pub(crate) fn get_memory(kv: &(impl KvRead + ?Sized), scope_id: u32, id: u64) -> Result<Memory> {
+    match LOG.read(kv, (scope_id, id), |v| decode_memory(scope_id, id, v))? {
+        Some(m) => Ok(m),
         None => Err(Error::corrupt(
             "log",
             LogKey(scope_id, id),
@@ -113,11 +107,24 @@ pub(crate) fn get_memory<T: ReadableTable<(u32, u64), &'static [u8]>>(
     }
 }
 
+/// Streams the memories with ids in `[lo, hi)` of scope `sid` to `f`, oldest first.
+pub(crate) fn each_memory(
+    kv: &(impl KvRead + ?Sized),
+    sid: u32,
+    lo: u64,
+    hi: u64,
+    mut f: impl FnMut(Memory) -> Result<()>,
+) -> Result<()> {
+    LOG.each(kv, (sid, lo)..(sid, hi), |(_, pos), v| {
+        f(decode_memory(sid, pos, v)?)
+    })
+}
+
 impl ReadTxn {
     /// Reads one memory.
     pub fn memory(&self, scope: &str, id: u64) -> Result<Memory> {
         let meta = crate::storage::txn::holding(self.scope_meta(scope)?, id)?;
-        get_memory(&self.open(LOG)?, meta.id, id)
+        get_memory(&self.tx, meta.id, id)
     }
 
     /// Reads the memories with ids in `[lo, hi)` (clipped to the log).
@@ -130,11 +137,10 @@ impl ReadTxn {
         if lo >= hi {
             return Ok(out);
         }
-        for item in self.open(LOG)?.range((meta.id, lo)..(meta.id, hi))? {
-            let (k, v) = item?;
-            let (_, pos) = k.value();
-            out.push(decode_memory(meta.id, pos, v.value())?);
-        }
+        each_memory(&self.tx, meta.id, lo, hi, |m| {
+            out.push(m);
+            Ok(())
+        })?;
         Ok(out)
     }
 }

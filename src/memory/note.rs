@@ -2,15 +2,14 @@
 //! the pending blocks an append completes, and the lifecycle events its links record. An
 //! append costs O(new memories).
 
-use redb::ReadableTable;
 use serde::Serialize;
 
 use crate::domain::record::{IdemEntry, Kind, Memory, Status};
 use crate::domain::text::{validate_key, validate_line, validate_optional_field};
 use crate::error::{Error, Result};
 use crate::storage::codec::{decode, encode};
-use crate::storage::schema::{IDEMPOTENCY, LOG, PENDING};
 use crate::storage::store::Store;
+use crate::storage::tables::{IDEMPOTENCY, LOG, PENDING};
 use crate::storage::txn::WriteTxn;
 
 /// A memory to append. Only the text is required; the rest of the envelope has defaults.
@@ -181,12 +180,10 @@ impl WriteTxn<'_> {
         }
         let mut meta = self.scope_or_create(scope)?;
         if let Some(k) = key {
-            let t = self.tx.open_table(IDEMPOTENCY)?;
-            let found = match t.get((meta.id, k))? {
-                Some(v) => Some(decode::<IdemEntry>("idempotency", &k, v.value())?),
+            let found = match IDEMPOTENCY.get(&self.tx, (meta.id, k))? {
+                Some(v) => Some(decode::<IdemEntry>("idempotency", &k, &v)?),
                 None => None,
             };
-            drop(t);
             if let Some(e) = found {
                 if (e.texts_crc == texts_crc || e.texts_crc == legacy_crc)
                     && e.count == items.len() as u64
@@ -205,8 +202,6 @@ impl WriteTxn<'_> {
             }
         }
         let first = meta.count;
-        let mut log = self.tx.open_table(LOG)?;
-        let mut pending = self.tx.open_table(PENDING)?;
         let mut added_pending = 0u64;
         for (i, m) in items.iter().enumerate() {
             let id = first + i as u64;
@@ -235,18 +230,16 @@ impl WriteTxn<'_> {
                 conflicts_with: m.conflicts_with.clone(),
                 valid_until_us: m.valid_until_us,
             };
-            log.insert((meta.id, id), encode(&rec)?.as_slice())?;
+            LOG.put(&mut self.tx, (meta.id, id), &encode(&rec)?)?;
             // Every block that this memory completes becomes pending.
             let t = id + 1;
             let mut level = 1u8;
             while level < 63 && t % (1u64 << level) == 0 {
-                pending.insert((meta.id, level, t - (1u64 << level)), ())?;
+                PENDING.put(&mut self.tx, (meta.id, level, t - (1u64 << level)), &[])?;
                 added_pending += 1;
                 level += 1;
             }
         }
-        drop(log);
-        drop(pending);
         let count = items.len() as u64;
         meta.count += count;
         meta.pending += added_pending;
@@ -271,13 +264,12 @@ impl WriteTxn<'_> {
         }
         self.put_scope(scope, &meta)?;
         if let Some(k) = key {
-            let mut t = self.tx.open_table(IDEMPOTENCY)?;
             let e = IdemEntry {
                 first,
                 count,
                 texts_crc,
             };
-            t.insert((meta.id, k), encode(&e)?.as_slice())?;
+            IDEMPOTENCY.put(&mut self.tx, (meta.id, k), &encode(&e)?)?;
         }
         Ok(Appended {
             first,

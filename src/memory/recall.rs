@@ -1,14 +1,17 @@
 //! Recall: the log streamed newest first against a linear-time regex, with filters on dates and
 //! kinds, a byte budget, and lines marked by their lifecycle state.
 
+use std::ops::ControlFlow;
+
 use serde::Serialize;
 
 use crate::domain::record::{Kind, Memory};
 use crate::domain::text::{date_of, display_safe};
 use crate::error::{Error, Result};
 use crate::memory::log::{decode_memory, decode_view, itoa_u64, memory_line};
-use crate::storage::schema::LOG;
+use crate::storage::kv::Dir;
 use crate::storage::store::Store;
+use crate::storage::tables::LOG;
 use crate::storage::txn::ReadTxn;
 
 /// A recall query. Only the pattern is required.
@@ -133,19 +136,14 @@ impl ReadTxn {
         let mut num = [0u8; 20];
         let mut unreadable = Vec::new();
         let mut line = String::new();
-        for item in self
-            .open(LOG)?
-            .range((meta.id, 0)..(meta.id, meta.count))?
-            .rev()
-        {
-            let (k, v) = item?;
-            let (_, pos) = k.value();
+        let range = (meta.id, 0)..(meta.id, meta.count);
+        LOG.scan(&self.tx, range, Dir::Reverse, |(_, pos), v| {
             // A borrowed view: no allocation per record; only matches are decoded whole.
-            let m = match decode_view(meta.id, pos, v.value()) {
+            let m = match decode_view(meta.id, pos, v) {
                 Ok(m) => m,
                 Err(Error::Corrupt { .. }) => {
                     unreadable.push(pos);
-                    continue;
+                    return Ok(ControlFlow::Continue(()));
                 }
                 Err(e) => return Err(e),
             };
@@ -153,7 +151,7 @@ impl ReadTxn {
                 || q.since_us.is_some_and(|s| m.observed_us < s)
                 || q.until_us.is_some_and(|u| m.observed_us >= u)
             {
-                continue;
+                return Ok(ControlFlow::Continue(()));
             }
             let day = m.observed_us.div_euclid(86_400_000_000);
             if day_cache.0 != Some(day) {
@@ -167,12 +165,12 @@ impl ReadTxn {
             line.push(' ');
             line.push_str(&display_safe(m.text));
             if !re.is_match(&line) {
-                continue;
+                return Ok(ControlFlow::Continue(()));
             }
             total += 1;
             if collecting {
                 if found.len() < limit && bytes + line.len() < q.max_bytes {
-                    match decode_memory(meta.id, pos, v.value()) {
+                    match decode_memory(meta.id, pos, v) {
                         Ok(full) => {
                             bytes += line.len() + 1;
                             found.push(full);
@@ -184,10 +182,11 @@ impl ReadTxn {
                     collecting = false;
                 }
             }
-        }
+            Ok(ControlFlow::Continue(()))
+        })?;
         found.reverse();
         unreadable.reverse();
-        let events = self.open(crate::storage::schema::EVENTS)?;
+        let events = &self.tx;
         let mut lines = Vec::with_capacity(found.len());
         for m in &found {
             lines.push(crate::memory::lifecycle::marked_line(

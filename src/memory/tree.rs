@@ -5,7 +5,8 @@
 
 use std::fmt;
 
-use redb::ReadableTable;
+use std::ops::ControlFlow;
+
 use serde::Serialize;
 
 use crate::domain::block::Block;
@@ -16,8 +17,9 @@ use crate::error::{Error, Result};
 use crate::memory::log::{decode_memory, memory_line};
 use crate::storage::codec::{decode, encode};
 use crate::storage::config::Config;
-use crate::storage::schema::{CLAIMS, LOG, PENDING, STALE, TREE};
+use crate::storage::kv::{Dir, KvRead};
 use crate::storage::store::Store;
+use crate::storage::tables::{CLAIMS, LOG, PENDING, STALE, TREE};
 use crate::storage::txn::{ReadTxn, WriteTxn};
 
 pub(crate) struct TreeKey(pub u32, pub Block);
@@ -27,33 +29,38 @@ impl fmt::Display for TreeKey {
     }
 }
 
-pub(crate) fn get_summary<T: ReadableTable<(u32, u8, u64), &'static [u8]>>(
-    t: &T,
+pub(crate) fn get_summary(
+    kv: &(impl KvRead + ?Sized),
     sid: u32,
     b: Block,
 ) -> Result<Option<Summary>> {
-    match t.get((sid, b.level(), b.lo()))? {
-        Some(v) => Ok(Some(decode("tree", &TreeKey(sid, b), v.value())?)),
-        None => Ok(None),
-    }
+    TREE.read(kv, (sid, b.level(), b.lo()), |v| {
+        decode("tree", &TreeKey(sid, b), v)
+    })
 }
 
 fn pending_range(sid: u32) -> std::ops::RangeInclusive<(u32, u8, u64)> {
     (sid, 0, 0)..=(sid, u8::MAX, u64::MAX)
 }
 
-pub(crate) fn first_pending<T: ReadableTable<(u32, u8, u64), ()>>(
-    t: &T,
+pub(crate) fn first_pending(kv: &(impl KvRead + ?Sized), sid: u32) -> Result<Option<Block>> {
+    PENDING.edge(kv, pending_range(sid), Dir::Forward, |(_, level, lo), _| {
+        stored_block("pending", sid, level, lo)
+    })
+}
+
+/// Streams every summary node of scope `sid` to `f`, by level then start.
+pub(crate) fn each_node(
+    kv: &(impl KvRead + ?Sized),
     sid: u32,
-) -> Result<Option<Block>> {
-    match t.range(pending_range(sid))?.next() {
-        Some(item) => {
-            let (k, _) = item?;
-            let (_, level, lo) = k.value();
-            Ok(Some(stored_block("pending", sid, level, lo)?))
-        }
-        None => Ok(None),
-    }
+    mut f: impl FnMut(Node) -> Result<()>,
+) -> Result<()> {
+    let range = (sid, 0, 0)..=(sid, u8::MAX, u64::MAX);
+    TREE.each(kv, range, |(_, level, lo), v| {
+        let block = stored_block("tree", sid, level, lo)?;
+        let summary: Summary = decode("tree", &TreeKey(sid, block), v)?;
+        f(Node { block, summary })
+    })
 }
 
 /// Renders a summary with its marker: `#lo-hi [stale] text` when an input changed since it
@@ -231,24 +238,18 @@ fn check_block(b: Block) -> Result<()> {
 }
 
 /// Reads what a merge of `b` is built from. Shared by prompts and by nap.
-fn merge_inputs<L, T>(
-    log: &L,
-    tree: &T,
+fn merge_inputs(
+    kv: &(impl KvRead + ?Sized),
     sid: u32,
     b: Block,
     cfg: &Config,
-) -> Result<Option<Vec<PromptInput>>>
-where
-    L: ReadableTable<(u32, u64), &'static [u8]>,
-    T: ReadableTable<(u32, u8, u64), &'static [u8]>,
-{
+) -> Result<Option<Vec<PromptInput>>> {
     let mut inputs = Vec::new();
     if b.size() <= cfg.raw_max {
-        for item in log.range((sid, b.lo())..(sid, b.hi()))? {
-            let (k, v) = item?;
-            let (_, pos) = k.value();
-            inputs.push(PromptInput::Memory(decode_memory(sid, pos, v.value())?));
-        }
+        LOG.each(kv, (sid, b.lo())..(sid, b.hi()), |(_, pos), v| {
+            inputs.push(PromptInput::Memory(decode_memory(sid, pos, v)?));
+            Ok(())
+        })?;
         if inputs.len() as u64 != b.size() {
             return Err(Error::corrupt(
                 "log",
@@ -261,7 +262,7 @@ where
             return Ok(None);
         };
         for h in [l, r] {
-            match get_summary(tree, sid, h)? {
+            match get_summary(kv, sid, h)? {
                 Some(s) => inputs.push(PromptInput::Summary {
                     block: h,
                     summary: s,
@@ -307,13 +308,9 @@ fn scope_or_empty(meta: Option<ScopeMeta>, b: Block) -> Result<ScopeMeta> {
     }
 }
 
-fn half_cites<T: ReadableTable<(u32, u8, u64), &'static [u8]>>(
-    t: &T,
-    sid: u32,
-    h: Block,
-) -> Result<Option<Vec<u64>>> {
-    let claims: Option<Vec<Claim>> = match t.get((sid, h.level(), h.lo()))? {
-        Some(v) => Some(decode("claims", &TreeKey(sid, h), v.value())?),
+fn half_cites(kv: &(impl KvRead + ?Sized), sid: u32, h: Block) -> Result<Option<Vec<u64>>> {
+    let claims: Option<Vec<Claim>> = match CLAIMS.get(kv, (sid, h.level(), h.lo()))? {
+        Some(v) => Some(decode("claims", &TreeKey(sid, h), &v)?),
         None => None,
     };
     Ok(claims.and_then(|c| {
@@ -326,8 +323,7 @@ impl WriteTxn<'_> {
     /// Whether `b` has a summary that is not stale.
     fn settled(&self, sid: u32, b: Block) -> Result<bool> {
         let key = (sid, b.level(), b.lo());
-        Ok(self.tx.open_table(TREE)?.get(key)?.is_some()
-            && self.tx.open_table(STALE)?.get(key)?.is_none())
+        Ok(TREE.contains(&self.tx, key)? && !STALE.contains(&self.tx, key)?)
     }
 
     fn settle(
@@ -339,11 +335,7 @@ impl WriteTxn<'_> {
         cfg: &Config,
     ) -> Result<()> {
         let sid = meta.id;
-        let inputs = {
-            let log = self.tx.open_table(LOG)?;
-            let tree = self.tx.open_table(TREE)?;
-            merge_inputs(&log, &tree, sid, b, cfg)?
-        };
+        let inputs = merge_inputs(&self.tx, sid, b, cfg)?;
         let Some(inputs) = inputs else {
             return Err(Error::invalid(
                 "block",
@@ -352,10 +344,10 @@ impl WriteTxn<'_> {
         };
         let claims = parse_claims(text);
         let halves = match (b.size() > cfg.raw_max, b.halves()) {
-            (true, Some((l, r))) => {
-                let t = self.tx.open_table(CLAIMS)?;
-                vec![(l, half_cites(&t, sid, l)?), (r, half_cites(&t, sid, r)?)]
-            }
+            (true, Some((l, r))) => vec![
+                (l, half_cites(&self.tx, sid, l)?),
+                (r, half_cites(&self.tx, sid, r)?),
+            ],
             _ => Vec::new(),
         };
         validate_claims(b, &claims, &halves)?;
@@ -372,21 +364,10 @@ impl WriteTxn<'_> {
             inputs_crc: inputs_crc(&inputs),
         };
         let key = (sid, b.level(), b.lo());
-        let replaced = self
-            .tx
-            .open_table(TREE)?
-            .insert(key, encode(&s)?.as_slice())?
-            .is_some();
-        self.tx
-            .open_table(CLAIMS)?
-            .insert(key, encode(&claims)?.as_slice())?;
-        self.tx.open_table(STALE)?.remove(key)?;
-        if self
-            .tx
-            .open_table(PENDING)?
-            .remove((sid, b.level(), b.lo()))?
-            .is_some()
-        {
+        let replaced = TREE.insert(&mut self.tx, key, &encode(&s)?)?;
+        CLAIMS.put(&mut self.tx, key, &encode(&claims)?)?;
+        STALE.delete(&mut self.tx, key)?;
+        if PENDING.delete(&mut self.tx, (sid, b.level(), b.lo()))? {
             meta.pending = meta.pending.saturating_sub(1);
         }
         if !replaced {
@@ -405,7 +386,7 @@ impl WriteTxn<'_> {
         if self.settled(meta.id, b)? {
             return Ok(NapOutcome::AlreadySettled);
         }
-        let next = first_pending(&self.tx.open_table(PENDING)?, meta.id)?;
+        let next = first_pending(&self.tx, meta.id)?;
         if next != Some(b) {
             return Err(Error::WrongBlock { given: b, next });
         }
@@ -460,12 +441,7 @@ impl WriteTxn<'_> {
                 out.push((b, NapOutcome::AlreadySettled));
                 continue;
             }
-            if self
-                .tx
-                .open_table(PENDING)?
-                .get((meta.id, b.level(), b.lo()))?
-                .is_none()
-            {
+            if !PENDING.contains(&self.tx, (meta.id, b.level(), b.lo()))? {
                 return Err(Error::invalid("batch", format!("{b} is not pending")));
             }
             self.settle(scope, &mut meta, b, &text, &cfg)?;
@@ -483,27 +459,19 @@ impl WriteTxn<'_> {
         let mut meta = scope_or_empty(self.scope_meta(scope)?, b)?;
         let mut removed = Vec::new();
         let mut cur = Some(b);
-        let mut tree = self.tx.open_table(TREE)?;
-        let mut pending = self.tx.open_table(PENDING)?;
-        let mut stale = self.tx.open_table(STALE)?;
-        let mut claims = self.tx.open_table(CLAIMS)?;
         let mut newly_pending = 0u64;
         while let Some(c) = cur.filter(|c| c.hi() <= meta.count) {
             let key = (meta.id, c.level(), c.lo());
-            if tree.remove(key)?.is_some() {
-                stale.remove(key)?;
-                claims.remove(key)?;
-                if pending.insert(key, ())?.is_none() {
+            if TREE.delete(&mut self.tx, key)? {
+                STALE.delete(&mut self.tx, key)?;
+                CLAIMS.delete(&mut self.tx, key)?;
+                if !PENDING.insert(&mut self.tx, key, &[])? {
                     newly_pending += 1;
                 }
                 removed.push(c);
             }
             cur = c.parent();
         }
-        drop(tree);
-        drop(pending);
-        drop(stale);
-        drop(claims);
         meta.summaries -= (removed.len() as u64).min(meta.summaries);
         meta.pending += newly_pending;
         self.put_scope(scope, &meta)?;
@@ -517,7 +485,7 @@ impl ReadTxn {
         let Some(meta) = self.scope_meta(scope)? else {
             return Ok(None);
         };
-        get_summary(&self.open(TREE)?, meta.id, b)
+        get_summary(&self.tx, meta.id, b)
     }
 
     /// Pending blocks in the order they are offered (smallest first, then oldest), at most
@@ -527,14 +495,18 @@ impl ReadTxn {
             return Ok(Vec::new());
         };
         let mut out = Vec::new();
-        for item in self.open(PENDING)?.range(pending_range(meta.id))? {
-            if limit.is_some_and(|l| out.len() >= l) {
-                break;
-            }
-            let (k, _) = item?;
-            let (_, level, lo) = k.value();
-            out.push(stored_block("pending", meta.id, level, lo)?);
-        }
+        PENDING.scan(
+            &self.tx,
+            pending_range(meta.id),
+            Dir::Forward,
+            |(_, level, lo), _| {
+                if limit.is_some_and(|l| out.len() >= l) {
+                    return Ok(ControlFlow::Break(()));
+                }
+                out.push(stored_block("pending", meta.id, level, lo)?);
+                Ok(ControlFlow::Continue(()))
+            },
+        )?;
         Ok(out)
     }
 
@@ -555,49 +527,51 @@ impl ReadTxn {
             return Ok(Vec::new());
         };
         let cfg = self.config()?;
-        let log = self.open(LOG)?;
-        let tree = self.open(TREE)?;
+        let kv = &self.tx;
         let mut out = Vec::new();
-        for item in self.open(PENDING)?.range(pending_range(meta.id))? {
-            if out.len() >= n {
-                break;
-            }
-            let (k, _) = item?;
-            let (_, level, lo) = k.value();
-            let b = stored_block("pending", meta.id, level, lo)?;
-            if let Some(inputs) = merge_inputs(&log, &tree, meta.id, b, &cfg)? {
-                let events = self.open(crate::storage::schema::EVENTS)?;
-                let stale = self.open(STALE)?;
-                let mut lines = Vec::with_capacity(inputs.len());
-                for i in &inputs {
-                    lines.push(match i {
-                        PromptInput::Memory(m) => crate::memory::lifecycle::marked_line(
-                            m,
-                            &crate::memory::lifecycle::state_of(&events, meta.id, m)?,
-                        ),
-                        PromptInput::Summary { block, summary } => {
-                            let is_stale =
-                                stale.get((meta.id, block.level(), block.lo()))?.is_some();
-                            marked_summary_line(*block, summary, is_stale)
-                        }
+        PENDING.scan(
+            kv,
+            pending_range(meta.id),
+            Dir::Forward,
+            |(_, level, lo), _| {
+                if out.len() >= n {
+                    return Ok(ControlFlow::Break(()));
+                }
+                let b = stored_block("pending", meta.id, level, lo)?;
+                if let Some(inputs) = merge_inputs(kv, meta.id, b, &cfg)? {
+                    let events = kv;
+                    let mut lines = Vec::with_capacity(inputs.len());
+                    for i in &inputs {
+                        lines.push(match i {
+                            PromptInput::Memory(m) => crate::memory::lifecycle::marked_line(
+                                m,
+                                &crate::memory::lifecycle::state_of(&events, meta.id, m)?,
+                            ),
+                            PromptInput::Summary { block, summary } => {
+                                let is_stale =
+                                    STALE.contains(kv, (meta.id, block.level(), block.lo()))?;
+                                marked_summary_line(*block, summary, is_stale)
+                            }
+                        });
+                    }
+                    let rebuild = STALE.contains(kv, (meta.id, b.level(), b.lo()))?;
+                    out.push(MergePrompt {
+                        block: b,
+                        inputs,
+                        remaining: meta.pending.saturating_sub(1),
+                        entry_bytes: cfg.entry_bytes,
+                        lines,
+                        rebuild,
                     });
                 }
-                let rebuild = stale.get((meta.id, b.level(), b.lo()))?.is_some();
-                out.push(MergePrompt {
-                    block: b,
-                    inputs,
-                    remaining: meta.pending.saturating_sub(1),
-                    entry_bytes: cfg.entry_bytes,
-                    lines,
-                    rebuild,
-                });
-            }
-            if out.is_empty() && n == 1 {
-                // The first pending block is the one offered; if it cannot be answered, the
-                // store needs repair, not another block.
-                break;
-            }
-        }
+                if out.is_empty() && n == 1 {
+                    // The first pending block is the one offered; if it cannot be answered, the
+                    // store needs repair, not another block.
+                    return Ok(ControlFlow::Break(()));
+                }
+                Ok(ControlFlow::Continue(()))
+            },
+        )?;
         Ok(out)
     }
 
@@ -613,8 +587,8 @@ impl ReadTxn {
                 count,
             });
         };
-        let log = self.open(LOG)?;
-        let tree = self.open(TREE)?;
+        let log = &self.tx;
+        let tree = &self.tx;
         let mut out = Vec::new();
         if let Some((l, r)) = b.halves() {
             for h in [l, r] {
@@ -644,8 +618,7 @@ impl ReadTxn {
     pub fn zoom_lines(&self, scope: &str, b: Block) -> Result<Vec<String>> {
         let entries = self.zoom(scope, b)?;
         let sid = self.scope_meta(scope)?.map(|m| m.id).unwrap_or(0);
-        let events = self.open(crate::storage::schema::EVENTS)?;
-        let stale = self.open(STALE)?;
+        let events = &self.tx;
         let mut out = Vec::with_capacity(entries.len());
         for e in &entries {
             out.push(match e {
@@ -654,7 +627,7 @@ impl ReadTxn {
                     &crate::memory::lifecycle::state_of(&events, sid, m)?,
                 ),
                 ZoomEntry::Summary { block, summary } => {
-                    let stale_now = stale.get((sid, block.level(), block.lo()))?.is_some();
+                    let stale_now = STALE.contains(&self.tx, (sid, block.level(), block.lo()))?;
                     marked_summary_line(*block, summary, stale_now)
                 }
                 ZoomEntry::Missing { .. } => e.line(),
@@ -676,13 +649,13 @@ impl ReadTxn {
             });
         };
         let sid = meta.id;
-        let Some(summary) = get_summary(&self.open(TREE)?, sid, b)? else {
+        let Some(summary) = get_summary(&self.tx, sid, b)? else {
             return Err(Error::invalid("block", format!("{b} has no summary yet")));
         };
         let key = (sid, b.level(), b.lo());
-        let stale = self.open(STALE)?.get(key)?.is_some();
-        let claims: Vec<Claim> = match self.open(CLAIMS)?.get(key)? {
-            Some(v) => decode("claims", &TreeKey(sid, b), v.value())?,
+        let stale = STALE.contains(&self.tx, key)?;
+        let claims: Vec<Claim> = match CLAIMS.get(&self.tx, key)? {
+            Some(v) => decode("claims", &TreeKey(sid, b), &v)?,
             None => parse_claims(&summary.text)
                 .into_iter()
                 .map(|c| Claim {
@@ -691,8 +664,8 @@ impl ReadTxn {
                 })
                 .collect(),
         };
-        let log = self.open(LOG)?;
-        let events = self.open(crate::storage::schema::EVENTS)?;
+        let log = &self.tx;
+        let events = &self.tx;
         let mut out = Vec::with_capacity(claims.len());
         for c in claims {
             let mut records = Vec::new();
@@ -723,16 +696,10 @@ impl ReadTxn {
             return Ok(Vec::new());
         };
         let mut out = Vec::new();
-        for item in self
-            .open(TREE)?
-            .range((meta.id, 0, 0)..=(meta.id, u8::MAX, u64::MAX))?
-        {
-            let (k, v) = item?;
-            let (_, level, lo) = k.value();
-            let block = stored_block("tree", meta.id, level, lo)?;
-            let summary: Summary = decode("tree", &TreeKey(meta.id, block), v.value())?;
-            out.push(Node { block, summary });
-        }
+        each_node(&self.tx, meta.id, |n| {
+            out.push(n);
+            Ok(())
+        })?;
         Ok(out)
     }
 }
@@ -749,7 +716,7 @@ impl Store {
         scope: &str,
         entries: Vec<(Block, String)>,
     ) -> Result<Vec<(Block, NapOutcome)>> {
-        self.write(|tx| tx.nap_many(scope, entries))
+        self.write(|tx| tx.nap_many(scope, entries.clone()))
     }
 
     /// Drops a summary and its ancestors; see [`WriteTxn::forget`].

@@ -16,8 +16,8 @@ use crate::domain::record::{Memory, Summary};
 use crate::error::{Error, Result};
 use crate::memory::log::{get_memory, memory_line};
 use crate::memory::tree::{get_summary, summary_line};
-use crate::storage::schema::{LOG, TREE};
 use crate::storage::store::Store;
+use crate::storage::tables::STALE;
 use crate::storage::txn::ReadTxn;
 
 /// A part of wake output holds at most this many lines...
@@ -395,10 +395,9 @@ impl ReadTxn {
         };
         let Some(meta) = meta else { return Ok(view) };
         let sid = meta.id;
-        let tree = self.open(TREE)?;
-        let log = self.open(LOG)?;
-        let events = self.open(crate::storage::schema::EVENTS)?;
-        let stale = self.open(crate::storage::schema::STALE)?;
+        let tree = &self.tx;
+        let log = &self.tx;
+        let events = &self.tx;
         let mut cache: HashMap<Block, Option<Summary>> = HashMap::new();
         let fetch = |b: Block, cache: &mut HashMap<Block, Option<Summary>>| -> Result<bool> {
             if let Some(s) = cache.get(&b) {
@@ -430,7 +429,7 @@ impl ReadTxn {
                     _ => get_summary(&tree, sid, b)?
                         .ok_or_else(|| Error::corrupt("tree", b, "summary vanished during wake"))?,
                 };
-                let is_stale = stale.get((sid, b.level(), b.lo()))?.is_some();
+                let is_stale = STALE.contains(&self.tx, (sid, b.level(), b.lo()))?;
                 view.item_lines
                     .push(crate::memory::tree::marked_summary_line(b, &s, is_stale));
                 view.items.push(WakeItem::Summary {

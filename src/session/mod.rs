@@ -20,16 +20,18 @@
 
 use std::fmt;
 
-use redb::{ReadableTable, ReadableTableMetadata};
+use std::ops::ControlFlow;
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::storage::access::Access;
 use crate::storage::codec::{decode, encode};
-use crate::storage::schema::{
+use crate::storage::kv::{Dir, KvRead};
+use crate::storage::store::Store;
+use crate::storage::tables::{
     META, SESSIONS, SESSION_ARCHIVE, SESSION_HASHES, SESSION_IDEMPOTENCY, SESSION_MESSAGES,
 };
-use crate::storage::store::Store;
 use crate::storage::txn::{ReadTxn, WriteTxn};
 
 /// The largest message, in bytes of compact JSON.
@@ -238,12 +240,9 @@ impl fmt::Display for SKey<'_> {
     }
 }
 
-fn read_record<T: ReadableTable<&'static str, &'static [u8]>>(
-    t: &T,
-    id: &str,
-) -> Result<Option<SessionRecord>> {
-    match t.get(id)? {
-        Some(v) => Ok(Some(decode("sessions", &id, v.value())?)),
+fn read_record(kv: &(impl KvRead + ?Sized), id: &str) -> Result<Option<SessionRecord>> {
+    match SESSIONS.get(kv, id)? {
+        Some(v) => Ok(Some(decode("sessions", &id, &v)?)),
         None => Ok(None),
     }
 }
@@ -272,25 +271,21 @@ fn check_revision(rec: Option<&SessionRecord>, expected: Option<u64>) -> Result<
 
 impl WriteTxn<'_> {
     fn next_revision(&mut self) -> Result<u64> {
-        let mut meta = self.tx.open_table(META)?;
-        let cur: u64 = match meta.get("session_rev")? {
-            Some(v) => decode("meta", &"session_rev", v.value())?,
+        let cur: u64 = match META.get_for_update(&mut self.tx, "session_rev")? {
+            Some(v) => decode("meta", &"session_rev", &v)?,
             None => 0,
         };
         let next = cur + 1;
-        meta.insert("session_rev", encode(&next)?.as_slice())?;
+        META.put(&mut self.tx, "session_rev", &encode(&next)?)?;
         Ok(next)
     }
 
     fn session_record(&self, id: &str) -> Result<Option<SessionRecord>> {
-        read_record(&self.tx.open_table(SESSIONS)?, id)
+        read_record(&self.tx, id)
     }
 
     fn put_session(&mut self, id: &str, rec: &SessionRecord) -> Result<()> {
-        self.tx
-            .open_table(SESSIONS)?
-            .insert(id, encode(rec)?.as_slice())?;
-        Ok(())
+        SESSIONS.put(&mut self.tx, id, &encode(rec)?)
     }
 
     fn new_record(&self) -> SessionRecord {
@@ -313,13 +308,11 @@ impl WriteTxn<'_> {
         rec: &mut SessionRecord,
         msgs: &[(S, [u8; 16])],
     ) -> Result<()> {
-        let mut m = self.tx.open_table(SESSION_MESSAGES)?;
-        let mut h = self.tx.open_table(SESSION_HASHES)?;
         for (text, hsh) in msgs {
             let text = text.as_ref();
             let seq = rec.next_seq;
-            m.insert((id, seq), encode(&text)?.as_slice())?;
-            h.insert((id, seq), encode(hsh)?.as_slice())?;
+            SESSION_MESSAGES.put(&mut self.tx, (id, seq), &encode(&text)?)?;
+            SESSION_HASHES.put(&mut self.tx, (id, seq), &encode(hsh)?)?;
             rec.next_seq += 1;
             rec.count += 1;
             rec.bytes += text.len() as u64;
@@ -335,13 +328,10 @@ impl WriteTxn<'_> {
         seqs: &[u64],
         archive: bool,
     ) -> Result<Vec<String>> {
-        let mut m = self.tx.open_table(SESSION_MESSAGES)?;
-        let mut h = self.tx.open_table(SESSION_HASHES)?;
-        let mut a = self.tx.open_table(SESSION_ARCHIVE)?;
         let mut out = Vec::with_capacity(seqs.len());
         for &seq in seqs {
-            let text = match m.remove((id, seq))? {
-                Some(v) => decode_message(id, seq, v.value())?,
+            let text = match SESSION_MESSAGES.take(&mut self.tx, (id, seq))? {
+                Some(v) => decode_message(id, seq, &v)?,
                 None => {
                     return Err(Error::corrupt(
                         "session_messages",
@@ -350,7 +340,7 @@ impl WriteTxn<'_> {
                     ))
                 }
             };
-            h.remove((id, seq))?;
+            SESSION_HASHES.delete(&mut self.tx, (id, seq))?;
             rec.count = rec.count.saturating_sub(1);
             rec.bytes = rec.bytes.saturating_sub(text.len() as u64);
             if archive {
@@ -358,7 +348,7 @@ impl WriteTxn<'_> {
                     archived_us: self.now,
                     message: text.clone(),
                 };
-                a.insert((id, rec.archive_next), encode(&entry)?.as_slice())?;
+                SESSION_ARCHIVE.put(&mut self.tx, (id, rec.archive_next), &encode(&entry)?)?;
                 rec.archive_next += 1;
                 rec.archived += 1;
                 rec.archived_bytes += text.len() as u64;
@@ -373,17 +363,18 @@ impl WriteTxn<'_> {
         if max == 0 || rec.archived <= max {
             return Ok(());
         }
-        let mut a = self.tx.open_table(SESSION_ARCHIVE)?;
         let excess = rec.archived - max;
         let mut victims = Vec::new();
-        for item in a.range(range(id))?.take(excess as usize) {
-            let (k, v) = item?;
-            let seq = k.value().1;
-            let e: Archived = decode("session_archive", &SKey(id, seq), v.value())?;
+        SESSION_ARCHIVE.scan(&self.tx, range(id), Dir::Forward, |(_, seq), v| {
+            if victims.len() as u64 >= excess {
+                return Ok(ControlFlow::Break(()));
+            }
+            let e: Archived = decode("session_archive", &SKey(id, seq), v)?;
             victims.push((seq, e.message.len() as u64));
-        }
+            Ok(ControlFlow::Continue(()))
+        })?;
         for (seq, len) in victims {
-            a.remove((id, seq))?;
+            SESSION_ARCHIVE.delete(&mut self.tx, (id, seq))?;
             rec.archived -= 1;
             rec.archived_bytes = rec.archived_bytes.saturating_sub(len);
         }
@@ -404,13 +395,11 @@ impl WriteTxn<'_> {
         let existing = self.session_record(id)?;
         let mut rec = existing.clone().unwrap_or_else(|| self.new_record());
         let stored: Vec<(u64, [u8; 16])> = {
-            let h = self.tx.open_table(SESSION_HASHES)?;
             let mut v = Vec::with_capacity(rec.count as usize);
-            for item in h.range(range(id))? {
-                let (k, val) = item?;
-                let seq = k.value().1;
-                v.push((seq, decode_hash(id, seq, val.value())?));
-            }
+            SESSION_HASHES.each(&self.tx, range(id), |(_, seq), val| {
+                v.push((seq, decode_hash(id, seq, val)?));
+                Ok(())
+            })?;
             v
         };
         // A message whose bytes hash to a stored message is that message: already checked and
@@ -523,10 +512,8 @@ impl WriteTxn<'_> {
         let batch_hash = batch.digest128().to_le_bytes();
         if let Some(k) = key {
             let found = {
-                let t = self.tx.open_table(SESSION_IDEMPOTENCY)?;
-                let v = t.get((id, k))?;
-                match v {
-                    Some(v) => Some(decode::<IdemRecord>("session_idempotency", &k, v.value())?),
+                match SESSION_IDEMPOTENCY.get(&self.tx, (id, k))? {
+                    Some(v) => Some(decode::<IdemRecord>("session_idempotency", &k, &v)?),
                     None => None,
                 }
             };
@@ -563,9 +550,7 @@ impl WriteTxn<'_> {
                 outcome,
                 hash: batch_hash,
             };
-            self.tx
-                .open_table(SESSION_IDEMPOTENCY)?
-                .insert((id, k), encode(&r)?.as_slice())?;
+            SESSION_IDEMPOTENCY.put(&mut self.tx, (id, k), &encode(&r)?)?;
         }
         Ok(outcome)
     }
@@ -583,14 +568,7 @@ impl WriteTxn<'_> {
         let Some(mut rec) = existing else {
             return Ok(None);
         };
-        let last = {
-            let h = self.tx.open_table(SESSION_HASHES)?;
-            let last = h.range(range(id))?.next_back();
-            match last {
-                Some(item) => Some(item?.0.value().1),
-                None => None,
-            }
-        };
+        let last = SESSION_HASHES.edge(&self.tx, range(id), Dir::Reverse, |(_, seq), _| Ok(seq))?;
         let Some(seq) = last else { return Ok(None) };
         let mut out = self.drop_messages(id, &mut rec, &[seq], false)?;
         rec.revision = self.next_revision()?;
@@ -607,14 +585,9 @@ impl WriteTxn<'_> {
         let Some(mut rec) = self.session_record(id)? else {
             return Ok(0);
         };
-        let n = {
-            let mut m = self.tx.open_table(SESSION_MESSAGES)?;
-            let mut h = self.tx.open_table(SESSION_HASHES)?;
-            m.retain_in(range(id), |_, _| false)?;
-            let before = rec.count;
-            h.retain_in(range(id), |_, _| false)?;
-            before
-        };
+        let n = rec.count;
+        SESSION_MESSAGES.delete_range(&mut self.tx, range(id))?;
+        SESSION_HASHES.delete_range(&mut self.tx, range(id))?;
         rec.count = 0;
         rec.bytes = 0;
         rec.revision = self.next_revision()?;
@@ -628,30 +601,22 @@ impl WriteTxn<'_> {
     pub fn session_delete(&mut self, id: &str) -> Result<bool> {
         validate_session_id(id)?;
         self.require(Access::Write, &session_scope(id))?;
-        if self.tx.open_table(SESSIONS)?.remove(id)?.is_none() {
+        if !SESSIONS.delete(&mut self.tx, id)? {
             return Ok(false);
         }
-        self.tx
-            .open_table(SESSION_MESSAGES)?
-            .retain_in(range(id), |_, _| false)?;
-        self.tx
-            .open_table(SESSION_HASHES)?
-            .retain_in(range(id), |_, _| false)?;
-        self.tx
-            .open_table(SESSION_ARCHIVE)?
-            .retain_in(range(id), |_, _| false)?;
-        let mut idem = self.tx.open_table(SESSION_IDEMPOTENCY)?;
+        SESSION_MESSAGES.delete_range(&mut self.tx, range(id))?;
+        SESSION_HASHES.delete_range(&mut self.tx, range(id))?;
+        SESSION_ARCHIVE.delete_range(&mut self.tx, range(id))?;
         let mut keys = Vec::new();
-        for item in idem.range((id, "")..)? {
-            let (k, _) = item?;
-            let (sid, key) = k.value();
+        SESSION_IDEMPOTENCY.scan(&self.tx, (id, "").., Dir::Forward, |(sid, key), _| {
             if sid != id {
-                break;
+                return Ok(ControlFlow::Break(()));
             }
             keys.push(key.to_string());
-        }
+            Ok(ControlFlow::Continue(()))
+        })?;
         for k in keys {
-            idem.remove((id, k.as_str()))?;
+            SESSION_IDEMPOTENCY.delete(&mut self.tx, (id, k.as_str()))?;
         }
         Ok(true)
     }
@@ -667,9 +632,7 @@ impl WriteTxn<'_> {
         if n == 0 {
             return Ok(0);
         }
-        self.tx
-            .open_table(SESSION_ARCHIVE)?
-            .retain_in(range(id), |_, _| false)?;
+        SESSION_ARCHIVE.delete_range(&mut self.tx, range(id))?;
         rec.archived = 0;
         rec.archived_bytes = 0;
         rec.revision = self.next_revision()?;
@@ -708,7 +671,7 @@ impl ReadTxn {
     fn load(&self, id: &str, lossy: bool) -> Result<Option<SessionItems>> {
         validate_session_id(id)?;
         self.require(Access::Read, &session_scope(id))?;
-        if read_record(&self.open(SESSIONS)?, id)?.is_none() {
+        if read_record(&self.tx, id)?.is_none() {
             return Ok(None);
         }
         self.read_messages(id, None, lossy).map(Some)
@@ -727,16 +690,20 @@ impl ReadTxn {
             items: Vec::new(),
             unreadable: Vec::new(),
         };
-        let t = self.open(SESSION_MESSAGES)?;
-        for item in t.range(range(id))?.rev().take(limit.unwrap_or(usize::MAX)) {
-            let (k, v) = item?;
-            let seq = k.value().1;
-            match decode_message(id, seq, v.value()) {
+        let limit = limit.unwrap_or(usize::MAX);
+        let mut seen = 0usize;
+        SESSION_MESSAGES.scan(&self.tx, range(id), Dir::Reverse, |(_, seq), v| {
+            if seen >= limit {
+                return Ok(ControlFlow::Break(()));
+            }
+            seen += 1;
+            match decode_message(id, seq, v) {
                 Ok(m) => out.items.push(m),
                 Err(Error::Corrupt { .. }) if lossy => out.unreadable.push(seq),
                 Err(e) => return Err(e),
             }
-        }
+            Ok(ControlFlow::Continue(()))
+        })?;
         out.items.reverse();
         out.unreadable.reverse();
         Ok(out)
@@ -746,7 +713,7 @@ impl ReadTxn {
     pub fn session_info(&self, id: &str) -> Result<Option<SessionInfo>> {
         validate_session_id(id)?;
         self.require(Access::Read, &session_scope(id))?;
-        Ok(read_record(&self.open(SESSIONS)?, id)?.map(|r| SessionInfo::from(id, &r)))
+        Ok(read_record(&self.tx, id)?.map(|r| SessionInfo::from(id, &r)))
     }
 
     /// Sessions whose id starts with `prefix`, sorted, strictly after `after` (a cursor: the
@@ -757,44 +724,38 @@ impl ReadTxn {
         after: Option<&str>,
         limit: Option<usize>,
     ) -> Result<Vec<SessionInfo>> {
-        let t = self.open(SESSIONS)?;
         let unrestricted = self.auth()?.unrestricted(self.principal.as_deref());
         let mut out = Vec::new();
         let start = match after {
             Some(a) if a >= prefix => a,
             _ => prefix,
         };
-        for item in t.range(start..)? {
-            if limit.is_some_and(|l| out.len() >= l) {
-                break;
-            }
-            let (k, v) = item?;
-            let id = k.value();
-            if !id.starts_with(prefix) {
-                break;
+        SESSIONS.scan(&self.tx, start.., Dir::Forward, |id, v| {
+            if limit.is_some_and(|l| out.len() >= l) || !id.starts_with(prefix) {
+                return Ok(ControlFlow::Break(()));
             }
             if after.is_some_and(|a| id <= a)
                 || !(unrestricted || self.may(Access::Read, &session_scope(id))?)
             {
-                continue;
+                return Ok(ControlFlow::Continue(()));
             }
-            let r: SessionRecord = decode("sessions", &id, v.value())?;
+            let r: SessionRecord = decode("sessions", &id, v)?;
             out.push(SessionInfo::from(id, &r));
-        }
+            Ok(ControlFlow::Continue(()))
+        })?;
         Ok(out)
     }
 
     /// Every session id, sorted.
     pub fn session_ids(&self) -> Result<Vec<String>> {
-        let t = self.open(SESSIONS)?;
         let unrestricted = self.auth()?.unrestricted(self.principal.as_deref());
-        let mut out = Vec::with_capacity(t.len()? as usize);
-        for item in t.iter()? {
-            let (k, _) = item?;
-            if unrestricted || self.may(Access::Read, &session_scope(k.value()))? {
-                out.push(k.value().to_string());
+        let mut out = Vec::new();
+        SESSIONS.each(&self.tx, .., |id, _| {
+            if unrestricted || self.may(Access::Read, &session_scope(id))? {
+                out.push(id.to_string());
             }
-        }
+            Ok(())
+        })?;
         Ok(out)
     }
 
@@ -803,14 +764,10 @@ impl ReadTxn {
         validate_session_id(id)?;
         self.require(Access::Read, &session_scope(id))?;
         let mut out = Vec::new();
-        for item in self.open(SESSION_ARCHIVE)?.range(range(id))? {
-            let (k, v) = item?;
-            out.push(decode(
-                "session_archive",
-                &SKey(id, k.value().1),
-                v.value(),
-            )?);
-        }
+        SESSION_ARCHIVE.each(&self.tx, range(id), |(_, seq), v| {
+            out.push(decode("session_archive", &SKey(id, seq), v)?);
+            Ok(())
+        })?;
         Ok(out)
     }
 }
@@ -957,36 +914,34 @@ pub(crate) fn verify_sessions(
         max_archive: Option<u64>,
     }
     let mut records: BTreeMap<String, SessionRecord> = BTreeMap::new();
-    for item in r.open(SESSIONS)?.iter()? {
-        let (k, v) = item?;
-        let id = k.value().to_string();
-        match decode::<SessionRecord>("sessions", &id, v.value()) {
+    let kv = &r.tx;
+    SESSIONS.each(kv, .., |id, v| {
+        match decode::<SessionRecord>("sessions", &id, v) {
             Ok(rec) => {
-                records.insert(id, rec);
+                records.insert(id.to_string(), rec);
             }
             Err(e) => problem(e.to_string()),
         }
-    }
+        Ok(())
+    })?;
     *checked = records.len() as u64;
     let mut seen: BTreeMap<String, Seen> = BTreeMap::new();
-    let hashes = r.open(SESSION_HASHES)?;
-    for item in r.open(SESSION_MESSAGES)?.iter()? {
-        let (k, v) = item?;
-        let (id, seq) = k.value();
+    SESSION_MESSAGES.each(kv, .., |(id, seq), v| {
+        let id = id.as_ref();
         if !records.contains_key(id) {
             problem(format!(
                 "session message ({id:?}, {seq}) belongs to no session"
             ));
-            continue;
+            return Ok(());
         }
         let s = seen.entry(id.to_string()).or_default();
         s.count += 1;
         s.max_seq = Some(seq);
-        match decode_message(id, seq, v.value()) {
+        match decode_message(id, seq, v) {
             Ok(text) => {
                 s.bytes += text.len() as u64;
-                match hashes.get((id, seq))? {
-                    Some(h) => match decode_hash(id, seq, h.value()) {
+                match SESSION_HASHES.get(kv, (id, seq))? {
+                    Some(h) => match decode_hash(id, seq, &h) {
                         Ok(h) if h == hash(&text) => {}
                         Ok(_) => problem(format!(
                             "session message ({id:?}, {seq}) does not match its hash"
@@ -998,42 +953,41 @@ pub(crate) fn verify_sessions(
             }
             Err(e) => problem(e.to_string()),
         }
-    }
-    let messages = r.open(SESSION_MESSAGES)?;
-    for item in hashes.iter()? {
-        let (k, _) = item?;
-        let (id, seq) = k.value();
-        if messages.get((id, seq))?.is_none() {
+        Ok(())
+    })?;
+    SESSION_HASHES.each(kv, .., |(id, seq), _| {
+        if !SESSION_MESSAGES.contains(kv, (&id, seq))? {
             problem(format!("session hash ({id:?}, {seq}) has no message"));
         }
-    }
-    for item in r.open(SESSION_ARCHIVE)?.iter()? {
-        let (k, v) = item?;
-        let (id, seq) = k.value();
+        Ok(())
+    })?;
+    SESSION_ARCHIVE.each(kv, .., |(id, seq), v| {
+        let id = id.as_ref();
         if !records.contains_key(id) {
             problem(format!(
                 "archived message ({id:?}, {seq}) belongs to no session"
             ));
-            continue;
+            return Ok(());
         }
         let s = seen.entry(id.to_string()).or_default();
         s.archived += 1;
         s.max_archive = Some(seq);
-        if let Err(e) = decode::<Archived>("session_archive", &SKey(id, seq), v.value()) {
+        if let Err(e) = decode::<Archived>("session_archive", &SKey(id, seq), v) {
             problem(e.to_string());
         }
-    }
-    for item in r.open(SESSION_IDEMPOTENCY)?.iter()? {
-        let (k, v) = item?;
-        let (id, key) = k.value();
+        Ok(())
+    })?;
+    SESSION_IDEMPOTENCY.each(kv, .., |(id, key), v| {
+        let id = id.as_ref();
         if !records.contains_key(id) {
             problem(format!(
                 "session idempotency key ({id:?}, {key:?}) belongs to no session"
             ));
-        } else if let Err(e) = decode::<IdemRecord>("session_idempotency", &key, v.value()) {
+        } else if let Err(e) = decode::<IdemRecord>("session_idempotency", &key, v) {
             problem(e.to_string());
         }
-    }
+        Ok(())
+    })?;
     for (id, rec) in &records {
         let s = seen.remove(id).unwrap_or_default();
         if s.count != rec.count || s.bytes != rec.bytes {

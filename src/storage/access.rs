@@ -10,12 +10,12 @@
 //! so a revoked grant takes effect at the next call, and a refusal names only what the caller
 //! asked for.
 
-use redb::ReadableTable;
-
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::storage::codec::decode;
+use crate::storage::kv::KvRead;
+use crate::storage::tables::{GRANTS, META};
 
 /// The admin principal of a store created without one.
 pub const DEFAULT_ADMIN: &str = "admin";
@@ -97,25 +97,18 @@ pub(crate) struct Auth {
 
 impl Auth {
     /// Loads the admin's name and every grant from the `meta` and `grants` tables.
-    pub(crate) fn load<M, G>(meta: &M, grants: &G) -> Result<Auth>
-    where
-        M: ReadableTable<&'static str, &'static [u8]>,
-        G: ReadableTable<(&'static str, u8, &'static str), &'static [u8]>,
-    {
-        let admin = match meta.get("admin")? {
-            Some(v) => decode::<String>("meta", &"admin", v.value())?,
+    pub(crate) fn load(kv: &(impl KvRead + ?Sized)) -> Result<Auth> {
+        let admin = match META.get(kv, "admin")? {
+            Some(v) => decode::<String>("meta", &"admin", &v)?,
             None => DEFAULT_ADMIN.to_string(),
         };
         let mut out = Vec::new();
-        if grants.len()? > 0 {
-            for item in grants.iter()? {
-                let (k, _) = item?;
-                let (p, a, pat) = k.value();
-                if let Some(a) = Access::from_code(a) {
-                    out.push((p.to_string(), a, pat.to_string()));
-                }
+        GRANTS.each(kv, .., |(p, a, pat), _| {
+            if let Some(a) = Access::from_code(a) {
+                out.push((p.into_owned(), a, pat.to_string()));
             }
-        }
+            Ok(())
+        })?;
         Ok(Auth { admin, grants: out })
     }
 

@@ -1,12 +1,13 @@
 //! The settings of a store (its `config` table): what each setting means, its bounds, and the
 //! reading of the table into a [`Config`].
 
-use redb::ReadableTable;
 use serde::Serialize;
 
 use crate::domain::text::{DEFAULT_ENTRY_BYTES, MAX_ENTRY_BYTES};
 use crate::error::{Error, Result};
 use crate::storage::codec::decode;
+use crate::storage::kv::KvRead;
+use crate::storage::tables::CONFIG;
 
 /// The settings of a store, read from its `config` table (defaults where unset).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -90,12 +91,10 @@ pub fn validate_config(name: &str, value: &str) -> Result<u64> {
 }
 
 /// Reads the `config` table; defaults where a setting is unset.
-pub(crate) fn read_config<T: ReadableTable<&'static str, &'static [u8]>>(t: &T) -> Result<Config> {
+pub(crate) fn read_config(kv: &(impl KvRead + ?Sized)) -> Result<Config> {
     let mut c = Config::default();
-    for item in t.iter()? {
-        let (k, v) = item?;
-        let name = k.value();
-        let n: u64 = decode("config", &name, v.value())?;
+    CONFIG.each(kv, .., |name, v| {
+        let n: u64 = decode("config", &name, v)?;
         match name {
             "ENTRY_BYTES" => c.entry_bytes = n.min(MAX_ENTRY_BYTES as u64) as usize,
             "RAW_MAX" if n.is_power_of_two() && n >= 2 => c.raw_max = n,
@@ -105,6 +104,7 @@ pub(crate) fn read_config<T: ReadableTable<&'static str, &'static [u8]>>(t: &T) 
             "AUDIT" => c.audit = n == 1,
             _ => {}
         }
-    }
+        Ok(())
+    })?;
     Ok(c)
 }

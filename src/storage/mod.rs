@@ -1,5 +1,7 @@
-//! **Layer 1, storage**: the file and everything engram keeps in it: the tables and their key
-//! layout ([`schema`]), the value envelope ([`codec`]), opening and creating a store, read and
+//! **Layer 1, storage**: the file and everything engram keeps in it: the storage seam every
+//! table access goes through ([`kv`], with its key encoding in [`keys`], the typed tables in
+//! [`tables`] and the redb backend in [`redb_kv`]), the tables as redb stores them ([`schema`]),
+//! the value envelope ([`codec`]), opening and creating a store, read and
 //! write transactions with a bounded wait, group commit, who is asking and what their grants
 //! allow ([`access`]), and the recovery of a torn tail. It may use [`crate::domain`] and
 //! [`crate::error`], never a layer above.
@@ -8,7 +10,11 @@ pub mod access;
 pub mod codec;
 pub mod config;
 pub(crate) mod group;
+pub mod keys;
+pub mod kv;
+pub mod redb_kv;
 pub mod schema;
 pub mod store;
+pub mod tables;
 pub(crate) mod tail;
 pub mod txn;

@@ -1,7 +1,9 @@
-//! Every table of an engram store, in one place. Keys are redb-native tuples so that ordering
-//! and range scans need no decoding; every value is `&[u8]` in the envelope of
-//! [`crate::storage::codec`], decoded in our layer so that bad bytes are errors, never panics.
-//! `docs/design.md` specifies each of these byte by byte.
+//! Every table of an engram store as redb defines it (store format 1), in one place. Keys are
+//! redb-native tuples; every value is `&[u8]` in the envelope of [`crate::storage::codec`],
+//! decoded in our layer so that bad bytes are errors, never panics. `docs/design.md` specifies
+//! each of these byte by byte. Only the redb backend ([`crate::storage::redb_kv`]) opens them;
+//! the rest of engram uses the typed descriptors of [`crate::storage::tables`] through the
+//! storage seam ([`crate::storage::kv`]).
 
 use redb::TableDefinition;
 

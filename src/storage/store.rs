@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redb::{
-    ConcurrencyMode, Database, ReadTransaction, ReadableDatabase, ReadableTable, TableError,
-    TransactionError, WriteTransaction,
+    ConcurrencyMode, Database, ReadTransaction, ReadableDatabase, TableError, TransactionError,
+    WriteTransaction,
 };
 
 use crate::domain::text::now_us;
@@ -18,7 +18,9 @@ use crate::error::{Error, Result};
 use crate::storage::codec::{decode, encode};
 use crate::storage::config::{validate_config, Config};
 use crate::storage::group::{copy_error, Job, Op};
-use crate::storage::schema::{self, CONFIG, META, STORE_FORMAT};
+use crate::storage::redb_kv::{RedbRead, RedbWrite};
+use crate::storage::schema::{self, META, STORE_FORMAT};
+use crate::storage::tables;
 use crate::storage::txn::{ReadTxn, WriteTxn};
 
 /// The scope used when none is named.
@@ -365,7 +367,7 @@ impl Store {
             opts,
             repaired: None,
         };
-        let fresh = store.read(|r| match r.tx.open_table(META) {
+        let fresh = store.read(|r| match r.tx.raw().open_table(META) {
             Ok(_) => Ok(false),
             Err(TableError::TableDoesNotExist(_)) => Ok(true),
             Err(e) => Err(e.into()),
@@ -380,18 +382,17 @@ impl Store {
 
     fn initialize(store: Store) -> Result<Store> {
         store.write(|tx| {
-            let mut meta = tx.tx.open_table(META)?;
-            if meta.get("format")?.is_none() {
-                meta.insert("format", encode(&STORE_FORMAT)?.as_slice())?;
-                meta.insert("created_us", encode(&tx.now)?.as_slice())?;
-                meta.insert("next_scope_id", encode(&0u32)?.as_slice())?;
+            let kv = &mut tx.tx;
+            if tables::META.get_for_update(kv, "format")?.is_none() {
+                tables::META.put(kv, "format", &encode(&STORE_FORMAT)?)?;
+                tables::META.put(kv, "created_us", &encode(&tx.now)?)?;
+                tables::META.put(kv, "next_scope_id", &encode(&0u32)?)?;
                 let admin = tx
                     .principal
                     .clone()
                     .unwrap_or_else(|| crate::storage::access::DEFAULT_ADMIN.to_string());
-                meta.insert("admin", encode(&admin)?.as_slice())?;
+                tables::META.put(&mut tx.tx, "admin", &encode(&admin)?)?;
             }
-            drop(meta);
             tx.ensure_tables()
         })?;
         Ok(store)
@@ -493,7 +494,7 @@ impl Store {
         if let Some(r) = &store.repaired {
             // A repair is kept only if every page of the recovered store matches its checksum:
             // a cut that took live bytes must stay an error, never become wrong answers.
-            if !store.read(|t| Ok(t.tx.verify_checksums()?))? {
+            if !store.read(|t| Ok(t.tx.raw().verify_checksums()?))? {
                 return Err(crate::error::damaged_file(format!(
                     "its end was cut inside a page that holds data ({} bytes, {} expected)",
                     r.old_len, r.new_len
@@ -632,19 +633,23 @@ impl Store {
     ///     Ok(())
     /// }).unwrap();
     /// ```
-    pub fn write<R>(&self, f: impl FnOnce(&mut WriteTxn<'_>) -> Result<R>) -> Result<R> {
+    pub fn write<R>(&self, mut f: impl FnMut(&mut WriteTxn<'_>) -> Result<R>) -> Result<R> {
         self.engine.guard("writing", |db| {
             let tx = self.begin_write(db.writable()?)?;
-            let mut w = WriteTxn {
-                tx,
-                now: now_us(),
-                config: None,
-                _s: std::marker::PhantomData,
-                principal: self.opts.principal.clone(),
-                auth: std::cell::OnceCell::new(),
+            let r = {
+                let mut w = WriteTxn {
+                    tx: RedbWrite::new(&tx),
+                    now: now_us(),
+                    config: None,
+                    _s: std::marker::PhantomData,
+                    principal: self.opts.principal.clone(),
+                    auth: std::cell::OnceCell::new(),
+                };
+                let r = f(&mut w)?;
+                w.tx.close()?;
+                r
             };
-            let r = f(&mut w)?;
-            w.tx.commit()?;
+            tx.commit()?;
             Ok(r)
         })
     }
@@ -672,7 +677,7 @@ impl Store {
     pub fn read<R>(&self, f: impl FnOnce(&ReadTxn) -> Result<R>) -> Result<R> {
         self.engine.guard("reading", |db| {
             let r = ReadTxn {
-                tx: db.begin_read()?,
+                tx: RedbRead::new(db.begin_read()?),
                 principal: self.opts.principal.clone(),
                 auth: std::cell::OnceCell::new(),
             };
@@ -703,7 +708,7 @@ impl Store {
         })?;
         if self.opts.read_only {
             // A read-only handle checks every page checksum of the snapshot and repairs nothing.
-            let intact = self.read(|r| Ok(r.tx.verify_checksums()?))?;
+            let intact = self.read(|r| Ok(r.tx.raw().verify_checksums()?))?;
             if !intact {
                 return Err(crate::error::damaged_file(
                     "a page does not match its checksum".into(),
@@ -730,8 +735,7 @@ impl Store {
         let v = validate_config(name, value)?;
         self.write(|tx| {
             tx.require_admin("change settings")?;
-            let mut t = tx.tx.open_table(CONFIG)?;
-            t.insert(name, encode(&v)?.as_slice())?;
+            tables::CONFIG.put(&mut tx.tx, name, &encode(&v)?)?;
             Ok(v)
         })
     }

@@ -3,7 +3,6 @@
 //! is asking and what their grants allow. The log, the tree, wake, sessions and the importers add
 //! their operations to these types in their own files.
 
-use redb::{ReadTransaction, ReadableTable, WriteTransaction};
 use serde::Serialize;
 
 use crate::domain::record::ScopeMeta;
@@ -12,7 +11,9 @@ use crate::error::{Error, Result};
 use crate::storage::access::{Access, Auth};
 use crate::storage::codec::{decode, encode};
 use crate::storage::config::{read_config, Config};
-use crate::storage::schema::{self, CONFIG, GRANTS, IDEMPOTENCY, LOG, META, PENDING, SCOPES, TREE};
+use crate::storage::kv::KvRead;
+use crate::storage::redb_kv::{RedbRead, RedbWrite};
+use crate::storage::tables::{META, SCOPES};
 
 /// The scope's metadata if it holds memory `id`; otherwise [`Error::OutOfRange`] with the
 /// scope's count (0 for a scope that does not exist).
@@ -40,7 +41,7 @@ pub struct ScopeStats {
 
 /// A write transaction. Every change engram makes goes through one; see [`Store::write`].
 pub struct WriteTxn<'s> {
-    pub(crate) tx: WriteTransaction,
+    pub(crate) tx: RedbWrite<'s>,
     /// The commit's timestamp (microseconds), shared by everything it records.
     pub(crate) now: i64,
     pub(crate) config: Option<Config>,
@@ -51,57 +52,44 @@ pub struct WriteTxn<'s> {
 
 /// A read-only snapshot. See [`Store::read`].
 pub struct ReadTxn {
-    pub(crate) tx: ReadTransaction,
+    pub(crate) tx: RedbRead,
     pub(crate) principal: Option<String>,
     pub(crate) auth: std::cell::OnceCell<crate::storage::access::Auth>,
 }
 
-pub(crate) fn read_scope<T: ReadableTable<&'static str, &'static [u8]>>(
-    t: &T,
-    name: &str,
-) -> Result<Option<ScopeMeta>> {
-    match t.get(name)? {
-        Some(v) => Ok(Some(decode("scopes", &name, v.value())?)),
+pub(crate) fn read_scope(kv: &(impl KvRead + ?Sized), name: &str) -> Result<Option<ScopeMeta>> {
+    match SCOPES.get(kv, name)? {
+        Some(v) => Ok(Some(decode("scopes", &name, &v)?)),
         None => Ok(None),
     }
 }
 
-pub(crate) fn list_scopes<T: ReadableTable<&'static str, &'static [u8]>>(
-    t: &T,
-) -> Result<Vec<(String, ScopeMeta)>> {
+pub(crate) fn list_scopes(kv: &(impl KvRead + ?Sized)) -> Result<Vec<(String, ScopeMeta)>> {
     let mut out = Vec::new();
-    for item in t.iter()? {
-        let (k, v) = item?;
-        let name = k.value().to_string();
-        let meta: ScopeMeta = decode("scopes", &name, v.value())?;
-        out.push((name, meta));
-    }
+    SCOPES.each(kv, .., |name, v| {
+        let meta: ScopeMeta = decode("scopes", &name, v)?;
+        out.push((name.to_string(), meta));
+        Ok(())
+    })?;
     Ok(out)
 }
 
 impl ReadTxn {
-    pub(crate) fn open<K: redb::Key + 'static, V: redb::Value + 'static>(
-        &self,
-        def: redb::TableDefinition<K, V>,
-    ) -> Result<redb::ReadOnlyTable<K, V>> {
-        Ok(self.tx.open_table(def)?)
-    }
-
     /// The store's settings.
     pub fn config(&self) -> Result<Config> {
-        read_config(&self.open(CONFIG)?)
+        read_config(&self.tx)
     }
 
     /// The scope's bookkeeping, after checking that the principal may read it.
     pub(crate) fn scope_meta(&self, scope: &str) -> Result<Option<ScopeMeta>> {
         self.require(crate::storage::access::Access::Read, scope)?;
-        read_scope(&self.open(SCOPES)?, scope)
+        read_scope(&self.tx, scope)
     }
 
     /// Names of the scopes the principal may read, sorted.
     pub fn scopes(&self) -> Result<Vec<String>> {
         let mut out = Vec::new();
-        for (n, _) in list_scopes(&self.open(SCOPES)?)? {
+        for (n, _) in list_scopes(&self.tx)? {
             if self.may(crate::storage::access::Access::Read, &n)? {
                 out.push(n);
             }
@@ -117,7 +105,7 @@ impl ReadTxn {
     /// Counters of every scope.
     pub fn stats(&self) -> Result<Vec<ScopeStats>> {
         let mut out = Vec::new();
-        for (scope, m) in list_scopes(&self.open(SCOPES)?)? {
+        for (scope, m) in list_scopes(&self.tx)? {
             if self.may(crate::storage::access::Access::Read, &scope)? {
                 out.push(ScopeStats {
                     scope,
@@ -132,26 +120,9 @@ impl ReadTxn {
 }
 
 impl WriteTxn<'_> {
+    /// Creates every table the file lacks (a store made by an older engram).
     pub(crate) fn ensure_tables(&mut self) -> Result<()> {
-        self.tx.open_table(META)?;
-        self.tx.open_table(CONFIG)?;
-        self.tx.open_table(SCOPES)?;
-        self.tx.open_table(LOG)?;
-        self.tx.open_table(TREE)?;
-        self.tx.open_table(PENDING)?;
-        self.tx.open_table(IDEMPOTENCY)?;
-        self.tx.open_table(schema::SESSIONS)?;
-        self.tx.open_table(schema::SESSION_MESSAGES)?;
-        self.tx.open_table(schema::SESSION_HASHES)?;
-        self.tx.open_table(schema::SESSION_ARCHIVE)?;
-        self.tx.open_table(schema::SESSION_IDEMPOTENCY)?;
-        self.tx.open_table(schema::GRANTS)?;
-        self.tx.open_table(schema::POLICIES)?;
-        self.tx.open_table(schema::EVENTS)?;
-        self.tx.open_table(schema::STALE)?;
-        self.tx.open_table(schema::CLAIMS)?;
-        self.tx.open_table(schema::AUDIT)?;
-        Ok(())
+        self.tx.ensure_tables()
     }
 
     /// The commit's timestamp in microseconds.
@@ -164,7 +135,7 @@ impl WriteTxn<'_> {
         if let Some(c) = self.config {
             return Ok(c);
         }
-        let c = read_config(&self.tx.open_table(CONFIG)?)?;
+        let c = read_config(&self.tx)?;
         self.config = Some(c);
         Ok(c)
     }
@@ -172,7 +143,7 @@ impl WriteTxn<'_> {
     /// The scope's bookkeeping, after checking that the principal may write it.
     pub(crate) fn scope_meta(&self, scope: &str) -> Result<Option<ScopeMeta>> {
         self.require(crate::storage::access::Access::Write, scope)?;
-        read_scope(&self.tx.open_table(SCOPES)?, scope)
+        read_scope(&self.tx, scope)
     }
 
     /// The scope's bookkeeping, creating the scope if it does not exist yet.
@@ -181,16 +152,14 @@ impl WriteTxn<'_> {
         if let Some(m) = self.scope_meta(scope)? {
             return Ok(m);
         }
-        let mut meta = self.tx.open_table(META)?;
-        let next: u32 = match meta.get("next_scope_id")? {
-            Some(v) => decode("meta", &"next_scope_id", v.value())?,
+        let next: u32 = match META.get_for_update(&mut self.tx, "next_scope_id")? {
+            Some(v) => decode("meta", &"next_scope_id", &v)?,
             None => 0,
         };
         let after = next
             .checked_add(1)
             .ok_or_else(|| Error::invalid("scope", "too many scopes"))?;
-        meta.insert("next_scope_id", encode(&after)?.as_slice())?;
-        drop(meta);
+        META.put(&mut self.tx, "next_scope_id", &encode(&after)?)?;
         let m = ScopeMeta {
             id: next,
             created_us: self.now,
@@ -203,9 +172,7 @@ impl WriteTxn<'_> {
     }
 
     pub(crate) fn put_scope(&mut self, scope: &str, m: &ScopeMeta) -> Result<()> {
-        let mut t = self.tx.open_table(SCOPES)?;
-        t.insert(scope, encode(m)?.as_slice())?;
-        Ok(())
+        SCOPES.put(&mut self.tx, scope, &encode(m)?)
     }
 
     /// Number of memories in `scope`, as of this transaction.
@@ -219,7 +186,7 @@ impl ReadTxn {
         if let Some(a) = self.auth.get() {
             return Ok(a);
         }
-        let a = Auth::load(&self.open(META)?, &self.open(GRANTS)?)?;
+        let a = Auth::load(&self.tx)?;
         Ok(self.auth.get_or_init(|| a))
     }
 
@@ -245,7 +212,7 @@ impl WriteTxn<'_> {
         if let Some(a) = self.auth.get() {
             return Ok(a);
         }
-        let a = Auth::load(&self.tx.open_table(META)?, &self.tx.open_table(GRANTS)?)?;
+        let a = Auth::load(&self.tx)?;
         Ok(self.auth.get_or_init(|| a))
     }
 

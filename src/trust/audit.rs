@@ -2,13 +2,15 @@
 //! (wake, zoom, recall, export, show, why, session reads) records who read which scope and which
 //! memories and blocks it returned, in the `audit` table. `audit` lists the records (admin only).
 
-use redb::ReadableTable;
+use std::ops::ControlFlow;
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::storage::codec::{decode, encode};
-use crate::storage::schema::AUDIT;
+use crate::storage::kv::Dir;
 use crate::storage::store::Store;
+use crate::storage::tables::AUDIT;
 use crate::storage::txn::ReadTxn;
 
 /// One audited read.
@@ -46,20 +48,17 @@ impl Store {
             let items = items(&r);
             self.write(|tx| {
                 let who = tx.who()?;
-                let mut t = tx.tx.open_table(AUDIT)?;
-                let next = match t.last()? {
-                    Some((k, _)) => k.value() + 1,
-                    None => 0,
-                };
+                let next = AUDIT
+                    .edge(&tx.tx, .., Dir::Reverse, |k, _| Ok(k + 1))?
+                    .unwrap_or(0);
                 let e = AuditEntry {
                     who,
                     at_us: tx.now_us(),
                     op: op.to_string(),
                     scope: scope.to_string(),
-                    items,
+                    items: items.clone(),
                 };
-                t.insert(next, encode(&e)?.as_slice())?;
-                Ok(())
+                AUDIT.put(&mut tx.tx, next, &encode(&e)?)
             })?;
         }
         Ok(r)
@@ -70,10 +69,13 @@ impl Store {
         self.read(|r| {
             r.require_admin("read the audit")?;
             let mut out = Vec::new();
-            for item in r.open(AUDIT)?.iter()?.rev().take(limit) {
-                let (k, v) = item?;
-                out.push(decode("audit", &k.value(), v.value())?);
-            }
+            AUDIT.scan(&r.tx, .., Dir::Reverse, |k, v| {
+                if out.len() >= limit {
+                    return Ok(ControlFlow::Break(()));
+                }
+                out.push(decode("audit", &k, v)?);
+                Ok(ControlFlow::Continue(()))
+            })?;
             out.reverse();
             Ok(out)
         })

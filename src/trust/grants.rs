@@ -1,14 +1,13 @@
 //! Administering grants: who may read or write which scopes. Granting, revoking and listing
 //! are the admin's; enforcement is in every transaction ([`crate::storage::access`]).
 
-use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::storage::access::{validate_principal, Access};
 use crate::storage::codec::{decode, encode};
-use crate::storage::schema::GRANTS;
 use crate::storage::store::Store;
+use crate::storage::tables::GRANTS;
 use crate::storage::txn::{ReadTxn, WriteTxn};
 
 /// One grant.
@@ -37,20 +36,19 @@ impl ReadTxn {
     pub fn grants(&self) -> Result<Vec<Grant>> {
         self.require_admin("list grants")?;
         let mut out = Vec::new();
-        for item in self.open(GRANTS)?.iter()? {
-            let (k, v) = item?;
-            let (p, a, pat) = k.value();
-            let r: GrantRecord = decode("grants", &p, v.value())?;
+        GRANTS.each(&self.tx, .., |(p, a, pat), v| {
+            let r: GrantRecord = decode("grants", &p, v)?;
             if let Some(access) = Access::from_code(a) {
                 out.push(Grant {
-                    principal: p.to_string(),
+                    principal: p.into_owned(),
                     access,
                     scope: pat.to_string(),
                     granted_by: r.granted_by,
                     granted_us: r.granted_us,
                 });
             }
-        }
+            Ok(())
+        })?;
         Ok(out)
     }
 }
@@ -66,9 +64,11 @@ impl WriteTxn<'_> {
             granted_by: self.who()?,
             granted_us: self.now,
         };
-        self.tx
-            .open_table(GRANTS)?
-            .insert((principal, access.code(), scope), encode(&rec)?.as_slice())?;
+        GRANTS.put(
+            &mut self.tx,
+            (principal, access.code(), scope),
+            &encode(&rec)?,
+        )?;
         self.auth = std::cell::OnceCell::new();
         Ok(())
     }
@@ -76,11 +76,7 @@ impl WriteTxn<'_> {
     /// Removes a grant. Returns whether it existed. Admin only.
     pub fn revoke(&mut self, principal: &str, access: Access, scope: &str) -> Result<bool> {
         self.require_admin("change grants")?;
-        let existed = self
-            .tx
-            .open_table(GRANTS)?
-            .remove((principal, access.code(), scope))?
-            .is_some();
+        let existed = GRANTS.delete(&mut self.tx, (principal, access.code(), scope))?;
         self.auth = std::cell::OnceCell::new();
         Ok(existed)
     }

@@ -8,7 +8,6 @@
 
 use std::sync::OnceLock;
 
-use redb::ReadableTable;
 use regex::RegexSet;
 use serde::{Deserialize, Serialize};
 
@@ -16,8 +15,9 @@ use crate::domain::record::{Kind, Status};
 use crate::error::{Error, Result};
 use crate::storage::access::Access;
 use crate::storage::codec::{decode, encode};
-use crate::storage::schema::POLICIES;
+use crate::storage::kv::KvRead;
 use crate::storage::store::Store;
+use crate::storage::tables::POLICIES;
 use crate::storage::txn::{ReadTxn, WriteTxn};
 
 /// The write policy of one scope.
@@ -180,12 +180,9 @@ pub fn reads_as_instructions(text: &str) -> bool {
     set(INSTRUCTION_PATTERNS, &CELL).is_none_or(|s| s.is_match(text))
 }
 
-pub(crate) fn read_policy<T: ReadableTable<&'static str, &'static [u8]>>(
-    t: &T,
-    scope: &str,
-) -> Result<Policy> {
-    match t.get(scope)? {
-        Some(v) => decode("policies", &scope, v.value()),
+pub(crate) fn read_policy(kv: &(impl KvRead + ?Sized), scope: &str) -> Result<Policy> {
+    match POLICIES.get(kv, scope)? {
+        Some(v) => decode("policies", &scope, &v),
         None => Ok(Policy::default()),
     }
 }
@@ -194,24 +191,21 @@ impl ReadTxn {
     /// The policy of `scope` (the default when none was set).
     pub fn policy(&self, scope: &str) -> Result<Policy> {
         self.require(Access::Read, scope)?;
-        read_policy(&self.open(POLICIES)?, scope)
+        read_policy(&self.tx, scope)
     }
 }
 
 impl WriteTxn<'_> {
     /// The policy of `scope`, as of this transaction.
     pub fn policy(&self, scope: &str) -> Result<Policy> {
-        read_policy(&self.tx.open_table(POLICIES)?, scope)
+        read_policy(&self.tx, scope)
     }
 
     /// Sets the policy of `scope`. Admin only.
     pub fn set_policy(&mut self, scope: &str, p: &Policy) -> Result<()> {
         self.require_admin("change a policy")?;
         crate::domain::text::validate_scope(scope)?;
-        self.tx
-            .open_table(POLICIES)?
-            .insert(scope, encode(p)?.as_slice())?;
-        Ok(())
+        POLICIES.put(&mut self.tx, scope, &encode(p)?)
     }
 }
 

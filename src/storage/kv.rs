@@ -1,0 +1,183 @@
+//! The storage seam: a byte-level, object-safe key-value interface under every table access, so
+//! that a second storage engine is one more file beside [`crate::storage::redb_kv`]. Keys are the
+//! order-preserving encoding of [`crate::storage::keys`] (a backend may compare them with
+//! `memcmp`); values are the envelope bytes of [`crate::storage::codec`], the same on every
+//! backend. Call sites use the typed descriptors ([`crate::storage::keys::Table`]) of
+//! [`crate::storage::schema`], never raw bytes.
+
+use std::ops::{Bound, ControlFlow};
+
+use crate::error::Result;
+
+/// The 18 tables of [`crate::storage::schema`]; each backend maps an id to its own table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum TableId {
+    Meta,
+    Config,
+    Scopes,
+    Log,
+    Tree,
+    Pending,
+    Idempotency,
+    Sessions,
+    SessionMessages,
+    SessionHashes,
+    SessionArchive,
+    SessionIdempotency,
+    Grants,
+    Policies,
+    Events,
+    Stale,
+    Claims,
+    Audit,
+}
+
+impl TableId {
+    /// Every table, in the order of [`crate::storage::schema::TABLE_NAMES`].
+    pub const ALL: [TableId; 18] = [
+        TableId::Meta,
+        TableId::Config,
+        TableId::Scopes,
+        TableId::Log,
+        TableId::Tree,
+        TableId::Pending,
+        TableId::Idempotency,
+        TableId::Sessions,
+        TableId::SessionMessages,
+        TableId::SessionHashes,
+        TableId::SessionArchive,
+        TableId::SessionIdempotency,
+        TableId::Grants,
+        TableId::Policies,
+        TableId::Events,
+        TableId::Stale,
+        TableId::Claims,
+        TableId::Audit,
+    ];
+
+    /// The table's name in the file (and in errors).
+    pub const fn name(self) -> &'static str {
+        match self {
+            TableId::Meta => "meta",
+            TableId::Config => "config",
+            TableId::Scopes => "scopes",
+            TableId::Log => "log",
+            TableId::Tree => "tree",
+            TableId::Pending => "pending",
+            TableId::Idempotency => "idempotency",
+            TableId::Sessions => "sessions",
+            TableId::SessionMessages => "session_messages",
+            TableId::SessionHashes => "session_hashes",
+            TableId::SessionArchive => "session_archive",
+            TableId::SessionIdempotency => "session_idempotency",
+            TableId::Grants => "grants",
+            TableId::Policies => "policies",
+            TableId::Events => "events",
+            TableId::Stale => "stale",
+            TableId::Claims => "claims",
+            TableId::Audit => "audit",
+        }
+    }
+
+    /// The table's position in [`TableId::ALL`].
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// The order of a scan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dir {
+    /// Ascending key order.
+    Forward,
+    /// Descending key order.
+    Reverse,
+}
+
+/// The visitor of a scan: key bytes, value bytes; `Break` stops the scan.
+pub type Visit<'f> = dyn FnMut(&[u8], &[u8]) -> Result<ControlFlow<()>> + 'f;
+
+/// One consistent snapshot (redb: a read or write transaction).
+pub trait KvRead {
+    /// The value at `key` in table `t`.
+    fn get(&self, t: TableId, key: &[u8]) -> Result<Option<Vec<u8>>>;
+
+    /// Calls `f` with the value at `key`, if there is one, without copying it where the backend
+    /// can (redb: from its page); whether there was one.
+    fn get_with(
+        &self,
+        t: TableId,
+        key: &[u8],
+        f: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<bool> {
+        match self.get(t, key)? {
+            Some(v) => f(&v).map(|()| true),
+            None => Ok(false),
+        }
+    }
+
+    /// Visits the entries of `t` with keys within the bounds, in `dir` order, until `f` breaks.
+    /// Replaces `range(..)`, `.rev()`, `first()`, `last()`: nothing is collected. Bounds are
+    /// complete keys of the table's shape (the redb backend decodes them).
+    fn scan(
+        &self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        dir: Dir,
+        f: &mut Visit<'_>,
+    ) -> Result<()>;
+}
+
+impl<T: KvRead + ?Sized> KvRead for &T {
+    fn get(&self, t: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        (**self).get(t, key)
+    }
+
+    fn get_with(
+        &self,
+        t: TableId,
+        key: &[u8],
+        f: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<bool> {
+        (**self).get_with(t, key, f)
+    }
+
+    fn scan(
+        &self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        dir: Dir,
+        f: &mut Visit<'_>,
+    ) -> Result<()> {
+        (**self).scan(t, lo, hi, dir, f)
+    }
+}
+
+/// One write transaction. On a server backend the closure that receives it may run several times
+/// (once per attempt), so it must have no effects outside the transaction.
+pub trait KvWrite: KvRead {
+    /// `get`, announcing that this row will be written: `SELECT ... FOR UPDATE` on SQL, a plain
+    /// get on redb (one writer at a time already). Used for scope rows, session rows and the
+    /// `meta` counters.
+    fn get_for_update(&mut self, t: TableId, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Stores `value` at `key`, replacing any value there.
+    fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<()>;
+    /// Removes `key`; whether it was present.
+    fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool>;
+    /// Removes every key within the bounds; how many there were.
+    fn delete_range(&mut self, t: TableId, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<u64>;
+}
+
+/// Whether the bounds `lo`, `hi` (encoded keys, compared bytewise) describe an empty range.
+pub(crate) fn empty_range(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
+    match (lo, hi) {
+        (Bound::Included(a), Bound::Included(b)) => a > b,
+        (Bound::Included(a), Bound::Excluded(b))
+        | (Bound::Excluded(a), Bound::Included(b))
+        | (Bound::Excluded(a), Bound::Excluded(b)) => a >= b,
+        _ => false,
+    }
+}

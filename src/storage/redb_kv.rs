@@ -1,0 +1,671 @@
+//! The redb backend of the storage seam ([`crate::storage::kv`]), keeping store format 1 byte for
+//! byte: the tables stay the typed redb tables of [`crate::storage::schema`]. Each key the seam
+//! passes in (memcomparable, [`crate::storage::keys`]) is decoded back into the table's typed
+//! tuple key, each key redb yields is encoded; values pass through as they are (`pending` and
+//! `stale` hold `()`, seen as empty bytes). Scans stream redb's range iterator into the visitor:
+//! nothing is collected, values are never copied.
+//!
+//! Each transaction opens a table once, on its first use, and keeps it open until the transaction
+//! ends (redb allows one open instance of a table per write transaction, so [`RedbWrite`] hands
+//! out shared borrows for reads and scans, and an exclusive one for each change).
+
+use std::borrow::Cow;
+use std::cell::{OnceCell, RefCell};
+use std::ops::Bound;
+
+use redb::{AccessGuard, ReadOnlyTable, ReadTransaction, ReadableTable, WriteTransaction};
+
+use crate::error::{Error, Result};
+use crate::storage::keys::{self, Key};
+use crate::storage::kv::{empty_range, Dir, KvRead, KvWrite, TableId, Visit};
+use crate::storage::schema;
+
+/// A key shape that is also redb's typed key: how a decoded key is viewed as redb's key, and how
+/// redb's key is encoded.
+pub(crate) trait RedbKey: Key + redb::Key {
+    /// The decoded key as redb's key type.
+    fn view<'a>(d: &'a Self::Dec<'_>) -> Self::SelfType<'a>;
+    /// Appends the encoding of redb's key.
+    fn put(k: Self::SelfType<'_>, out: &mut Vec<u8>);
+}
+
+impl RedbKey for &'static str {
+    fn view<'a>(d: &'a &str) -> &'a str {
+        d
+    }
+    fn put(k: &str, out: &mut Vec<u8>) {
+        <Self as Key>::encode(k, out)
+    }
+}
+
+impl RedbKey for u64 {
+    fn view(d: &u64) -> u64 {
+        *d
+    }
+    fn put(k: u64, out: &mut Vec<u8>) {
+        <Self as Key>::encode(k, out)
+    }
+}
+
+impl RedbKey for (u32, u64) {
+    fn view(d: &(u32, u64)) -> (u32, u64) {
+        *d
+    }
+    fn put(k: (u32, u64), out: &mut Vec<u8>) {
+        <Self as Key>::encode(k, out)
+    }
+}
+
+impl RedbKey for (u32, u8, u64) {
+    fn view(d: &(u32, u8, u64)) -> (u32, u8, u64) {
+        *d
+    }
+    fn put(k: (u32, u8, u64), out: &mut Vec<u8>) {
+        <Self as Key>::encode(k, out)
+    }
+}
+
+impl RedbKey for (u32, u64, u32) {
+    fn view(d: &(u32, u64, u32)) -> (u32, u64, u32) {
+        *d
+    }
+    fn put(k: (u32, u64, u32), out: &mut Vec<u8>) {
+        <Self as Key>::encode(k, out)
+    }
+}
+
+impl RedbKey for (u32, &'static str) {
+    fn view<'a>(d: &'a (u32, &str)) -> (u32, &'a str) {
+        *d
+    }
+    fn put(k: (u32, &str), out: &mut Vec<u8>) {
+        <Self as Key>::encode(k, out)
+    }
+}
+
+impl RedbKey for (&'static str, u64) {
+    fn view<'a>(d: &'a (Cow<'_, str>, u64)) -> (&'a str, u64) {
+        (d.0.as_ref(), d.1)
+    }
+    fn put(k: (&str, u64), out: &mut Vec<u8>) {
+        <Self as Key>::encode(k, out)
+    }
+}
+
+impl RedbKey for (&'static str, &'static str) {
+    fn view<'a>(d: &'a (Cow<'_, str>, &str)) -> (&'a str, &'a str) {
+        (d.0.as_ref(), d.1)
+    }
+    fn put(k: (&str, &str), out: &mut Vec<u8>) {
+        <Self as Key>::encode(k, out)
+    }
+}
+
+impl RedbKey for (&'static str, u8, &'static str) {
+    fn view<'a>(d: &'a (Cow<'_, str>, u8, &str)) -> (&'a str, u8, &'a str) {
+        (d.0.as_ref(), d.1, d.2)
+    }
+    fn put(k: (&str, u8, &str), out: &mut Vec<u8>) {
+        <Self as Key>::encode(k, out)
+    }
+}
+
+/// A value type of format 1 as bytes: `&[u8]` as is, `()` as empty.
+pub(crate) trait RedbVal: redb::Value + 'static {
+    /// The bytes of a value.
+    fn bytes<'a>(v: &'a Self::SelfType<'_>) -> &'a [u8];
+    /// The value to store for `b`.
+    fn of(b: &[u8]) -> Self::SelfType<'_>;
+}
+
+impl RedbVal for &'static [u8] {
+    fn bytes<'a>(v: &'a &[u8]) -> &'a [u8] {
+        v
+    }
+    fn of(b: &[u8]) -> &[u8] {
+        b
+    }
+}
+
+impl RedbVal for () {
+    fn bytes(_: &()) -> &[u8] {
+        &[]
+    }
+    fn of(_: &[u8]) {}
+}
+
+fn dec_bound<K: Key>(t: TableId, b: Bound<&[u8]>) -> Result<Bound<K::Dec<'_>>> {
+    Ok(match b {
+        Bound::Included(k) => Bound::Included(keys::decode::<K>(t, k)?),
+        Bound::Excluded(k) => Bound::Excluded(keys::decode::<K>(t, k)?),
+        Bound::Unbounded => Bound::Unbounded,
+    })
+}
+
+fn view_bound<'a, K: RedbKey>(b: &'a Bound<K::Dec<'_>>) -> Bound<K::SelfType<'a>> {
+    match b {
+        Bound::Included(k) => Bound::Included(K::view(k)),
+        Bound::Excluded(k) => Bound::Excluded(K::view(k)),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+fn get_in<K: RedbKey, V: RedbVal, T: ReadableTable<K, V>>(
+    t: &T,
+    id: TableId,
+    key: &[u8],
+    f: &mut dyn FnMut(&[u8]) -> Result<()>,
+) -> Result<bool> {
+    let d = keys::decode::<K>(id, key)?;
+    match t.get(K::view(&d))? {
+        Some(g) => f(V::bytes(&g.value())).map(|()| true),
+        None => Ok(false),
+    }
+}
+
+/// A copy of the value, for [`KvRead::get`].
+fn copied(
+    get: impl FnOnce(&mut dyn FnMut(&[u8]) -> Result<()>) -> Result<bool>,
+) -> Result<Option<Vec<u8>>> {
+    let mut out = None;
+    get(&mut |v| {
+        out = Some(v.to_vec());
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+type Item<'g, K, V> =
+    std::result::Result<(AccessGuard<'g, K>, AccessGuard<'g, V>), redb::StorageError>;
+
+/// Feeds redb's entries to the visitor, encoding each key into one reused buffer.
+fn visit<'g, K: RedbKey, V: RedbVal>(
+    it: impl Iterator<Item = Item<'g, K, V>>,
+    f: &mut Visit<'_>,
+) -> Result<()> {
+    let mut buf = Vec::with_capacity(32);
+    for item in it {
+        let (k, v) = item?;
+        buf.clear();
+        K::put(k.value(), &mut buf);
+        if f(&buf, V::bytes(&v.value()))?.is_break() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn scan_in<K: RedbKey, V: RedbVal, T: ReadableTable<K, V>>(
+    t: &T,
+    id: TableId,
+    lo: Bound<&[u8]>,
+    hi: Bound<&[u8]>,
+    dir: Dir,
+    f: &mut Visit<'_>,
+) -> Result<()> {
+    if empty_range(lo, hi) {
+        return Ok(());
+    }
+    let lo = dec_bound::<K>(id, lo)?;
+    let hi = dec_bound::<K>(id, hi)?;
+    let range = t.range::<K::SelfType<'_>>((view_bound::<K>(&lo), view_bound::<K>(&hi)))?;
+    match dir {
+        Dir::Forward => visit(range, f),
+        Dir::Reverse => visit(range.rev(), f),
+    }
+}
+
+fn put_in<K: RedbKey, V: RedbVal>(
+    t: &mut redb::Table<'_, K, V>,
+    id: TableId,
+    key: &[u8],
+    value: &[u8],
+) -> Result<()> {
+    let d = keys::decode::<K>(id, key)?;
+    t.insert(K::view(&d), V::of(value))?;
+    Ok(())
+}
+
+fn delete_in<K: RedbKey, V: RedbVal>(
+    t: &mut redb::Table<'_, K, V>,
+    id: TableId,
+    key: &[u8],
+) -> Result<bool> {
+    let d = keys::decode::<K>(id, key)?;
+    let old = t.remove(K::view(&d))?;
+    Ok(old.is_some())
+}
+
+fn delete_range_in<K: RedbKey, V: RedbVal>(
+    t: &mut redb::Table<'_, K, V>,
+    id: TableId,
+    lo: Bound<&[u8]>,
+    hi: Bound<&[u8]>,
+) -> Result<u64> {
+    if empty_range(lo, hi) {
+        return Ok(0);
+    }
+    let lo = dec_bound::<K>(id, lo)?;
+    let hi = dec_bound::<K>(id, hi)?;
+    let mut n = 0u64;
+    for item in t.extract_from_if::<K::SelfType<'_>, _>(
+        (view_bound::<K>(&lo), view_bound::<K>(&hi)),
+        |_, _| true,
+    )? {
+        item?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// The tables of format 1: the seam's id, the redb definition, its key and value types.
+macro_rules! redb_tables {
+    ($($id:ident => $def:ident: $k:ty, $v:ty;)*) => {
+        /// A table open in a read transaction.
+        enum ReadT {
+            $($id(ReadOnlyTable<$k, $v>),)*
+        }
+
+        /// A table open in a write transaction.
+        enum WriteT<'t> {
+            $($id(redb::Table<'t, $k, $v>),)*
+        }
+
+        fn open_read(tx: &ReadTransaction, id: TableId) -> Result<ReadT> {
+            Ok(match id {
+                $(TableId::$id => ReadT::$id(tx.open_table(schema::$def)?),)*
+            })
+        }
+
+        fn open_write<'t>(tx: &'t WriteTransaction, id: TableId) -> Result<WriteT<'t>> {
+            Ok(match id {
+                $(TableId::$id => WriteT::$id(tx.open_table(schema::$def)?),)*
+            })
+        }
+
+        impl ReadT {
+            fn get(
+                &self,
+                id: TableId,
+                key: &[u8],
+                f: &mut dyn FnMut(&[u8]) -> Result<()>,
+            ) -> Result<bool> {
+                match self {
+                    $(ReadT::$id(t) => get_in::<$k, $v, _>(t, id, key, f),)*
+                }
+            }
+
+            fn scan(
+                &self,
+                id: TableId,
+                lo: Bound<&[u8]>,
+                hi: Bound<&[u8]>,
+                dir: Dir,
+                f: &mut Visit<'_>,
+            ) -> Result<()> {
+                match self {
+                    $(ReadT::$id(t) => scan_in::<$k, $v, _>(t, id, lo, hi, dir, f),)*
+                }
+            }
+        }
+
+        impl WriteT<'_> {
+            fn get(
+                &self,
+                id: TableId,
+                key: &[u8],
+                f: &mut dyn FnMut(&[u8]) -> Result<()>,
+            ) -> Result<bool> {
+                match self {
+                    $(WriteT::$id(t) => get_in::<$k, $v, _>(t, id, key, f),)*
+                }
+            }
+
+            fn scan(
+                &self,
+                id: TableId,
+                lo: Bound<&[u8]>,
+                hi: Bound<&[u8]>,
+                dir: Dir,
+                f: &mut Visit<'_>,
+            ) -> Result<()> {
+                match self {
+                    $(WriteT::$id(t) => scan_in::<$k, $v, _>(t, id, lo, hi, dir, f),)*
+                }
+            }
+
+            fn put(&mut self, id: TableId, key: &[u8], value: &[u8]) -> Result<()> {
+                match self {
+                    $(WriteT::$id(t) => put_in::<$k, $v>(t, id, key, value),)*
+                }
+            }
+
+            fn delete(&mut self, id: TableId, key: &[u8]) -> Result<bool> {
+                match self {
+                    $(WriteT::$id(t) => delete_in::<$k, $v>(t, id, key),)*
+                }
+            }
+
+            fn delete_range(
+                &mut self,
+                id: TableId,
+                lo: Bound<&[u8]>,
+                hi: Bound<&[u8]>,
+            ) -> Result<u64> {
+                match self {
+                    $(WriteT::$id(t) => delete_range_in::<$k, $v>(t, id, lo, hi),)*
+                }
+            }
+        }
+    };
+}
+
+redb_tables! {
+    Meta => META: &'static str, &'static [u8];
+    Config => CONFIG: &'static str, &'static [u8];
+    Scopes => SCOPES: &'static str, &'static [u8];
+    Log => LOG: (u32, u64), &'static [u8];
+    Tree => TREE: (u32, u8, u64), &'static [u8];
+    Pending => PENDING: (u32, u8, u64), ();
+    Idempotency => IDEMPOTENCY: (u32, &'static str), &'static [u8];
+    Sessions => SESSIONS: &'static str, &'static [u8];
+    SessionMessages => SESSION_MESSAGES: (&'static str, u64), &'static [u8];
+    SessionHashes => SESSION_HASHES: (&'static str, u64), &'static [u8];
+    SessionArchive => SESSION_ARCHIVE: (&'static str, u64), &'static [u8];
+    SessionIdempotency => SESSION_IDEMPOTENCY: (&'static str, &'static str), &'static [u8];
+    Grants => GRANTS: (&'static str, u8, &'static str), &'static [u8];
+    Policies => POLICIES: &'static str, &'static [u8];
+    Events => EVENTS: (u32, u64, u32), &'static [u8];
+    Stale => STALE: (u32, u8, u64), ();
+    Claims => CLAIMS: (u32, u8, u64), &'static [u8];
+    Audit => AUDIT: u64, &'static [u8];
+}
+
+/// A read transaction of redb as a [`KvRead`], each table opened once.
+pub struct RedbRead {
+    tx: ReadTransaction,
+    tables: [OnceCell<ReadT>; 18],
+}
+
+impl RedbRead {
+    pub(crate) fn new(tx: ReadTransaction) -> Self {
+        RedbRead {
+            tx,
+            tables: std::array::from_fn(|_| OnceCell::new()),
+        }
+    }
+
+    /// The redb transaction, for what only redb has (its table list, its checksums).
+    pub(crate) fn raw(&self) -> &ReadTransaction {
+        &self.tx
+    }
+
+    fn table(&self, id: TableId) -> Result<&ReadT> {
+        let cell = self
+            .tables
+            .get(id.index())
+            .ok_or_else(|| Error::Storage(format!("no table slot for {}", id.name())))?;
+        if let Some(t) = cell.get() {
+            return Ok(t);
+        }
+        let _ = cell.set(open_read(&self.tx, id)?);
+        cell.get()
+            .ok_or_else(|| Error::Storage(format!("table {} did not open", id.name())))
+    }
+}
+
+impl KvRead for RedbRead {
+    fn get(&self, t: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        copied(|f| self.get_with(t, key, f))
+    }
+
+    fn get_with(
+        &self,
+        t: TableId,
+        key: &[u8],
+        f: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<bool> {
+        self.table(t)?.get(t, key, f)
+    }
+
+    fn scan(
+        &self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        dir: Dir,
+        f: &mut Visit<'_>,
+    ) -> Result<()> {
+        self.table(t)?.scan(t, lo, hi, dir, f)
+    }
+}
+
+/// A write transaction of redb as a [`KvWrite`], each table opened once and kept open until
+/// [`RedbWrite::close`] (or the end of the transaction).
+pub struct RedbWrite<'t> {
+    tx: &'t WriteTransaction,
+    tables: [RefCell<Option<WriteT<'t>>>; 18],
+}
+
+fn in_use(id: TableId) -> Error {
+    Error::Storage(format!(
+        "table {} is in use by a scan of this transaction",
+        id.name()
+    ))
+}
+
+impl<'t> RedbWrite<'t> {
+    pub(crate) fn new(tx: &'t WriteTransaction) -> Self {
+        RedbWrite {
+            tx,
+            tables: std::array::from_fn(|_| RefCell::new(None)),
+        }
+    }
+
+    /// Opens every table of format 1, creating those the file lacks.
+    pub(crate) fn ensure_tables(&self) -> Result<()> {
+        for id in TableId::ALL {
+            self.slot(id)?;
+        }
+        Ok(())
+    }
+
+    /// Closes every open table (redb then records their new roots in the transaction).
+    pub(crate) fn close(&self) -> Result<()> {
+        for (cell, id) in self.tables.iter().zip(TableId::ALL) {
+            cell.try_borrow_mut().map_err(|_| in_use(id))?.take();
+        }
+        Ok(())
+    }
+
+    fn slot(&self, id: TableId) -> Result<&RefCell<Option<WriteT<'t>>>> {
+        let cell = self
+            .tables
+            .get(id.index())
+            .ok_or_else(|| Error::Storage(format!("no table slot for {}", id.name())))?;
+        if cell.try_borrow().map_err(|_| in_use(id))?.is_none() {
+            let t = open_write(self.tx, id)?;
+            *cell.try_borrow_mut().map_err(|_| in_use(id))? = Some(t);
+        }
+        Ok(cell)
+    }
+
+    fn with<R>(&self, id: TableId, f: impl FnOnce(&WriteT<'t>) -> Result<R>) -> Result<R> {
+        let g = self.slot(id)?.try_borrow().map_err(|_| in_use(id))?;
+        match &*g {
+            Some(t) => f(t),
+            None => Err(in_use(id)),
+        }
+    }
+
+    fn with_mut<R>(&self, id: TableId, f: impl FnOnce(&mut WriteT<'t>) -> Result<R>) -> Result<R> {
+        let mut g = self.slot(id)?.try_borrow_mut().map_err(|_| in_use(id))?;
+        match &mut *g {
+            Some(t) => f(t),
+            None => Err(in_use(id)),
+        }
+    }
+}
+
+impl KvRead for RedbWrite<'_> {
+    fn get(&self, t: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        copied(|f| self.get_with(t, key, f))
+    }
+
+    fn get_with(
+        &self,
+        t: TableId,
+        key: &[u8],
+        f: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<bool> {
+        self.with(t, |w| w.get(t, key, f))
+    }
+
+    fn scan(
+        &self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        dir: Dir,
+        f: &mut Visit<'_>,
+    ) -> Result<()> {
+        self.with(t, |w| w.scan(t, lo, hi, dir, f))
+    }
+}
+
+impl KvWrite for RedbWrite<'_> {
+    fn get_for_update(&mut self, t: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get(t, key)
+    }
+
+    fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<()> {
+        self.with_mut(t, |w| w.put(t, key, value))
+    }
+
+    fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool> {
+        self.with_mut(t, |w| w.delete(t, key))
+    }
+
+    fn delete_range(&mut self, t: TableId, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<u64> {
+        self.with_mut(t, |w| w.delete_range(t, lo, hi))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The seam's contract on the redb backend: typed round trips, scan order and bounds, breaks,
+    //! deletes, and errors (never panics) for malformed keys and for a change to a table inside
+    //! a scan of that same table.
+    use std::ops::ControlFlow;
+
+    use redb::{backends::InMemoryBackend, Database, ReadableDatabase};
+
+    use super::*;
+    use crate::storage::tables::{LOG, PENDING, SESSION_MESSAGES};
+
+    fn db() -> Database {
+        Database::builder()
+            .create_with_backend(InMemoryBackend::new())
+            .unwrap()
+    }
+
+    fn seqs(kv: &dyn KvRead, id: &str, dir: Dir, lo: u64, hi: u64) -> Vec<u64> {
+        let mut out = Vec::new();
+        SESSION_MESSAGES
+            .scan(kv, (id, lo)..(id, hi), dir, |(_, s), _| {
+                out.push(s);
+                Ok(ControlFlow::Continue(()))
+            })
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn round_trips_scans_and_deletes() {
+        let db = db();
+        let tx = db.begin_write().unwrap();
+        {
+            let mut w = RedbWrite::new(&tx);
+            for id in ["a", "a\0", "ab", ""] {
+                for s in 0..5u64 {
+                    SESSION_MESSAGES
+                        .put(&mut w, (id, s), format!("{id}/{s}").as_bytes())
+                        .unwrap();
+                }
+            }
+            LOG.put(&mut w, (1, 2), b"x").unwrap();
+            assert!(!PENDING.insert(&mut w, (1, 1, 0), &[]).unwrap());
+            assert!(PENDING.insert(&mut w, (1, 1, 0), &[]).unwrap());
+            assert_eq!(
+                SESSION_MESSAGES.get(&w, ("a\0", 3)).unwrap().as_deref(),
+                Some(&b"a\0/3"[..])
+            );
+            assert_eq!(seqs(&w, "a", Dir::Forward, 1, 4), [1, 2, 3]);
+            assert_eq!(seqs(&w, "a\0", Dir::Reverse, 0, 5), [4, 3, 2, 1, 0]);
+            assert_eq!(seqs(&w, "a", Dir::Forward, 4, 1), Vec::<u64>::new());
+            // Break stops the scan; edge reads the last entry.
+            let mut n = 0;
+            SESSION_MESSAGES
+                .scan(&w, ("", 0).., Dir::Forward, |_, _| {
+                    n += 1;
+                    Ok(if n == 7 {
+                        ControlFlow::Break(())
+                    } else {
+                        ControlFlow::Continue(())
+                    })
+                })
+                .unwrap();
+            assert_eq!(n, 7);
+            let last = SESSION_MESSAGES
+                .edge(&w, .., Dir::Reverse, |(id, s), _| Ok((id.into_owned(), s)))
+                .unwrap();
+            assert_eq!(last, Some(("ab".to_string(), 4)));
+            // Reads nest inside a scan (same table or another); closing the tables inside a
+            // scan is an error, not a panic (a change inside a scan cannot compile: `put`
+            // needs `&mut`).
+            let r = SESSION_MESSAGES.scan(&w, .., Dir::Forward, |_, _| {
+                SESSION_MESSAGES.get(&w, ("a", 0))?;
+                LOG.get(&w, (1, 2))?;
+                Ok(ControlFlow::Break(()))
+            });
+            assert!(r.is_ok());
+            let r = SESSION_MESSAGES.each(&w, .., |_, _| w.close());
+            assert!(matches!(r, Err(Error::Storage(_))));
+            assert_eq!(
+                SESSION_MESSAGES
+                    .delete_range(&mut w, ("a", 1)..=("a", 3))
+                    .unwrap(),
+                3
+            );
+            assert!(SESSION_MESSAGES.delete(&mut w, ("a", 0)).unwrap());
+            assert!(!SESSION_MESSAGES.delete(&mut w, ("a", 0)).unwrap());
+            assert_eq!(
+                SESSION_MESSAGES.take(&mut w, ("a", 4)).unwrap().as_deref(),
+                Some(&b"a/4"[..])
+            );
+            assert_eq!(seqs(&w, "a", Dir::Forward, 0, 9), Vec::<u64>::new());
+            // Malformed keys and bounds are Corrupt.
+            assert!(matches!(
+                w.get(TableId::Log, &[1, 2, 3]),
+                Err(Error::Corrupt { .. })
+            ));
+            let r = w.scan(
+                TableId::Log,
+                Bound::Included(&[0xFF][..]),
+                Bound::Unbounded,
+                Dir::Forward,
+                &mut |_, _| Ok(ControlFlow::Continue(())),
+            );
+            assert!(matches!(r, Err(Error::Corrupt { .. })));
+            w.close().unwrap();
+        }
+        tx.commit().unwrap();
+        let r = RedbRead::new(db.begin_read().unwrap());
+        assert_eq!(seqs(&r, "a\0", Dir::Forward, 0, 9), [0, 1, 2, 3, 4]);
+        assert_eq!(LOG.get(&r, (1, 2)).unwrap().as_deref(), Some(&b"x"[..]));
+        assert_eq!(
+            PENDING.get(&r, (1, 1, 0)).unwrap().as_deref(),
+            Some(&b""[..])
+        );
+    }
+}
