@@ -23,8 +23,8 @@
 //! wake cover read by key, and the log scanned raw with engram's per-record work added layer by
 //! layer.
 //!
-//! `cargo bench --bench compare` runs everything (about 2 minutes on 2 cores, longer when other
-//! processes keep the disk busy); `cargo bench --bench compare -- --quick` uses fewer notes and
+//! `cargo bench -p engram-bench-compare --bench compare` runs everything (about 2 minutes on 2 cores, longer when other
+//! processes keep the disk busy); `cargo bench -p engram-bench-compare --bench compare -- --quick` uses fewer notes and
 //! sessions (it says which) and finishes in about a minute and a half. `-- --only note_durable,history` runs a subset (workload names,
 //! or the groups `history` (wake, recall, bytes per memory), `sessions` (load, list, bytes per
 //! message) and `diagnostics`); `-- --only profile:note|note-mw|session|wake|wake3|wake6|recall|
@@ -2286,9 +2286,15 @@ fn measured_part(f: &mut dyn FnMut()) {
 // Output: the table, the targets, the JSON and the plot.
 
 fn bench_dir() -> PathBuf {
+    // The workspace's target dir: the parent of the `tmp` dir cargo gives benchmarks.
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
+        .or_else(|| {
+            Path::new(env!("CARGO_TARGET_TMPDIR"))
+                .parent()
+                .map(Path::to_path_buf)
+        })
+        .unwrap_or_else(|| Path::new(ROOT).join("target"));
     let d = target.join("bench");
     fs::create_dir_all(&d).expect("mkdir target/bench");
     d
@@ -2685,12 +2691,15 @@ fn machine() -> String {
     )
 }
 
+/// The repository root (this crate is `crates/engram-bench-compare`).
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+
 /// The commit of the tree the benchmark was built from (`+` when it has changes) and the compiler.
 fn build_info() -> String {
     let run = |cmd: &str, args: &[&str]| {
         std::process::Command::new(cmd)
             .args(args)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .current_dir(ROOT)
             .output()
             .ok()
             .filter(|o| o.status.success())
