@@ -55,19 +55,6 @@ pub mod storage;
 pub mod trust;
 mod verify;
 
-// The module paths of the flat layout (engram 0.1 before the folders), kept as aliases so that
-// code written against them still compiles. New code names the folders.
-#[doc(hidden)]
-pub use domain::{block, claims, text};
-#[doc(hidden)]
-pub use memory::{lifecycle, wake};
-#[doc(hidden)]
-pub use storage::access as auth;
-#[doc(hidden)]
-pub use storage::{codec, schema};
-#[doc(hidden)]
-pub use trust::{audit, policy};
-
 pub use domain::block::Block;
 pub use domain::record::{BuiltFrom, Kind, Memory, Node, Status, Summary};
 pub use domain::text::validate_key;

@@ -1,0 +1,90 @@
+//! CPU profile targets for callgrind (`-- --only profile:note|note-mw|session|wake|wake3|wake6|
+//! recall|load`): the engram work of one workload, in a function named `measured_part` so that
+//! `valgrind --tool=callgrind --toggle-collect='*measured_part*'` leaves the setup out.
+
+use std::path::Path;
+
+use ::engram::{RecallQuery, Store, WakeOptions};
+
+use crate::data::{message, session_id, RECALL_PATTERN, SCOPE};
+use crate::engines::engram::{build, create, new_memory};
+
+pub fn profile(dir: &Path, what: &str) {
+    let path = dir.join("pf.redb");
+    match what {
+        "note" | "note-mw" => {
+            let store = create(&path, what == "note");
+            measured_part(&mut || {
+                for i in 0..200 {
+                    store.note(SCOPE, new_memory(i)).expect("note");
+                }
+            });
+        }
+        "session" => {
+            let store = create(&path, true);
+            let msgs: Vec<String> = (0..200).map(|i| message(0, i)).collect();
+            measured_part(&mut || {
+                for k in 1..=200 {
+                    let refs: Vec<&str> = msgs[..k].iter().map(String::as_str).collect();
+                    store.session_save("s", &refs, None).expect("save");
+                }
+            });
+        }
+        "load" => load(&path),
+        "wake" | "wake3" | "wake6" => {
+            let t = match what {
+                "wake3" => 1_000,
+                "wake6" => 1_000_000,
+                _ => 10_000,
+            };
+            build(&path, t);
+            let store = Store::open(&path).expect("open");
+            let opts = WakeOptions::default();
+            measured_part(&mut || {
+                for _ in 0..100 {
+                    std::hint::black_box(store.wake_text(SCOPE, &opts).expect("wake"));
+                }
+            });
+        }
+        "recall" => {
+            build(&path, 20_000);
+            let store = Store::open(&path).expect("open");
+            let q = RecallQuery::new(RECALL_PATTERN);
+            measured_part(&mut || {
+                for _ in 0..10 {
+                    std::hint::black_box(store.recall(SCOPE, &q).expect("recall"));
+                }
+            });
+        }
+        other => panic!("unknown profile target {other:?}"),
+    }
+    println!("profile {what}: done");
+}
+
+/// 200 loads of 20-message sessions among 1,000, then 20 lists.
+fn load(path: &Path) {
+    let store = create(path, true);
+    store
+        .write(|tx| {
+            for k in 0..1000 {
+                let msgs: Vec<String> = (0..20).map(|i| message(k, i)).collect();
+                let refs: Vec<&str> = msgs.iter().map(String::as_str).collect();
+                tx.session_save(&session_id(k), &refs, None)?;
+            }
+            Ok(())
+        })
+        .expect("save");
+    measured_part(&mut || {
+        for k in 0..200 {
+            std::hint::black_box(store.session_load(&session_id(k * 7 % 1000)).expect("load"));
+        }
+        for _ in 0..20 {
+            std::hint::black_box(store.session_list("", None, None).expect("list"));
+        }
+    });
+}
+
+#[inline(never)]
+fn measured_part(f: &mut dyn FnMut()) {
+    f();
+}
