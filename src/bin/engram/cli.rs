@@ -81,7 +81,7 @@ pub struct Cli {
     /// The memory stream to use [env: ENGRAM_SCOPE]
     #[arg(long, global = true, default_value = "default", value_name = "NAME")]
     pub scope: String,
-    /// Print JSON (wake, zoom, recall, pending, stats, verify, config)
+    /// Print JSON (wake, zoom, recall, pending, show, why, stats, verify, config, sessions)
     #[arg(long, global = true)]
     pub json: bool,
     /// Act as this principal (grants decide what it may read and write) [env: ENGRAM_PRINCIPAL]
