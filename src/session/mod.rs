@@ -724,7 +724,7 @@ impl ReadTxn {
         after: Option<&str>,
         limit: Option<usize>,
     ) -> Result<Vec<SessionInfo>> {
-        let unrestricted = self.auth()?.unrestricted(self.principal.as_deref());
+        let unrestricted = self.asker.unrestricted(&self.tx)?;
         let mut out = Vec::new();
         let start = match after {
             Some(a) if a >= prefix => a,
@@ -748,7 +748,7 @@ impl ReadTxn {
 
     /// Every session id, sorted.
     pub fn session_ids(&self) -> Result<Vec<String>> {
-        let unrestricted = self.auth()?.unrestricted(self.principal.as_deref());
+        let unrestricted = self.asker.unrestricted(&self.tx)?;
         let mut out = Vec::new();
         SESSIONS.each(&self.tx, .., |id, _| {
             if unrestricted || self.may(Access::Read, &session_scope(id))? {

@@ -159,3 +159,83 @@ impl Auth {
             .any(|(who, a, pat)| who == p && *a == access && pattern_matches(pat, scope))
     }
 }
+
+/// Who a transaction acts for, and the grants in force, loaded at the first check and kept for
+/// the rest of the transaction. Both transaction types hold one, so the checks are written once.
+#[derive(Debug)]
+pub(crate) struct Asker {
+    principal: Option<String>,
+    auth: std::cell::OnceCell<Auth>,
+}
+
+impl Asker {
+    pub(crate) fn new(principal: Option<String>) -> Asker {
+        Asker {
+            principal,
+            auth: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The principal (`None`: the admin).
+    pub(crate) fn principal(&self) -> Option<&str> {
+        self.principal.as_deref()
+    }
+
+    /// Acts for another principal from now on (group commit runs several callers' operations
+    /// in one transaction); the grants loaded stay valid.
+    pub(crate) fn set_principal(&mut self, p: Option<String>) {
+        self.principal = p;
+    }
+
+    /// Drops the loaded grants (after a grant or revoke in this transaction).
+    pub(crate) fn forget_grants(&mut self) {
+        self.auth = std::cell::OnceCell::new();
+    }
+
+    /// The grants in force, loaded from `kv` once.
+    pub(crate) fn auth(&self, kv: &(impl KvRead + ?Sized)) -> Result<&Auth> {
+        if let Some(a) = self.auth.get() {
+            return Ok(a);
+        }
+        let a = Auth::load(kv)?;
+        Ok(self.auth.get_or_init(|| a))
+    }
+
+    /// Whether the principal may `access` `scope`.
+    pub(crate) fn may(
+        &self,
+        kv: &(impl KvRead + ?Sized),
+        access: Access,
+        scope: &str,
+    ) -> Result<bool> {
+        Ok(self.auth(kv)?.allows(self.principal(), access, scope))
+    }
+
+    /// Fails with [`Error::Denied`] unless the principal may `access` `scope`.
+    pub(crate) fn require(
+        &self,
+        kv: &(impl KvRead + ?Sized),
+        access: Access,
+        scope: &str,
+    ) -> Result<()> {
+        self.auth(kv)?.check(self.principal(), access, scope)
+    }
+
+    /// Fails with [`Error::Denied`] unless the principal is the admin.
+    pub(crate) fn require_admin(&self, kv: &(impl KvRead + ?Sized), what: &str) -> Result<()> {
+        self.auth(kv)?.check_admin(self.principal(), what)
+    }
+
+    /// Whether the principal may read everything (the admin, or a grant on every scope).
+    pub(crate) fn unrestricted(&self, kv: &(impl KvRead + ?Sized)) -> Result<bool> {
+        Ok(self.auth(kv)?.unrestricted(self.principal()))
+    }
+
+    /// The principal's name as events record it (the admin's name for `None`).
+    pub(crate) fn who(&self, kv: &(impl KvRead + ?Sized)) -> Result<String> {
+        match &self.principal {
+            Some(p) => Ok(p.clone()),
+            None => Ok(self.auth(kv)?.admin().to_string()),
+        }
+    }
+}

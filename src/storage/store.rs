@@ -15,6 +15,7 @@ use redb::{
 
 use crate::domain::text::now_us;
 use crate::error::{Error, Result};
+use crate::storage::access::Asker;
 use crate::storage::codec::{decode, encode};
 use crate::storage::config::{validate_config, Config};
 use crate::storage::group::{copy_error, Job, Op};
@@ -388,8 +389,9 @@ impl Store {
                 tables::META.put(kv, "created_us", &encode(&tx.now)?)?;
                 tables::META.put(kv, "next_scope_id", &encode(&0u32)?)?;
                 let admin = tx
-                    .principal
-                    .clone()
+                    .asker
+                    .principal()
+                    .map(str::to_string)
                     .unwrap_or_else(|| crate::storage::access::DEFAULT_ADMIN.to_string());
                 tables::META.put(&mut tx.tx, "admin", &encode(&admin)?)?;
             }
@@ -642,8 +644,7 @@ impl Store {
                     now: now_us(),
                     config: None,
                     _s: std::marker::PhantomData,
-                    principal: self.opts.principal.clone(),
-                    auth: std::cell::OnceCell::new(),
+                    asker: Asker::new(self.opts.principal.clone()),
                 };
                 let r = f(&mut w)?;
                 w.tx.close()?;
@@ -678,8 +679,7 @@ impl Store {
         self.engine.guard("reading", |db| {
             let r = ReadTxn {
                 tx: RedbRead::new(db.begin_read()?),
-                principal: self.opts.principal.clone(),
-                auth: std::cell::OnceCell::new(),
+                asker: Asker::new(self.opts.principal.clone()),
             };
             f(&r)
         })
@@ -848,7 +848,7 @@ impl Store {
             let mut oks: Vec<Box<dyn Any + Send>> = Vec::with_capacity(batch.len());
             let r = self.write(|tx| {
                 for (i, job) in batch.iter().enumerate() {
-                    tx.principal = job.principal.clone();
+                    tx.asker.set_principal(job.principal.clone());
                     match (job.op)(tx) {
                         Ok(v) => oks.push(v),
                         Err(e) => {

@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::domain::record::ScopeMeta;
 use crate::domain::text::validate_scope;
 use crate::error::{Error, Result};
-use crate::storage::access::{Access, Auth};
+use crate::storage::access::{Access, Asker};
 use crate::storage::codec::{decode, encode};
 use crate::storage::config::{read_config, Config};
 use crate::storage::kv::KvRead;
@@ -46,15 +46,15 @@ pub struct WriteTxn<'s> {
     pub(crate) now: i64,
     pub(crate) config: Option<Config>,
     pub(crate) _s: std::marker::PhantomData<&'s ()>,
-    pub(crate) principal: Option<String>,
-    pub(crate) auth: std::cell::OnceCell<crate::storage::access::Auth>,
+    /// Who is asking, and the grants in force.
+    pub(crate) asker: Asker,
 }
 
 /// A read-only snapshot. See [`Store::read`].
 pub struct ReadTxn {
     pub(crate) tx: RedbRead,
-    pub(crate) principal: Option<String>,
-    pub(crate) auth: std::cell::OnceCell<crate::storage::access::Auth>,
+    /// Who is asking, and the grants in force.
+    pub(crate) asker: Asker,
 }
 
 pub(crate) fn read_scope(kv: &(impl KvRead + ?Sized), name: &str) -> Result<Option<ScopeMeta>> {
@@ -182,61 +182,38 @@ impl WriteTxn<'_> {
 }
 
 impl ReadTxn {
-    pub(crate) fn auth(&self) -> Result<&Auth> {
-        if let Some(a) = self.auth.get() {
-            return Ok(a);
-        }
-        let a = Auth::load(&self.tx)?;
-        Ok(self.auth.get_or_init(|| a))
-    }
-
     /// Whether this transaction's principal may `access` `scope`.
     pub fn may(&self, access: Access, scope: &str) -> Result<bool> {
-        Ok(self
-            .auth()?
-            .allows(self.principal.as_deref(), access, scope))
+        self.asker.may(&self.tx, access, scope)
     }
 
     /// Fails with [`Error::Denied`] unless the principal may `access` `scope`.
     pub(crate) fn require(&self, access: Access, scope: &str) -> Result<()> {
-        self.auth()?.check(self.principal.as_deref(), access, scope)
+        self.asker.require(&self.tx, access, scope)
     }
 
     pub(crate) fn require_admin(&self, what: &str) -> Result<()> {
-        self.auth()?.check_admin(self.principal.as_deref(), what)
+        self.asker.require_admin(&self.tx, what)
     }
 }
 
 impl WriteTxn<'_> {
-    pub(crate) fn auth(&self) -> Result<&Auth> {
-        if let Some(a) = self.auth.get() {
-            return Ok(a);
-        }
-        let a = Auth::load(&self.tx)?;
-        Ok(self.auth.get_or_init(|| a))
-    }
-
     /// Whether this transaction's principal may `access` `scope`.
     pub fn may(&self, access: Access, scope: &str) -> Result<bool> {
-        Ok(self
-            .auth()?
-            .allows(self.principal.as_deref(), access, scope))
+        self.asker.may(&self.tx, access, scope)
     }
 
     /// Fails with [`Error::Denied`] unless the principal may `access` `scope`.
     pub(crate) fn require(&self, access: Access, scope: &str) -> Result<()> {
-        self.auth()?.check(self.principal.as_deref(), access, scope)
+        self.asker.require(&self.tx, access, scope)
     }
 
     pub(crate) fn require_admin(&self, what: &str) -> Result<()> {
-        self.auth()?.check_admin(self.principal.as_deref(), what)
+        self.asker.require_admin(&self.tx, what)
     }
 
     /// The principal this transaction acts as, as recorded in events.
     pub fn who(&self) -> Result<String> {
-        match &self.principal {
-            Some(p) => Ok(p.clone()),
-            None => Ok(self.auth()?.admin().to_string()),
-        }
+        self.asker.who(&self.tx)
     }
 }

@@ -69,7 +69,7 @@ impl WriteTxn<'_> {
             (principal, access.code(), scope),
             &encode(&rec)?,
         )?;
-        self.auth = std::cell::OnceCell::new();
+        self.asker.forget_grants();
         Ok(())
     }
 
@@ -77,7 +77,7 @@ impl WriteTxn<'_> {
     pub fn revoke(&mut self, principal: &str, access: Access, scope: &str) -> Result<bool> {
         self.require_admin("change grants")?;
         let existed = GRANTS.delete(&mut self.tx, (principal, access.code(), scope))?;
-        self.auth = std::cell::OnceCell::new();
+        self.asker.forget_grants();
         Ok(existed)
     }
 }
