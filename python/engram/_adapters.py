@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import threading
 import unicodedata
 from types import ModuleType
 from typing import Awaitable, TypeVar
 
 from engram._engram import MAX_SESSION_ID_BYTES
-from engram._errors import InvalidError
+from engram._errors import ClosedError, InvalidError
 
 T = TypeVar("T")
 
@@ -71,3 +72,33 @@ async def await_mutation(awaitable: Awaitable[T]) -> T:
     if cancelled is not None:
         raise cancelled
     return result
+
+
+class Closing:
+    """The closed state of an adapter that holds a store (the Agents SDK's contract): once
+    ``close()`` ran, ``check()`` raises ``engram.ClosedError`` for every call. ``close()`` is
+    idempotent, terminal and safe from several threads; it closes the store only when the
+    adapter opened it (``owns``)."""
+
+    def __init__(self, store: object, owns: bool, what: str) -> None:
+        self._store = store
+        self._owns = owns
+        self._what = what
+        self._closed = False
+        self._lock = threading.Lock()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def check(self) -> None:
+        if self._closed:
+            raise ClosedError(f"{self._what} is closed")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._owns:
+            self._store.close()  # type: ignore[attr-defined]

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 from typing import Any, Sequence
 
 from engram import Store, open_store
-from engram._adapters import await_mutation, require, session_key
-from engram._errors import ClosedError, CorruptError
+from engram._adapters import Closing, await_mutation, require, session_key
+from engram._errors import CorruptError
 
 require("langchain_core", "langchain", "engram.langchain")
 from langchain_core.chat_history import BaseChatMessageHistory  # noqa: E402
@@ -57,19 +56,13 @@ class EngramChatMessageHistory(BaseChatMessageHistory):
         self._key = session_key(namespace, session_id)
         self.session_id = session_id
         self.namespace = namespace
-        self._owns_store = store is None
         self.store = store if store is not None else open_store(path, busy_timeout=busy_timeout)
-        self._closed = False
-        self._close_lock = threading.Lock()
+        self._closing = Closing(self.store, store is None, f"chat message history {session_id!r}")
 
     @property
     def closed(self) -> bool:
         """Whether ``close()`` was called."""
-        return self._closed
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ClosedError(f"chat message history {self.session_id!r} is closed")
+        return self._closing.closed
 
     def _decode(self, items: list[Any]) -> list[BaseMessage]:
         try:
@@ -91,49 +84,44 @@ class EngramChatMessageHistory(BaseChatMessageHistory):
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         """Every message of the session, oldest first."""
-        self._check_open()
+        self._closing.check()
         return self._decode(self.store.session_items(self._key))
 
     async def aget_messages(self) -> list[BaseMessage]:
-        self._check_open()
+        self._closing.check()
         items = await asyncio.to_thread(self.store.session_items, self._key)
         return self._decode(items)
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Appends the messages in one transaction (all or none)."""
-        self._check_open()
+        self._closing.check()
         items = self._encode(messages)
         if items:
             self.store.session_append(self._key, items)
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
-        self._check_open()
+        self._closing.check()
         items = self._encode(messages)
         if items:
             await await_mutation(asyncio.to_thread(self.store.session_append, self._key, items))
 
     def clear(self) -> None:
         """Removes every message of the session."""
-        self._check_open()
+        self._closing.check()
         self.store.session_clear(self._key)
 
     async def aclear(self) -> None:
-        self._check_open()
+        self._closing.check()
         await await_mutation(asyncio.to_thread(self.store.session_clear, self._key))
 
     def close(self) -> None:
         """Closes the history: every later call raises ``engram.ClosedError``. Releases the
         store handle this history opened (a ``store`` passed in stays open). Idempotent, and
         safe to call from several threads at once."""
-        with self._close_lock:
-            if self._closed:
-                return
-            self._closed = True
-        if self._owns_store:
-            self.store.close()
+        self._closing.close()
 
     def __repr__(self) -> str:
-        closed = ", closed" if self._closed else ""
+        closed = ", closed" if self.closed else ""
         return f"EngramChatMessageHistory({self.session_id!r}, {str(self.store.path)!r}{closed})"
 
 

@@ -23,12 +23,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import threading
 from typing import Any
 
 from engram import Store, open_store
-from engram._adapters import await_mutation, require, session_key
-from engram._errors import ClosedError
+from engram._adapters import Closing, await_mutation, require, session_key
 
 require("agents", "openai-agents", "engram.openai_agents")
 from agents.memory.session_settings import (  # noqa: E402
@@ -72,25 +70,19 @@ class EngramSession:
             if session_settings is not None
             else SessionSettings()
         )
-        self._owns_store = store is None
         self.store = store if store is not None else open_store(path, busy_timeout=busy_timeout)
         self.namespace = namespace
-        self._closed = False
-        self._close_lock = threading.Lock()
+        self._closing = Closing(self.store, store is None, f"session {session_id!r}")
 
     @property
     def closed(self) -> bool:
         """Whether ``close()`` was called."""
-        return self._closed
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ClosedError(f"session {self.session_id!r} is closed")
+        return self._closing.closed
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The latest ``limit`` items in chronological order (all when ``None``; the
         default comes from ``session_settings.limit``)."""
-        self._check_open()
+        self._closing.check()
         n = resolve_session_limit(limit, self.session_settings)
         if n is not None and n < 0:
             n = None  # as SQLiteSession: a negative limit is no limit
@@ -110,7 +102,7 @@ class EngramSession:
 
     async def add_items(self, items: list[Any]) -> None:
         """Appends the items as one atomic batch, in order."""
-        self._check_open()
+        self._closing.check()
         items = list(items)
         if not items:
             return
@@ -118,32 +110,27 @@ class EngramSession:
 
     async def pop_item(self) -> Any | None:
         """Removes and returns the newest item, or ``None`` when the session is empty."""
-        self._check_open()
+        self._closing.check()
         return await await_mutation(asyncio.to_thread(self.store.session_pop, self._key))
 
     async def clear_session(self) -> None:
         """Removes every item of the session."""
-        self._check_open()
+        self._closing.check()
         await await_mutation(asyncio.to_thread(self.store.session_clear, self._key))
 
     async def delete_session(self) -> None:
         """Deletes the session wholly (items, archive, idempotency keys)."""
-        self._check_open()
+        self._closing.check()
         await await_mutation(asyncio.to_thread(self.store.session_delete, self._key))
 
     def close(self) -> None:
         """Closes the session: every later call raises ``engram.ClosedError``. Releases the
         store handle this session opened (a ``store`` passed in stays open). Idempotent, and
         safe to call from several threads at once."""
-        with self._close_lock:
-            if self._closed:
-                return
-            self._closed = True
-        if self._owns_store:
-            self.store.close()
+        self._closing.close()
 
     def __repr__(self) -> str:
-        closed = ", closed" if self._closed else ""
+        closed = ", closed" if self.closed else ""
         return f"EngramSession({self.session_id!r}, {str(self.store.path)!r}{closed})"
 
 
