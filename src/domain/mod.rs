@@ -1,6 +1,6 @@
 //! **Layer 0, the domain**: engram's values and pure rules: blocks, records, text rules and
 //! dates, claims and citations, the wake cover. Nothing here touches storage or a [`crate::Store`];
-//! it may use only [`crate::error`] (and `block.rs` uses nothing at all). Every other layer
+//! it may use only `crate::error` (the [`crate::Error`] type) (and `block.rs` uses nothing at all). Every other layer
 //! builds on it.
 
 pub mod block;

@@ -4,7 +4,7 @@
 //! the value envelope ([`codec`]), opening and creating a store, read and
 //! write transactions with a bounded wait, group commit, who is asking and what their grants
 //! allow ([`access`]), and the recovery of a torn tail. It may use [`crate::domain`] and
-//! [`crate::error`], never a layer above.
+//! `crate::error` ([`crate::Error`]), never a layer above.
 
 pub mod access;
 pub mod codec;

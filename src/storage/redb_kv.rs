@@ -441,7 +441,7 @@ impl KvRead for RedbRead {
 }
 
 /// A write transaction of redb as a [`KvWrite`], each table opened once and kept open until
-/// [`RedbWrite::close`] (or the end of the transaction).
+/// `RedbWrite::close` (or the end of the transaction).
 pub struct RedbWrite<'t> {
     tx: &'t WriteTransaction,
     tables: [RefCell<Option<WriteT<'t>>>; 18],

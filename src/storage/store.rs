@@ -730,7 +730,7 @@ impl Store {
         })
     }
 
-    /// Stores a setting (see [`CONFIG_NAMES`]).
+    /// Stores a setting (see [`crate::CONFIG_NAMES`]).
     pub fn set_config(&self, name: &str, value: &str) -> Result<u64> {
         let v = validate_config(name, value)?;
         self.write(|tx| {
@@ -820,7 +820,7 @@ fn retry_busy(
 
 impl Store {
     /// Runs `op` in a write transaction shared with other threads writing at the same moment
-    /// (group commit, [`crate::storage::group`]). The result is as if each operation ran in its
+    /// (group commit: the queue of `storage/group.rs`). The result is as if each operation ran in its
     /// own transaction, one after the other; each returns once its write is durable. `op` may
     /// run more than once (when another operation of its batch fails), so it must own its
     /// inputs and have no side effects outside the transaction.

@@ -39,7 +39,7 @@ pub struct ScopeStats {
     pub pending: u64,
 }
 
-/// A write transaction. Every change engram makes goes through one; see [`Store::write`].
+/// A write transaction. Every change engram makes goes through one; see [`crate::Store::write`].
 pub struct WriteTxn<'s> {
     pub(crate) tx: RedbWrite<'s>,
     /// The commit's timestamp (microseconds), shared by everything it records.
@@ -50,7 +50,7 @@ pub struct WriteTxn<'s> {
     pub(crate) asker: Asker,
 }
 
-/// A read-only snapshot. See [`Store::read`].
+/// A read-only snapshot. See [`crate::Store::read`].
 pub struct ReadTxn {
     pub(crate) tx: RedbRead,
     /// Who is asking, and the grants in force.
