@@ -18,7 +18,7 @@
 //! can never make a sound file look torn.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use crate::error::Result;
@@ -173,9 +173,7 @@ pub(crate) fn cut(path: &Path, new_len: u64) -> Result<TailRepair> {
     let old_len = file.metadata()?.len();
     let mut saved_to = None;
     if new_len < old_len {
-        let mut tail = Vec::new();
         file.seek(SeekFrom::Start(new_len))?;
-        file.read_to_end(&mut tail)?;
         let side = side_file(path);
         let mut o = OpenOptions::new();
         o.write(true).create_new(true);
@@ -185,7 +183,8 @@ pub(crate) fn cut(path: &Path, new_len: u64) -> Result<TailRepair> {
             o.mode(0o600);
         }
         let mut s = o.open(&side)?;
-        s.write_all(&tail)?;
+        // Streamed, not read whole: a tail can be as long as a partial copy left it.
+        std::io::copy(&mut (&mut file).take(old_len - new_len), &mut s)?;
         s.sync_all()?;
         saved_to = Some(side);
     }
@@ -203,10 +202,9 @@ pub(crate) fn undo(path: &Path, r: &TailRepair) -> Result<()> {
     let mut file = OpenOptions::new().write(true).open(path)?;
     match &r.saved_to {
         Some(side) => {
-            let tail = std::fs::read(side)?;
             file.set_len(r.new_len)?;
             file.seek(SeekFrom::Start(r.new_len))?;
-            file.write_all(&tail)?;
+            std::io::copy(&mut File::open(side)?, &mut file)?;
             file.sync_all()?;
             std::fs::remove_file(side)?;
         }
