@@ -11,7 +11,8 @@
 //! the stray bytes past the last whole layout are moved to a side file beside the store (never
 //! destroyed), the file is cut back, and the open goes on. A tail cut inside the last page is
 //! padded back with zeros to the length the header records. If the open still fails after the
-//! cut, the file is put back exactly as it was and the original error is reported.
+//! cut (or a page of the tables fails its checksum), the cut bytes are written back (or the
+//! padding removed) and the original error is reported.
 //!
 //! Detection reads only the immutable region geometry of the header (page size, pages per region
 //! header, data pages per region), so a concurrent writer, which changes only the region counts,
