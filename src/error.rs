@@ -71,6 +71,13 @@ pub enum Error {
     ReadOnly(String),
     /// The storage engine (redb) failed.
     Storage(String),
+    /// The database server (a `postgresql://` store) cannot be reached, refused the login, or
+    /// failed in a way running again would not fix. The message never holds a password.
+    Server(String),
+    /// The connection to the server was lost during `COMMIT` and the server could not be asked
+    /// afterwards whether the write committed: it may or may not have. Check before writing again,
+    /// or write with an idempotency key (which makes the retry exactly-once).
+    Ambiguous(String),
     /// An operating-system I/O error.
     Io(std::io::Error),
 }
@@ -97,7 +104,7 @@ impl Error {
 
     /// A stable name for the kind of error, for bindings and logs: `not_found`, `busy`,
     /// `corrupt`, `invalid`, `wrong_block`, `out_of_range`, `conflict`, `denied`,
-    /// `unsupported`, `read_only`, `storage`, `io`.
+    /// `unsupported`, `read_only`, `storage`, `server`, `ambiguous`, `io`.
     pub fn kind(&self) -> &'static str {
         match self {
             Error::NotFound { .. } => "not_found",
@@ -111,13 +118,15 @@ impl Error {
             Error::Unsupported(_) => "unsupported",
             Error::ReadOnly(_) => "read_only",
             Error::Storage(_) => "storage",
+            Error::Server(_) => "server",
+            Error::Ambiguous(_) => "ambiguous",
             Error::Io(_) => "io",
         }
     }
 
     /// The exit status the `engram` CLI uses for this error: 2 for rejected input, 3 for a
     /// missing store, 4 for a busy store, 5 for corruption, 6 for a refused permission, 1 for anything
-    /// else.
+    /// else; 7 for a server that cannot be reached, 8 for a commit whose outcome is unknown.
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Invalid { .. } | Error::WrongBlock { .. } | Error::OutOfRange { .. } => 2,
@@ -125,6 +134,8 @@ impl Error {
             Error::Busy { .. } => 4,
             Error::Corrupt { .. } => 5,
             Error::Denied(_) | Error::ReadOnly(_) => 6,
+            Error::Server(_) => 7,
+            Error::Ambiguous(_) => 8,
             _ => 1,
         }
     }
@@ -175,6 +186,8 @@ impl fmt::Display for Error {
             Error::Unsupported(m) => write!(f, "unsupported: {m}"),
             Error::ReadOnly(m) => write!(f, "cannot write the store: {m}"),
             Error::Storage(m) => write!(f, "storage error: {m}"),
+            Error::Server(m) => write!(f, "server error: {m}"),
+            Error::Ambiguous(m) => write!(f, "outcome unknown: {m}"),
             Error::Io(e) => write!(f, "I/O error: {e}"),
         }
     }

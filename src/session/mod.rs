@@ -30,7 +30,7 @@ use crate::storage::codec::{decode, encode};
 use crate::storage::kv::{Dir, KvRead};
 use crate::storage::store::Store;
 use crate::storage::tables::{
-    META, SESSIONS, SESSION_ARCHIVE, SESSION_HASHES, SESSION_IDEMPOTENCY, SESSION_MESSAGES,
+    SESSIONS, SESSION_ARCHIVE, SESSION_HASHES, SESSION_IDEMPOTENCY, SESSION_MESSAGES,
 };
 use crate::storage::txn::{ReadTxn, WriteTxn};
 
@@ -270,14 +270,14 @@ fn check_revision(rec: Option<&SessionRecord>, expected: Option<u64>) -> Result<
 }
 
 impl WriteTxn<'_> {
-    fn next_revision(&mut self) -> Result<u64> {
-        let cur: u64 = match META.get_for_update(&mut self.tx, "session_rev")? {
-            Some(v) => decode("meta", &"session_rev", &v)?,
-            None => 0,
-        };
-        let next = cur + 1;
-        META.put(&mut self.tx, "session_rev", &encode(&next)?)?;
-        Ok(next)
+    /// The revision of a session's next change: past its current one and at least the commit
+    /// time in microseconds. Per session, so that no row is shared by every session writer (on
+    /// a server, a store-wide counter would serialize them all); never repeated for an id, even
+    /// after a delete, as long as the clock does not go back (docs/design.md, sessions).
+    fn next_revision(&self, current: u64) -> u64 {
+        current
+            .saturating_add(1)
+            .max(u64::try_from(self.now).unwrap_or(0))
     }
 
     fn session_record(&self, id: &str) -> Result<Option<SessionRecord>> {
@@ -465,7 +465,7 @@ impl WriteTxn<'_> {
         self.drop_messages(id, &mut rec, &to_archive, true)?;
         self.push_messages(id, &mut rec, to_write)?;
         self.enforce_retention(id, &mut rec)?;
-        rec.revision = self.next_revision()?;
+        rec.revision = self.next_revision(rec.revision);
         rec.updated_us = self.now;
         self.put_session(id, &rec)?;
         Ok(SaveOutcome {
@@ -536,7 +536,7 @@ impl WriteTxn<'_> {
         if !new.is_empty() {
             self.push_messages(id, &mut rec, &new)?;
         }
-        rec.revision = self.next_revision()?;
+        rec.revision = self.next_revision(rec.revision);
         rec.updated_us = self.now;
         self.put_session(id, &rec)?;
         let outcome = SessionAppended {
@@ -571,7 +571,7 @@ impl WriteTxn<'_> {
         let last = SESSION_HASHES.edge(&self.tx, range(id), Dir::Reverse, |(_, seq), _| Ok(seq))?;
         let Some(seq) = last else { return Ok(None) };
         let mut out = self.drop_messages(id, &mut rec, &[seq], false)?;
-        rec.revision = self.next_revision()?;
+        rec.revision = self.next_revision(rec.revision);
         rec.updated_us = self.now;
         self.put_session(id, &rec)?;
         Ok(out.pop())
@@ -590,7 +590,7 @@ impl WriteTxn<'_> {
         SESSION_HASHES.delete_range(&mut self.tx, range(id))?;
         rec.count = 0;
         rec.bytes = 0;
-        rec.revision = self.next_revision()?;
+        rec.revision = self.next_revision(rec.revision);
         rec.updated_us = self.now;
         self.put_session(id, &rec)?;
         Ok(n)
@@ -635,7 +635,7 @@ impl WriteTxn<'_> {
         SESSION_ARCHIVE.delete_range(&mut self.tx, range(id))?;
         rec.archived = 0;
         rec.archived_bytes = 0;
-        rec.revision = self.next_revision()?;
+        rec.revision = self.next_revision(rec.revision);
         rec.updated_us = self.now;
         self.put_session(id, &rec)?;
         Ok(n)

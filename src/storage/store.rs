@@ -16,9 +16,12 @@ use redb::{
 use crate::domain::text::now_us;
 use crate::error::{Error, Result};
 use crate::storage::access::Asker;
+use crate::storage::backend::{ReadKv, WriteKv};
 use crate::storage::codec::{decode, encode};
 use crate::storage::config::{validate_config, Config};
 use crate::storage::group::{copy_error, Job, Op};
+#[cfg(feature = "postgres")]
+use crate::storage::pg::{Attempt, PgEngine};
 use crate::storage::redb_kv::{RedbRead, RedbWrite};
 use crate::storage::schema::{self, META, STORE_FORMAT};
 use crate::storage::tables;
@@ -113,17 +116,56 @@ impl Options {
 /// assert_eq!(store.count("default").unwrap(), 1);
 /// ```
 pub struct Store {
-    engine: Arc<Engine>,
+    backend: Backend,
     group: Arc<crate::storage::group::Group>,
     path: PathBuf,
     opts: Options,
     repaired: Option<crate::storage::tail::TailRepair>,
+    created: bool,
 }
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store").field("path", &self.path).finish()
     }
+}
+
+/// Where the store lives: a file (redb) or a schema on a PostgreSQL-protocol server.
+#[derive(Clone)]
+enum Backend {
+    File(Arc<Engine>),
+    #[cfg(feature = "postgres")]
+    Server(Arc<PgEngine>),
+}
+
+/// A server URL as it may be shown: without the password of its user info, if it has one.
+///
+/// ```
+/// use engram::storage::store::without_password;
+/// assert_eq!(
+///     without_password("postgresql://ann:secret@db.example:5432/mem?schema=team"),
+///     "postgresql://ann@db.example:5432/mem?schema=team"
+/// );
+/// assert_eq!(without_password("/home/ann/.engram/memory.redb"), "/home/ann/.engram/memory.redb");
+/// ```
+pub fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let Some(at) = authority.rfind('@') else {
+        return url.to_string();
+    };
+    let (userinfo, hosts) = authority.split_at(at);
+    let user = userinfo.split(':').next().unwrap_or("");
+    format!("{scheme}://{user}{hosts}{tail}")
+}
+
+/// The server URL that `path` holds, if it is one (`postgresql://...`).
+pub fn url_of(path: &Path) -> Option<&str> {
+    path.to_str()
+        .filter(|s| s.starts_with("postgresql://") || s.starts_with("postgres://"))
 }
 
 /// The open database, and the first failure of the storage engine on it.
@@ -286,11 +328,25 @@ impl Store {
     }
 
     /// [`Store::create`] with options.
+    ///
+    /// `path` may be a server URL (`postgresql://user@host/db?schema=name`): the schema and its
+    /// tables are then created on the server (see docs/scale-out.md).
     pub fn create_with(path: impl AsRef<Path>, opts: Options) -> Result<Store> {
         let path = path.as_ref();
+        if let Some(url) = url_of(path) {
+            return Self::open_server(url, opts, true);
+        }
         if Self::exists(path) {
             return Self::open_with(path, opts);
         }
+        let made = Self::make_file(path, &opts)?;
+        let mut store = Self::open_with(path, opts)?;
+        store.created = made;
+        Ok(store)
+    }
+
+    /// Builds a new store file at `path`; false when another process made it first.
+    fn make_file(path: &Path, opts: &Options) -> Result<bool> {
         if let Some(parent) = path.parent() {
             if !parent.as_os_str().is_empty() && !parent.exists() {
                 let mut b = std::fs::DirBuilder::new();
@@ -311,7 +367,7 @@ impl Store {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "store".into());
         let tmp = path.with_file_name(format!(".{name}.init-{}-{}", std::process::id(), now_us()));
-        let built = (|| -> Result<()> {
+        let built = (|| -> Result<bool> {
             let mut o = OpenOptions::new();
             o.write(true).create_new(true);
             #[cfg(unix)]
@@ -320,31 +376,32 @@ impl Store {
                 o.mode(0o600);
             }
             o.open(&tmp)?;
-            let db = builder(&opts).create(&tmp)?;
+            let db = builder(opts).create(&tmp)?;
             let store = Self::initialize(Store {
-                engine: Engine::new(Db::ReadWrite(db)),
+                backend: Backend::File(Engine::new(Db::ReadWrite(db))),
                 group: Arc::default(),
                 path: tmp.clone(),
                 opts: opts.clone(),
                 repaired: None,
+                created: false,
             })?;
             drop(store);
             std::fs::File::open(&tmp)?.sync_all()?;
             match std::fs::hard_link(&tmp, path) {
-                Ok(()) => Ok(()),
+                Ok(()) => Ok(true),
                 // Another process created the store first: use theirs.
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
                 Err(e) => Err(e.into()),
             }
         })();
         let _ = std::fs::remove_file(&tmp);
-        built?;
+        let made = built?;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             if let Ok(d) = std::fs::File::open(dir) {
                 let _ = d.sync_all();
             }
         }
-        Self::open_with(path, opts)
+        Ok(made)
     }
 
     /// Opens (creating it if empty) a store on a custom redb storage backend: an in-memory
@@ -362,13 +419,14 @@ impl Store {
             Err(p) => return Err(engine_panic("opening the file", p)),
         };
         let store = Store {
-            engine: Engine::new(Db::ReadWrite(db)),
+            backend: Backend::File(Engine::new(Db::ReadWrite(db))),
             group: Arc::default(),
             path: PathBuf::from(name),
             opts,
             repaired: None,
+            created: false,
         };
-        let fresh = store.read(|r| match r.tx.raw().open_table(META) {
+        let fresh = store.read(|r| match r.tx.redb()?.raw().open_table(META) {
             Ok(_) => Ok(false),
             Err(TableError::TableDoesNotExist(_)) => Ok(true),
             Err(e) => Err(e.into()),
@@ -400,6 +458,89 @@ impl Store {
         Ok(store)
     }
 
+    /// Opens (with `create`: creates if missing) the store in a server's schema.
+    #[cfg(not(feature = "postgres"))]
+    fn open_server(url: &str, _opts: Options, _create: bool) -> Result<Store> {
+        Err(Error::Unsupported(format!(
+            "{} names a PostgreSQL server, and this engram was built without the `postgres` feature",
+            url.split('@').next_back().unwrap_or("the URL")
+        )))
+    }
+
+    /// Opens (with `create`: creates if missing) the store in a server's schema.
+    #[cfg(feature = "postgres")]
+    fn open_server(url: &str, opts: Options, create: bool) -> Result<Store> {
+        let pg = PgEngine::connect(url, opts.busy_timeout)?;
+        let names = pg.table_names()?;
+        let ours = schema::TABLE_NAMES
+            .iter()
+            .filter(|n| names.iter().any(|m| m == *n))
+            .count();
+        let store = Store {
+            path: PathBuf::from(pg.shown()),
+            backend: Backend::Server(Arc::clone(&pg)),
+            group: Arc::default(),
+            opts,
+            repaired: None,
+            created: false,
+        };
+        if !names.iter().any(|n| n == "meta") {
+            if ours > 0 {
+                return Err(crate::error::damaged_file(format!(
+                    "schema {} has {ours} engram tables but not meta",
+                    pg.schema()
+                )));
+            }
+            if !names.is_empty() {
+                return Err(Error::Unsupported(format!(
+                    "schema {} at {} holds tables that are not an engram store; name another with ?schema=NAME",
+                    pg.schema(),
+                    pg.shown()
+                )));
+            }
+        }
+        let complete = ours == schema::TABLE_NAMES.len()
+            && names.iter().any(|n| n == crate::storage::pg::COMMITS);
+        if !complete && (create || ours > 0) {
+            if store.opts.read_only {
+                return Err(Error::ReadOnly(
+                    "it lacks tables that this engram adds on its first read-write open".into(),
+                ));
+            }
+            pg.create_tables()?;
+        }
+        let initialized = ours > 0 && store.read(|r| tables::META.get(&r.tx, "format"))?.is_some();
+        if initialized {
+            store.check_format()?;
+            Ok(store)
+        } else if create {
+            let mut store = Self::initialize(store)?;
+            store.created = true;
+            Ok(store)
+        } else {
+            Err(Error::NotFound {
+                path: PathBuf::from(pg.shown()),
+            })
+        }
+    }
+
+    /// Checks a server store's format number.
+    #[cfg(feature = "postgres")]
+    fn check_server_format(&self) -> Result<()> {
+        let Some(v) = self.read(|r| tables::META.get(&r.tx, "format"))? else {
+            return Err(crate::error::damaged_file(
+                "the meta table is damaged (its format entry is missing)".into(),
+            ));
+        };
+        let format: u32 = decode("meta", &"format", &v)?;
+        if format > STORE_FORMAT {
+            return Err(Error::Unsupported(format!(
+                "store format {format} is newer than this engram (format {STORE_FORMAT}); upgrade engram"
+            )));
+        }
+        Ok(())
+    }
+
     /// Whether a store file exists (and is not empty) at `path`.
     pub fn exists(path: impl AsRef<Path>) -> bool {
         std::fs::metadata(path.as_ref())
@@ -416,6 +557,9 @@ impl Store {
     /// (see there).
     pub fn open_with(path: impl AsRef<Path>, opts: Options) -> Result<Store> {
         let path = path.as_ref();
+        if let Some(url) = url_of(path) {
+            return Self::open_server(url, opts, false);
+        }
         if !Self::exists(path) {
             return Err(Error::NotFound {
                 path: path.to_path_buf(),
@@ -487,16 +631,17 @@ impl Store {
     ) -> Result<Store> {
         let db = open_bounded(&opts, path).map_err(|e| may_not_write(path, e))?;
         let store = Store {
-            engine: Engine::new(db),
+            backend: Backend::File(Engine::new(db)),
             group: Arc::default(),
             path: path.to_path_buf(),
             opts,
             repaired,
+            created: false,
         };
         if let Some(r) = &store.repaired {
             // A repair is kept only if every page of the recovered store matches its checksum:
             // a cut that took live bytes must stay an error, never become wrong answers.
-            if !store.read(|t| Ok(t.tx.raw().verify_checksums()?))? {
+            if !store.read(|t| Ok(t.tx.redb()?.raw().verify_checksums()?))? {
                 return Err(crate::error::damaged_file(format!(
                     "its end was cut inside a page that holds data ({} bytes, {} expected)",
                     r.old_len, r.new_len
@@ -514,15 +659,33 @@ impl Store {
         self.repaired.as_ref()
     }
 
+    /// Whether this handle's open made the store ([`Store::create`] on a path or schema that held
+    /// none).
+    pub fn was_created(&self) -> bool {
+        self.created
+    }
+
+    /// Whether the store lives on a server (a `postgresql://` URL) rather than in a file.
+    pub fn is_server(&self) -> bool {
+        match &self.backend {
+            Backend::File(_) => false,
+            #[cfg(feature = "postgres")]
+            Backend::Server(_) => true,
+        }
+    }
+
     /// Whether this handle was opened read-only ([`Options::read_only`]).
     pub fn is_read_only(&self) -> bool {
         self.opts.read_only
     }
 
     fn check_format(&self) -> Result<()> {
-        let missing = self
-            .engine
-            .guard("reading the store header", |db| self.read_format(db))?;
+        let engine = match &self.backend {
+            Backend::File(e) => e,
+            #[cfg(feature = "postgres")]
+            Backend::Server(_) => return self.check_server_format(),
+        };
+        let missing = engine.guard("reading the store header", |db| self.read_format(db))?;
         if missing {
             if self.opts.read_only {
                 return Err(Error::ReadOnly(
@@ -593,11 +756,12 @@ impl Store {
     /// ```
     pub fn as_principal(&self, principal: Option<&str>) -> Store {
         Store {
-            engine: Arc::clone(&self.engine),
+            backend: self.backend.clone(),
             group: Arc::clone(&self.group),
             path: self.path.clone(),
             opts: self.opts.clone().principal(principal),
             repaired: self.repaired.clone(),
+            created: self.created,
         }
     }
 
@@ -610,7 +774,7 @@ impl Store {
         self.opts.principal.as_deref()
     }
 
-    /// The path of the store file.
+    /// The path of the store file; for a server store, its URL without the password.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -635,23 +799,73 @@ impl Store {
     ///     Ok(())
     /// }).unwrap();
     /// ```
+    ///
+    /// On a server store `f` may run more than once (when the server asks for the transaction
+    /// to be run again): it must have no effects outside the transaction.
     pub fn write<R>(&self, mut f: impl FnMut(&mut WriteTxn<'_>) -> Result<R>) -> Result<R> {
-        self.engine.guard("writing", |db| {
+        let engine = match &self.backend {
+            Backend::File(e) => e,
+            #[cfg(feature = "postgres")]
+            Backend::Server(pg) => return self.write_server(pg, f),
+        };
+        engine.guard("writing", |db| {
             let tx = self.begin_write(db.writable()?)?;
             let r = {
                 let mut w = WriteTxn {
-                    tx: RedbWrite::new(&tx),
+                    tx: WriteKv::Redb(RedbWrite::new(&tx)),
                     now: now_us(),
                     config: None,
                     _s: std::marker::PhantomData,
                     asker: Asker::new(self.opts.principal.clone()),
                 };
                 let r = f(&mut w)?;
-                w.tx.close()?;
+                // Irrefutable without the `postgres` feature.
+                #[allow(irrefutable_let_patterns)]
+                if let WriteKv::Redb(t) = &w.tx {
+                    t.close()?;
+                }
                 r
             };
             tx.commit()?;
             Ok(r)
+        })
+    }
+
+    /// [`Store::write`] on a server: attempts until one commits, up to the busy timeout.
+    #[cfg(feature = "postgres")]
+    fn write_server<R>(
+        &self,
+        pg: &Arc<PgEngine>,
+        mut f: impl FnMut(&mut WriteTxn<'_>) -> Result<R>,
+    ) -> Result<R> {
+        if self.opts.read_only {
+            return Err(read_only_handle());
+        }
+        let mut clean = false;
+        pg.retrying(|| {
+            let tx = match pg.begin_write(!clean) {
+                Ok(t) => t,
+                Err(a) => return a,
+            };
+            let now = now_us();
+            let mut w = WriteTxn {
+                tx: WriteKv::Pg(tx),
+                now,
+                config: None,
+                _s: std::marker::PhantomData,
+                asker: Asker::new(self.opts.principal.clone()),
+            };
+            let r = f(&mut w);
+            match w.tx {
+                WriteKv::Pg(tx) => {
+                    let a = tx.finish(r, now);
+                    clean = matches!(a, Attempt::Again(crate::storage::pg::Fault::Injected));
+                    a
+                }
+                WriteKv::Redb(_) => Attempt::Done(Err(Error::Storage(
+                    "a server transaction became a file transaction".into(),
+                ))),
+            }
         })
     }
 
@@ -676,9 +890,24 @@ impl Store {
 
     /// Runs `f` over one consistent snapshot. Keep it short: a read transaction pins pages.
     pub fn read<R>(&self, f: impl FnOnce(&ReadTxn) -> Result<R>) -> Result<R> {
-        self.engine.guard("reading", |db| {
+        let engine = match &self.backend {
+            Backend::File(e) => e,
+            #[cfg(feature = "postgres")]
+            Backend::Server(pg) => {
+                let r = ReadTxn {
+                    tx: ReadKv::Pg(pg.begin_read()?),
+                    asker: Asker::new(self.opts.principal.clone()),
+                };
+                let out = f(&r);
+                if let ReadKv::Pg(t) = r.tx {
+                    t.end_read();
+                }
+                return out;
+            }
+        };
+        engine.guard("reading", |db| {
             let r = ReadTxn {
-                tx: RedbRead::new(db.begin_read()?),
+                tx: ReadKv::Redb(RedbRead::new(db.begin_read()?)),
                 asker: Asker::new(self.opts.principal.clone()),
             };
             f(&r)
@@ -689,9 +918,14 @@ impl Store {
     /// when the last handle closes, which fails with [`Error::Corrupt`] on a damaged file (or an
     /// I/O error). Closing a handle while others to the same database remain open only drops it.
     pub fn close(self) -> Result<()> {
-        match Arc::try_unwrap(self.engine) {
-            Ok(mut engine) => engine.close(),
-            Err(_) => Ok(()),
+        match self.backend {
+            Backend::File(engine) => match Arc::try_unwrap(engine) {
+                Ok(mut engine) => engine.close(),
+                Err(_) => Ok(()),
+            },
+            // The connections close when the last handle goes.
+            #[cfg(feature = "postgres")]
+            Backend::Server(_) => Ok(()),
         }
     }
 
@@ -699,8 +933,15 @@ impl Store {
     /// `Ok(true)` when the file was intact, `Ok(false)` when redb repaired it. On a read-only
     /// handle it checks every page checksum of the tables and repairs nothing (damage is
     /// [`Error::Corrupt`]).
+    ///
+    /// A server store has no pages of ours to check (the server checksums its own): `Ok(true)`.
     pub fn check_engine_integrity(&mut self) -> Result<bool> {
-        let engine = Arc::get_mut(&mut self.engine).ok_or_else(|| {
+        let engine = match &mut self.backend {
+            Backend::File(e) => e,
+            #[cfg(feature = "postgres")]
+            Backend::Server(_) => return Ok(true),
+        };
+        let engine = Arc::get_mut(engine).ok_or_else(|| {
             Error::invalid(
                 "store",
                 "the integrity check needs the only handle to the store",
@@ -708,7 +949,7 @@ impl Store {
         })?;
         if self.opts.read_only {
             // A read-only handle checks every page checksum of the snapshot and repairs nothing.
-            let intact = self.read(|r| Ok(r.tx.raw().verify_checksums()?))?;
+            let intact = self.read(|r| Ok(r.tx.redb()?.raw().verify_checksums()?))?;
             if !intact {
                 return Err(crate::error::damaged_file(
                     "a page does not match its checksum".into(),
@@ -720,8 +961,14 @@ impl Store {
     }
 
     /// Compacts the file (offline: needs no other handle open in this process).
+    /// On a server store this does nothing: the server reclaims space itself (autovacuum).
     pub fn compact(&mut self) -> Result<()> {
-        let engine = Arc::get_mut(&mut self.engine).ok_or_else(|| {
+        let engine = match &mut self.backend {
+            Backend::File(e) => e,
+            #[cfg(feature = "postgres")]
+            Backend::Server(_) => return Ok(()),
+        };
+        let engine = Arc::get_mut(engine).ok_or_else(|| {
             Error::invalid("store", "compaction needs the only handle to the store")
         })?;
         engine.guard_mut("compacting the file", |db| {
@@ -847,6 +1094,9 @@ impl Store {
             let mut failed: Option<(usize, Error)> = None;
             let mut oks: Vec<Box<dyn Any + Send>> = Vec::with_capacity(batch.len());
             let r = self.write(|tx| {
+                // A server may run this again: each attempt starts afresh.
+                oks.clear();
+                failed = None;
                 for (i, job) in batch.iter().enumerate() {
                     tx.asker.set_principal(job.principal.clone());
                     match (job.op)(tx) {

@@ -9,10 +9,10 @@ use crate::domain::record::ScopeMeta;
 use crate::domain::text::validate_scope;
 use crate::error::{Error, Result};
 use crate::storage::access::{Access, Asker};
+use crate::storage::backend::{ReadKv, WriteKv};
 use crate::storage::codec::{decode, encode};
 use crate::storage::config::{read_config, Config};
 use crate::storage::kv::KvRead;
-use crate::storage::redb_kv::{RedbRead, RedbWrite};
 use crate::storage::tables::{META, SCOPES};
 
 /// The scope's metadata if it holds memory `id`; otherwise [`Error::OutOfRange`] with the
@@ -41,7 +41,7 @@ pub struct ScopeStats {
 
 /// A write transaction. Every change engram makes goes through one; see [`crate::Store::write`].
 pub struct WriteTxn<'s> {
-    pub(crate) tx: RedbWrite<'s>,
+    pub(crate) tx: WriteKv<'s>,
     /// The commit's timestamp (microseconds), shared by everything it records.
     pub(crate) now: i64,
     pub(crate) config: Option<Config>,
@@ -52,7 +52,7 @@ pub struct WriteTxn<'s> {
 
 /// A read-only snapshot. See [`crate::Store::read`].
 pub struct ReadTxn {
-    pub(crate) tx: RedbRead,
+    pub(crate) tx: ReadKv,
     /// Who is asking, and the grants in force.
     pub(crate) asker: Asker,
 }

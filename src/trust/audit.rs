@@ -48,9 +48,12 @@ impl Store {
             let items = items(&r);
             self.write(|tx| {
                 let who = tx.who()?;
-                let next = AUDIT
-                    .edge(&tx.tx, .., Dir::Reverse, |k, _| Ok(k + 1))?
-                    .unwrap_or(0);
+                // Keyed by time, not by "last + 1": concurrent audited reads on a server must
+                // not all rewrite one tail key (docs/design.md, audit).
+                let mut next = audit_key(tx.now_us());
+                while AUDIT.contains(&tx.tx, next)? {
+                    next = next.wrapping_add(1);
+                }
                 let e = AuditEntry {
                     who,
                     at_us: tx.now_us(),
@@ -80,4 +83,15 @@ impl Store {
             Ok(out)
         })
     }
+}
+
+/// An audit key: the time in microseconds times 4,096, plus 12 bits that differ between
+/// processes and calls, so that concurrent readers rarely meet on one key (a taken key is
+/// probed past). Keys of older stores (0, 1, 2, ...) sort before every such key.
+fn audit_key(now_us: i64) -> u64 {
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let seed = (u128::from(std::process::id()) << 64 | u128::from(n)).to_le_bytes();
+    let spread = xxhash_rust::xxh3::xxh3_64(&seed) & 0xfff;
+    u64::try_from(now_us).unwrap_or(0).saturating_mul(4096) | spread
 }

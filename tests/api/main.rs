@@ -5,6 +5,7 @@
 //! Run one group with `cargo test --release --test api crash::`, one file with
 //! `cargo test --release --test api crash::power_loss`.
 
+mod backend;
 mod layers;
 
 mod store {

@@ -16,9 +16,10 @@ use crate::output::shell_quote;
 /// writes, and which optional parts are built in.
 pub fn long_version() -> String {
     format!(
-        "{}\nstore format {} (one redb file)\nserver backend (PostgreSQL): not built in\nMCP server: not built in",
+        "{}\nstore format {} (one redb file, or one schema on a PostgreSQL server)\nserver backend (PostgreSQL): {}\nMCP server: not built in",
         env!("CARGO_PKG_VERSION"),
-        engram::storage::schema::STORE_FORMAT
+        engram::storage::schema::STORE_FORMAT,
+        if cfg!(feature = "postgres") { "built in" } else { "not built in" }
     )
 }
 
@@ -75,8 +76,9 @@ pub fn accesses() -> Vec<&'static str> {
     max_term_width = 100
 )]
 pub struct Cli {
-    /// The store file [env: ENGRAM_DB] [default: ~/.engram/memory.redb]
-    #[arg(long, global = true, value_name = "PATH")]
+    /// The store: a file, or a server URL (postgresql://USER@HOST/DB?schema=NAME; the password
+    /// from PGPASSWORD) [env: ENGRAM_DB] [default: ~/.engram/memory.redb]
+    #[arg(long, global = true, value_name = "PATH|URL")]
     pub db: Option<PathBuf>,
     /// The memory stream to use [env: ENGRAM_SCOPE]
     #[arg(long, global = true, default_value = "default", value_name = "NAME")]
@@ -159,7 +161,12 @@ impl Cli {
     fn command_prefix_without_scope(&self) -> String {
         let mut cmd = program();
         if let Ok(db) = self.db_path() {
-            if default_db_path().as_ref() != Some(&db) {
+            if let Some(url) = engram::storage::store::url_of(&db) {
+                // Never the password: a printed command finds it where this one did
+                // (PGPASSWORD, or the URL the user keeps in ENGRAM_DB).
+                let shown = engram::storage::store::without_password(url);
+                cmd.push_str(&format!(" --db {}", shell_quote(&shown)));
+            } else if default_db_path().as_ref() != Some(&db) {
                 let db = std::path::absolute(&db).unwrap_or(db);
                 cmd.push_str(&format!(" --db {}", shell_quote(&db.to_string_lossy())));
             }
@@ -219,12 +226,13 @@ impl<'a> Context<'a> {
             });
         }
         let init = matches!(cli.command, Command::Init);
-        let created = init && !Store::exists(&path);
-        let store = if created {
+        let server = engram::storage::store::url_of(&path).is_some();
+        let store = if init && (server || !Store::exists(&path)) {
             Store::create_with(&path, opts)?
         } else {
             open_store(&path, opts, init || commands::reads_only(&cli.command))?
         };
+        let created = store.was_created();
         Ok(Context {
             store,
             scope: &cli.scope,

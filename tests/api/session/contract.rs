@@ -8,7 +8,7 @@ use engram::{Error, NewMemory, Store};
 
 fn store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
-    let s = Store::create(dir.path().join("s.redb")).unwrap();
+    let s = Store::create(crate::backend::location(dir.path(), "s.redb")).unwrap();
     (dir, s)
 }
 

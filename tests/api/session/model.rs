@@ -1,7 +1,10 @@
 //! Guards the session contract against a plain in-memory model: any sequence of save / append
 //! (with and without idempotency keys) / pop / clear / delete / prune over several sessions
-//! leaves the same live messages, the same archive and the same revisions as the model, and
-//! `load`, `items`, `list` and `info` agree with it after every step.
+//! leaves the same live messages and the same archive as the model, and `load`, `items`, `list`
+//! and `info` agree with it after every step. Revisions are per session and time-based (not
+//! predictable): the model checks that each change moves a session's revision past every
+//! revision that id ever had (deletes included), that what does not change keeps it, and that
+//! `expected_revision` accepts exactly the current one.
 
 use std::collections::BTreeMap;
 
@@ -54,13 +57,37 @@ struct Session {
 #[derive(Debug, Default)]
 struct Model {
     sessions: BTreeMap<String, Session>,
-    rev: u64,
+    /// The highest revision each id ever had, surviving deletes.
+    highest: BTreeMap<String, u64>,
 }
 
 impl Model {
     /// The save rule: keep the longest common prefix, then the longest run of stored messages
     /// that the new list continues with; archive the stored messages in between.
-    fn save(&mut self, id: &str, new: Vec<String>) -> (u64, u64) {
+    /// Records a change of `id` the store reported at revision `got`: it must pass every
+    /// revision the id had.
+    fn changed(&mut self, id: &str, got: u64) -> u64 {
+        let floor = self.highest.get(id).copied().unwrap_or(0);
+        assert!(got > floor, "revision of {id} went from {floor} to {got}");
+        self.highest.insert(id.to_string(), got);
+        if let Some(s) = self.sessions.get_mut(id) {
+            s.revision = got;
+        }
+        got
+    }
+
+    /// Checks a save's revision: a change moves it on, no change keeps it.
+    fn saved(&mut self, id: &str, changed: bool, got: u64) -> u64 {
+        if changed {
+            self.changed(id, got)
+        } else {
+            let s = self.sessions.get(id).map(|s| s.revision).unwrap_or(0);
+            assert_eq!(got, s, "an unchanged save of {id} kept its revision");
+            got
+        }
+    }
+
+    fn save(&mut self, id: &str, new: Vec<String>) -> (bool, u64) {
         let exists = self.sessions.contains_key(id);
         let s = self.sessions.entry(id.to_string()).or_default();
         let stored = s.live.clone();
@@ -80,11 +107,7 @@ impl Model {
         let changed = !archived.is_empty() || kept < new.len() || !exists;
         s.archive.extend(archived.iter().cloned());
         s.live = new;
-        if changed {
-            self.rev += 1;
-            s.revision = self.rev;
-        }
-        (s.revision, archived.len() as u64)
+        (changed, archived.len() as u64)
     }
 }
 
@@ -126,6 +149,11 @@ fn check(store: &Store, model: &Model) {
     }
 }
 
+/// The session's revision as the store reports it.
+fn revision(store: &Store, id: &str) -> u64 {
+    store.session_info(id).unwrap().map_or(0, |i| i.revision)
+}
+
 fn cases() -> u32 {
     std::env::var("ENGRAM_PROPTEST_CASES")
         .ok()
@@ -139,7 +167,7 @@ proptest! {
     #[test]
     fn sessions_agree_with_the_model(ops in proptest::collection::vec(op(), 1..30)) {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path().join("s.redb")).unwrap();
+        let store = Store::create(crate::backend::location(dir.path(), "s.redb")).unwrap();
         let mut model = Model::default();
         for op in ops {
             match op {
@@ -147,8 +175,8 @@ proptest! {
                     let msgs: Vec<String> = l.into_iter().map(msg).collect();
                     let refs: Vec<&str> = msgs.iter().map(String::as_str).collect();
                     let out = store.session_save(IDS[i], &refs, None).unwrap();
-                    let (rev, archived) = model.save(IDS[i], msgs);
-                    prop_assert_eq!(out.revision, rev);
+                    let (changed, archived) = model.save(IDS[i], msgs);
+                    model.saved(IDS[i], changed, out.revision);
                     prop_assert_eq!(out.archived, archived);
                 }
                 Op::Trim(i, k, extra) => {
@@ -160,8 +188,8 @@ proptest! {
                     msgs.extend((0..extra).map(|e| msg(100 + e)));
                     let refs: Vec<&str> = msgs.iter().map(String::as_str).collect();
                     let out = store.session_save(IDS[i], &refs, None).unwrap();
-                    let (rev, archived) = model.save(IDS[i], msgs);
-                    prop_assert_eq!(out.revision, rev);
+                    let (changed, archived) = model.save(IDS[i], msgs);
+                    model.saved(IDS[i], changed, out.revision);
                     prop_assert_eq!(out.archived, archived);
                 }
                 Op::Append(i, l, key) => {
@@ -182,29 +210,23 @@ proptest! {
                             let got = got.unwrap();
                             let first = s.live.len() as u64;
                             s.live.extend(msgs.iter().cloned());
-                            model.rev += 1;
-                            s.revision = model.rev;
+                            let rev = model.changed(IDS[i], got.revision);
                             if let Some(k) = key {
-                                s.keys.insert(k, (msgs, model.rev, first));
+                                if let Some(s) = model.sessions.get_mut(IDS[i]) {
+                                    s.keys.insert(k, (msgs, rev, first));
+                                }
                             }
                             prop_assert!(!got.replayed);
-                            prop_assert_eq!((got.revision, got.first_index), (model.rev, first));
+                            prop_assert_eq!(got.first_index, first);
                         }
                     }
                 }
                 Op::Pop(i) => {
                     let got = store.session_pop(IDS[i], None).unwrap();
-                    let want = match model.sessions.get_mut(IDS[i]) {
-                        Some(s) => {
-                            let w = s.live.pop();
-                            if w.is_some() {
-                                model.rev += 1;
-                                s.revision = model.rev;
-                            }
-                            w
-                        }
-                        None => None,
-                    };
+                    let want = model.sessions.get_mut(IDS[i]).and_then(|s| s.live.pop());
+                    if want.is_some() {
+                        model.changed(IDS[i], revision(&store, IDS[i]));
+                    }
                     prop_assert_eq!(got, want);
                 }
                 Op::Clear(i) => {
@@ -212,8 +234,7 @@ proptest! {
                     if let Some(s) = model.sessions.get_mut(IDS[i]) {
                         prop_assert_eq!(n, s.live.len() as u64);
                         s.live.clear();
-                        model.rev += 1;
-                        s.revision = model.rev;
+                        model.changed(IDS[i], revision(&store, IDS[i]));
                     } else {
                         prop_assert_eq!(n, 0);
                     }
@@ -228,8 +249,7 @@ proptest! {
                         Some(s) if !s.archive.is_empty() => {
                             prop_assert_eq!(n, s.archive.len() as u64);
                             s.archive.clear();
-                            model.rev += 1;
-                            s.revision = model.rev;
+                            model.changed(IDS[i], revision(&store, IDS[i]));
                         }
                         _ => prop_assert_eq!(n, 0),
                     }
@@ -241,8 +261,8 @@ proptest! {
                     let refs: Vec<&str> = msgs.iter().map(String::as_str).collect();
                     let got = store.session_save(IDS[i], &refs, Some(expected));
                     if right {
-                        let (rev, _) = model.save(IDS[i], msgs);
-                        prop_assert_eq!(got.unwrap().revision, rev);
+                        let (changed, _) = model.save(IDS[i], msgs);
+                        model.saved(IDS[i], changed, got.unwrap().revision);
                     } else {
                         prop_assert!(matches!(got, Err(engram::Error::Conflict(_))));
                     }

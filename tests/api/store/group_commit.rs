@@ -10,7 +10,7 @@ use engram::{Error, NewMemory, Store};
 #[test]
 fn concurrent_notes_are_all_kept_once_in_order() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Store::create(dir.path().join("g.redb")).unwrap());
+    let store = Arc::new(Store::create(crate::backend::location(dir.path(), "g.redb")).unwrap());
     let threads = 8;
     let per = 60;
     let handles: Vec<_> = (0..threads)
@@ -59,7 +59,7 @@ fn concurrent_notes_are_all_kept_once_in_order() {
 #[test]
 fn concurrent_retries_with_one_key_write_once() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Store::create(dir.path().join("k.redb")).unwrap());
+    let store = Arc::new(Store::create(crate::backend::location(dir.path(), "k.redb")).unwrap());
     let handles: Vec<_> = (0..8)
         .map(|_| {
             let s = Arc::clone(&store);

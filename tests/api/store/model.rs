@@ -641,7 +641,7 @@ impl Harness {
                 same(&format!("recall {q:?}"), got, want)?;
             }
             Op::Reopen => {
-                let path = dir.join("memory.redb");
+                let path = crate::backend::location(dir, "memory.redb");
                 // Close the handle first: redb allows one per file per process.
                 self.store = None;
                 self.store = Some(Store::open(&path).unwrap());
@@ -966,7 +966,7 @@ fn recall_model(model: &ScopeModel, q: &RecallQuery) -> Result<(Vec<String>, u64
 
 fn run(raw_max: u64, ops: &[Op]) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path().join("memory.redb")).unwrap();
+    let store = Store::create(crate::backend::location(dir.path(), "memory.redb")).unwrap();
     if raw_max != 16 {
         store.set_config("RAW_MAX", &raw_max.to_string()).unwrap();
     }
@@ -1082,7 +1082,7 @@ fn a_fixed_story() {
 #[test]
 fn wake_byte_budget_uses_a_line_budget_that_fits() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path().join("memory.redb")).unwrap();
+    let store = Store::create(crate::backend::location(dir.path(), "memory.redb")).unwrap();
     for i in 0..7 {
         store
             .note("default", NewMemory::new(format!("m{i}")))

@@ -165,7 +165,7 @@ fn add(store: &Store, t: &mut u64, c: Chunk) {
 
 fn new_store(raw_max: u64) -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path().join("memory.redb")).unwrap();
+    let store = Store::create(crate::backend::location(dir.path(), "memory.redb")).unwrap();
     if raw_max != 16 {
         store.set_config("RAW_MAX", &raw_max.to_string()).unwrap();
     }

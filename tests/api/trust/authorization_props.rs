@@ -36,7 +36,7 @@ proptest! {
         notes in proptest::collection::vec(0usize..SCOPES.len(), 4..24),
     ) {
         let dir = tempfile::tempdir().unwrap();
-        let admin = Store::create(dir.path().join("a.redb")).unwrap();
+        let admin = Store::create(crate::backend::location(dir.path(), "a.redb")).unwrap();
         for (i, &s) in notes.iter().enumerate() {
             admin.note(SCOPES[s], NewMemory::new(format!("text-of-{} number {i}", SCOPES[s]))).unwrap();
             admin.session_save(&format!("chat-{}", SCOPES[s]), &[&format!("{{\"n\":{i}}}")], None).unwrap();

@@ -8,7 +8,7 @@ use engram::{Access, Block, Error, Kind, NewMemory, RecallQuery, Store, WakeOpti
 
 fn store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
-    let s = Store::create(dir.path().join("t.redb")).unwrap();
+    let s = Store::create(crate::backend::location(dir.path(), "t.redb")).unwrap();
     (dir, s)
 }
 

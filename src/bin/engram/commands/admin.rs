@@ -44,6 +44,9 @@ pub fn config(cx: &mut Context<'_>, a: &ConfigArgs) -> Result<u8, Error> {
 /// Prints the counts per scope, the file size and the bytes per memory.
 pub fn stats(cx: &mut Context<'_>) -> Result<u8, Error> {
     let stats = cx.store.read(|r| r.stats())?;
+    if cx.store.is_server() {
+        return server_stats(cx, &stats);
+    }
     let file_bytes = std::fs::metadata(cx.store.path())?.len();
     let memories: u64 = stats.iter().map(|s| s.memories).sum();
     let per = if memories > 0 {
@@ -71,6 +74,34 @@ pub fn stats(cx: &mut Context<'_>) -> Result<u8, Error> {
     writeln!(
         cx.out,
         "file {}: {file_bytes} bytes, {memories} memories, {per:.1} bytes per memory",
+        cx.store.path().display()
+    )?;
+    Ok(0)
+}
+
+/// `stats` of a server store: the counts per scope (the server's own tools tell its sizes).
+fn server_stats(cx: &mut Context<'_>, stats: &[engram::ScopeStats]) -> Result<u8, Error> {
+    let memories: u64 = stats.iter().map(|s| s.memories).sum();
+    if cx.json {
+        json(
+            cx.out,
+            &serde_json::json!({
+                "scopes": stats, "file_bytes": null, "memories": memories,
+                "bytes_per_memory": null, "server": cx.store.path().display().to_string(),
+            }),
+        )?;
+        return Ok(0);
+    }
+    for s in stats {
+        writeln!(
+            cx.out,
+            "scope {}: {} memories, {} summaries, {} pending",
+            s.scope, s.memories, s.summaries, s.pending
+        )?;
+    }
+    writeln!(
+        cx.out,
+        "server store {}: {memories} memories",
         cx.store.path().display()
     )?;
     Ok(0)

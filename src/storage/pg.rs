@@ -1,0 +1,540 @@
+//! The server backend: a store kept in one schema of a PostgreSQL-protocol database
+//! (PostgreSQL; by the same SQL CockroachDB and YugabyteDB), reached by a `postgresql://` URL.
+//! This file holds the URL, the connections, the schema, and the transaction loop: every write
+//! runs at `SERIALIZABLE` and is run again, whole, when the server asks (a serialization failure,
+//! a deadlock, a lost connection before `COMMIT`), with backoff up to the busy timeout. A
+//! connection lost during `COMMIT` is never retried blindly: the commit id written in the
+//! transaction is fenced and read back ([`PgEngine::resolve`]). The table operations are in
+//! [`crate::storage::pg_kv`]. docs/scale-out.md has the design and the portable SQL subset.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use postgres::error::SqlState;
+use postgres::{Client, NoTls, Statement};
+
+use crate::error::{Error, Result};
+use crate::storage::kv::TableId;
+use crate::storage::pg_kv::PgTx;
+
+/// The schema a URL names when it names none.
+pub const DEFAULT_SCHEMA: &str = "engram";
+
+/// The table that records each write's commit id, so that an ambiguous commit can be resolved.
+pub(crate) const COMMITS: &str = "engram_commits";
+
+/// A parsed server URL: the connection settings, the schema, and the URL as it may be shown
+/// (never with a password).
+pub(crate) struct ServerUrl {
+    config: postgres::Config,
+    /// The schema, a plain identifier (`[a-z_][a-z0-9_]*`, at most 63 bytes).
+    pub(crate) schema: String,
+    /// The URL without its password: what messages and `Store::path` show.
+    pub(crate) shown: String,
+}
+
+/// Parses `url`: engram's own `schema` parameter is taken out, the rest goes to the client.
+/// A password may come from the URL or from `PGPASSWORD`; neither is ever shown.
+pub(crate) fn parse_url(url: &str) -> Result<ServerUrl> {
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let mut schema = DEFAULT_SCHEMA.to_string();
+    let mut kept = Vec::new();
+    for kv in query.split('&').filter(|p| !p.is_empty()) {
+        match kv.split_once('=') {
+            Some(("schema", v)) => schema = v.to_string(),
+            _ => kept.push(kv),
+        }
+    }
+    validate_schema(&schema)?;
+    let client_url = if kept.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    let shown = crate::storage::store::without_password(url);
+    let mut config: postgres::Config = client_url.parse().map_err(|e| {
+        Error::invalid(
+            "database URL",
+            format!("{shown} is not a PostgreSQL URL the client understands ({e})"),
+        )
+    })?;
+    if config.get_password().is_none() {
+        if let Ok(p) = std::env::var("PGPASSWORD") {
+            config.password(p);
+        }
+    }
+    if config.get_user().is_none() {
+        if let Ok(u) = std::env::var("PGUSER").or_else(|_| std::env::var("USER")) {
+            config.user(&u);
+        }
+    }
+    if config.get_application_name().is_none() {
+        config.application_name("engram");
+    }
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(Duration::from_secs(5));
+    }
+    Ok(ServerUrl {
+        config,
+        schema,
+        shown,
+    })
+}
+
+fn validate_schema(s: &str) -> Result<()> {
+    let ok = !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .enumerate()
+            .all(|(i, b)| b == b'_' || b.is_ascii_lowercase() || (i > 0 && b.is_ascii_digit()));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            "schema",
+            format!("{s:?}: a schema name is lowercase letters, digits and _, at most 63 bytes, not starting with a digit"),
+        ))
+    }
+}
+
+/// What went wrong with a statement, as the transaction loop sees it.
+#[derive(Debug, Clone)]
+pub(crate) enum Fault {
+    /// The server refused this attempt but another may succeed: a serialization failure, a
+    /// deadlock, a lock wait that timed out, a race creating the schema.
+    Retry(String),
+    /// A failure injected on purpose (`ENGRAM_PG_FAULT_EVERY`): the next attempt runs clean,
+    /// so that every transaction, however many statements it has, gets through.
+    Injected,
+    /// The connection is gone (or reached a server that cannot take writes, such as a standby
+    /// after a failover): reconnect, then run again.
+    Lost(String),
+}
+
+/// Whether an error is one the transaction loop handles by running again.
+pub(crate) fn classify(e: &postgres::Error) -> Option<Fault> {
+    if e.is_closed() {
+        return Some(Fault::Lost(format!("the connection closed ({e})")));
+    }
+    let Some(code) = e.code() else {
+        // No SQLSTATE: the socket failed, or the server spoke out of turn.
+        return Some(Fault::Lost(format!("the connection failed ({e})")));
+    };
+    let c = code.code();
+    let retry = [
+        SqlState::T_R_SERIALIZATION_FAILURE,
+        SqlState::T_R_DEADLOCK_DETECTED,
+        SqlState::UNIQUE_VIOLATION,
+        SqlState::DUPLICATE_TABLE,
+        SqlState::DUPLICATE_SCHEMA,
+        SqlState::LOCK_NOT_AVAILABLE,
+    ];
+    if retry.contains(code) {
+        return Some(Fault::Retry(format!("{c}: {}", db_message(e))));
+    }
+    let lost = c.starts_with("08")
+        || [
+            SqlState::ADMIN_SHUTDOWN,
+            SqlState::CRASH_SHUTDOWN,
+            SqlState::CANNOT_CONNECT_NOW,
+            SqlState::READ_ONLY_SQL_TRANSACTION,
+            SqlState::T_R_STATEMENT_COMPLETION_UNKNOWN,
+        ]
+        .contains(code);
+    lost.then(|| Fault::Lost(format!("{c}: {}", db_message(e))))
+}
+
+fn db_message(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(d) => d.message().to_string(),
+        None => match std::error::Error::source(e) {
+            Some(cause) => format!("{e}: {cause}"),
+            None => e.to_string(),
+        },
+    }
+}
+
+/// A server error that running again would not fix, as engram's error.
+pub(crate) fn server_error(e: &postgres::Error) -> Error {
+    match e.code() {
+        Some(c) if *c == SqlState::INSUFFICIENT_PRIVILEGE => {
+            Error::Denied(format!("the PostgreSQL server refused: {}", db_message(e)))
+        }
+        Some(c) => Error::Server(format!("PostgreSQL error {}: {}", c.code(), db_message(e))),
+        None => Error::Server(format!("PostgreSQL: {e}")),
+    }
+}
+
+/// One connection and its prepared statements.
+pub(crate) struct Conn {
+    client: Client,
+    stmts: HashMap<String, Statement>,
+}
+
+impl Conn {
+    /// The prepared statement for `sql` (prepared once per connection).
+    pub(crate) fn stmt(&mut self, sql: &str) -> std::result::Result<Statement, postgres::Error> {
+        if let Some(s) = self.stmts.get(sql) {
+            return Ok(s.clone());
+        }
+        let s = self.client.prepare(sql)?;
+        self.stmts.insert(sql.to_string(), s.clone());
+        Ok(s)
+    }
+
+    pub(crate) fn client(&mut self) -> &mut Client {
+        &mut self.client
+    }
+}
+
+/// The SQL of the point operations of one table, built once.
+pub(crate) struct TableSql {
+    /// The table's qualified, quoted name.
+    pub(crate) name: String,
+    pub(crate) get: String,
+    pub(crate) get_for_update: String,
+    pub(crate) put: String,
+    pub(crate) delete: String,
+}
+
+/// An open server store: the connection settings, idle connections, and the retry policy.
+pub(crate) struct PgEngine {
+    url: ServerUrl,
+    pool: Mutex<Vec<Conn>>,
+    busy: Duration,
+    /// Every Nth statement of a write fails with a synthetic serialization error
+    /// (`ENGRAM_PG_FAULT_EVERY=N`, for tests; 0: never).
+    fault_every: u64,
+    statements: AtomicU64,
+    tables: Vec<TableSql>,
+    commits: String,
+}
+
+impl PgEngine {
+    /// Parses `url` and connects once (so that an unreachable server or a refused login is
+    /// reported at the open). Nothing is created.
+    pub(crate) fn connect(url: &str, busy: Duration) -> Result<Arc<PgEngine>> {
+        let url = parse_url(url)?;
+        let q = |t: &str| format!("\"{}\".\"{t}\"", url.schema);
+        let tables = TableId::ALL
+            .iter()
+            .map(|t| {
+                let name = q(t.name());
+                TableSql {
+                    get: format!("SELECT v FROM {name} WHERE k = $1"),
+                    get_for_update: format!("SELECT v FROM {name} WHERE k = $1 FOR UPDATE"),
+                    put: format!(
+                        "INSERT INTO {name} (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = excluded.v"
+                    ),
+                    delete: format!("DELETE FROM {name} WHERE k = $1"),
+                    name,
+                }
+            })
+            .collect();
+        let fault_every = std::env::var("ENGRAM_PG_FAULT_EVERY")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let engine = Arc::new(PgEngine {
+            commits: q(COMMITS),
+            url,
+            pool: Mutex::new(Vec::new()),
+            busy,
+            fault_every,
+            statements: AtomicU64::new(0),
+            tables,
+        });
+        let conn = engine.take()?;
+        engine.give(conn);
+        Ok(engine)
+    }
+
+    /// The URL as it may be shown (no password).
+    pub(crate) fn shown(&self) -> &str {
+        &self.url.shown
+    }
+
+    /// The schema the store lives in.
+    pub(crate) fn schema(&self) -> &str {
+        &self.url.schema
+    }
+
+    pub(crate) fn table(&self, t: TableId) -> Result<&TableSql> {
+        self.tables
+            .get(t.index())
+            .ok_or_else(|| Error::Storage(format!("no SQL for table {}", t.name())))
+    }
+
+    pub(crate) fn commits_table(&self) -> &str {
+        &self.commits
+    }
+
+    /// Whether the next statement of a write fails on purpose (`ENGRAM_PG_FAULT_EVERY`).
+    pub(crate) fn inject(&self) -> bool {
+        self.fault_every > 0
+            && (self.statements.fetch_add(1, Ordering::Relaxed) + 1) % self.fault_every == 0
+    }
+
+    /// An idle connection, or a new one. A server that cannot be reached yet (refused, starting
+    /// up, in recovery) is tried again until the busy timeout.
+    pub(crate) fn take(&self) -> Result<Conn> {
+        if let Some(c) = self.pool.lock().ok().and_then(|mut p| p.pop()) {
+            if !c.client.is_closed() {
+                return Ok(c);
+            }
+        }
+        let start = Instant::now();
+        let mut pause = Duration::from_millis(20);
+        loop {
+            match self.url.config.connect(NoTls) {
+                Ok(client) => {
+                    return Ok(Conn {
+                        client,
+                        stmts: HashMap::new(),
+                    })
+                }
+                Err(e) => {
+                    let transient = matches!(classify(&e), Some(Fault::Lost(_)))
+                        && !matches!(e.code(), Some(c) if c.code().starts_with("28") || *c == SqlState::INVALID_CATALOG_NAME);
+                    let waited = start.elapsed();
+                    if !transient || waited + pause > self.busy {
+                        return Err(self.unreachable(&e, waited));
+                    }
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(500));
+                }
+            }
+        }
+    }
+
+    fn unreachable(&self, e: &postgres::Error, waited: Duration) -> Error {
+        let shown = &self.url.shown;
+        match e.code() {
+            Some(c) if c.code().starts_with("28") => Error::Server(format!(
+                "the server at {shown} refused the login: {}",
+                db_message(e)
+            )),
+            Some(c) if *c == SqlState::INVALID_CATALOG_NAME => Error::Server(format!(
+                "the server at {shown} has no such database: {}",
+                db_message(e)
+            )),
+            _ => Error::Server(format!(
+                "cannot reach the PostgreSQL server at {shown} (tried for {} ms): {}",
+                waited.as_millis(),
+                db_message(e)
+            )),
+        }
+    }
+
+    /// Returns a connection to the pool (a closed one is dropped).
+    pub(crate) fn give(&self, c: Conn) {
+        if c.client.is_closed() {
+            return;
+        }
+        if let Ok(mut p) = self.pool.lock() {
+            if p.len() < 16 {
+                p.push(c);
+            }
+        }
+    }
+
+    /// Runs `attempt` until it is done, backing off between attempts, up to the busy timeout.
+    pub(crate) fn retrying<R>(&self, mut attempt: impl FnMut() -> Attempt<R>) -> Result<R> {
+        let start = Instant::now();
+        let mut pause = Duration::from_millis(2);
+        let mut n: u64 = 0;
+        loop {
+            let last = match attempt() {
+                Attempt::Done(r) => return r,
+                Attempt::Again(f) => f,
+            };
+            n += 1;
+            let waited = start.elapsed();
+            if waited >= self.busy {
+                return Err(match last {
+                    Fault::Retry(_) | Fault::Injected => Error::Busy { waited },
+                    Fault::Lost(m) => Error::Server(format!(
+                        "lost the PostgreSQL server at {} and could not get it back in {} ms ({m})",
+                        self.url.shown,
+                        waited.as_millis()
+                    )),
+                });
+            }
+            // Jitter from the clock, so that contenders do not retry in step.
+            let jitter = u64::from(start.elapsed().subsec_nanos()) % (pause.as_micros() as u64 + 1);
+            let sleep = (pause / 2 + Duration::from_micros(jitter)).min(self.busy - waited);
+            std::thread::sleep(sleep);
+            pause = (pause * 2).min(Duration::from_millis(if n > 20 { 200 } else { 50 }));
+        }
+    }
+
+    /// Starts a read: one consistent snapshot (`REPEATABLE READ READ ONLY`, never aborted for
+    /// serialization on PostgreSQL). A lost connection is replaced until the busy timeout.
+    pub(crate) fn begin_read(self: &Arc<Self>) -> Result<PgTx> {
+        self.retrying(|| {
+            let mut conn = match self.take() {
+                Ok(c) => c,
+                Err(e) => return Attempt::Done(Err(e)),
+            };
+            match conn
+                .client
+                .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            {
+                Ok(()) => Attempt::Done(Ok(PgTx::new(Arc::clone(self), conn, false, false))),
+                Err(e) => match classify(&e) {
+                    Some(f) => Attempt::Again(f),
+                    None => Attempt::Done(Err(server_error(&e))),
+                },
+            }
+        })
+    }
+
+    /// Starts one attempt of a write (`SERIALIZABLE`); with `inject`, its statements count
+    /// towards `ENGRAM_PG_FAULT_EVERY`.
+    pub(crate) fn begin_write<R>(
+        self: &Arc<Self>,
+        inject: bool,
+    ) -> std::result::Result<PgTx, Attempt<R>> {
+        let mut conn = self.take().map_err(|e| Attempt::Done(Err(e)))?;
+        if inject && self.inject() {
+            self.give(conn);
+            return Err(Attempt::Again(Fault::Injected));
+        }
+        match conn
+            .client
+            .batch_execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
+        {
+            Ok(()) => Ok(PgTx::new(Arc::clone(self), conn, true, inject)),
+            Err(e) => Err(match classify(&e) {
+                Some(f) => Attempt::Again(f),
+                None => Attempt::Done(Err(server_error(&e))),
+            }),
+        }
+    }
+
+    /// After a connection was lost during `COMMIT`: whether the transaction with `commit_id`
+    /// committed. The id is fenced by inserting it in a new transaction: if the lost one is
+    /// still finishing, the insert waits for it; if it committed, the insert finds its row; if
+    /// not, the insert takes the id, so the lost one can never commit later. `None` when the
+    /// server cannot be asked before the busy timeout.
+    pub(crate) fn resolve(&self, commit_id: &[u8]) -> Option<bool> {
+        let sql = format!(
+            "INSERT INTO {} (k, v) VALUES ($1, '\\x') ON CONFLICT (k) DO NOTHING",
+            self.commits
+        );
+        self.retrying(|| {
+            let mut conn = match self.take() {
+                Ok(c) => c,
+                Err(_) => return Attempt::Again(Fault::Lost("reconnecting".into())),
+            };
+            let r = conn
+                .stmt(&sql)
+                .and_then(|s| conn.client.execute(&s, &[&commit_id]));
+            match r {
+                Ok(n) => {
+                    self.give(conn);
+                    Attempt::Done(Ok(n == 0))
+                }
+                Err(e) => Attempt::Again(classify(&e).unwrap_or(Fault::Lost(e.to_string()))),
+            }
+        })
+        .ok()
+    }
+
+    /// Creates the schema and every table that is missing, in one transaction (run again when
+    /// another process creates them at the same moment). YugabyteDB needs range-ordered keys.
+    pub(crate) fn create_tables(&self) -> Result<()> {
+        self.retrying(|| {
+            let mut conn = match self.take() {
+                Ok(c) => c,
+                Err(e) => return Attempt::Done(Err(e)),
+            };
+            let r = conn
+                .client
+                .query_one("SELECT version()", &[])
+                .and_then(|row| row.try_get::<_, String>(0))
+                .and_then(|v| {
+                    let key = if v.contains("-YB-") || v.contains("Yugabyte") {
+                        "PRIMARY KEY (k ASC)"
+                    } else {
+                        "PRIMARY KEY (k)"
+                    };
+                    let mut sql = format!(
+                        "BEGIN ISOLATION LEVEL SERIALIZABLE; CREATE SCHEMA IF NOT EXISTS \"{}\";",
+                        self.url.schema
+                    );
+                    for t in self.tables.iter().map(|t| &t.name).chain([&self.commits]) {
+                        sql.push_str(&format!(
+                            " CREATE TABLE IF NOT EXISTS {t} (k bytea NOT NULL, v bytea NOT NULL, {key});"
+                        ));
+                    }
+                    sql.push_str(" COMMIT;");
+                    conn.client.batch_execute(&sql)
+                });
+            match r {
+                Ok(()) => {
+                    self.give(conn);
+                    Attempt::Done(Ok(()))
+                }
+                Err(e) => match classify(&e) {
+                    Some(f) => Attempt::Again(f),
+                    None => Attempt::Done(Err(server_error(&e))),
+                },
+            }
+        })
+    }
+
+    /// The names of the tables in the store's schema.
+    pub(crate) fn table_names(&self) -> Result<Vec<String>> {
+        self.retrying(|| {
+            let mut conn = match self.take() {
+                Ok(c) => c,
+                Err(e) => return Attempt::Done(Err(e)),
+            };
+            let r = conn.client.query(
+                "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1",
+                &[&self.url.schema],
+            );
+            match r {
+                Ok(rows) => {
+                    self.give(conn);
+                    Attempt::Done(
+                        rows.iter()
+                            .map(|r| r.try_get::<_, String>(0).map_err(|e| server_error(&e)))
+                            .collect(),
+                    )
+                }
+                Err(e) => match classify(&e) {
+                    Some(f) => Attempt::Again(f),
+                    None => Attempt::Done(Err(server_error(&e))),
+                },
+            }
+        })
+    }
+
+    /// Drops commit ids older than a day (best effort, in its own transaction; rare).
+    pub(crate) fn prune_commits(&self, now_us: i64) {
+        let cutoff = (now_us - 86_400_000_000).max(0) as u64;
+        let sql = format!("DELETE FROM {} WHERE k < $1", self.commits);
+        if let Ok(mut conn) = self.take() {
+            let key = cutoff.to_be_bytes().to_vec();
+            let ok = conn
+                .stmt(&sql)
+                .and_then(|s| conn.client.execute(&s, &[&key]))
+                .is_ok();
+            if ok {
+                self.give(conn);
+            }
+        }
+    }
+}
+
+/// The outcome of one attempt of a transaction.
+pub(crate) enum Attempt<R> {
+    /// Finished: the result to return.
+    Done(Result<R>),
+    /// Run it again (the fault is what to report if time runs out).
+    Again(Fault),
+}

@@ -1,0 +1,343 @@
+//! The server backend of the storage seam ([`crate::storage::kv`]): one transaction on one
+//! connection, as a [`KvRead`] and [`KvWrite`]. Each engram table is a table `(k bytea, v bytea)`
+//! keyed by the seam's order-preserving key bytes (PostgreSQL compares `bytea` with `memcmp`,
+//! then length: the seam's order), values are the envelope bytes, the same as in a file. Scans
+//! are keyset-paginated (pages of 64 rows, doubling to 1,024), so a scan that stops early reads
+//! little and a long one needs no server-side cursor; nothing else is held between pages.
+//!
+//! A statement that fails in a way another attempt may fix records a [`Fault`]; the
+//! transaction loop ([`crate::storage::pg::PgEngine::retrying`]) sees it after the closure
+//! returns, whatever the closure made of the error, and runs the closure again.
+
+use std::cell::RefCell;
+use std::ops::{Bound, ControlFlow};
+use std::sync::Arc;
+
+use postgres::types::ToSql;
+
+use crate::error::{Error, Result};
+use crate::storage::kv::{empty_range, Dir, KvRead, KvWrite, TableId, Visit};
+use crate::storage::pg::{classify, server_error, Attempt, Conn, Fault, PgEngine};
+
+/// One transaction of the server backend (see the module doc).
+pub struct PgTx {
+    engine: Arc<PgEngine>,
+    conn: RefCell<Option<Conn>>,
+    fault: RefCell<Option<Fault>>,
+    write: bool,
+    /// Whether statements count towards `ENGRAM_PG_FAULT_EVERY` (not in the attempt after an
+    /// injected failure).
+    inject: bool,
+}
+
+impl std::fmt::Debug for PgTx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgTx").field("write", &self.write).finish()
+    }
+}
+
+type Rows = Vec<(Vec<u8>, Vec<u8>)>;
+
+impl PgTx {
+    pub(crate) fn new(engine: Arc<PgEngine>, conn: Conn, write: bool, inject: bool) -> PgTx {
+        PgTx {
+            engine,
+            conn: RefCell::new(Some(conn)),
+            fault: RefCell::new(None),
+            write,
+            inject,
+        }
+    }
+
+    /// Runs one statement on the connection, recording a fault that calls for another attempt.
+    fn run<R>(
+        &self,
+        f: impl FnOnce(&mut Conn) -> std::result::Result<R, postgres::Error>,
+    ) -> Result<R> {
+        if let Some(fault) = self.fault.borrow().as_ref() {
+            return Err(fault_error(fault));
+        }
+        if self.inject && self.engine.inject() {
+            let fault = Fault::Injected;
+            let e = fault_error(&fault);
+            *self.fault.borrow_mut() = Some(fault);
+            return Err(e);
+        }
+        let mut guard = self
+            .conn
+            .try_borrow_mut()
+            .map_err(|_| Error::Storage("the connection is in use by this transaction".into()))?;
+        let conn = guard
+            .as_mut()
+            .ok_or_else(|| Error::Storage("the transaction has ended".into()))?;
+        match f(conn) {
+            Ok(r) => Ok(r),
+            Err(e) => match classify(&e) {
+                Some(fault) => {
+                    let err = fault_error(&fault);
+                    *self.fault.borrow_mut() = Some(fault);
+                    Err(err)
+                }
+                None => Err(server_error(&e)),
+            },
+        }
+    }
+
+    fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Rows> {
+        self.run(|c| {
+            let s = c.stmt(sql)?;
+            let rows = c.client().query(&s, params)?;
+            rows.iter()
+                .map(|r| Ok((r.try_get::<_, Vec<u8>>(0)?, r.try_get::<_, Vec<u8>>(1)?)))
+                .collect()
+        })
+    }
+
+    fn value(&self, sql: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.run(|c| {
+            let s = c.stmt(sql)?;
+            match c.client().query_opt(&s, &[&key])? {
+                Some(r) => Ok(Some(r.try_get::<_, Vec<u8>>(0)?)),
+                None => Ok(None),
+            }
+        })
+    }
+
+    fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
+        self.run(|c| {
+            let s = c.stmt(sql)?;
+            c.client().execute(&s, params)
+        })
+    }
+
+    /// Ends a read: the snapshot is released and the connection goes back to the pool.
+    pub(crate) fn end_read(self) {
+        let conn = self.conn.borrow_mut().take();
+        if let Some(mut c) = conn {
+            if c.client().batch_execute("ROLLBACK").is_ok() {
+                self.engine.give(c);
+            }
+        }
+    }
+
+    /// Ends one attempt of a write whose closure returned `r`: commits it when `r` is `Ok` and
+    /// no statement faulted; otherwise rolls back, and asks for another attempt when a
+    /// statement faulted. A connection lost during `COMMIT` is resolved by its commit id.
+    pub(crate) fn finish<R>(self, r: Result<R>, now_us: i64) -> Attempt<R> {
+        let fault = self.fault.borrow_mut().take();
+        let Some(mut conn) = self.conn.borrow_mut().take() else {
+            return Attempt::Done(Err(Error::Storage("the transaction has ended".into())));
+        };
+        if fault.is_some() || r.is_err() {
+            if conn.client().batch_execute("ROLLBACK").is_ok() {
+                self.engine.give(conn);
+            }
+            return match fault {
+                Some(f) => Attempt::Again(f),
+                None => Attempt::Done(r),
+            };
+        }
+        if self.inject && self.engine.inject() {
+            if conn.client().batch_execute("ROLLBACK").is_ok() {
+                self.engine.give(conn);
+            }
+            return Attempt::Again(Fault::Injected);
+        }
+        let id = commit_id(now_us);
+        let sql = format!(
+            "INSERT INTO {} (k, v) VALUES ('\\x{}', '\\x'); COMMIT",
+            self.engine.commits_table(),
+            hex(&id)
+        );
+        match conn.client().batch_execute(&sql) {
+            Ok(()) => {
+                self.engine.give(conn);
+                if id[15] == 0 && id[14] < 4 {
+                    // About one write in 16,000 clears the ids older than a day.
+                    self.engine.prune_commits(now_us);
+                }
+                Attempt::Done(r)
+            }
+            Err(e) => match classify(&e) {
+                Some(Fault::Lost(m)) => {
+                    drop(conn);
+                    match self.engine.resolve(&id) {
+                        Some(true) => Attempt::Done(r),
+                        Some(false) => Attempt::Again(Fault::Lost(m)),
+                        None => Attempt::Done(Err(Error::Ambiguous(format!(
+                            "the connection to {} was lost during COMMIT and the server could not be asked whether it committed ({m}); check before writing again, or write with an idempotency key",
+                            self.engine.shown()
+                        )))),
+                    }
+                }
+                Some(f) => {
+                    // Refused at COMMIT (a serialization failure): nothing was written.
+                    if conn.client().batch_execute("ROLLBACK").is_ok() {
+                        self.engine.give(conn);
+                    }
+                    Attempt::Again(f)
+                }
+                None => {
+                    let _ = conn.client().batch_execute("ROLLBACK");
+                    Attempt::Done(Err(server_error(&e)))
+                }
+            },
+        }
+    }
+
+    /// One page of a scan: at most `limit` entries within the bounds, in `dir` order.
+    fn page(
+        &self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        dir: Dir,
+        limit: i64,
+    ) -> Result<Rows> {
+        let name = &self.engine.table(t)?.name;
+        let mut params: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(3);
+        let mut sql = format!(
+            "SELECT k, v FROM {name}{}",
+            where_sql(&lo, &hi, &mut params)
+        );
+        params.push(&limit);
+        let order = match dir {
+            Dir::Forward => "ASC",
+            Dir::Reverse => "DESC",
+        };
+        sql.push_str(&format!(" ORDER BY k {order} LIMIT ${}", params.len()));
+        self.query(&sql, &params)
+    }
+}
+
+/// The `WHERE` clause of key bounds (empty when both are unbounded), their keys pushed to
+/// `params` as `$1`, `$2`.
+fn where_sql<'a>(
+    lo: &'a Bound<&'a [u8]>,
+    hi: &'a Bound<&'a [u8]>,
+    params: &mut Vec<&'a (dyn ToSql + Sync)>,
+) -> String {
+    let mut conds = Vec::new();
+    for (b, incl, excl) in [(lo, ">=", ">"), (hi, "<=", "<")] {
+        let (k, op) = match b {
+            Bound::Included(k) => (k, incl),
+            Bound::Excluded(k) => (k, excl),
+            Bound::Unbounded => continue,
+        };
+        params.push(k);
+        conds.push(format!("k {op} ${}", params.len()));
+    }
+    if conds.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", conds.join(" AND "))
+    }
+}
+
+fn fault_error(f: &Fault) -> Error {
+    match f {
+        Fault::Retry(m) => Error::Storage(format!("the server asked to run the transaction again ({m})")),
+        Fault::Injected => Error::Storage(
+            "the server asked to run the transaction again (40001, injected by ENGRAM_PG_FAULT_EVERY)".into(),
+        ),
+        Fault::Lost(m) => Error::Server(format!("lost the connection to the server ({m})")),
+    }
+}
+
+/// A commit id: the time (so that old ids can be cleared by a range) and 8 random bytes.
+fn commit_id(now_us: i64) -> [u8; 16] {
+    let mut rnd = [0u8; 8];
+    if getrandom::fill(&mut rnd).is_err() {
+        // No system randomness: the process id and a counter keep ids apart.
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        rnd = (u64::from(std::process::id()) << 32 | u64::from(n)).to_be_bytes();
+    }
+    let t = u128::from(now_us.max(0) as u64) << 64 | u128::from(u64::from_be_bytes(rnd));
+    t.to_be_bytes()
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+impl KvRead for PgTx {
+    fn get(&self, t: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.value(&self.engine.table(t)?.get, key)
+    }
+
+    fn scan(
+        &self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        dir: Dir,
+        f: &mut Visit<'_>,
+    ) -> Result<()> {
+        if empty_range(lo, hi) {
+            return Ok(());
+        }
+        let mut limit: i64 = 64;
+        let mut last: Option<Vec<u8>> = None;
+        loop {
+            let (l, h) = match (&last, dir) {
+                (None, _) => (lo, hi),
+                (Some(k), Dir::Forward) => (Bound::Excluded(k.as_slice()), hi),
+                (Some(k), Dir::Reverse) => (lo, Bound::Excluded(k.as_slice())),
+            };
+            if empty_range(l, h) {
+                return Ok(());
+            }
+            let rows = self.page(t, l, h, dir, limit)?;
+            let full = rows.len() as i64 == limit;
+            for (k, v) in &rows {
+                if f(k, v)? == ControlFlow::Break(()) {
+                    return Ok(());
+                }
+            }
+            if !full {
+                return Ok(());
+            }
+            last = rows.into_iter().last().map(|(k, _)| k);
+            limit = (limit * 2).min(1024);
+        }
+    }
+}
+
+impl KvWrite for PgTx {
+    fn get_for_update(&mut self, t: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.value(&self.engine.table(t)?.get_for_update, key)
+    }
+
+    fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<()> {
+        self.execute(&self.engine.table(t)?.put, &[&key, &value])
+            .map(|_| ())
+    }
+
+    fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool> {
+        self.execute(&self.engine.table(t)?.delete, &[&key])
+            .map(|n| n > 0)
+    }
+
+    fn delete_range(&mut self, t: TableId, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<u64> {
+        if empty_range(lo, hi) {
+            return Ok(0);
+        }
+        let name = &self.engine.table(t)?.name;
+        let mut params: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(2);
+        let sql = format!("DELETE FROM {name}{}", where_sql(&lo, &hi, &mut params));
+        self.execute(&sql, &params)
+    }
+}
+
+impl Drop for PgTx {
+    fn drop(&mut self) {
+        // A transaction dropped without `finish` or `end_read` (an error or a panic on the way)
+        // is rolled back; its connection goes back to the pool only if that worked.
+        if let Some(mut c) = self.conn.get_mut().take() {
+            if c.client().batch_execute("ROLLBACK").is_ok() {
+                self.engine.give(c);
+            }
+        }
+    }
+}
