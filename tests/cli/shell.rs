@@ -103,7 +103,7 @@ fn version_names_the_store_format_and_the_optional_parts() {
     assert_eq!(
         lines[1],
         format!(
-            "store format {} (one redb file)",
+            "store format {} (one redb file, or one schema on a PostgreSQL server)",
             engram::storage::schema::STORE_FORMAT
         )
     );

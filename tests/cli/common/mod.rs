@@ -8,6 +8,17 @@ use std::process::{Command, Stdio};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_engram");
 
+/// The server URL when this run tests the server backend (`ENGRAM_TEST_BACKEND=postgres`).
+pub fn server() -> Option<String> {
+    if std::env::var("ENGRAM_TEST_BACKEND").as_deref() != Ok("postgres") {
+        return None;
+    }
+    Some(
+        std::env::var("ENGRAM_TEST_PG")
+            .expect("ENGRAM_TEST_BACKEND=postgres needs ENGRAM_TEST_PG (a postgresql:// URL)"),
+    )
+}
+
 /// A temp directory holding one store path (created or not).
 pub struct Env {
     pub dir: tempfile::TempDir,
@@ -16,10 +27,32 @@ pub struct Env {
 
 impl Env {
     /// A fresh temp directory; the store path `memory.redb` in it does not exist yet.
+    /// With `ENGRAM_TEST_BACKEND=postgres` (the conformance run of `scripts/conformance.sh`)
+    /// the store is a schema of its own on the server `ENGRAM_TEST_PG` names instead.
     pub fn new() -> Env {
         let dir = tempfile::tempdir().expect("tempdir");
-        let db = dir.path().join("memory.redb");
+        let db = match server() {
+            Some(base) => {
+                let tag: String = dir
+                    .path()
+                    .file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .chars()
+                    .filter(char::is_ascii_alphanumeric)
+                    .map(|c| c.to_ascii_lowercase())
+                    .collect();
+                let sep = if base.contains('?') { '&' } else { '?' };
+                PathBuf::from(format!("{base}{sep}schema=c_{}_{tag}", std::process::id()))
+            }
+            None => dir.path().join("memory.redb"),
+        };
         Env { dir, db }
+    }
+
+    /// Whether the store is on a server (see [`Env::new`]).
+    pub fn on_server(&self) -> bool {
+        server().is_some()
     }
 
     /// The binary with a clean environment: the store comes from `ENGRAM_DB`, `HOME` is the
@@ -84,7 +117,7 @@ impl Env {
     /// How the `Run:` lines of [`Env::cmd`] start: `engram --db PATH` (the store is not the
     /// default one under `HOME`, so every printed command names it).
     pub fn prefix(&self) -> String {
-        format!("engram --db {}", self.db.display())
+        format!("engram --db {}", quoted(&self.db.display().to_string()))
     }
 }
 
@@ -126,5 +159,18 @@ pub fn run_raw(mut c: Command, input: Option<&[u8]>) -> Raw {
         code: o.status.code().unwrap_or(-1),
         out: o.stdout,
         err: o.stderr,
+    }
+}
+
+/// `s` as the CLI quotes it for a shell: as it is when every character is safe, else in single
+/// quotes (a server URL's `?` and `&` need them).
+pub fn quoted(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_./:@-+=,".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
     }
 }
