@@ -286,8 +286,12 @@ cmd_standby() {
     -h 127.0.0.1 -p "$pport" -U postgres >"$standby/basebackup.log" 2>&1 ||
     { cat "$standby/basebackup.log" >&2; die "pg_basebackup failed"; }
   configure "$standby" "$port" 0
-  echo "primary_conninfo = 'host=127.0.0.1 port=$pport user=postgres application_name=$name'" \
-    >>"$standby/data/postgresql.auto.conf"
+  # Its own name for the primary, and no synchronous standby of its own once promoted (the
+  # copy may hold the primary's setting).
+  {
+    echo "primary_conninfo = 'host=127.0.0.1 port=$pport user=postgres application_name=$name'"
+    echo "synchronous_standby_names = ''"
+  } >>"$standby/data/postgresql.auto.conf"
   echo "$name" >"$standby/name"
   echo "$primary" >"$standby/primary"
   if [ "$mode" = sync ]; then

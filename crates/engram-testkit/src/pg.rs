@@ -277,7 +277,8 @@ impl PgServer {
     }
 
     /// A multi-host URL naming `servers` in order, for a client that must find the one that
-    /// accepts writes: `postgresql://postgres@127.0.0.1:P1,127.0.0.1:P2/postgres?target_session_attrs=read-write`.
+    /// accepts writes:
+    /// `postgresql://postgres@127.0.0.1:P1,127.0.0.1:P2/postgres?target_session_attrs=read-write`.
     pub fn multi_host_url(servers: &[&PgServer]) -> String {
         let hosts: Vec<String> = servers
             .iter()
