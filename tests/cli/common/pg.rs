@@ -128,9 +128,11 @@ impl Host {
     }
 
     /// `engram --db URL --busy-timeout-ms 15000 ARGS` in a clean environment: no `ENGRAM_*`
-    /// from the caller, HOME and the working directory this host's own.
+    /// from the caller, HOME and the working directory this host's own. `ENGRAM_TEST_BIN`
+    /// names another binary to run instead of this build's (to check the harness itself).
     pub fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
+        let bin = std::env::var_os("ENGRAM_TEST_BIN").unwrap_or_else(|| BIN.into());
+        let mut c = Command::new(bin);
         c.env_remove("ENGRAM_DB")
             .env_remove("ENGRAM_SCOPE")
             .env_remove("ENGRAM_PRINCIPAL")
