@@ -332,6 +332,25 @@ cmd_walsender_pid() {
   echo "$pid"
 }
 
+run_cleanup() {
+  local f pid _
+  # Servers left behind under TMPDIR (a test interrupted before it stopped its own): an
+  # immediate shutdown (SIGQUIT) of each postmaster, which stops its children and removes its
+  # pid file.
+  while IFS= read -r f; do
+    pid=$(head -n 1 "$f" 2>/dev/null || true)
+    [ -n "$pid" ] && alive "$pid" || continue
+    log "stopping a server left behind in ${f%/postmaster.pid}"
+    kill -QUIT "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do
+      [ -e "$f" ] || break
+      sleep 0.1
+    done
+  done < <(find "$RUN_DIR/tmp" -maxdepth 6 -name postmaster.pid 2>/dev/null)
+  cmd_stop "$RUN_DIR" || true
+  rm -rf "$RUN_DIR"
+}
+
 cmd_run() {
   local fast=()
   while [ $# -gt 0 ]; do
@@ -344,12 +363,17 @@ cmd_run() {
   done
   [ $# -gt 0 ] || die "usage: run [--fast] -- CMD..."
   RUN_DIR=$(mktemp -d "${TMPDIR:-/tmp}/engram-pg.XXXXXX")
-  trap 'cmd_stop "$RUN_DIR" || true; rm -rf "$RUN_DIR"' EXIT
+  trap run_cleanup EXIT
   trap 'exit 130' INT TERM
   local url
   url=$(cmd_start "$RUN_DIR" "${fast[@]}")
   log "server $url (in $RUN_DIR)"
   export ENGRAM_TEST_PG=$url
+  # CMD's temporary files (and the private servers of the tests) live under RUN_DIR, so that
+  # a server left behind by an interrupted test is killed and removed with it.
+  mkdir -p "$RUN_DIR/tmp"
+  chmod 1777 "$RUN_DIR/tmp"
+  export TMPDIR=$RUN_DIR/tmp
   local rc=0
   "$@" || rc=$?
   return "$rc"
