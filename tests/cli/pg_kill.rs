@@ -100,7 +100,11 @@ fn a_server_killed_mid_loop_keeps_every_acknowledged_write() {
                         }
                     },
                     Write::Append(content) => {
-                        if o.ok() && o.out.starts_with("Appended 1 items at revision ") {
+                        // "1 items" as docs/cli.md has it; "1 item" as the backend branch prints.
+                        if o.ok()
+                            && (o.out.starts_with("Appended 1 item at revision ")
+                                || o.out.starts_with("Appended 1 items at revision "))
+                        {
                             ledger.appends.push(content);
                             true
                         } else {
@@ -145,6 +149,7 @@ fn a_server_killed_mid_loop_keeps_every_acknowledged_write() {
     pg.restart().expect("restart the server");
     let restart_took = t.elapsed();
     restarted.store(true, Ordering::SeqCst);
+    eprintln!("server log after the restart:\n{}", pg.log_tail(12));
     // Let the loop run on until 20 more writes are acknowledged (at most 30 s).
     let t = Instant::now();
     let at_restart = acked.load(Ordering::SeqCst);
