@@ -11,6 +11,9 @@
 //! - [`crash`]: the crash-test harness: a workload over every write path, a reference run, a
 //!   replay on the simulated disk with a fault plan, and the oracle that checks a recovered
 //!   store (used by `tests/crash_*.rs` and the `crash_ops` fuzz target).
+//! - [`pg`]: throwaway PostgreSQL servers for the server tests (through
+//!   `scripts/pg-server.sh`): the `ENGRAM_TEST_PG` gate, unique schemas, and private servers
+//!   that can be killed, restarted, replicated and promoted.
 //!
 //! The fault model and the test sweeps that use these are described in docs/reliability.md.
 #![deny(unsafe_code)]
@@ -31,3 +34,14 @@ pub mod simdisk;
 // (the arguments of the `Store` call each `Op` names) do not, and panicking is how it reports.
 #[allow(missing_docs)]
 pub mod crash;
+
+#[cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic
+    )
+)]
+pub mod pg;

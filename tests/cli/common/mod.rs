@@ -2,6 +2,8 @@
 //! binary with a clean environment, and a run that feeds stdin and collects the output.
 #![allow(dead_code)]
 
+pub mod pg;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
