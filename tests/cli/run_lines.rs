@@ -46,7 +46,7 @@ fn run_lines_name_this_binary_by_its_full_path_when_path_does_not_find_it() {
     engram(&env, &["note", "one"]);
     let r = engram(&env, &["note", "two"]);
     let lines = run_lines(&r.out);
-    let quoted = format!("{BIN} --db {} nap 0-1 \"<your line>\"", env.db.display());
+    let quoted = format!("{BIN} --db {} nap 0-1 \"<your line>\"", crate::common::quoted(&env.db.display().to_string()));
     assert_eq!(lines.last(), Some(&quoted), "{r:?}");
     // The printed line, with the answer filled in, runs as printed in a bare shell.
     let line = quoted.replace("<your line>", "one and two");
@@ -72,7 +72,7 @@ fn run_lines_say_engram_when_path_finds_this_binary() {
     let out = String::from_utf8_lossy(&r.out);
     let expected = format!(
         "No memories yet. Record the first with: engram --db {} note",
-        env.db.display()
+        crate::common::quoted(&env.db.display().to_string())
     );
     assert!(out.starts_with(&expected), "{out}");
 }
@@ -101,7 +101,7 @@ fn run_lines_carry_db_scope_and_principal_from_the_environment() {
         stdin_form,
         &format!(
             "{BIN} --db {} --as agent:a --scope work nap 0-1 - <<'EOF'",
-            env.db.display()
+            crate::common::quoted(&env.db.display().to_string())
         )
     );
     // The stdin form, pasted into a shell that has none of the variables, with the line and EOF.

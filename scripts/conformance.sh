@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The server tier of the test suite: every backend-independent test (the store, session and
+# trust models and properties, the trust scenarios, the CLI command, session, import/export and
+# trust tests) run again with their stores on the PostgreSQL server that ENGRAM_TEST_PG names,
+# then the in-process ones once more with a synthetic serialization failure injected every 7th
+# statement (ENGRAM_PG_FAULT_EVERY), so that every write path is shown to give the same answers
+# when the server makes it run again. (The fault tests of the server, tests/cli/pg_*.rs, run in
+# the plain `cargo test` when ENGRAM_TEST_PG is set.)
+#
+# Skips when ENGRAM_TEST_PG is unset, except under CI, where that is a failure: CI must never
+# skip the server tier silently. Start a throwaway server for it with
+#   bash scripts/pg-server.sh run --fast -- bash scripts/conformance.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ -z "${ENGRAM_TEST_PG:-}" ]; then
+  if [ -n "${CI:-}" ]; then
+    echo "conformance: ENGRAM_TEST_PG is unset under CI; the server tier must run (scripts/pg-server.sh run)" >&2
+    exit 1
+  fi
+  echo "conformance: ENGRAM_TEST_PG is unset: the server tier is skipped (bash scripts/pg-server.sh run --fast -- bash scripts/conformance.sh runs it)"
+  exit 0
+fi
+export ENGRAM_TEST_BACKEND=postgres
+api=(store::model store::pending_props store::cover_props store::group_commit session:: trust::)
+cli=(commands:: session:: session_processes:: trust:: optmem_import:: hostile:: run_lines:: shell::)
+echo "== conformance: in-process tests on the server"
+cargo test --release --test api -- "${api[@]}"
+echo "== conformance: CLI tests on the server"
+cargo test --release --test cli -- "${cli[@]}"
+echo "== conformance: in-process tests on the server, a serialization failure every 7th statement"
+ENGRAM_PG_FAULT_EVERY=7 cargo test --release --test api -- "${api[@]}"
