@@ -5,6 +5,8 @@
 //! export/import of every scope. Every importer validates all of its input before it writes
 //! anything, and writes in one transaction: all or nothing.
 
+pub mod copy;
+
 use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, Write};
 use std::path::Path;

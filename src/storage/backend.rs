@@ -87,6 +87,10 @@ impl KvWrite for WriteKv<'_> {
         each!(self, x => x.put(t, key, value))
     }
 
+    fn put_many(&mut self, t: TableId, rows: &[(Vec<u8>, Vec<u8>)]) -> Result<()> {
+        each!(self, x => x.put_many(t, rows))
+    }
+
     fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool> {
         each!(self, x => x.delete(t, key))
     }

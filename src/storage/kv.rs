@@ -165,6 +165,13 @@ pub trait KvWrite: KvRead {
     fn get_for_update(&mut self, t: TableId, key: &[u8]) -> Result<Option<Vec<u8>>>;
     /// Stores `value` at `key`, replacing any value there.
     fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<()>;
+    /// Stores every `(key, value)` of `rows` (a backend may send them in one statement).
+    fn put_many(&mut self, t: TableId, rows: &[(Vec<u8>, Vec<u8>)]) -> Result<()> {
+        for (k, v) in rows {
+            self.put(t, k, v)?;
+        }
+        Ok(())
+    }
     /// Removes `key`; whether it was present.
     fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool>;
     /// Removes every key within the bounds; how many there were.

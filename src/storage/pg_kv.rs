@@ -314,6 +314,16 @@ impl KvWrite for PgTx {
             .map(|_| ())
     }
 
+    fn put_many(&mut self, t: TableId, rows: &[(Vec<u8>, Vec<u8>)]) -> Result<()> {
+        let name = &self.engine.table(t)?.name;
+        let sql = format!(
+            "INSERT INTO {name} (k, v) SELECT * FROM unnest($1::bytea[], $2::bytea[]) ON CONFLICT (k) DO UPDATE SET v = excluded.v"
+        );
+        let keys: Vec<&[u8]> = rows.iter().map(|(k, _)| k.as_slice()).collect();
+        let values: Vec<&[u8]> = rows.iter().map(|(_, v)| v.as_slice()).collect();
+        self.execute(&sql, &[&keys, &values]).map(|_| ())
+    }
+
     fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool> {
         self.execute(&self.engine.table(t)?.delete, &[&key])
             .map(|n| n > 0)

@@ -8,6 +8,7 @@
 mod common;
 
 mod commands;
+mod copy;
 mod corrupt_files;
 mod hostile;
 mod optmem_import;

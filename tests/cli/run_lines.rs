@@ -46,7 +46,10 @@ fn run_lines_name_this_binary_by_its_full_path_when_path_does_not_find_it() {
     engram(&env, &["note", "one"]);
     let r = engram(&env, &["note", "two"]);
     let lines = run_lines(&r.out);
-    let quoted = format!("{BIN} --db {} nap 0-1 \"<your line>\"", crate::common::quoted(&env.db.display().to_string()));
+    let quoted = format!(
+        "{BIN} --db {} nap 0-1 \"<your line>\"",
+        crate::common::quoted(&env.db.display().to_string())
+    );
     assert_eq!(lines.last(), Some(&quoted), "{r:?}");
     // The printed line, with the answer filled in, runs as printed in a bare shell.
     let line = quoted.replace("<your line>", "one and two");

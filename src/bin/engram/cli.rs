@@ -144,6 +144,16 @@ impl Cli {
         Ok(())
     }
 
+    /// How stores open: the busy timeout and the principal (checked).
+    pub fn options(&self) -> Result<Options, Error> {
+        if let Some(p) = &self.principal {
+            engram::storage::access::validate_principal(p)?;
+        }
+        Ok(Options::default()
+            .busy_timeout(Duration::from_millis(self.busy_timeout_ms))
+            .principal(self.principal.as_deref()))
+    }
+
     /// The store file: `--db` (or `ENGRAM_DB`), else `~/.engram/memory.redb`.
     fn db_path(&self) -> Result<PathBuf, Error> {
         if let Some(p) = &self.db {
@@ -205,12 +215,7 @@ impl<'a> Context<'a> {
     /// reads opens it read-only; any other opens it read-write.
     pub fn open(cli: &'a Cli, out: &'a mut dyn Write) -> Result<Self, Error> {
         let path = cli.db_path()?;
-        let opts = Options::default()
-            .busy_timeout(Duration::from_millis(cli.busy_timeout_ms))
-            .principal(cli.principal.as_deref());
-        if let Some(p) = &cli.principal {
-            engram::storage::access::validate_principal(p)?;
-        }
+        let opts = cli.options()?;
         let prefix_without_scope = cli.command_prefix_without_scope();
         let mut prefix = prefix_without_scope.clone();
         if cli.scope != engram::DEFAULT_SCOPE {
@@ -283,7 +288,7 @@ fn default_db_path() -> Option<PathBuf> {
 /// Opens the store: read-only for a command that only reads, unless the read audit is on (then
 /// the read must record itself, so it needs a read-write handle, and says so when the user may
 /// only read the file).
-fn open_store(path: &Path, opts: Options, read: bool) -> Result<Store, Error> {
+pub fn open_store(path: &Path, opts: Options, read: bool) -> Result<Store, Error> {
     let store = Store::open_with(path, opts.clone().read_only(read))?;
     // The open recovered a torn tail: say so once (the next open finds a sound file).
     if let Some(r) = store.repaired_tail() {

@@ -92,6 +92,9 @@ fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8, Error> {
     if let Some(code) = commands::run_without_store(&cli.command, out) {
         return code;
     }
+    if let Command::Copy(a) = &cli.command {
+        return commands::import::copy(cli, a, out);
+    }
     let mut cx = Context::open(cli, out)?;
     let code = commands::run(&mut cx, &cli.command)?;
     if !matches!(cli.command, Command::Init) {

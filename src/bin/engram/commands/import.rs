@@ -1,14 +1,23 @@
 //! `import` and `export`: dated lines, an OptMem store or a JSON Lines export in; JSON Lines out.
+//! `copy`: a whole store to another backend (a file to a server and back), checked.
 
 use std::path::PathBuf;
 
 use clap::Args;
 use engram::Error;
 
-use crate::cli::Context;
+use crate::cli::{Cli, Context};
 use crate::input::read_input;
 use crate::output::plural;
 use crate::progress::{CountLines, Progress};
+
+#[derive(Args, Debug)]
+pub struct CopyArgs {
+    /// The store to copy: a file or a postgresql:// URL
+    pub src: PathBuf,
+    /// The store to create and fill: a file or a postgresql:// URL (it must be new or empty)
+    pub dst: PathBuf,
+}
 
 #[derive(Args, Debug)]
 pub struct ImportArgs {
@@ -92,5 +101,51 @@ pub fn export(cx: &mut Context<'_>) -> Result<u8, Error> {
         progress: &progress,
     };
     cx.store.export(&mut out)?;
+    Ok(0)
+}
+
+/// Copies the store SRC into DST (created if missing, refused unless empty), then checks that
+/// both give the same export and the same rows. Runs without `--db`: it names both stores.
+pub fn copy(cli: &Cli, a: &CopyArgs, out: &mut dyn std::io::Write) -> Result<u8, Error> {
+    let opts = cli.options()?;
+    let shown = |p: &std::path::Path| match engram::storage::store::url_of(p) {
+        Some(u) => engram::storage::store::without_password(u),
+        None => std::path::absolute(p)
+            .unwrap_or_else(|_| p.to_path_buf())
+            .display()
+            .to_string(),
+    };
+    let (from, to) = (shown(&a.src), shown(&a.dst));
+    if from == to {
+        return Err(Error::Invalid {
+            what: "copy",
+            reason: format!("the source and the destination are the same store ({from})"),
+        });
+    }
+    let src = crate::cli::open_store(&a.src, opts.clone(), true)?;
+    let dst = engram::Store::create_with(&a.dst, opts)?;
+    let bar = Progress::start(cli.json, None, "copying: rows");
+    let mut done = 0u64;
+    let copied = src.copy_into(&dst, &mut |n| {
+        bar.inc(n.saturating_sub(done));
+        done = done.max(n);
+    })?;
+    drop(bar);
+    if cli.json {
+        crate::output::json(
+            out,
+            &serde_json::json!({"from": from, "to": to, "copied": copied}),
+        )?;
+    } else {
+        writeln!(
+            out,
+            "Copied {} from {from} to {to}; both give the same export ({}, {} bytes) and the same rows.",
+            plural(copied.rows, "row", "rows"),
+            plural(copied.export_lines, "line", "lines"),
+            copied.export_bytes
+        )?;
+    }
+    dst.close()?;
+    src.close()?;
     Ok(0)
 }

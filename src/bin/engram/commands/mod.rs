@@ -3,7 +3,7 @@
 //! scopes ([`several_scopes`]). Each file holds its verbs' arguments and one function per verb.
 
 mod admin;
-mod import;
+pub mod import;
 mod init;
 mod inspect;
 mod lifecycle;
@@ -68,6 +68,8 @@ pub enum Command {
     Import(import::ImportArgs),
     /// Write every scope, memory and summary as JSON Lines to stdout
     Export,
+    /// Copy a whole store to another, across backends: `engram copy memory.redb postgresql://...`
+    Copy(import::CopyArgs),
     /// Show the settings, or set one: `engram config RAW_MAX=32`
     Config(admin::ConfigArgs),
     /// Counts per scope, file size, bytes per memory
@@ -115,6 +117,11 @@ pub fn run(cx: &mut Context<'_>, command: &Command) -> Result<u8, Error> {
         Command::Forget(a) => tree::forget(cx, a),
         Command::Import(a) => import::import(cx, a),
         Command::Export => import::export(cx),
+        // Runs before any store opens (main.rs): it names its own two.
+        Command::Copy(_) => Err(Error::Invalid {
+            what: "copy",
+            reason: "copy opens its own stores".into(),
+        }),
         Command::Config(a) => admin::config(cx, a),
         Command::Stats => admin::stats(cx),
         Command::Verify => admin::verify(cx),
@@ -154,6 +161,7 @@ pub fn reads_only(command: &Command) -> bool {
         | Command::Grant(_)
         | Command::Revoke(_)
         | Command::Forget(_)
+        | Command::Copy(_)
         | Command::Import(_) => false,
     }
 }
