@@ -346,9 +346,9 @@ run_cleanup() {
       [ -e "$f" ] || break
       sleep 0.1
     done
-  done < <(find "$RUN_DIR/tmp" -maxdepth 6 -name postmaster.pid 2>/dev/null)
+  done < <(find "$RUN_TMP" -maxdepth 6 -name postmaster.pid 2>/dev/null)
   cmd_stop "$RUN_DIR" || true
-  rm -rf "$RUN_DIR"
+  rm -rf "$RUN_DIR" "$RUN_TMP"
 }
 
 cmd_run() {
@@ -363,17 +363,19 @@ cmd_run() {
   done
   [ $# -gt 0 ] || die "usage: run [--fast] -- CMD..."
   RUN_DIR=$(mktemp -d "${TMPDIR:-/tmp}/engram-pg.XXXXXX")
+  RUN_TMP=$(mktemp -d "${TMPDIR:-/tmp}/engram-pg-tmp.XXXXXX")
   trap run_cleanup EXIT
   trap 'exit 130' INT TERM
   local url
   url=$(cmd_start "$RUN_DIR" "${fast[@]}")
   log "server $url (in $RUN_DIR)"
   export ENGRAM_TEST_PG=$url
-  # CMD's temporary files (and the private servers of the tests) live under RUN_DIR, so that
-  # a server left behind by an interrupted test is killed and removed with it.
-  mkdir -p "$RUN_DIR/tmp"
-  chmod 1777 "$RUN_DIR/tmp"
-  export TMPDIR=$RUN_DIR/tmp
+  # CMD's temporary files (and the private servers of the tests) live under RUN_TMP, so that a
+  # server left behind by an interrupted test is killed and removed with it. A sibling of
+  # RUN_DIR (which belongs to the server's user), open like /tmp: some tests run the CLI as
+  # another user on a file in there.
+  chmod 1777 "$RUN_TMP"
+  export TMPDIR=$RUN_TMP
   local rc=0
   "$@" || rc=$?
   return "$rc"

@@ -288,7 +288,16 @@ impl PgEngine {
         let start = Instant::now();
         let mut pause = Duration::from_millis(20);
         loop {
-            match self.url.config.connect(NoTls) {
+            let connected = self.url.config.connect(NoTls).and_then(|mut client| {
+                // A row lock is waited for no longer than the busy timeout (then 55P03, which
+                // the transaction loop retries until the timeout is spent).
+                client.batch_execute(&format!(
+                    "SET lock_timeout = {}",
+                    self.busy.as_millis().max(1)
+                ))?;
+                Ok(client)
+            });
+            match connected {
                 Ok(client) => {
                     return Ok(Conn {
                         client,
