@@ -147,10 +147,13 @@ impl WriteTxn<'_> {
     }
 
     /// The scope's bookkeeping, creating the scope if it does not exist yet.
+    /// Read for update: appends to one scope queue on its row on a server (instead of all but
+    /// one failing at commit and running again).
     pub(crate) fn scope_or_create(&mut self, scope: &str) -> Result<ScopeMeta> {
         validate_scope(scope)?;
-        if let Some(m) = self.scope_meta(scope)? {
-            return Ok(m);
+        self.require(crate::storage::access::Access::Write, scope)?;
+        if let Some(v) = SCOPES.get_for_update(&mut self.tx, scope)? {
+            return decode("scopes", &scope, &v);
         }
         let next: u32 = match META.get_for_update(&mut self.tx, "next_scope_id")? {
             Some(v) => decode("meta", &"next_scope_id", &v)?,

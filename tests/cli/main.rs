@@ -12,6 +12,7 @@ mod copy;
 mod corrupt_files;
 mod hostile;
 mod optmem_import;
+mod pg_errors;
 mod pg_failover;
 mod pg_hosts;
 mod pg_kill;

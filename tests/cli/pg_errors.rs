@@ -1,0 +1,83 @@
+//! What a user sees when a server store is not what they meant: a server that cannot be reached
+//! is exit 7 and names the URL **without its password**; a schema holding other tables is
+//! refused as not an engram store, and nothing is created in it; a schema with no store is "no
+//! engram store" (exit 3) until `init`; a bad schema name is rejected input (exit 2). The
+//! unreachable case runs everywhere (a closed port on loopback); the others need the server
+//! `ENGRAM_TEST_PG` names (skipped without one, failed under CI without one).
+
+use engram_testkit::pg::{fresh_schema_url, test_server_url};
+
+use crate::common::{run_raw, Env, Raw};
+
+fn run(args: &[&str]) -> Raw {
+    let e = Env::new();
+    let mut c = e.cmd();
+    c.env_remove("ENGRAM_DB").args(args);
+    run_raw(c, None)
+}
+
+fn err(r: &Raw) -> String {
+    String::from_utf8_lossy(&r.err).into_owned()
+}
+
+#[test]
+fn an_unreachable_server_is_exit_7_and_never_shows_the_password() {
+    let url = "postgresql://agent:s3cret-pw@127.0.0.1:1/memory?schema=team";
+    let r = run(&["--busy-timeout-ms", "200", "--db", url, "wake"]);
+    assert_eq!(r.code, 7, "{r:?}");
+    let e = err(&r);
+    assert!(
+        e.contains("cannot reach the PostgreSQL server at postgresql://agent@127.0.0.1:1/memory"),
+        "{e}"
+    );
+    assert!(!e.contains("s3cret-pw"), "the password leaked: {e}");
+    // The password from PGPASSWORD is not shown either, and a bad schema name is bad input.
+    let r = run(&[
+        "--db",
+        "postgresql://agent@127.0.0.1:1/memory?schema=Team-A",
+        "wake",
+    ]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(err(&r).contains("schema"), "{r:?}");
+}
+
+#[test]
+fn a_schema_that_is_not_an_engram_store_is_refused_and_left_alone() {
+    let Some(base) = test_server_url() else {
+        return;
+    };
+    let url = fresh_schema_url(&base);
+    // No store yet: "no engram store", exit 3, nothing created.
+    let r = run(&["--db", &url, "wake"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(
+        err(&r).contains("no engram store at postgresql://"),
+        "{r:?}"
+    );
+    // A schema holding someone else's table.
+    let schema = url.rsplit("schema=").next().expect("schema").to_string();
+    let mut client = postgres::Client::connect(&base, postgres::NoTls).expect("connect");
+    client
+        .batch_execute(&format!(
+            "CREATE SCHEMA {schema}; CREATE TABLE {schema}.orders (id int PRIMARY KEY)"
+        ))
+        .expect("a foreign table");
+    for verb in [&["init"][..], &["note", "x"][..], &["wake"][..]] {
+        let mut args = vec!["--db", url.as_str()];
+        args.extend_from_slice(verb);
+        let r = run(&args);
+        assert_eq!(r.code, 1, "{verb:?}: {r:?}");
+        assert!(err(&r).contains("not an engram store"), "{verb:?}: {r:?}");
+    }
+    let n: i64 = client
+        .query_one(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = $1",
+            &[&schema],
+        )
+        .expect("count")
+        .get(0);
+    assert_eq!(
+        n, 1,
+        "engram created tables in a schema that is not its own"
+    );
+}
