@@ -4,7 +4,7 @@
 //! runs at `SERIALIZABLE` and is run again, whole, when the server asks (a serialization failure,
 //! a deadlock, a lost connection before `COMMIT`), with backoff up to the busy timeout. A
 //! connection lost during `COMMIT` is never retried blindly: the commit id written in the
-//! transaction is fenced and read back ([`PgEngine::resolve`]). The table operations are in
+//! transaction is fenced and read back (`PgEngine::resolve`). The table operations are in
 //! [`crate::storage::pg_kv`]. docs/scale-out.md has the design and the portable SQL subset.
 
 use std::collections::HashMap;

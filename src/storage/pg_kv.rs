@@ -5,8 +5,8 @@
 //! are keyset-paginated (pages of 64 rows, doubling to 1,024), so a scan that stops early reads
 //! little and a long one needs no server-side cursor; nothing else is held between pages.
 //!
-//! A statement that fails in a way another attempt may fix records a [`Fault`]; the
-//! transaction loop ([`crate::storage::pg::PgEngine::retrying`]) sees it after the closure
+//! A statement that fails in a way another attempt may fix records a fault; the transaction
+//! loop (`PgEngine::retrying` in `src/storage/pg.rs`) sees it after the closure
 //! returns, whatever the closure made of the error, and runs the closure again.
 
 use std::cell::RefCell;
