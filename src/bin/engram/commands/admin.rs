@@ -41,19 +41,19 @@ pub fn config(cx: &mut Context<'_>, a: &ConfigArgs) -> Result<u8, Error> {
     Ok(0)
 }
 
-/// Prints the counts per scope, the file size and the bytes per memory.
+/// Prints the counts per scope, the file size and the bytes per memory (a server store has no
+/// file: the server's own tools tell its sizes).
 pub fn stats(cx: &mut Context<'_>) -> Result<u8, Error> {
     let stats = cx.store.read(|r| r.stats())?;
-    if cx.store.is_server() {
-        return server_stats(cx, &stats);
-    }
-    let file_bytes = std::fs::metadata(cx.store.path())?.len();
-    let memories: u64 = stats.iter().map(|s| s.memories).sum();
-    let per = if memories > 0 {
-        file_bytes as f64 / memories as f64
-    } else {
-        0.0
+    let file_bytes = match cx.store.is_server() {
+        true => None,
+        false => Some(std::fs::metadata(cx.store.path())?.len()),
     };
+    let memories: u64 = stats.iter().map(|s| s.memories).sum();
+    let per = file_bytes.map(|b| match memories {
+        0 => 0.0,
+        m => b as f64 / m as f64,
+    });
     if cx.json {
         json(
             cx.out,
@@ -71,39 +71,14 @@ pub fn stats(cx: &mut Context<'_>) -> Result<u8, Error> {
             s.scope, s.memories, s.summaries, s.pending
         )?;
     }
-    writeln!(
-        cx.out,
-        "file {}: {file_bytes} bytes, {memories} memories, {per:.1} bytes per memory",
-        cx.store.path().display()
-    )?;
-    Ok(0)
-}
-
-/// `stats` of a server store: the counts per scope (the server's own tools tell its sizes).
-fn server_stats(cx: &mut Context<'_>, stats: &[engram::ScopeStats]) -> Result<u8, Error> {
-    let memories: u64 = stats.iter().map(|s| s.memories).sum();
-    if cx.json {
-        json(
+    let at = cx.store.path().display();
+    match (file_bytes, per) {
+        (Some(b), Some(per)) => writeln!(
             cx.out,
-            &serde_json::json!({
-                "scopes": stats, "file_bytes": null, "memories": memories,
-                "bytes_per_memory": null, "server": cx.store.path().display().to_string(),
-            }),
-        )?;
-        return Ok(0);
+            "file {at}: {b} bytes, {memories} memories, {per:.1} bytes per memory"
+        )?,
+        _ => writeln!(cx.out, "server store {at}: {memories} memories")?,
     }
-    for s in stats {
-        writeln!(
-            cx.out,
-            "scope {}: {} memories, {} summaries, {} pending",
-            s.scope, s.memories, s.summaries, s.pending
-        )?;
-    }
-    writeln!(
-        cx.out,
-        "server store {}: {memories} memories",
-        cx.store.path().display()
-    )?;
     Ok(0)
 }
 
