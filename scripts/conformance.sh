@@ -4,7 +4,9 @@
 # trust tests) run again with their stores on the PostgreSQL server that ENGRAM_TEST_PG names,
 # then the in-process ones once more with a synthetic serialization failure injected every 7th
 # statement (ENGRAM_PG_FAULT_EVERY), so that every write path is shown to give the same answers
-# when the server makes it run again. (The fault tests of the server, tests/cli/pg_*.rs, run in
+# when the server makes it run again, and once more with every 13th commit's connection lost
+# just before or just after COMMIT reached the server (ENGRAM_PG_LOSE_COMMIT), so that an
+# ambiguous commit is shown to be resolved (by its commit id) neither twice nor never. (The fault tests of the server, tests/cli/pg_*.rs, run in
 # the plain `cargo test` when ENGRAM_TEST_PG is set.)
 #
 # Skips when ENGRAM_TEST_PG is unset, except under CI, where that is a failure: CI must never
@@ -29,3 +31,5 @@ echo "== conformance: CLI tests on the server"
 cargo test --release --test cli -- "${cli[@]}"
 echo "== conformance: in-process tests on the server, a serialization failure every 7th statement"
 ENGRAM_PG_FAULT_EVERY=7 cargo test --release --test api -- "${api[@]}"
+echo "== conformance: in-process tests on the server, every 13th commit's connection lost (before or after COMMIT)"
+ENGRAM_PG_LOSE_COMMIT=13 cargo test --release --test api -- "${api[@]}"

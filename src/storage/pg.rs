@@ -208,6 +208,10 @@ pub(crate) struct PgEngine {
     /// (`ENGRAM_PG_FAULT_EVERY=N`, for tests; 0: never).
     fault_every: u64,
     statements: AtomicU64,
+    /// Every Nth commit loses its connection on purpose, alternately just before and just after
+    /// `COMMIT` reached the server (`ENGRAM_PG_LOSE_COMMIT=N`, for tests; 0: never).
+    lose_every: u64,
+    commit_count: AtomicU64,
     tables: Vec<TableSql>,
     commits: String,
 }
@@ -233,10 +237,14 @@ impl PgEngine {
                 }
             })
             .collect();
-        let fault_every = std::env::var("ENGRAM_PG_FAULT_EVERY")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
+        let knob = |name: &str| -> u64 {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        let (fault_every, lose_every) =
+            (knob("ENGRAM_PG_FAULT_EVERY"), knob("ENGRAM_PG_LOSE_COMMIT"));
         let engine = Arc::new(PgEngine {
             commits: q(COMMITS),
             url,
@@ -244,6 +252,8 @@ impl PgEngine {
             busy,
             fault_every,
             statements: AtomicU64::new(0),
+            lose_every,
+            commit_count: AtomicU64::new(0),
             tables,
         });
         let conn = engine.take()?;
@@ -275,6 +285,16 @@ impl PgEngine {
     pub(crate) fn inject(&self) -> bool {
         self.fault_every > 0
             && (self.statements.fetch_add(1, Ordering::Relaxed) + 1) % self.fault_every == 0
+    }
+
+    /// Whether this commit loses its connection on purpose (`ENGRAM_PG_LOSE_COMMIT`): `Some(true)`
+    /// just after `COMMIT` reached the server, `Some(false)` just before.
+    pub(crate) fn lose_commit(&self) -> Option<bool> {
+        if self.lose_every == 0 {
+            return None;
+        }
+        let n = self.commit_count.fetch_add(1, Ordering::Relaxed) + 1;
+        (n % self.lose_every == 0).then_some((n / self.lose_every) % 2 == 1)
     }
 
     /// An idle connection, or a new one. A server that cannot be reached yet (refused, starting

@@ -149,7 +149,16 @@ impl PgTx {
             self.engine.commits_table(),
             hex(&id)
         );
+        let lose = self.engine.lose_commit();
+        if lose == Some(false) {
+            drop(conn);
+            return self.resolved(&id, r, "lost before COMMIT (ENGRAM_PG_LOSE_COMMIT)".into());
+        }
         match conn.client().batch_execute(&sql) {
+            Ok(()) if lose == Some(true) => {
+                drop(conn);
+                self.resolved(&id, r, "lost after COMMIT (ENGRAM_PG_LOSE_COMMIT)".into())
+            }
             Ok(()) => {
                 self.engine.give(conn);
                 if id[15] == 0 && id[14] < 4 {
@@ -161,14 +170,7 @@ impl PgTx {
             Err(e) => match classify(&e) {
                 Some(Fault::Lost(m)) => {
                     drop(conn);
-                    match self.engine.resolve(&id) {
-                        Some(true) => Attempt::Done(r),
-                        Some(false) => Attempt::Again(Fault::Lost(m)),
-                        None => Attempt::Done(Err(Error::Ambiguous(format!(
-                            "the connection to {} was lost during COMMIT and the server could not be asked whether it committed ({m}); check before writing again, or write with an idempotency key",
-                            self.engine.shown()
-                        )))),
-                    }
+                    self.resolved(&id, r, m)
                 }
                 Some(f) => {
                     // Refused at COMMIT (a serialization failure): nothing was written.
@@ -182,6 +184,20 @@ impl PgTx {
                     Attempt::Done(Err(server_error(&e)))
                 }
             },
+        }
+    }
+
+    /// The outcome of a write whose connection was lost during `COMMIT` (`m` says how): its
+    /// result if it committed, another attempt if not, [`Error::Ambiguous`] if the server could
+    /// not be asked in time.
+    fn resolved<R>(&self, id: &[u8], r: Result<R>, m: String) -> Attempt<R> {
+        match self.engine.resolve(id) {
+            Some(true) => Attempt::Done(r),
+            Some(false) => Attempt::Again(Fault::Lost(m)),
+            None => Attempt::Done(Err(Error::Ambiguous(format!(
+                "the connection to {} was lost during COMMIT and the server could not be asked whether it committed ({m}); check before writing again, or write with an idempotency key",
+                self.engine.shown()
+            )))),
         }
     }
 
