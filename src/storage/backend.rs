@@ -71,6 +71,19 @@ macro_rules! read_impl {
             ) -> Result<()> {
                 each!(self, x => x.scan(t, lo, hi, dir, f))
             }
+
+            fn prefetch(&self, t: TableId, keys: &[Vec<u8>]) -> Result<()> {
+                each!(self, x => x.prefetch(t, keys))
+            }
+
+            fn prefetch_range(
+                &self,
+                t: TableId,
+                lo: Bound<&[u8]>,
+                hi: Bound<&[u8]>,
+            ) -> Result<()> {
+                each!(self, x => x.prefetch_range(t, lo, hi))
+            }
         }
     };
 }

@@ -457,6 +457,28 @@ impl<K: Key> Table<K> {
         with_bounds::<K, _>(&range, |lo, hi| kv.delete_range(self.id, lo, hi))
     }
 
+    /// Hints that these keys are about to be read (see [`KvRead::prefetch`]).
+    pub fn prefetch<'a, S: KvRead + ?Sized>(
+        &self,
+        kv: &S,
+        keys: impl IntoIterator<Item = K::Enc<'a>>,
+    ) -> Result<()> {
+        let keys: Vec<Vec<u8>> = keys.into_iter().map(encode::<K>).collect();
+        if keys.is_empty() {
+            return Ok(());
+        }
+        kv.prefetch(self.id, &keys)
+    }
+
+    /// Hints that `range` is about to be scanned (see [`KvRead::prefetch_range`]).
+    pub fn prefetch_range<'a, S: KvRead + ?Sized>(
+        &self,
+        kv: &S,
+        range: impl RangeBounds<K::Enc<'a>>,
+    ) -> Result<()> {
+        with_bounds::<K, _>(&range, |lo, hi| kv.prefetch_range(self.id, lo, hi))
+    }
+
     /// Visits the entries in `range` in `dir` order, typed keys and value bytes, until `f`
     /// breaks. Zero-copy on redb: nothing is collected.
     pub fn scan<'a, S: KvRead + ?Sized>(

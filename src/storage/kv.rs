@@ -128,6 +128,19 @@ pub trait KvRead {
         dir: Dir,
         f: &mut Visit<'_>,
     ) -> Result<()>;
+
+    /// Hints that the caller is about to `get` these keys of `t`: a backend that pays a round
+    /// trip per read (a server) fetches them all at once and serves the gets from what it
+    /// fetched; a file does nothing. Only a hint: reads give the same answers either way.
+    fn prefetch(&self, _t: TableId, _keys: &[Vec<u8>]) -> Result<()> {
+        Ok(())
+    }
+
+    /// Hints that the caller is about to scan within these bounds of `t` (see
+    /// [`KvRead::prefetch`]): a server fetches the whole range at once, so keep it small.
+    fn prefetch_range(&self, _t: TableId, _lo: Bound<&[u8]>, _hi: Bound<&[u8]>) -> Result<()> {
+        Ok(())
+    }
 }
 
 impl<T: KvRead + ?Sized> KvRead for &T {
@@ -153,6 +166,14 @@ impl<T: KvRead + ?Sized> KvRead for &T {
         f: &mut Visit<'_>,
     ) -> Result<()> {
         (**self).scan(t, lo, hi, dir, f)
+    }
+
+    fn prefetch(&self, t: TableId, keys: &[Vec<u8>]) -> Result<()> {
+        (**self).prefetch(t, keys)
+    }
+
+    fn prefetch_range(&self, t: TableId, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<()> {
+        (**self).prefetch_range(t, lo, hi)
     }
 }
 

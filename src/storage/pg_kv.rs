@@ -10,6 +10,7 @@
 //! returns, whatever the closure made of the error, and runs the closure again.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ops::{Bound, ControlFlow};
 use std::sync::Arc;
 
@@ -28,6 +29,93 @@ pub struct PgTx {
     /// Whether statements count towards `ENGRAM_PG_FAULT_EVERY` (not in the attempt after an
     /// injected failure).
     inject: bool,
+    /// What a read transaction prefetched (a snapshot never changes under it).
+    cache: RefCell<Cache>,
+}
+
+/// Rows a read transaction fetched ahead ([`KvRead::prefetch`], [`KvRead::prefetch_range`]).
+#[derive(Default)]
+struct Cache {
+    /// Point reads: the value, or `None` for a key that is absent.
+    points: HashMap<(TableId, Vec<u8>), Option<Vec<u8>>>,
+    /// Whole ranges: the bounds and every row within them, in key order.
+    ranges: Vec<CachedRange>,
+}
+
+/// A prefetched range: its table, its bounds, and every row within them in key order.
+type CachedRange = (TableId, Bound<Vec<u8>>, Bound<Vec<u8>>, Rows);
+
+fn owned(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
+    b.map(<[u8]>::to_vec)
+}
+
+fn borrowed(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    b.as_ref().map(Vec::as_slice)
+}
+
+/// Whether `k` lies within the bounds.
+fn in_bounds(k: &[u8], lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
+    let above = match lo {
+        Bound::Included(a) => k >= a,
+        Bound::Excluded(a) => k > a,
+        Bound::Unbounded => true,
+    };
+    let below = match hi {
+        Bound::Included(b) => k <= b,
+        Bound::Excluded(b) => k < b,
+        Bound::Unbounded => true,
+    };
+    above && below
+}
+
+/// Whether the range `(lo, hi)` lies within the range `(outer_lo, outer_hi)`.
+fn within(
+    outer_lo: Bound<&[u8]>,
+    outer_hi: Bound<&[u8]>,
+    lo: Bound<&[u8]>,
+    hi: Bound<&[u8]>,
+) -> bool {
+    let lo_ok = match (outer_lo, lo) {
+        (Bound::Unbounded, _) => true,
+        (_, Bound::Unbounded) => false,
+        (Bound::Included(a), Bound::Included(x) | Bound::Excluded(x)) => x >= a,
+        (Bound::Excluded(a), Bound::Included(x)) => x > a,
+        (Bound::Excluded(a), Bound::Excluded(x)) => x >= a,
+    };
+    let hi_ok = match (outer_hi, hi) {
+        (Bound::Unbounded, _) => true,
+        (_, Bound::Unbounded) => false,
+        (Bound::Included(b), Bound::Included(x) | Bound::Excluded(x)) => x <= b,
+        (Bound::Excluded(b), Bound::Included(x)) => x < b,
+        (Bound::Excluded(b), Bound::Excluded(x)) => x <= b,
+    };
+    lo_ok && hi_ok
+}
+
+impl Cache {
+    /// The cached answer for `key`, if the cache knows it.
+    fn get(&self, t: TableId, key: &[u8]) -> Option<Option<Vec<u8>>> {
+        if let Some(v) = self.points.get(&(t, key.to_vec())) {
+            return Some(v.clone());
+        }
+        self.ranges
+            .iter()
+            .find(|(id, lo, hi, _)| *id == t && in_bounds(key, borrowed(lo), borrowed(hi)))
+            .map(|(_, _, _, rows)| {
+                rows.binary_search_by(|(k, _)| k.as_slice().cmp(key))
+                    .ok()
+                    .and_then(|i| rows.get(i))
+                    .map(|(_, v)| v.clone())
+            })
+    }
+
+    /// The cached rows of a range that holds `(lo, hi)`, if there is one.
+    fn range(&self, t: TableId, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Option<&Rows> {
+        self.ranges
+            .iter()
+            .find(|(id, a, b, _)| *id == t && within(borrowed(a), borrowed(b), lo, hi))
+            .map(|(_, _, _, rows)| rows)
+    }
 }
 
 impl std::fmt::Debug for PgTx {
@@ -46,6 +134,7 @@ impl PgTx {
             fault: RefCell::new(None),
             write,
             inject,
+            cache: RefCell::new(Cache::default()),
         }
     }
 
@@ -187,6 +276,27 @@ impl PgTx {
         }
     }
 
+    /// The prefetched rows within the bounds, in `dir` order, if a prefetched range holds them.
+    fn cached_rows(
+        &self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        dir: Dir,
+    ) -> Option<Rows> {
+        let c = self.cache.borrow();
+        let rows = c.range(t, lo, hi)?;
+        let mut out: Rows = rows
+            .iter()
+            .filter(|(k, _)| in_bounds(k, lo, hi))
+            .cloned()
+            .collect();
+        if dir == Dir::Reverse {
+            out.reverse();
+        }
+        Some(out)
+    }
+
     /// The outcome of a write whose connection was lost during `COMMIT` (`m` says how): its
     /// result if it committed, another attempt if not, [`Error::Ambiguous`] if the server could
     /// not be asked in time.
@@ -279,7 +389,45 @@ fn hex(b: &[u8]) -> String {
 
 impl KvRead for PgTx {
     fn get(&self, t: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(v) = self.cache.borrow().get(t, key) {
+            return Ok(v);
+        }
         self.value(&self.engine.table(t)?.get, key)
+    }
+
+    fn prefetch(&self, t: TableId, keys: &[Vec<u8>]) -> Result<()> {
+        if self.write || keys.is_empty() {
+            // A write's own changes would make a cache stale: it reads as it goes.
+            return Ok(());
+        }
+        let name = &self.engine.table(t)?.name;
+        let sql = format!("SELECT k, v FROM {name} WHERE k = ANY($1)");
+        let list: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let rows = self.query(&sql, &[&list])?;
+        let mut c = self.cache.borrow_mut();
+        for k in keys {
+            c.points.insert((t, k.clone()), None);
+        }
+        for (k, v) in rows {
+            c.points.insert((t, k), Some(v));
+        }
+        Ok(())
+    }
+
+    fn prefetch_range(&self, t: TableId, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<()> {
+        if self.write || self.cache.borrow().range(t, lo, hi).is_some() {
+            return Ok(());
+        }
+        let mut rows = Rows::new();
+        self.scan(t, lo, hi, Dir::Forward, &mut |k, v| {
+            rows.push((k.to_vec(), v.to_vec()));
+            Ok(ControlFlow::Continue(()))
+        })?;
+        self.cache
+            .borrow_mut()
+            .ranges
+            .push((t, owned(lo), owned(hi), rows));
+        Ok(())
     }
 
     fn scan(
@@ -291,6 +439,14 @@ impl KvRead for PgTx {
         f: &mut Visit<'_>,
     ) -> Result<()> {
         if empty_range(lo, hi) {
+            return Ok(());
+        }
+        if let Some(rows) = self.cached_rows(t, lo, hi, dir) {
+            for (k, v) in &rows {
+                if f(k, v)? == ControlFlow::Break(()) {
+                    break;
+                }
+            }
             return Ok(());
         }
         let mut limit: i64 = 64;
