@@ -7,13 +7,13 @@
 //! transaction is fenced and read back (`PgEngine::resolve`). The table operations are in
 //! [`crate::storage::pg_kv`]. docs/scale-out.md has the design and the portable SQL subset.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use postgres::error::SqlState;
-use postgres::{Client, NoTls, Statement};
+use postgres::types::Type;
+use postgres::{Client, NoTls};
 
 use crate::error::{Error, Result};
 use crate::storage::kv::TableId;
@@ -167,23 +167,13 @@ pub(crate) fn server_error(e: &postgres::Error) -> Error {
     }
 }
 
-/// One connection and its prepared statements.
+/// One connection. Statements are sent typed and unprepared (`query_typed`): one round trip
+/// each, even the first on a fresh connection.
 pub(crate) struct Conn {
     client: Client,
-    stmts: HashMap<String, Statement>,
 }
 
 impl Conn {
-    /// The prepared statement for `sql` (prepared once per connection).
-    pub(crate) fn stmt(&mut self, sql: &str) -> std::result::Result<Statement, postgres::Error> {
-        if let Some(s) = self.stmts.get(sql) {
-            return Ok(s.clone());
-        }
-        let s = self.client.prepare(sql)?;
-        self.stmts.insert(sql.to_string(), s.clone());
-        Ok(s)
-    }
-
     pub(crate) fn client(&mut self) -> &mut Client {
         &mut self.client
     }
@@ -318,12 +308,7 @@ impl PgEngine {
                 Ok(client)
             });
             match connected {
-                Ok(client) => {
-                    return Ok(Conn {
-                        client,
-                        stmts: HashMap::new(),
-                    })
-                }
+                Ok(client) => return Ok(Conn { client }),
                 Err(e) => {
                     let transient = matches!(classify(&e), Some(Fault::Lost(_)))
                         && !matches!(e.code(), Some(c) if c.code().starts_with("28") || *c == SqlState::INVALID_CATALOG_NAME);
@@ -459,8 +444,8 @@ impl PgEngine {
                 Err(_) => return Attempt::Again(Fault::Lost("reconnecting".into())),
             };
             let r = conn
-                .stmt(&sql)
-                .and_then(|s| conn.client.execute(&s, &[&commit_id]));
+                .client
+                .execute_typed(&sql, &[(&commit_id, Type::BYTEA)]);
             match r {
                 Ok(n) => {
                     self.give(conn);
@@ -550,8 +535,8 @@ impl PgEngine {
         if let Ok(mut conn) = self.take() {
             let key = cutoff.to_be_bytes().to_vec();
             let ok = conn
-                .stmt(&sql)
-                .and_then(|s| conn.client.execute(&s, &[&key]))
+                .client
+                .execute_typed(&sql, &[(&key, Type::BYTEA)])
                 .is_ok();
             if ok {
                 self.give(conn);

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::ops::{Bound, ControlFlow};
 use std::sync::Arc;
 
-use postgres::types::ToSql;
+use postgres::types::{ToSql, Type};
 
 use crate::error::{Error, Result};
 use crate::storage::kv::{empty_range, Dir, KvRead, KvWrite, TableId, Visit};
@@ -126,6 +126,10 @@ impl std::fmt::Debug for PgTx {
 
 type Rows = Vec<(Vec<u8>, Vec<u8>)>;
 
+/// A statement parameter with its type: statements are sent typed, unprepared, so that each
+/// costs one round trip even on a fresh connection (a CLI process makes one per run).
+type Param<'a> = (&'a (dyn ToSql + Sync), Type);
+
 impl PgTx {
     pub(crate) fn new(engine: Arc<PgEngine>, conn: Conn, write: bool, inject: bool) -> PgTx {
         PgTx {
@@ -172,10 +176,9 @@ impl PgTx {
         }
     }
 
-    fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Rows> {
+    fn query(&self, sql: &str, params: &[Param<'_>]) -> Result<Rows> {
         self.run(|c| {
-            let s = c.stmt(sql)?;
-            let rows = c.client().query(&s, params)?;
+            let rows = c.client().query_typed(sql, params)?;
             rows.iter()
                 .map(|r| Ok((r.try_get::<_, Vec<u8>>(0)?, r.try_get::<_, Vec<u8>>(1)?)))
                 .collect()
@@ -183,20 +186,16 @@ impl PgTx {
     }
 
     fn value(&self, sql: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.run(|c| {
-            let s = c.stmt(sql)?;
-            match c.client().query_opt(&s, &[&key])? {
+        self.run(
+            |c| match c.client().query_typed_opt(sql, &[(&key, Type::BYTEA)])? {
                 Some(r) => Ok(Some(r.try_get::<_, Vec<u8>>(0)?)),
                 None => Ok(None),
-            }
-        })
+            },
+        )
     }
 
-    fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
-        self.run(|c| {
-            let s = c.stmt(sql)?;
-            c.client().execute(&s, params)
-        })
+    fn execute(&self, sql: &str, params: &[Param<'_>]) -> Result<u64> {
+        self.run(|c| c.client().execute_typed(sql, params))
     }
 
     /// Ends a read: the snapshot is released and the connection goes back to the pool.
@@ -321,12 +320,12 @@ impl PgTx {
         limit: i64,
     ) -> Result<Rows> {
         let name = &self.engine.table(t)?.name;
-        let mut params: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(3);
+        let mut params: Vec<Param<'_>> = Vec::with_capacity(3);
         let mut sql = format!(
             "SELECT k, v FROM {name}{}",
             where_sql(&lo, &hi, &mut params)
         );
-        params.push(&limit);
+        params.push((&limit, Type::INT8));
         let order = match dir {
             Dir::Forward => "ASC",
             Dir::Reverse => "DESC",
@@ -341,7 +340,7 @@ impl PgTx {
 fn where_sql<'a>(
     lo: &'a Bound<&'a [u8]>,
     hi: &'a Bound<&'a [u8]>,
-    params: &mut Vec<&'a (dyn ToSql + Sync)>,
+    params: &mut Vec<Param<'a>>,
 ) -> String {
     let mut conds = Vec::new();
     for (b, incl, excl) in [(lo, ">=", ">"), (hi, "<=", "<")] {
@@ -350,7 +349,7 @@ fn where_sql<'a>(
             Bound::Excluded(k) => (k, excl),
             Bound::Unbounded => continue,
         };
-        params.push(k);
+        params.push((k, Type::BYTEA));
         conds.push(format!("k {op} ${}", params.len()));
     }
     if conds.is_empty() {
@@ -403,7 +402,7 @@ impl KvRead for PgTx {
         let name = &self.engine.table(t)?.name;
         let sql = format!("SELECT k, v FROM {name} WHERE k = ANY($1)");
         let list: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
-        let rows = self.query(&sql, &[&list])?;
+        let rows = self.query(&sql, &[(&list, Type::BYTEA_ARRAY)])?;
         let mut c = self.cache.borrow_mut();
         for k in keys {
             c.points.insert((t, k.clone()), None);
@@ -482,8 +481,11 @@ impl KvWrite for PgTx {
     }
 
     fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<()> {
-        self.execute(&self.engine.table(t)?.put, &[&key, &value])
-            .map(|_| ())
+        self.execute(
+            &self.engine.table(t)?.put,
+            &[(&key, Type::BYTEA), (&value, Type::BYTEA)],
+        )
+        .map(|_| ())
     }
 
     fn put_many(&mut self, t: TableId, rows: &[(Vec<u8>, Vec<u8>)]) -> Result<()> {
@@ -493,11 +495,15 @@ impl KvWrite for PgTx {
         );
         let keys: Vec<&[u8]> = rows.iter().map(|(k, _)| k.as_slice()).collect();
         let values: Vec<&[u8]> = rows.iter().map(|(_, v)| v.as_slice()).collect();
-        self.execute(&sql, &[&keys, &values]).map(|_| ())
+        self.execute(
+            &sql,
+            &[(&keys, Type::BYTEA_ARRAY), (&values, Type::BYTEA_ARRAY)],
+        )
+        .map(|_| ())
     }
 
     fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool> {
-        self.execute(&self.engine.table(t)?.delete, &[&key])
+        self.execute(&self.engine.table(t)?.delete, &[(&key, Type::BYTEA)])
             .map(|n| n > 0)
     }
 
@@ -506,7 +512,7 @@ impl KvWrite for PgTx {
             return Ok(0);
         }
         let name = &self.engine.table(t)?.name;
-        let mut params: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(2);
+        let mut params: Vec<Param<'_>> = Vec::with_capacity(2);
         let sql = format!("DELETE FROM {name}{}", where_sql(&lo, &hi, &mut params));
         self.execute(&sql, &params)
     }
