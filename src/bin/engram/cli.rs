@@ -190,6 +190,14 @@ pub struct Context<'a> {
     pub created: bool,
     /// Standard output.
     pub out: &'a mut dyn Write,
+    /// Set by the MCP server: render the text to `out` *and* keep the `--json` value in
+    /// [`Context::captured`], from one run of the command (one transaction for a write).
+    pub both: bool,
+    /// The `--json` value of a command run with [`Context::both`].
+    pub captured: Option<serde_json::Value>,
+    /// What `-` reads instead of stdin. The MCP server passes tool arguments this way, and never
+    /// lets a command read its own stdin (on stdio, that is the protocol).
+    pub stdin: Option<String>,
 }
 
 impl<'a> Context<'a> {
@@ -233,7 +241,74 @@ impl<'a> Context<'a> {
             prefix_without_scope,
             created,
             out,
+            both: false,
+            captured: None,
+            stdin: None,
         })
+    }
+
+    /// A context for one MCP tool call over an open store: text to `out` and the `--json` value
+    /// captured, `-` reading `stdin` (empty when `None`), hints naming `prefix`.
+    pub fn for_call(
+        store: Store,
+        scope: &'a str,
+        prefix: String,
+        out: &'a mut dyn Write,
+        stdin: Option<String>,
+    ) -> Self {
+        Context {
+            store,
+            scope,
+            json: false,
+            prefix_without_scope: "engram".into(),
+            prefix,
+            created: false,
+            out,
+            both: true,
+            captured: None,
+            stdin: Some(stdin.unwrap_or_default()),
+        }
+    }
+
+    /// Whether the command should print its text (not `--json`, or both).
+    pub fn text_wanted(&self) -> bool {
+        !self.json || self.both
+    }
+
+    /// Whether the command should build its `--json` value (`--json`, or both).
+    pub fn json_wanted(&self) -> bool {
+        self.json || self.both
+    }
+
+    /// Prints `v` as JSON (`--json`), or keeps it as the captured value (both).
+    pub fn emit(&mut self, v: &impl serde::Serialize) -> Result<(), Error> {
+        if self.both {
+            self.captured = Some(serde_json::to_value(v).map_err(|e| Error::Io(e.into()))?);
+        } else if self.json {
+            crate::output::json(self.out, v)?;
+        }
+        Ok(())
+    }
+
+    /// The text argument as given, or (`-`) one line of stdin, or of [`Context::stdin`].
+    pub fn text_arg(&self, t: &str) -> Result<String, Error> {
+        match (&self.stdin, t) {
+            (Some(s), "-") => Ok(s.strip_suffix('\n').unwrap_or(s).to_string()),
+            _ => crate::input::text_arg(t),
+        }
+    }
+
+    /// A whole file, or (`-`) stdin, or [`Context::stdin`]; a context with [`Context::stdin`]
+    /// reads no file.
+    pub fn read_input(&self, file: &str) -> Result<String, Error> {
+        match &self.stdin {
+            Some(s) if file == "-" => Ok(s.clone()),
+            Some(_) => Err(Error::Invalid {
+                what: "file",
+                reason: "this server reads no file".into(),
+            }),
+            None => crate::input::read_input(file),
+        }
     }
 
     /// Closes the store, reporting what dropping it cannot: redb writes its allocator state,
