@@ -16,7 +16,7 @@ use crate::output::shell_quote;
 /// writes, and which optional parts are built in.
 pub fn long_version() -> String {
     format!(
-        "{}\nstore format {} (one redb file)\nserver backend (PostgreSQL): not built in\nMCP server: not built in",
+        "{}\nstore format {} (one redb file)\nserver backend (PostgreSQL): not built in\nMCP server: built in (stdio and Streamable HTTP)",
         env!("CARGO_PKG_VERSION"),
         engram::storage::schema::STORE_FORMAT
     )
@@ -140,6 +140,17 @@ impl Cli {
             }
         }
         Ok(())
+    }
+
+    /// The store file and the options to open it with (`--busy-timeout-ms`, `--as`, checked).
+    pub fn store_options(&self) -> Result<(PathBuf, Options), Error> {
+        if let Some(p) = &self.principal {
+            engram::storage::access::validate_principal(p)?;
+        }
+        let opts = Options::default()
+            .busy_timeout(Duration::from_millis(self.busy_timeout_ms))
+            .principal(self.principal.as_deref());
+        Ok((self.db_path()?, opts))
     }
 
     /// The store file: `--db` (or `ENGRAM_DB`), else `~/.engram/memory.redb`.

@@ -7,10 +7,12 @@ mod import;
 mod init;
 mod inspect;
 mod lifecycle;
+pub mod mcp;
 mod note;
 mod recall;
 mod session;
 mod shell;
+pub mod token;
 mod tree;
 mod trust;
 mod wake;
@@ -76,6 +78,10 @@ pub enum Command {
     Verify,
     /// Conversation histories: JSON arrays of message objects on stdin and stdout
     Session(session::SessionArgs),
+    /// Serve the store to MCP clients (coding agents): stdio, or Streamable HTTP with --http
+    Mcp(mcp::McpArgs),
+    /// Bearer tokens for `engram mcp --http`: add (printed once), list, revoke (admin only)
+    Token(token::TokenArgs),
     /// Print the shell completion script: `engram completions bash > ~/.local/share/bash-completion/completions/engram`
     Completions(shell::CompletionsArgs),
     /// Print the manual page (roff): `engram man | man -l -`
@@ -119,6 +125,11 @@ pub fn run(cx: &mut Context<'_>, command: &Command) -> Result<u8, Error> {
         Command::Stats => admin::stats(cx),
         Command::Verify => admin::verify(cx),
         Command::Session(a) => session::run(cx, a),
+        Command::Mcp(_) => Err(Error::Invalid {
+            what: "mcp",
+            reason: "the server runs outside a command context".into(),
+        }),
+        Command::Token(a) => token::run(cx, a),
         Command::Completions(a) => shell::completions(cx.out, a),
         Command::Man => shell::man(cx.out),
     }
@@ -145,6 +156,7 @@ pub fn reads_only(command: &Command) -> bool {
         Command::Config(a) => a.setting.is_none(),
         Command::Nap(a) => a.block.is_none() && a.apply.is_none(),
         Command::Session(a) => session::reads_only(a),
+        Command::Token(a) => token::reads_only(a),
         Command::Init
         | Command::Note(_)
         | Command::Accept(_)
@@ -154,6 +166,7 @@ pub fn reads_only(command: &Command) -> bool {
         | Command::Grant(_)
         | Command::Revoke(_)
         | Command::Forget(_)
+        | Command::Mcp(_)
         | Command::Import(_) => false,
     }
 }

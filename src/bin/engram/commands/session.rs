@@ -161,6 +161,10 @@ fn list(cx: &mut Context<'_>, a: &ListArgs) -> Result<u8, Error> {
 fn load(cx: &mut Context<'_>, a: &IdArgs) -> Result<u8, Error> {
     match cx.store.session_load_lossy(&a.id)? {
         Some(r) => print_session_items(cx.out, &a.id, &r),
+        None if cx.both => {
+            writeln!(cx.out, "no session {:?}", text::display_safe(&a.id))?;
+            Ok(1)
+        }
         None => no_session(&a.id),
     }
 }

@@ -1,0 +1,162 @@
+//! Running one tool call: the CLI command of its verb on the shared store, as the caller, its
+//! text lines as the content and its `--json` value as the structured content, both within the
+//! byte budget; any failure an `isError` result with its class, never a crash of the server.
+
+use engram::domain::text;
+use engram::{Error, Store};
+use rmcp::model::{CallToolResult, ContentBlock, Tool};
+use serde_json::{json, Value};
+
+use super::args::Call;
+use super::tools::{offered, ToolSpec, TOOLS};
+use super::{Caller, Server};
+use crate::cli::Context;
+use crate::commands;
+
+/// The class of an error, as a tool result names it: invalid, conflict, not_found, busy,
+/// corrupt or denied (the CLI's exit codes 2, 1, 3, 4, 5, 6; an id or block past the end of
+/// the log is not_found; a failure of the storage engine corrupt, of the system busy).
+pub fn class(e: &Error) -> &'static str {
+    match e {
+        Error::Storage(_) => "corrupt",
+        Error::Io(_) => "busy",
+        Error::Unsupported(_) => "invalid",
+        Error::OutOfRange { .. } => "not_found",
+        e => match e.exit_code() {
+            2 => "invalid",
+            3 => "not_found",
+            4 => "busy",
+            5 => "corrupt",
+            6 => "denied",
+            _ => "conflict",
+        },
+    }
+}
+
+/// An `isError` result: `class: message` as text, `{error: {class, message}}` as structure.
+pub fn error_result(class: &str, message: &str) -> CallToolResult {
+    let message = text::display_safe(message).into_owned();
+    let mut r = CallToolResult::error(vec![ContentBlock::text(format!("{class}: {message}"))]);
+    r.structured_content = Some(json!({"error": {"class": class, "message": message}}));
+    r
+}
+
+/// The caller's store handle and whether the caller is the admin.
+fn handle(server: &Server, caller: &Caller) -> Result<(Store, bool), Error> {
+    let store = server.store()?.as_principal(caller.0.as_deref());
+    let admin = store.read(|r| r.is_admin())?;
+    Ok((store, admin))
+}
+
+/// The tools offered to this caller (admin tools only to the admin).
+pub fn listed(server: &Server, caller: &Caller) -> Vec<Tool> {
+    let admin = handle(server, caller).map(|h| h.1).unwrap_or(false);
+    TOOLS
+        .iter()
+        .filter(|t| offered(t, &server.groups, server.read_only, admin))
+        .map(ToolSpec::tool)
+        .collect()
+}
+
+/// Runs the tool `name` with `arguments` as the caller.
+pub fn call(server: &Server, caller: &Caller, name: &str, arguments: Value) -> CallToolResult {
+    let (store, admin) = match handle(server, caller) {
+        Ok(h) => h,
+        Err(e) => return error_result(class(&e), &e.to_string()),
+    };
+    let spec = TOOLS
+        .iter()
+        .find(|t| t.name == name && offered(t, &server.groups, server.read_only, admin));
+    let Some(spec) = spec else {
+        return error_result("invalid", &format!("no tool {name:?} is offered here"));
+    };
+    let c = match (spec.build)(arguments, server.max_bytes) {
+        Ok(c) => c,
+        Err(e) => return error_result(class(&e), &e.to_string()),
+    };
+    match run(server, store, c) {
+        Ok((code, out, captured)) => result(server, spec, code, out, captured),
+        Err(e) => error_result(class(&e), &e.to_string()),
+    }
+}
+
+/// Runs the command on the store; returns its exit code, its text and its `--json` value.
+/// A panic (a damaged file the engine could not report as an error) becomes `corrupt`.
+pub fn run(server: &Server, store: Store, c: Call) -> Result<(u8, String, Option<Value>), Error> {
+    let scope = c.scope.unwrap_or_else(|| server.scope.clone());
+    for s in scope.split(',') {
+        engram::validate_scope(s)?;
+    }
+    let prefix = if scope == engram::DEFAULT_SCOPE || scope.contains(',') {
+        "engram".to_string()
+    } else {
+        format!("engram --scope {}", crate::output::shell_quote(&scope))
+    };
+    let mut out = Vec::new();
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut cx = Context::for_call(store, &scope, prefix, &mut out, c.stdin);
+        let code = commands::run(&mut cx, &c.command)?;
+        Ok::<_, Error>((code, cx.captured.take()))
+    }));
+    let (code, captured) = match ran {
+        Ok(r) => r?,
+        Err(_) => {
+            return Err(Error::Storage(
+                "the storage engine failed on a damaged page; run the verify tool".into(),
+            ))
+        }
+    };
+    Ok((code, String::from_utf8_lossy(&out).into_owned(), captured))
+}
+
+/// The tool result: the text, and the structured value (the text parsed as JSON for the verbs
+/// that print JSON only, under `result` when it is not an object), both within the budget.
+fn result(
+    server: &Server,
+    spec: &ToolSpec,
+    code: u8,
+    out: String,
+    captured: Option<Value>,
+) -> CallToolResult {
+    let value = captured.or_else(|| serde_json::from_str(&out).ok());
+    if code != 0 && code != 5 {
+        // A verb that reports on stderr and exits non-zero: no such session.
+        let what = if spec.name.starts_with("session") {
+            "not_found"
+        } else {
+            "conflict"
+        };
+        return error_result(what, out.trim().lines().next().unwrap_or("the call failed"));
+    }
+    let value = match value {
+        Some(Value::Object(m)) => Value::Object(m),
+        Some(v) => json!({ "result": v }),
+        None => json!({}),
+    };
+    let json_len = value.to_string().len();
+    if out.len() > server.max_bytes || json_len > server.max_bytes {
+        return error_result(
+            "invalid",
+            &format!(
+                "the result would take {} bytes, over this server's budget of {}; ask for less ({})",
+                out.len().max(json_len),
+                server.max_bytes,
+                page_hint(spec.name)
+            ),
+        );
+    }
+    let mut r = CallToolResult::success(vec![ContentBlock::text(out)]);
+    r.structured_content = Some(value);
+    r
+}
+
+/// How to ask a tool for less.
+fn page_hint(tool: &str) -> &'static str {
+    match tool {
+        "wake" => "a smaller bytes or lines budget, then part and total",
+        "recall" => "a narrower pattern, limit, or before",
+        "session_load" => "limit",
+        "session_list" => "limit, then after",
+        _ => "narrow the request",
+    }
+}
