@@ -27,6 +27,9 @@ pub struct RecallArgs {
     /// Take the pattern as plain words: all of them, in any order, as literals
     #[arg(long)]
     pub words: bool,
+    /// Budget in bytes of the match lines shown [default: 20000]
+    #[arg(long, value_name = "BYTES")]
+    pub bytes: Option<usize>,
     /// Only memories with an id below this one: the cursor a cut recall names
     #[arg(long, value_name = "ID")]
     pub before: Option<u64>,
@@ -47,6 +50,9 @@ pub fn run(cx: &mut Context<'_>, a: &RecallArgs) -> Result<u8, Error> {
     q.kind = a.kind.as_deref().map(str::parse::<Kind>).transpose()?;
     q.words = a.words;
     q.before = a.before;
+    if let Some(b) = a.bytes {
+        q.max_bytes = b;
+    }
     if a.all || scope.contains(',') {
         let scopes: Vec<String> = if a.all {
             cx.store.read(|r| r.scopes())?

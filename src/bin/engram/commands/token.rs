@@ -27,7 +27,8 @@ pub enum TokenCmd {
 #[derive(Args, Debug)]
 pub struct AddArgs {
     /// The principal the token authenticates
-    pub principal: String,
+    #[arg(value_name = "PRINCIPAL")]
+    pub who: String,
 }
 
 #[derive(Args, Debug)]
@@ -72,7 +73,7 @@ fn new_token() -> Result<String, Error> {
 /// Stores the new token's hash and prints the token, once.
 fn add(cx: &mut Context<'_>, a: &AddArgs) -> Result<u8, Error> {
     let token = new_token()?;
-    let info = cx.store.token_add(&token_hash(&token), &a.principal)?;
+    let info = cx.store.token_add(&token_hash(&token), &a.who)?;
     cx.emit(&serde_json::json!({"token": token, "id": info.id, "principal": info.principal}))?;
     if cx.text_wanted() {
         writeln!(cx.out, "{token}")?;

@@ -166,8 +166,8 @@ pub struct RecallIn {
     pub before: Option<u64>,
 }
 
-/// Builds `recall`.
-pub fn recall(a: RecallIn) -> Result<Call, Error> {
+/// Builds `recall` (its lines within `bytes`).
+pub fn recall(a: RecallIn, bytes: usize) -> Result<Call, Error> {
     let scope = scopes(a.scope, a.scopes)?;
     let args = recall::RecallArgs {
         pattern: a.pattern,
@@ -177,6 +177,7 @@ pub fn recall(a: RecallIn) -> Result<Call, Error> {
         kind: a.kind,
         words: a.words.unwrap_or(false),
         before: a.before,
+        bytes: Some(bytes),
         all: a.all.unwrap_or(false),
     };
     Ok(Call::new(Command::Recall(args), scope))

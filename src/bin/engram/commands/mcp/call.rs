@@ -70,13 +70,37 @@ pub fn call(server: &Server, caller: &Caller, name: &str, arguments: Value) -> C
     let Some(spec) = spec else {
         return error_result("invalid", &format!("no tool {name:?} is offered here"));
     };
-    let c = match (spec.build)(arguments, server.max_bytes) {
-        Ok(c) => c,
-        Err(e) => return error_result(class(&e), &e.to_string()),
-    };
-    match run(server, store, c) {
-        Ok((code, out, captured)) => result(server, spec, code, out, captured),
-        Err(e) => error_result(class(&e), &e.to_string()),
+    let mut budget = server.max_bytes;
+    let mut last_size = 0;
+    loop {
+        let c = match (spec.build)(arguments.clone(), budget) {
+            Ok(c) => c,
+            Err(e) => return error_result(class(&e), &e.to_string()),
+        };
+        let (code, out, captured) = match run(server, store.as_principal(caller.0.as_deref()), c) {
+            Ok(r) => r,
+            // A smaller budget than asked for that no longer fits even one line.
+            Err(_) if last_size > 0 => return too_large(spec.name, last_size, server.max_bytes),
+            Err(e) => return error_result(class(&e), &e.to_string()),
+        };
+        let (out, value) = match shape(spec, code, out, captured) {
+            Ok(r) => r,
+            Err(refused) => return refused,
+        };
+        let size = out.len().max(value.to_string().len());
+        if size <= server.max_bytes {
+            let mut r = CallToolResult::success(vec![ContentBlock::text(out)]);
+            r.structured_content = Some(value);
+            return r;
+        }
+        // wake and recall take a byte budget for their lines; the JSON of a line is larger, so
+        // ask again for fewer lines, in proportion (they read only: asking twice is harmless).
+        let shrinks = matches!(spec.name, "wake" | "recall");
+        if !shrinks || budget < 256 {
+            return too_large(spec.name, size, server.max_bytes);
+        }
+        budget = budget.min(out.len()) * server.max_bytes / size * 9 / 10;
+        last_size = size;
     }
 }
 
@@ -109,15 +133,14 @@ pub fn run(server: &Server, store: Store, c: Call) -> Result<(u8, String, Option
     Ok((code, String::from_utf8_lossy(&out).into_owned(), captured))
 }
 
-/// The tool result: the text, and the structured value (the text parsed as JSON for the verbs
-/// that print JSON only, under `result` when it is not an object), both within the budget.
-fn result(
-    server: &Server,
+/// The text and the structured value (the text parsed as JSON for the verbs that print JSON
+/// only, under `result` when it is not an object); a non-zero exit an `isError` result.
+fn shape(
     spec: &ToolSpec,
     code: u8,
     out: String,
     captured: Option<Value>,
-) -> CallToolResult {
+) -> Result<(String, Value), CallToolResult> {
     let value = captured.or_else(|| serde_json::from_str(&out).ok());
     if code != 0 && code != 5 {
         // A verb that reports on stderr and exits non-zero: no such session.
@@ -126,28 +149,26 @@ fn result(
         } else {
             "conflict"
         };
-        return error_result(what, out.trim().lines().next().unwrap_or("the call failed"));
+        let line = out.trim().lines().next().unwrap_or("the call failed");
+        return Err(error_result(what, line));
     }
     let value = match value {
         Some(Value::Object(m)) => Value::Object(m),
         Some(v) => json!({ "result": v }),
         None => json!({}),
     };
-    let json_len = value.to_string().len();
-    if out.len() > server.max_bytes || json_len > server.max_bytes {
-        return error_result(
-            "invalid",
-            &format!(
-                "the result would take {} bytes, over this server's budget of {}; ask for less ({})",
-                out.len().max(json_len),
-                server.max_bytes,
-                page_hint(spec.name)
-            ),
-        );
-    }
-    let mut r = CallToolResult::success(vec![ContentBlock::text(out)]);
-    r.structured_content = Some(value);
-    r
+    Ok((out, value))
+}
+
+/// The refusal of a result over the budget, with how to ask for less.
+fn too_large(tool: &str, size: usize, max: usize) -> CallToolResult {
+    error_result(
+        "invalid",
+        &format!(
+            "the result would take {size} bytes, over this server's budget of {max}; ask for less ({})",
+            page_hint(tool)
+        ),
+    )
 }
 
 /// How to ask a tool for less.

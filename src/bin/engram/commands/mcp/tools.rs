@@ -127,7 +127,7 @@ pub const TOOLS: &[ToolSpec] = &[
         idempotent: true,
         input: schema_for_type::<args::RecallIn>,
         output: (&["matches", "total", "lines", "unreadable", "next_before", "result"], &[]),
-        build: build!(tried args::recall),
+        build: |v, max| args::recall(args::parse(v)?, max),
     },
     ToolSpec {
         name: "zoom",
