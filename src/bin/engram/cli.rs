@@ -81,7 +81,8 @@ pub struct Cli {
     /// The memory stream to use [env: ENGRAM_SCOPE]
     #[arg(long, global = true, default_value = "default", value_name = "NAME")]
     pub scope: String,
-    /// Print JSON (wake, zoom, recall, pending, show, why, stats, verify, config, sessions)
+    /// Print JSON (the reads, and note, nap, forget, accept, deprecate, retract, redact, grant,
+    /// revoke, token, sessions)
     #[arg(long, global = true)]
     pub json: bool,
     /// Act as this principal (grants decide what it may read and write) [env: ENGRAM_PRINCIPAL]
