@@ -354,3 +354,38 @@ async def test_http_tokens_principals_and_refusals(db, http):
     cli(db, "token", "revoke", bob_id)
     assert await post(s.url, {"Authorization": f"Bearer {bob}"}) == 401  # at once
     assert await post(s.url, {"Authorization": f"Bearer {alice}"}) == 200
+
+
+@pytest.mark.filterwarnings("ignore:resources/subscribe is removed")
+async def test_wake_resource_is_updated_after_a_write(db):
+    updated = []
+
+    async def on_message(message):
+        m = getattr(message, "root", message)
+        uri = getattr(getattr(m, "params", None), "uri", None)
+        if uri is not None:
+            updated.append(str(uri))
+
+    async with stdio_client(server(db)) as (read, write):
+        async with ClientSession(read, write, message_handler=on_message) as s:
+            await s.initialize()
+            await s.subscribe_resource("engram://default/wake")
+            structured(await s.call_tool("recall", {"pattern": "x"}))  # a read: no update
+            structured(await s.call_tool("note", {"text": "subscribers hear of this"}))
+            structured(await s.call_tool("note", {"text": "elsewhere", "scope": "other"}))
+            with anyio.fail_after(5):
+                while not updated:
+                    await anyio.sleep(0.02)
+            await anyio.sleep(0.2)
+            assert updated == ["engram://default/wake"]
+
+
+async def test_listen_hears_writes_to_the_wake_of_a_scope(db):
+    async with Client(server(db)) as c:  # the 2026-07-28 era: subscriptions/listen
+        uri = "engram://default/wake"
+        async with c.listen(resource_subscriptions=[uri, "engram://x/memory/1"]) as sub:
+            assert list(sub.honored.resource_subscriptions) == [uri]
+            structured(await c.call_tool("note", {"text": "listeners hear of this"}))
+            with anyio.fail_after(5):
+                event = await sub.__anext__()
+            assert uri in str(event)

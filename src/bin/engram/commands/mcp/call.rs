@@ -58,8 +58,30 @@ pub fn listed(server: &Server, caller: &Caller) -> Vec<Tool> {
         .collect()
 }
 
+/// Runs the tool `name` with `arguments` as the caller; with the result, the scope it wrote
+/// (a write tool of the memory verbs that succeeded), for the subscribers of its wake.
+pub fn call(
+    server: &Server,
+    caller: &Caller,
+    name: &str,
+    arguments: Value,
+) -> (CallToolResult, Option<String>) {
+    let result = run_tool(server, caller, name, arguments.clone());
+    if result.is_error == Some(true) {
+        return (result, None);
+    }
+    let writes_memory = TOOLS
+        .iter()
+        .any(|t| t.name == name && !t.read_only && !t.name.starts_with("session"));
+    let scope = arguments
+        .get("scope")
+        .and_then(Value::as_str)
+        .map_or_else(|| server.scope.clone(), str::to_string);
+    (result, writes_memory.then_some(scope))
+}
+
 /// Runs the tool `name` with `arguments` as the caller.
-pub fn call(server: &Server, caller: &Caller, name: &str, arguments: Value) -> CallToolResult {
+fn run_tool(server: &Server, caller: &Caller, name: &str, arguments: Value) -> CallToolResult {
     let (store, admin) = match handle(server, caller) {
         Ok(h) => h,
         Err(e) => return error_result(class(&e), &e.to_string()),

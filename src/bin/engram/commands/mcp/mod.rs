@@ -2,13 +2,15 @@
 //! (`--http`). A thin shell over the CLI: each tool call runs the CLI command of the same verb
 //! ([`args`]) on the shared store, with the text of its lines as the result's content and its
 //! `--json` value as the structured content. [`tools`] lists the tools, [`call`] runs one,
-//! [`resources`] serves resources, prompts and the instructions, [`http`] the HTTP transport
-//! and its bearer tokens. See docs/mcp.md.
+//! [`resources`] serves resources, prompts and the instructions, [`subscribe`] the wake
+//! resources' subscriptions, [`http`] the HTTP transport and its bearer tokens. See
+//! docs/mcp.md.
 
 mod args;
 mod call;
 mod http;
 mod resources;
+mod subscribe;
 mod tools;
 
 use std::path::PathBuf;
@@ -20,9 +22,10 @@ use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse,
     Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ServerCapabilities, ServerConfig, Tool,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
+    UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 
 pub use tools::Group;
@@ -67,6 +70,8 @@ pub struct Server {
     read_only: bool,
     /// `--max-bytes`.
     max_bytes: usize,
+    /// The scopes this process writes, for the subscribers of their wake resources.
+    updates: subscribe::Updates,
 }
 
 impl Server {
@@ -126,6 +131,7 @@ impl ServerHandler for EngramMcp {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_resources()
+                .enable_resources_subscribe()
                 .enable_prompts()
                 .build(),
         )
@@ -162,9 +168,12 @@ impl ServerHandler for EngramMcp {
         let caller = self.caller(&ctx);
         let name = r.name.to_string();
         let arguments = r.arguments.map(serde_json::Value::Object);
-        let result = self
+        let (result, written) = self
             .blocking(move |s| call::call(s, &caller, &name, arguments.unwrap_or_default()))
             .await?;
+        if let Some(scope) = written {
+            self.0.updates.written(&scope);
+        }
         Ok(result.into())
     }
 
@@ -195,6 +204,62 @@ impl ServerHandler for EngramMcp {
             .blocking(move |s| resources::read(s, &caller, &r.uri))
             .await??;
         Ok(out.into())
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        r: SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let caller = self.caller(&ctx);
+        let uri = r.uri.clone();
+        let ok = self
+            .blocking(move |s| subscribe::may_subscribe(s, &caller, &uri))
+            .await?;
+        if !matches!(ok, Ok(true)) {
+            return Err(McpError::resource_not_found(
+                format!("no resource {} to subscribe to", r.uri),
+                None,
+            ));
+        }
+        subscribe::subscribe_legacy(&self.0.updates, r.uri, ctx.peer);
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        r: UnsubscribeRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.0.updates.unsubscribe(&r.uri);
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        subscribe::accepted(requested)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let caller = self.caller(context.request_context());
+        let uris = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        let readable = self
+            .blocking(move |s| {
+                uris.into_iter()
+                    .filter(|u| matches!(subscribe::may_subscribe(s, &caller, u), Ok(true)))
+                    .collect::<Vec<_>>()
+            })
+            .await?;
+        subscribe::listen(&self.0.updates, context, readable).await;
+        Ok(())
     }
 
     async fn list_prompts(
@@ -241,6 +306,7 @@ pub fn serve(
         groups,
         read_only: a.read_only,
         max_bytes: a.max_bytes.max(1_000),
+        updates: subscribe::Updates::default(),
     };
     let handler = EngramMcp(Arc::new(server));
     let rt = tokio::runtime::Builder::new_multi_thread()
