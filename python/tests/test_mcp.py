@@ -72,7 +72,9 @@ def structured(result):
 async def test_tools_annotations_and_schemas_over_initialize(db):
     async with stdio_client(server(db)) as (read, write):
         async with ClientSession(read, write) as s:
-            await s.initialize()  # the 2025-11-25 era
+            init = await s.initialize()  # the 2025-11-25 era
+            assert init.protocol_version == "2025-11-25"
+            assert "call `wake`" in init.instructions
             tools = (await s.list_tools()).tools
             assert [t.name for t in tools] == CORE + SESSIONS
             for t in tools:
@@ -100,6 +102,7 @@ async def test_tools_annotations_and_schemas_over_initialize(db):
 
 async def test_discovery_era_admin_tools_and_read_only(db):
     async with Client(server(db, "--tools", "all")) as c:  # probes server/discover
+        assert c.protocol_version == "2026-07-28"
         names = [t.name for t in (await c.list_tools()).tools]
         assert names == CORE + SESSIONS + ADMIN
         assert structured(await c.call_tool("grants", {}))["result"] == []
@@ -156,6 +159,39 @@ async def test_results_equal_the_cli(db):
         again = structured(await c.call_tool("note", {"text": "one more", "key": "k1"}))
         assert again["id"] == r["id"] and again["replayed"] is True
         assert set(r) == set(cli_json(db, "note", "and one from the shell"))
+
+
+async def test_the_write_tools_change_the_store_as_the_cli_would(db):
+    async with Client(server(db)) as c:
+        for i in range(4):
+            structured(await c.call_tool("note", {"text": f"fact {i}"}))
+        v = structured(await c.call_tool("nap", {}))
+        assert v["pending"] == 3 and v["next_merge"]["block"] == {"lo": 0, "hi": 2}
+        v = structured(await c.call_tool("nap", {"answers": [
+            {"block": "0-1", "summary": "facts 0 and 1 [#0, #1]"},
+            {"block": "2-3", "summary": "facts 2 and 3 [#2, #3]"}]}))
+        assert v["saved"] == ["0-1", "2-3"] and v["next_merge"]["block"] == {"lo": 0, "hi": 4}
+        assert "0-3" in cli(db, "nap").stdout
+        v = structured(await c.call_tool("forget", {"block": "2-3"}))
+        assert v == {"forgot": ["2-3"]}
+        assert cli_json(db, "pending")[0] == "2-3"
+        v = structured(await c.call_tool("decide", {"id": 1, "action": "retract", "why": "wrong"}))
+        assert v == {"id": 1, "status": "retracted"}
+        assert cli_json(db, "show", "1")["state"]["status"] == "retracted"
+        bad = await c.call_tool("decide", {"id": 1, "action": "shrug"})
+        assert bad.is_error and bad.structured_content["error"]["class"] == "invalid"
+        msgs = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+        assert structured(await c.call_tool("session_save", {"id": "s", "messages": msgs}))[
+            "revision"] == 1
+        v = structured(await c.call_tool("session_save", {"id": "s", "messages": msgs[:1],
+                                                          "expect_revision": 1}))
+        assert v["archived"] == 1
+        stale = await c.call_tool("session_save", {"id": "s", "messages": [],
+                                                   "expect_revision": 1})
+        assert stale.is_error and stale.structured_content["error"]["class"] == "conflict"
+        hist = structured(await c.call_tool("session_history", {"id": "s"}))["result"]
+        assert [h["message"] for h in hist] == [msgs[1]]
+        assert json.loads(cli(db, "session", "load", "s").stdout) == msgs[:1]
 
 
 async def test_recall_cursor_pages_through_everything(db):
@@ -266,6 +302,14 @@ async def test_corrupt_store_is_an_error_not_a_crash(db):
         # The server lives on: a scope without the damaged record works as before.
         r = await c.call_tool("note", {"text": "the server is still alive", "scope": "other"})
         assert not r.is_error, r.content[0].text
+    # A damaged header: the store cannot even open; every call says so, the server stays up.
+    data = bytearray(db.read_bytes())
+    data[:64] = bytes(64)
+    db.write_bytes(bytes(data))
+    async with Client(server(db)) as c:
+        for _ in range(2):
+            r = await c.call_tool("wake", {})
+            assert r.is_error and r.structured_content["error"]["class"] == "corrupt"
 
 
 # --- HTTP ---------------------------------------------------------------------------------
