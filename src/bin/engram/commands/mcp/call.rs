@@ -133,6 +133,12 @@ pub fn run(server: &Server, store: Store, c: Call) -> Result<(u8, String, Option
     for s in scope.split(',') {
         engram::validate_scope(s)?;
     }
+    if scope.contains(',') && !commands::several_scopes(&c.command) {
+        return Err(Error::Invalid {
+            what: "scope",
+            reason: "several scopes are only for wake and recall".into(),
+        });
+    }
     let prefix = if scope == engram::DEFAULT_SCOPE || scope.contains(',') {
         "engram".to_string()
     } else {

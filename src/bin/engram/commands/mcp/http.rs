@@ -23,8 +23,14 @@ struct Gate {
     origins: Vec<String>,
 }
 
-/// Serves until interrupted.
+/// Serves until interrupted. A bare port (`8765`) means `127.0.0.1:8765`.
 pub async fn serve(handler: EngramMcp, addr: &str, origins: &[String]) -> Result<(), Error> {
+    let addr = if addr.contains(':') {
+        addr.to_string()
+    } else {
+        format!("127.0.0.1:{addr}")
+    };
+    let addr = addr.as_str();
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| Error::Invalid {

@@ -33,8 +33,8 @@ pub use tools::Group;
 /// The options of `engram mcp`.
 #[derive(Args, Debug)]
 pub struct McpArgs {
-    /// Serve Streamable HTTP at this address (e.g. 127.0.0.1:8765; port 0 picks one) instead of
-    /// stdio; every request needs a bearer token from `engram token add`
+    /// Serve Streamable HTTP at this address (127.0.0.1:8765, or a bare port for 127.0.0.1; port
+    /// 0 picks one) instead of stdio; every request needs a bearer token from `engram token add`
     #[arg(long, value_name = "ADDR")]
     pub http: Option<String>,
     /// Which tools to offer (comma-separated): core, sessions, admin, all [default: core,sessions]
