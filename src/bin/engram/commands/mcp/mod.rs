@@ -165,6 +165,13 @@ impl ServerHandler for EngramMcp {
         r: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        if ctx.ct.is_cancelled() {
+            // Cancelled before it started: nothing runs. Once started, a call (and its commit)
+            // completes.
+            return Ok(
+                call::error_result("busy", "the call was cancelled before it started").into(),
+            );
+        }
         let caller = self.caller(&ctx);
         let name = r.name.to_string();
         let arguments = r.arguments.map(serde_json::Value::Object);
