@@ -433,3 +433,19 @@ async def test_listen_hears_writes_to_the_wake_of_a_scope(db):
             with anyio.fail_after(5):
                 event = await sub.__anext__()
             assert uri in str(event)
+
+
+async def test_over_budget_reads_are_refused_and_writes_are_cut_not_failed(db):
+    lines = "".join(f"2024-01-01 entry {i}\n" for i in range(800))
+    subprocess.run([ENGRAM, "--db", str(db), "import", "-"], input=lines, text=True, check=True)
+    async with Client(server(db, "--max-bytes", "4000")) as c:
+        big = await c.call_tool("nap", {"batch": 300})
+        assert big.is_error and big.structured_content["error"]["class"] == "invalid"
+        assert "over this server's budget of 4000" in big.content[0].text
+        answers = [{"block": f"{i}-{i + 1}", "summary": f"entries {i} and {i + 1} [#{i}]"}
+                   for i in range(0, 800, 2)]
+        r = await c.call_tool("nap", {"answers": answers})
+        v = structured(r)  # the write committed: a success, its long list left out
+        assert "saved" in v["cut"] and len(r.content[0].text) <= 4000
+        assert r.content[0].text.startswith("Saved 400 summaries, from 0-1 to 798-799.")
+    assert "0-1" not in cli_json(db, "pending")

@@ -99,6 +99,7 @@ fn run_tool(server: &Server, caller: &Caller, name: &str, arguments: Value) -> C
             Ok(c) => c,
             Err(e) => return error_result(class(&e), &e.to_string()),
         };
+        let reads = commands::reads_only(&c.command);
         let (code, out, captured) = match run(server, store.as_principal(caller.0.as_deref()), c) {
             Ok(r) => r,
             // A smaller budget than asked for that no longer fits even one line.
@@ -111,9 +112,11 @@ fn run_tool(server: &Server, caller: &Caller, name: &str, arguments: Value) -> C
         };
         let size = out.len().max(value.to_string().len());
         if size <= server.max_bytes {
-            let mut r = CallToolResult::success(vec![ContentBlock::text(out)]);
-            r.structured_content = Some(value);
-            return r;
+            return success(out, value);
+        }
+        if !reads {
+            // A write that committed is never reported as a failure (the model would retry it).
+            return success_cut(out, value, server.max_bytes);
         }
         // wake and recall take a byte budget for their lines; the JSON of a line is larger, so
         // ask again for fewer lines, in proportion (they read only: asking twice is harmless).
@@ -186,6 +189,41 @@ fn shape(
         None => json!({}),
     };
     Ok((out, value))
+}
+
+/// A successful result.
+fn success(text: String, value: Value) -> CallToolResult {
+    let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
+    r.structured_content = Some(value);
+    r
+}
+
+/// A successful write whose result is over the budget: the text cut at a line within it, and
+/// the structured fields that do not fit (long block lists) left out and named in `cut`.
+fn success_cut(text: String, value: Value, max: usize) -> CallToolResult {
+    let mut kept = String::new();
+    for line in text.lines() {
+        if kept.len() + line.len() + 80 > max {
+            kept.push_str(&format!("[{} more bytes cut]\n", text.len() - kept.len()));
+            break;
+        }
+        kept.push_str(line);
+        kept.push('\n');
+    }
+    let Value::Object(fields) = value else {
+        return success(kept, json!({"cut": ["result"]}));
+    };
+    let mut out = serde_json::Map::new();
+    let mut cut = Vec::new();
+    for (k, v) in fields {
+        if v.to_string().len() <= max / 4 {
+            out.insert(k, v);
+        } else {
+            cut.push(k);
+        }
+    }
+    out.insert("cut".into(), json!(cut));
+    success(kept, Value::Object(out))
 }
 
 /// The refusal of a result over the budget, with how to ask for less.
