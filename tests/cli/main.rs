@@ -20,5 +20,6 @@ mod session_damage;
 mod session_processes;
 mod shell;
 mod sigkill;
+#[cfg(feature = "mcp")]
 mod token;
 mod trust;

@@ -16,9 +16,14 @@ use crate::output::shell_quote;
 /// writes, and which optional parts are built in.
 pub fn long_version() -> String {
     format!(
-        "{}\nstore format {} (one redb file)\nserver backend (PostgreSQL): not built in\nMCP server: built in (stdio and Streamable HTTP)",
+        "{}\nstore format {} (one redb file)\nserver backend (PostgreSQL): not built in\nMCP server: {}",
         env!("CARGO_PKG_VERSION"),
-        engram::storage::schema::STORE_FORMAT
+        engram::storage::schema::STORE_FORMAT,
+        if cfg!(feature = "mcp") {
+            "built in (stdio and Streamable HTTP)"
+        } else {
+            "not built in"
+        }
     )
 }
 
@@ -143,6 +148,7 @@ impl Cli {
         Ok(())
     }
 
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
     /// The store file and the options to open it with (`--busy-timeout-ms`, `--as`, checked).
     pub fn store_options(&self) -> Result<(PathBuf, Options), Error> {
         if let Some(p) = &self.principal {
@@ -259,6 +265,7 @@ impl<'a> Context<'a> {
         })
     }
 
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
     /// A context for one MCP tool call over an open store: text to `out` and the `--json` value
     /// captured, `-` reading `stdin` (empty when `None`), hints naming `prefix`.
     pub fn for_call(

@@ -50,6 +50,7 @@ fn main() -> ExitCode {
     if let Err(e) = cli.apply_env(&matches) {
         return report(&e);
     }
+    #[cfg(feature = "mcp")]
     if let Command::Mcp(a) = &cli.command {
         // The server writes stdout from its own threads: it must not be locked here.
         return match mcp(&cli, a) {
@@ -87,6 +88,7 @@ fn main() -> ExitCode {
     }
 }
 
+#[cfg(feature = "mcp")]
 /// Runs `engram mcp` until its client goes away (stdio) or it is interrupted (HTTP).
 fn mcp(cli: &Cli, a: &commands::mcp::McpArgs) -> Result<u8, Error> {
     let (path, opts) = cli.store_options()?;
