@@ -449,3 +449,24 @@ async def test_over_budget_reads_are_refused_and_writes_are_cut_not_failed(db):
         assert "saved" in v["cut"] and len(r.content[0].text) <= 4000
         assert r.content[0].text.startswith("Saved 400 summaries, from 0-1 to 798-799.")
     assert "0-1" not in cli_json(db, "pending")
+
+
+def test_a_client_that_vanishes_mid_call_leaves_a_sound_store(db):
+    proc = subprocess.Popen([ENGRAM, "--db", str(db), "mcp"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    send = [INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+    send += [{"jsonrpc": "2.0", "id": 2 + i, "method": "tools/call",
+              "params": {"name": "note", "arguments": {"text": f"note {i}"}}} for i in range(50)]
+    proc.stdin.write("".join(json.dumps(m) + "\n" for m in send).encode())
+    proc.stdin.flush()
+    proc.stdout.readline()  # the initialize answer: the calls are under way
+    proc.stdout.close()  # the client is gone: nobody reads, nobody writes
+    proc.stdin.close()
+    assert proc.wait(timeout=20) is not None
+    assert cli(db, "verify").returncode == 0
+    found = cli_json(db, "recall", "^#", "--bytes", "1000000")
+    # Calls run concurrently, so any of them may have committed, each once, with dense ids.
+    texts = [m["text"] for m in found["matches"]]
+    assert len(set(texts)) == len(texts) == found["total"] <= 50
+    assert set(texts) <= {f"note {i}" for i in range(50)}
+    assert [m["id"] for m in found["matches"]] == list(range(found["total"]))
