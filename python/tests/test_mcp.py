@@ -106,6 +106,12 @@ async def test_discovery_era_admin_tools_and_read_only(db):
         names = [t.name for t in (await c.list_tools()).tools]
         assert names == CORE + SESSIONS + ADMIN
         assert structured(await c.call_tool("grants", {}))["result"] == []
+        g = {"principal": "carol", "access": "read", "scope": "team/"}
+        assert structured(await c.call_tool("grant", g)) == g | {"granted": True}
+        assert [x["principal"] for x in cli_json(db, "grants")] == ["carol"]
+        assert structured(await c.call_tool("revoke", g)) == g | {"revoked": True}
+        bad = await c.call_tool("grant", g | {"access": "admin"})
+        assert bad.is_error and bad.structured_content["error"]["class"] == "invalid"
     cli(db, "grant", "bob", "read", "default")
     async with Client(server(db, "--as", "bob", "--tools", "all")) as c:
         names = [t.name for t in (await c.list_tools()).tools]

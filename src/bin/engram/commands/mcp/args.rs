@@ -302,6 +302,18 @@ pub fn nap(a: NapIn) -> Result<Call, Error> {
     })
 }
 
+/// What `decide` records.
+#[derive(Deserialize, JsonSchema, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// It is true.
+    Accept,
+    /// It is no longer current.
+    Deprecate,
+    /// It was wrong.
+    Retract,
+}
+
 /// Arguments of `decide`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -309,7 +321,7 @@ pub struct DecideIn {
     /// The memory id.
     pub id: u64,
     /// accept (it is true), deprecate (no longer current) or retract (it was wrong).
-    pub action: String,
+    pub action: Action,
     /// Why, recorded in the event.
     pub why: Option<String>,
     /// The scope; the server's scope when omitted.
@@ -317,23 +329,17 @@ pub struct DecideIn {
 }
 
 /// Builds `accept`, `deprecate` or `retract`.
-pub fn decide(a: DecideIn) -> Result<Call, Error> {
+pub fn decide(a: DecideIn) -> Call {
     let args = lifecycle::DecideArgs {
         id: a.id,
         why: a.why,
     };
-    let command = match a.action.as_str() {
-        "accept" => Command::Accept(args),
-        "deprecate" => Command::Deprecate(args),
-        "retract" => Command::Retract(args),
-        other => {
-            return Err(Error::Invalid {
-                what: "action",
-                reason: format!("{other:?}: expected accept, deprecate or retract"),
-            })
-        }
+    let command = match a.action {
+        Action::Accept => Command::Accept(args),
+        Action::Deprecate => Command::Deprecate(args),
+        Action::Retract => Command::Retract(args),
     };
-    Ok(Call::new(command, a.scope))
+    Call::new(command, a.scope)
 }
 
 /// Arguments of `redact`.
@@ -357,6 +363,26 @@ pub fn redact(a: RedactIn) -> Call {
     Call::new(Command::Redact(args), a.scope)
 }
 
+/// What a grant allows.
+#[derive(Deserialize, JsonSchema, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub enum Right {
+    /// Reading the scope.
+    Read,
+    /// Writing the scope.
+    Write,
+}
+
+impl Right {
+    /// The CLI's word for it.
+    fn word(self) -> String {
+        match self {
+            Right::Read => "read".into(),
+            Right::Write => "write".into(),
+        }
+    }
+}
+
 /// Arguments of `grant` and `revoke`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -364,7 +390,7 @@ pub struct GrantIn {
     /// The principal.
     pub principal: String,
     /// read or write.
-    pub access: String,
+    pub access: Right,
     /// A scope, or a prefix ending in `/` or `:`.
     pub scope: String,
 }
@@ -373,7 +399,7 @@ pub struct GrantIn {
 pub fn grant(a: GrantIn) -> Call {
     let args = trust::GrantArgs {
         who: a.principal,
-        access: a.access,
+        access: a.access.word(),
         target: a.scope,
     };
     Call::new(Command::Grant(args), None)
@@ -383,7 +409,7 @@ pub fn grant(a: GrantIn) -> Call {
 pub fn revoke(a: GrantIn) -> Call {
     let args = trust::RevokeArgs {
         who: a.principal,
-        access: a.access,
+        access: a.access.word(),
         target: a.scope,
     };
     Call::new(Command::Revoke(args), None)
@@ -418,14 +444,22 @@ pub fn policy(a: PolicyIn) -> Call {
     Call::new(Command::Policy(args), a.scope)
 }
 
-/// Arguments of the session tools that name one session.
+/// Arguments of `session_load`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionIn {
     /// The session id.
     pub id: String,
-    /// session_load only: the newest N messages.
+    /// Only the newest N messages.
     pub limit: Option<usize>,
+}
+
+/// Arguments of `session_history`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionIdIn {
+    /// The session id.
+    pub id: String,
 }
 
 /// Builds `session_load` (`session items --limit N` with a limit).
@@ -441,7 +475,7 @@ pub fn session_load(a: SessionIn) -> Call {
 }
 
 /// Builds `session_history`.
-pub fn session_history(a: SessionIn) -> Call {
+pub fn session_history(a: SessionIdIn) -> Call {
     let cmd = session::SessionCmd::History(session::IdArgs { id: a.id });
     Call::new(Command::Session(session::SessionArgs { cmd }), None)
 }

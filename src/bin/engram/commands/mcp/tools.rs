@@ -211,7 +211,7 @@ pub const TOOLS: &[ToolSpec] = &[
         idempotent: false,
         input: schema_for_type::<args::DecideIn>,
         output: (&["id", "status"], &["id", "status"]),
-        build: build!(tried args::decide),
+        build: build!(args::decide),
     },
     ToolSpec {
         name: "session_load",
@@ -269,7 +269,7 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: true,
         destructive: false,
         idempotent: true,
-        input: schema_for_type::<args::SessionIn>,
+        input: schema_for_type::<args::SessionIdIn>,
         output: RESULT,
         build: build!(args::session_history),
     },
