@@ -4,7 +4,8 @@
 # From the repository root (or anywhere): `bash python/test.sh [pytest args...]`.
 # On a fresh machine it creates a virtualenv (target/pyvenv, or $ENGRAM_PYVENV), installs
 # ./python with its framework extras (pip builds the extension in release through maturin),
-# pytest and pytest-asyncio, and runs python/tests. Later runs reuse the virtualenv and rebuild
+# pytest and pytest-asyncio, and the MCP client; builds the `engram` binary (for test_mcp.py);
+# and runs python/tests. Later runs reuse the virtualenv and rebuild
 # the extension only when the Rust or Python sources changed. Exits non-zero on any failure.
 set -euo pipefail
 
@@ -33,10 +34,12 @@ build_key="$(
 # transformers and much more; its memory plugin only imports numpy and scikit-learn, so it is
 # installed without its dependencies beside those two.
 extras="pure-agents,openai-agents,langchain,test"
-deps_key="v1 $extras optillm-nodeps numpy scikit-learn"
+# The official MCP client, pinned: tests/test_mcp.py drives `engram mcp` through it.
+mcp_client="mcp==2.3.0"
+deps_key="v2 $extras optillm-nodeps numpy scikit-learn $mcp_client"
 if [ "$(cat "$venv/.engram-deps" 2>/dev/null)" != "$deps_key" ]; then
   echo "== installing ./python[$extras] and the optillm memory plugin"
-  pip install --quiet "./python[$extras]" numpy scikit-learn
+  pip install --quiet "./python[$extras]" numpy scikit-learn "$mcp_client"
   pip install --quiet --no-deps optillm
   echo "$deps_key" >"$venv/.engram-deps"
   # That built and installed the extension from the current sources.
@@ -48,6 +51,11 @@ if [ "$(cat "$venv/.engram-build" 2>/dev/null)" != "$build_key" ]; then  # sourc
   pip install --quiet --force-reinstall --no-deps ./python
   echo "$build_key" >"$venv/.engram-build"
 fi
+
+# tests/test_mcp.py runs the real `engram` binary (ENGRAM_BIN), built here in release.
+echo "== cargo build --release --bin engram"
+cargo build --release --quiet --bin engram
+export ENGRAM_BIN="${ENGRAM_BIN:-${CARGO_TARGET_DIR:-$root/target}/release/engram}"
 
 echo "== pytest python/tests"
 cd "$root/python/tests"

@@ -29,6 +29,12 @@ pub struct RecallQuery {
     pub kind: Option<Kind>,
     /// Byte budget of the shown lines (default 20,000).
     pub max_bytes: usize,
+    /// Only memories with an id below this one: the cursor of the next page, as
+    /// [`Recall::next_before`] gives it.
+    pub before: Option<u64>,
+    /// Take the pattern as plain words: each whitespace-separated word must occur in the line, in
+    /// any order, as a literal (case-insensitive), instead of as one regex.
+    pub words: bool,
 }
 
 impl RecallQuery {
@@ -41,6 +47,8 @@ impl RecallQuery {
             until_us: None,
             kind: None,
             max_bytes: 20_000,
+            before: None,
+            words: false,
         }
     }
 }
@@ -57,6 +65,10 @@ pub struct Recall {
     /// Ids of records that could not be decoded (damaged); they were skipped, never hiding the
     /// valid matches. Empty in a sound store.
     pub unreadable: Vec<u64>,
+    /// When older matches were left out: the cursor that continues with them (the id of the
+    /// oldest match shown), for [`RecallQuery::before`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_before: Option<u64>,
 }
 
 impl Recall {
@@ -88,8 +100,11 @@ impl Recall {
             ));
         } else {
             out.push_str(&format!(
-                "Newest {shown} of {} matches. Narrow the regex.\n",
-                self.total
+                "Newest {shown} of {} matches. Narrow the regex{}.\n",
+                self.total,
+                self.next_before
+                    .map(|b| format!(", or see older ones with --before {b}"))
+                    .unwrap_or_default()
             ));
         }
         if !self.unreadable.is_empty() {
@@ -99,6 +114,22 @@ impl Recall {
         }
         out
     }
+}
+
+/// Compiles what a line must match: the pattern as one regex, or (`words`) one literal per
+/// whitespace-separated word, all of which must occur, in any order.
+pub fn compile_query(p: &str, words: bool) -> Result<Vec<regex::Regex>> {
+    if !words {
+        return Ok(vec![compile_pattern(p)?]);
+    }
+    let literals: Vec<regex::Regex> = p
+        .split_whitespace()
+        .map(|w| compile_pattern(&regex::escape(w)))
+        .collect::<Result<_>>()?;
+    if literals.is_empty() {
+        return Err(Error::invalid("words", "there is no word to look for"));
+    }
+    Ok(literals)
 }
 
 /// Compiles a recall pattern: case-insensitive, linear time, with a bound on its compiled size.
@@ -118,7 +149,7 @@ pub fn compile_pattern(p: &str) -> Result<regex::Regex> {
 impl ReadTxn {
     /// Finds memories whose line matches the query, streaming the log newest first.
     pub fn recall(&self, scope: &str, q: &RecallQuery) -> Result<Recall> {
-        let re = compile_pattern(&q.pattern)?;
+        let res = compile_query(&q.pattern, q.words)?;
         let mut found = Vec::new();
         let mut total = 0u64;
         let Some(meta) = self.scope_meta(scope)? else {
@@ -127,6 +158,7 @@ impl ReadTxn {
                 total,
                 lines: Vec::new(),
                 unreadable: Vec::new(),
+                next_before: None,
             });
         };
         let limit = q.limit.unwrap_or(usize::MAX);
@@ -136,7 +168,8 @@ impl ReadTxn {
         let mut num = [0u8; 20];
         let mut unreadable = Vec::new();
         let mut line = String::new();
-        let range = (meta.id, 0)..(meta.id, meta.count);
+        let end = q.before.map_or(meta.count, |b| b.min(meta.count));
+        let range = (meta.id, 0)..(meta.id, end);
         LOG.scan(&self.tx, range, Dir::Reverse, |(_, pos), v| {
             // A borrowed view: no allocation per record; only matches are decoded whole.
             let m = match decode_view(meta.id, pos, v) {
@@ -164,7 +197,7 @@ impl ReadTxn {
             line.push_str(&day_cache.1);
             line.push(' ');
             line.push_str(&display_safe(m.text));
-            if !re.is_match(&line) {
+            if !res.iter().all(|re| re.is_match(&line)) {
                 return Ok(ControlFlow::Continue(()));
             }
             total += 1;
@@ -194,11 +227,16 @@ impl ReadTxn {
                 &crate::memory::lifecycle::state_of(&events, meta.id, m)?,
             ));
         }
+        let next_before = match found.first() {
+            Some(oldest) if total > found.len() as u64 => Some(oldest.id),
+            _ => None,
+        };
         Ok(Recall {
             matches: found,
             total,
             lines,
             unreadable,
+            next_before,
         })
     }
 }

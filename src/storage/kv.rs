@@ -9,7 +9,7 @@ use std::ops::{Bound, ControlFlow};
 
 use crate::error::Result;
 
-/// The 18 tables of [`crate::storage::schema`]; each backend maps an id to its own table.
+/// The 19 tables of [`crate::storage::schema`]; each backend maps an id to its own table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[allow(missing_docs)]
 pub enum TableId {
@@ -31,11 +31,12 @@ pub enum TableId {
     Stale,
     Claims,
     Audit,
+    Tokens,
 }
 
 impl TableId {
     /// Every table, in the order of [`crate::storage::schema::TABLE_NAMES`].
-    pub const ALL: [TableId; 18] = [
+    pub const ALL: [TableId; 19] = [
         TableId::Meta,
         TableId::Config,
         TableId::Scopes,
@@ -54,6 +55,7 @@ impl TableId {
         TableId::Stale,
         TableId::Claims,
         TableId::Audit,
+        TableId::Tokens,
     ];
 
     /// The table's name in the file (and in errors).
@@ -77,6 +79,7 @@ impl TableId {
             TableId::Stale => "stale",
             TableId::Claims => "claims",
             TableId::Audit => "audit",
+            TableId::Tokens => "tokens",
         }
     }
 

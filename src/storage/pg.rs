@@ -159,6 +159,10 @@ fn db_message(e: &postgres::Error) -> String {
 /// A server error that running again would not fix, as engram's error.
 pub(crate) fn server_error(e: &postgres::Error) -> Error {
     match e.code() {
+        Some(c) if *c == SqlState::UNDEFINED_TABLE => Error::ReadOnly(format!(
+            "the store lacks a table that this engram adds on its first read-write open (any write, or `engram init`, adds it): {}",
+            db_message(e)
+        )),
         Some(c) if *c == SqlState::INSUFFICIENT_PRIVILEGE => {
             Error::Denied(format!("the PostgreSQL server refused: {}", db_message(e)))
         }

@@ -379,12 +379,13 @@ redb_tables! {
     Stale => STALE: (u32, u8, u64), ();
     Claims => CLAIMS: (u32, u8, u64), &'static [u8];
     Audit => AUDIT: u64, &'static [u8];
+    Tokens => TOKENS: &'static str, &'static [u8];
 }
 
 /// A read transaction of redb as a [`KvRead`], each table opened once.
 pub struct RedbRead {
     tx: ReadTransaction,
-    tables: [OnceCell<ReadT>; 18],
+    tables: [OnceCell<ReadT>; 19],
 }
 
 impl RedbRead {
@@ -444,7 +445,7 @@ impl KvRead for RedbRead {
 /// `RedbWrite::close` (or the end of the transaction).
 pub struct RedbWrite<'t> {
     tx: &'t WriteTransaction,
-    tables: [RefCell<Option<WriteT<'t>>>; 18],
+    tables: [RefCell<Option<WriteT<'t>>>; 19],
 }
 
 fn in_use(id: TableId) -> Error {

@@ -49,6 +49,9 @@ pub const STALE: TableDefinition<(u32, u8, u64), ()> = TableDefinition::new("sta
 pub const CLAIMS: TableDefinition<(u32, u8, u64), &[u8]> = TableDefinition::new("claims");
 /// The read audit, when enabled: sequence number -> who read what, when.
 pub const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
+/// Bearer tokens of the MCP server's HTTP transport: SHA-256 of the token (64 lowercase hex
+/// digits) -> the principal it authenticates, who added it, when. The token itself is never stored.
+pub const TOKENS: TableDefinition<&str, &[u8]> = TableDefinition::new("tokens");
 
 /// The store format this build writes (the `format` entry of [`META`]).
 pub const STORE_FORMAT: u32 = 1;
@@ -73,4 +76,5 @@ pub const TABLE_NAMES: &[&str] = &[
     "stale",
     "claims",
     "audit",
+    "tokens",
 ];

@@ -501,12 +501,9 @@ impl Store {
         }
         let complete = ours == schema::TABLE_NAMES.len()
             && names.iter().any(|n| n == crate::storage::pg::COMMITS);
-        if !complete && (create || ours > 0) {
-            if store.opts.read_only {
-                return Err(Error::ReadOnly(
-                    "it lacks tables that this engram adds on its first read-write open".into(),
-                ));
-            }
+        // A read-only handle creates nothing: a table a newer engram added is made by the next
+        // read-write open, and until then a verb that needs it says so.
+        if !complete && (create || ours > 0) && !store.opts.read_only {
             pg.create_tables()?;
         }
         let initialized = ours > 0 && store.read(|r| tables::META.get(&r.tx, "format"))?.is_some();

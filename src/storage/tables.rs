@@ -1,4 +1,4 @@
-//! The typed descriptors of the 18 tables, for call sites: `LOG.get(kv, (scope, id))`. Each
+//! The typed descriptors of the 19 tables, for call sites: `LOG.get(kv, (scope, id))`. Each
 //! names its [`TableId`] and its key shape (see [`crate::storage::keys`]); the redb definitions
 //! of the same tables, with the same key types, are in [`crate::storage::schema`]. Values are
 //! envelope bytes ([`crate::storage::codec`]); `pending` and `stale` store empty values.
@@ -42,3 +42,5 @@ pub const STALE: Table<(u32, u8, u64)> = Table::new(TableId::Stale);
 pub const CLAIMS: Table<(u32, u8, u64)> = Table::new(TableId::Claims);
 /// The read audit: sequence number -> who read what, when.
 pub const AUDIT: Table<u64> = Table::new(TableId::Audit);
+/// HTTP bearer tokens: SHA-256 of the token, in hex -> principal, who added it, when.
+pub const TOKENS: Table<&str> = Table::new(TableId::Tokens);

@@ -198,6 +198,12 @@ impl ReadTxn {
     pub(crate) fn require_admin(&self, what: &str) -> Result<()> {
         self.asker.require_admin(&self.tx, what)
     }
+
+    /// Whether this transaction's principal is the store's admin (the MCP server lists its
+    /// admin tools only then).
+    pub fn is_admin(&self) -> Result<bool> {
+        Ok(self.asker.auth(&self.tx)?.is_admin(self.asker.principal()))
+    }
 }
 
 impl WriteTxn<'_> {

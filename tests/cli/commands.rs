@@ -789,7 +789,7 @@ fn recall_prints_matches_and_the_reference_count_lines() {
         [
             "#2 2024-01-03 alpha three",
             "#4 2024-03-01 alpha five",
-            "Newest 2 of 3 matches. Narrow the regex."
+            "Newest 2 of 3 matches. Narrow the regex, or see older ones with --before 2."
         ]
     );
     // --since is inclusive, --until exclusive.
@@ -846,9 +846,12 @@ fn recall_output_is_bounded_and_says_so() {
     let last = out.lines().last().expect("count line");
     let shown = out.lines().count() - 1;
     assert!(shown < 100);
+    let oldest = 100 - shown;
     assert_eq!(
         last,
-        format!("Newest {shown} of 100 matches. Narrow the regex.")
+        format!(
+            "Newest {shown} of 100 matches. Narrow the regex, or see older ones with --before {oldest}."
+        )
     );
     assert!(out.len() - last.len() - 1 <= 20_000, "{}", out.len());
     assert!(out

@@ -18,10 +18,13 @@ mod pg_hosts;
 mod pg_kill;
 mod race;
 mod reads;
+mod recall_paging;
 mod run_lines;
 mod session;
 mod session_damage;
 mod session_processes;
 mod shell;
 mod sigkill;
+#[cfg(feature = "mcp")]
+mod token;
 mod trust;

@@ -16,10 +16,22 @@ use crate::output::shell_quote;
 /// writes, and which optional parts are built in.
 pub fn long_version() -> String {
     format!(
-        "{}\nstore format {} (one redb file, or one schema on a PostgreSQL server)\nserver backend (PostgreSQL): {}\nMCP server: not built in",
+        "{}
+store format {} (one redb file, or one schema on a PostgreSQL server)
+server backend (PostgreSQL): {}
+MCP server: {}",
         env!("CARGO_PKG_VERSION"),
         engram::storage::schema::STORE_FORMAT,
-        if cfg!(feature = "postgres") { "built in" } else { "not built in" }
+        if cfg!(feature = "postgres") {
+            "built in"
+        } else {
+            "not built in"
+        },
+        if cfg!(feature = "mcp") {
+            "built in (stdio and Streamable HTTP)"
+        } else {
+            "not built in"
+        }
     )
 }
 
@@ -83,7 +95,8 @@ pub struct Cli {
     /// The memory stream to use [env: ENGRAM_SCOPE]
     #[arg(long, global = true, default_value = "default", value_name = "NAME")]
     pub scope: String,
-    /// Print JSON (wake, zoom, recall, pending, show, why, stats, verify, config, sessions)
+    /// Print JSON (the reads, and note, nap, forget, accept, deprecate, retract, redact, grant,
+    /// revoke, token, sessions)
     #[arg(long, global = true)]
     pub json: bool,
     /// Act as this principal (grants decide what it may read and write) [env: ENGRAM_PRINCIPAL]
@@ -154,6 +167,12 @@ impl Cli {
             .principal(self.principal.as_deref()))
     }
 
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    /// The store (`--db`) and the options to open it with (`--busy-timeout-ms`, `--as`, checked).
+    pub fn store_options(&self) -> Result<(PathBuf, Options), Error> {
+        Ok((self.db_path()?, self.options()?))
+    }
+
     /// The store file: `--db` (or `ENGRAM_DB`), else `~/.engram/memory.redb`.
     fn db_path(&self) -> Result<PathBuf, Error> {
         if let Some(p) = &self.db {
@@ -207,6 +226,14 @@ pub struct Context<'a> {
     pub created: bool,
     /// Standard output.
     pub out: &'a mut dyn Write,
+    /// Set by the MCP server: render the text to `out` *and* keep the `--json` value in
+    /// [`Context::captured`], from one run of the command (one transaction for a write).
+    pub both: bool,
+    /// The `--json` value of a command run with [`Context::both`].
+    pub captured: Option<serde_json::Value>,
+    /// What `-` reads instead of stdin. The MCP server passes tool arguments this way, and never
+    /// lets a command read its own stdin (on stdio, that is the protocol).
+    pub stdin: Option<String>,
 }
 
 impl<'a> Context<'a> {
@@ -246,7 +273,75 @@ impl<'a> Context<'a> {
             prefix_without_scope,
             created,
             out,
+            both: false,
+            captured: None,
+            stdin: None,
         })
+    }
+
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    /// A context for one MCP tool call over an open store: text to `out` and the `--json` value
+    /// captured, `-` reading `stdin` (empty when `None`), hints naming `prefix`.
+    pub fn for_call(
+        store: Store,
+        scope: &'a str,
+        prefix: String,
+        out: &'a mut dyn Write,
+        stdin: Option<String>,
+    ) -> Self {
+        Context {
+            store,
+            scope,
+            json: false,
+            prefix_without_scope: "engram".into(),
+            prefix,
+            created: false,
+            out,
+            both: true,
+            captured: None,
+            stdin: Some(stdin.unwrap_or_default()),
+        }
+    }
+
+    /// Whether the command should print its text (not `--json`, or both).
+    pub fn text_wanted(&self) -> bool {
+        !self.json || self.both
+    }
+
+    /// Whether the command should build its `--json` value (`--json`, or both).
+    pub fn json_wanted(&self) -> bool {
+        self.json || self.both
+    }
+
+    /// Prints `v` as JSON (`--json`), or keeps it as the captured value (both).
+    pub fn emit(&mut self, v: &impl serde::Serialize) -> Result<(), Error> {
+        if self.both {
+            self.captured = Some(serde_json::to_value(v).map_err(|e| Error::Io(e.into()))?);
+        } else if self.json {
+            crate::output::json(self.out, v)?;
+        }
+        Ok(())
+    }
+
+    /// The text argument as given, or (`-`) one line of stdin, or of [`Context::stdin`].
+    pub fn text_arg(&self, t: &str) -> Result<String, Error> {
+        match (&self.stdin, t) {
+            (Some(s), "-") => Ok(s.strip_suffix('\n').unwrap_or(s).to_string()),
+            _ => crate::input::text_arg(t),
+        }
+    }
+
+    /// A whole file, or (`-`) stdin, or [`Context::stdin`]; a context with [`Context::stdin`]
+    /// reads no file.
+    pub fn read_input(&self, file: &str) -> Result<String, Error> {
+        match &self.stdin {
+            Some(s) if file == "-" => Ok(s.clone()),
+            Some(_) => Err(Error::Invalid {
+                what: "file",
+                reason: "this server reads no file".into(),
+            }),
+            None => crate::input::read_input(file),
+        }
     }
 
     /// Closes the store, reporting what dropping it cannot: redb writes its allocator state,

@@ -50,6 +50,14 @@ fn main() -> ExitCode {
     if let Err(e) = cli.apply_env(&matches) {
         return report(&e);
     }
+    #[cfg(feature = "mcp")]
+    if let Command::Mcp(a) = &cli.command {
+        // The server writes stdout from its own threads: it must not be locked here.
+        return match mcp(&cli, a) {
+            Ok(code) => ExitCode::from(code),
+            Err(e) => report(&e),
+        };
+    }
     let mut out = std::io::stdout().lock();
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&cli, &mut out))) {
         Ok(Ok(code)) => {
@@ -78,6 +86,13 @@ fn main() -> ExitCode {
             ExitCode::from(70)
         }
     }
+}
+
+#[cfg(feature = "mcp")]
+/// Runs `engram mcp` until its client goes away (stdio) or it is interrupted (HTTP).
+fn mcp(cli: &Cli, a: &commands::mcp::McpArgs) -> Result<u8, Error> {
+    let (path, opts) = cli.store_options()?;
+    commands::mcp::serve(path, opts, &cli.scope, cli.principal.clone(), a)
 }
 
 /// Prints the error as one line on stderr and returns its exit code (docs/cli.md, "Exit codes").

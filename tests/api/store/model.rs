@@ -957,8 +957,16 @@ fn recall_model(model: &ScopeModel, q: &RecallQuery) -> Result<(Vec<String>, u64
             if total == 1 { "" } else { "es" }
         ));
     } else {
+        // The cursor to older matches is the id of the oldest line shown (`#id date text`).
+        let cursor = match shown.first().and_then(|l| l.strip_prefix('#')) {
+            Some(rest) => format!(
+                ", or see older ones with --before {}",
+                rest.split(' ').next().unwrap_or_default()
+            ),
+            None => String::new(),
+        };
         text.push_str(&format!(
-            "Newest {n} of {total} matches. Narrow the regex.\n"
+            "Newest {n} of {total} matches. Narrow the regex{cursor}.\n"
         ));
     }
     Ok((shown, total, text))

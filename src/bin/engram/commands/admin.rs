@@ -54,14 +54,11 @@ pub fn stats(cx: &mut Context<'_>) -> Result<u8, Error> {
         0 => 0.0,
         m => b as f64 / m as f64,
     });
-    if cx.json {
-        json(
-            cx.out,
-            &serde_json::json!({
-                "scopes": stats, "file_bytes": file_bytes, "memories": memories,
-                "bytes_per_memory": per,
-            }),
-        )?;
+    cx.emit(&serde_json::json!({
+        "scopes": stats, "file_bytes": file_bytes, "memories": memories,
+        "bytes_per_memory": per,
+    }))?;
+    if !cx.text_wanted() {
         return Ok(0);
     }
     for s in &stats {
@@ -87,9 +84,8 @@ pub fn verify(cx: &mut Context<'_>) -> Result<u8, Error> {
     let busy = Progress::start(cx.json, None, "verifying every page and record");
     let r = cx.store.verify()?;
     drop(busy);
-    if cx.json {
-        json(cx.out, &r)?;
-    } else {
+    cx.emit(&r)?;
+    if cx.text_wanted() {
         for p in &r.problems {
             writeln!(cx.out, "PROBLEM: {}", text::display_safe(p))?;
         }

@@ -9,7 +9,6 @@ use engram::memory::lifecycle::{Event, EventKind, MemoryState};
 use engram::{Block, Error, Memory};
 
 use crate::cli::Context;
-use crate::output::json;
 
 #[derive(Args, Debug)]
 pub struct ShowArgs {
@@ -27,11 +26,8 @@ pub struct WhyArgs {
 pub fn show(cx: &mut Context<'_>, a: &ShowArgs) -> Result<u8, Error> {
     let scope = cx.scope;
     let (mem, st) = cx.store.show(scope, a.id)?;
-    if cx.json {
-        json(
-            cx.out,
-            &serde_json::json!({"scope": scope, "memory": mem, "state": st}),
-        )?;
+    cx.emit(&serde_json::json!({"scope": scope, "memory": mem, "state": st}))?;
+    if !cx.text_wanted() {
         return Ok(0);
     }
     let out = &mut *cx.out;
@@ -113,9 +109,8 @@ fn event_line(e: &Event) -> String {
 pub fn why(cx: &mut Context<'_>, a: &WhyArgs) -> Result<u8, Error> {
     let b: Block = a.block.parse()?;
     let w = cx.store.why(cx.scope, b)?;
-    if cx.json {
-        json(cx.out, &w)?;
-    } else {
+    cx.emit(&w)?;
+    if cx.text_wanted() {
         write!(cx.out, "{}", w.render())?;
     }
     Ok(0)

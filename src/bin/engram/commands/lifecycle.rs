@@ -41,8 +41,13 @@ pub fn retract(cx: &mut Context<'_>, a: &DecideArgs) -> Result<u8, Error> {
 }
 
 /// Records the decision; the summaries built on the memory are stale until rebuilt.
+/// With `--json`: `{id, status}`.
 fn decide(cx: &mut Context<'_>, a: &DecideArgs, d: Decision, word: &str) -> Result<u8, Error> {
     cx.store.decide(cx.scope, a.id, d, a.why.as_deref())?;
+    cx.emit(&serde_json::json!({"id": a.id, "status": word}))?;
+    if !cx.text_wanted() {
+        return Ok(0);
+    }
     writeln!(
         cx.out,
         "#{} is {word}. Summaries built on it are stale until rebuilt: run `{} nap`.",
@@ -52,8 +57,13 @@ fn decide(cx: &mut Context<'_>, a: &DecideArgs, d: Decision, word: &str) -> Resu
 }
 
 /// Replaces the memory's text with a tombstone and drops the summaries built on it.
+/// With `--json`: `{id, status: "redacted"}`.
 pub fn redact(cx: &mut Context<'_>, a: &RedactArgs) -> Result<u8, Error> {
     cx.store.redact(cx.scope, a.id, &a.reason)?;
+    cx.emit(&serde_json::json!({"id": a.id, "status": "redacted"}))?;
+    if !cx.text_wanted() {
+        return Ok(0);
+    }
     writeln!(
         cx.out,
         "#{} is redacted; the summaries built on it were dropped. Run `{} nap` to rebuild them.",

@@ -7,10 +7,14 @@ pub mod import;
 mod init;
 mod inspect;
 mod lifecycle;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 mod note;
 mod recall;
 mod session;
 mod shell;
+#[cfg(feature = "mcp")]
+pub mod token;
 mod tree;
 mod trust;
 mod wake;
@@ -78,6 +82,12 @@ pub enum Command {
     Verify,
     /// Conversation histories: JSON arrays of message objects on stdin and stdout
     Session(session::SessionArgs),
+    /// Serve the store to MCP clients (coding agents): stdio, or Streamable HTTP with --http
+    #[cfg(feature = "mcp")]
+    Mcp(mcp::McpArgs),
+    /// Bearer tokens for `engram mcp --http`: add (printed once), list, revoke (admin only)
+    #[cfg(feature = "mcp")]
+    Token(token::TokenArgs),
     /// Print the shell completion script: `engram completions bash > ~/.local/share/bash-completion/completions/engram`
     Completions(shell::CompletionsArgs),
     /// Print the manual page (roff): `engram man | man -l -`
@@ -126,6 +136,13 @@ pub fn run(cx: &mut Context<'_>, command: &Command) -> Result<u8, Error> {
         Command::Stats => admin::stats(cx),
         Command::Verify => admin::verify(cx),
         Command::Session(a) => session::run(cx, a),
+        #[cfg(feature = "mcp")]
+        Command::Mcp(_) => Err(Error::Invalid {
+            what: "mcp",
+            reason: "the server runs outside a command context".into(),
+        }),
+        #[cfg(feature = "mcp")]
+        Command::Token(a) => token::run(cx, a),
         Command::Completions(a) => shell::completions(cx.out, a),
         Command::Man => shell::man(cx.out),
     }
@@ -152,6 +169,8 @@ pub fn reads_only(command: &Command) -> bool {
         Command::Config(a) => a.setting.is_none(),
         Command::Nap(a) => a.block.is_none() && a.apply.is_none(),
         Command::Session(a) => session::reads_only(a),
+        #[cfg(feature = "mcp")]
+        Command::Token(a) => token::reads_only(a),
         Command::Init
         | Command::Note(_)
         | Command::Accept(_)
@@ -163,6 +182,8 @@ pub fn reads_only(command: &Command) -> bool {
         | Command::Forget(_)
         | Command::Copy(_)
         | Command::Import(_) => false,
+        #[cfg(feature = "mcp")]
+        Command::Mcp(_) => false,
     }
 }
 

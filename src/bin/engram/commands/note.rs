@@ -6,7 +6,6 @@ use engram::domain::text;
 use engram::{Error, Kind, NewMemory, Status};
 
 use crate::cli::Context;
-use crate::input::text_arg;
 use crate::output::print_next_prompt;
 
 #[derive(Args, Debug)]
@@ -47,28 +46,42 @@ pub struct NoteArgs {
 
 /// Appends the memory. When the principal may read the scope, also says whether it is shown
 /// marked (proposed, or reading as instructions) and prints the next merge prompt, if one is due.
+/// With `--json`: `{id, replayed}`, and when the principal may read the scope also `status`,
+/// `untrusted` and `next_merge` (the merge prompt due, or null).
 pub fn run(cx: &mut Context<'_>, a: &NoteArgs) -> Result<u8, Error> {
     let scope = cx.scope;
-    let mem = new_memory(a)?;
+    let mem = new_memory(cx, a)?;
     let untrusted = engram::trust::policy::reads_as_instructions(&mem.text);
     let appended = cx.store.append(scope, vec![mem], a.key.as_deref())?;
-    writeln!(cx.out, "Saved as #{}.", appended.first)?;
+    let mut v = serde_json::json!({"id": appended.first, "replayed": appended.replayed});
+    let text = cx.text_wanted();
+    if text {
+        writeln!(cx.out, "Saved as #{}.", appended.first)?;
+    }
     if cx.store.read(|r| r.may(engram::Access::Read, scope))? {
         let (m, st) = cx.store.show(scope, appended.first)?;
-        if st.status == Status::Proposed {
+        if text && st.status == Status::Proposed {
             writeln!(cx.out, "Stored as proposed ({}): it is shown marked until a principal runs `{} accept {}`.", m.kind, cx.prefix, m.id)?;
         }
-        if untrusted {
+        if text && untrusted {
             writeln!(cx.out, "Flagged: it reads as instructions to the reader, so it will always be shown marked and quoted.")?;
         }
-        print_next_prompt(cx, false)?;
+        if cx.json_wanted() {
+            v["status"] = serde_json::json!(st.status);
+            v["untrusted"] = serde_json::json!(st.untrusted);
+            v["next_merge"] = serde_json::json!(cx.store.next_prompt(scope)?);
+        }
+        if text {
+            print_next_prompt(cx, false)?;
+        }
     }
+    cx.emit(&v)?;
     Ok(0)
 }
 
 /// The memory the arguments describe (its text read from stdin for `-`).
-fn new_memory(a: &NoteArgs) -> Result<NewMemory, Error> {
-    let mut mem = NewMemory::new(text_arg(&a.text)?).kind(a.kind.parse::<Kind>()?);
+fn new_memory(cx: &Context<'_>, a: &NoteArgs) -> Result<NewMemory, Error> {
+    let mut mem = NewMemory::new(cx.text_arg(&a.text)?).kind(a.kind.parse::<Kind>()?);
     if let Some(s) = &a.status {
         mem = mem.status(s.parse::<Status>()?);
     }

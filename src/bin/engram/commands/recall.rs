@@ -6,7 +6,7 @@ use engram::domain::text;
 use engram::{Error, Kind, RecallQuery};
 
 use crate::cli::Context;
-use crate::output::{json, plural};
+use crate::output::plural;
 
 #[derive(Args, Debug)]
 pub struct RecallArgs {
@@ -24,6 +24,15 @@ pub struct RecallArgs {
     /// Only memories of this kind
     #[arg(long, value_parser = Names(kinds))]
     pub kind: Option<String>,
+    /// Take the pattern as plain words: all of them, in any order, as literals
+    #[arg(long)]
+    pub words: bool,
+    /// Budget in bytes of the match lines shown [default: 20000]
+    #[arg(long, value_name = "BYTES")]
+    pub bytes: Option<usize>,
+    /// Only memories with an id below this one: the cursor a cut recall names
+    #[arg(long, value_name = "ID")]
+    pub before: Option<u64>,
     /// Search every scope you may read (each match names its scope); `--scope a,b` names
     /// several
     #[arg(long)]
@@ -39,6 +48,11 @@ pub fn run(cx: &mut Context<'_>, a: &RecallArgs) -> Result<u8, Error> {
     q.since_us = a.since.as_deref().map(text::parse_time).transpose()?;
     q.until_us = a.until.as_deref().map(text::parse_time).transpose()?;
     q.kind = a.kind.as_deref().map(str::parse::<Kind>).transpose()?;
+    q.words = a.words;
+    q.before = a.before;
+    if let Some(b) = a.bytes {
+        q.max_bytes = b;
+    }
     if a.all || scope.contains(',') {
         let scopes: Vec<String> = if a.all {
             cx.store.read(|r| r.scopes())?
@@ -48,9 +62,8 @@ pub fn run(cx: &mut Context<'_>, a: &RecallArgs) -> Result<u8, Error> {
         return recall_scopes(cx, &scopes, &q);
     }
     let r = cx.store.recall(scope, &q)?;
-    if cx.json {
-        json(cx.out, &r)?;
-    } else {
+    cx.emit(&r)?;
+    if cx.text_wanted() {
         write!(cx.out, "{}", r.render())?;
     }
     // The valid matches are printed; the exit status still says the store is damaged.
@@ -63,15 +76,17 @@ fn recall_scopes(cx: &mut Context<'_>, scopes: &[String], q: &RecallQuery) -> Re
     let found = cx.store.recall_scopes(scopes, q)?;
     let damaged = found.iter().any(|(_, r)| !r.unreadable.is_empty());
     let code = if damaged { 5 } else { 0 };
-    let out = &mut *cx.out;
-    if cx.json {
+    if cx.json_wanted() {
         let v: Vec<serde_json::Value> = found
             .iter()
             .map(|(s, r)| serde_json::json!({ "scope": s, "recall": r }))
             .collect();
-        json(out, &v)?;
-        return Ok(code);
+        cx.emit(&v)?;
+        if !cx.text_wanted() {
+            return Ok(code);
+        }
     }
+    let out = &mut *cx.out;
     let mut total = 0;
     for (s, r) in &found {
         for l in r.shown_lines() {

@@ -148,9 +148,8 @@ fn list(cx: &mut Context<'_>, a: &ListArgs) -> Result<u8, Error> {
     let l = cx
         .store
         .session_list(&a.prefix, a.after.as_deref(), a.limit)?;
-    if cx.json {
-        json(cx.out, &l)?;
-    } else {
+    cx.emit(&l)?;
+    if cx.text_wanted() {
         for s in l {
             writeln!(cx.out, "{}", text::display_safe(&s.id))?;
         }
@@ -162,6 +161,10 @@ fn list(cx: &mut Context<'_>, a: &ListArgs) -> Result<u8, Error> {
 fn load(cx: &mut Context<'_>, a: &IdArgs) -> Result<u8, Error> {
     match cx.store.session_load_lossy(&a.id)? {
         Some(r) => print_session_items(cx.out, &a.id, &r),
+        None if cx.both => {
+            writeln!(cx.out, "no session {:?}", text::display_safe(&a.id))?;
+            Ok(1)
+        }
         None => no_session(&a.id),
     }
 }
@@ -174,13 +177,12 @@ fn no_session(id: &str) -> Result<u8, Error> {
 
 /// Replaces the session's messages with the JSON array on stdin.
 fn save(cx: &mut Context<'_>, a: &SaveArgs) -> Result<u8, Error> {
-    let input = read_input("-")?;
+    let input = cx.read_input("-")?;
     let items = parse_array(&input, "stdin")?;
     let refs: Vec<&str> = items.iter().map(|r| r.get()).collect();
     let o = cx.store.session_save(&a.id, &refs, a.expect_revision)?;
-    if cx.json {
-        json(cx.out, &o)?;
-    } else {
+    cx.emit(&o)?;
+    if cx.text_wanted() {
         writeln!(
             cx.out,
             "Saved session at revision {}: {} kept, {} written, {} archived.",
@@ -192,15 +194,17 @@ fn save(cx: &mut Context<'_>, a: &SaveArgs) -> Result<u8, Error> {
 
 /// Appends the JSON array of items on stdin, as one atomic batch.
 fn append(cx: &mut Context<'_>, a: &AppendArgs) -> Result<u8, Error> {
-    let input = read_input("-")?;
+    let input = cx.read_input("-")?;
     let items = parse_array(&input, "stdin")?;
     let refs: Vec<&str> = items.iter().map(|r| r.get()).collect();
     let o = cx
         .store
         .session_append(&a.id, &refs, a.key.as_deref(), a.expect_revision)?;
-    if cx.json {
-        json(cx.out, &o)?;
-    } else if o.replayed {
+    cx.emit(&o)?;
+    if !cx.text_wanted() {
+        return Ok(0);
+    }
+    if o.replayed {
         writeln!(
             cx.out,
             "Already appended (key seen before): {} at revision {}.",

@@ -6,8 +6,7 @@ use engram::domain::text;
 use engram::{Block, Error, NapOutcome, PromptInput};
 
 use crate::cli::Context;
-use crate::input::{read_input, text_arg};
-use crate::output::{block_list, json, plural, print_next_prompt};
+use crate::output::{block_list, plural, print_next_prompt};
 use crate::progress::Progress;
 
 #[derive(Args, Debug)]
@@ -46,9 +45,8 @@ pub struct ForgetArgs {
 /// Lists the blocks waiting for a summary, in the order they are offered.
 pub fn pending(cx: &mut Context<'_>, a: &PendingArgs) -> Result<u8, Error> {
     let p = cx.store.pending(cx.scope, a.limit)?;
-    if cx.json {
-        json(cx.out, &p.iter().map(|b| b.to_string()).collect::<Vec<_>>())?;
-    } else {
+    cx.emit(&p.iter().map(|b| b.to_string()).collect::<Vec<_>>())?;
+    if cx.text_wanted() {
         for b in p {
             writeln!(cx.out, "{b}")?;
         }
@@ -66,7 +64,7 @@ pub fn nap(cx: &mut Context<'_>, a: &NapArgs) -> Result<u8, Error> {
         return nap_apply(cx, file);
     }
     match (&a.block, &a.text) {
-        (None, _) => print_next_prompt(cx, true)?,
+        (None, _) => next_merge(cx)?,
         (Some(_), None) => {
             return Err(Error::Invalid {
                 what: "nap",
@@ -81,14 +79,39 @@ pub fn nap(cx: &mut Context<'_>, a: &NapArgs) -> Result<u8, Error> {
     Ok(0)
 }
 
+/// Prints the next merge prompt; with `--json`, `{next_merge, pending}` (the prompt or null, and
+/// how many merges are due).
+fn next_merge(cx: &mut Context<'_>) -> Result<(), Error> {
+    if cx.json_wanted() {
+        let scope = cx.scope;
+        let v = serde_json::json!({
+            "next_merge": cx.store.next_prompt(scope)?,
+            "pending": cx.store.read(|r| r.pending_count(scope))?,
+        });
+        cx.emit(&v)?;
+    }
+    if cx.text_wanted() {
+        print_next_prompt(cx, true)?;
+    }
+    Ok(())
+}
+
+/// The next merge prompt as `--json` shows it after a write (null when none is due).
+fn next_merge_json(cx: &Context<'_>) -> Result<serde_json::Value, Error> {
+    if !cx.json_wanted() {
+        return Ok(serde_json::Value::Null);
+    }
+    Ok(serde_json::json!(cx.store.next_prompt(cx.scope)?))
+}
+
 /// Prints up to `n` independent merge prompts, to answer together with `--apply`.
 fn nap_batch(cx: &mut Context<'_>, n: usize) -> Result<u8, Error> {
     let prompts = cx.store.read(|r| r.prompts(cx.scope, n.max(1)))?;
-    let out = &mut *cx.out;
-    if cx.json {
-        json(out, &prompts)?;
+    cx.emit(&prompts)?;
+    if !cx.text_wanted() {
         return Ok(0);
     }
+    let out = &mut *cx.out;
     if prompts.is_empty() {
         writeln!(out, "Nothing left to compress.")?;
         return Ok(0);
@@ -115,7 +138,7 @@ fn nap_batch(cx: &mut Context<'_>, n: usize) -> Result<u8, Error> {
 
 /// Stores a file of `LO-HI<TAB>summary` lines in one transaction, then prints the next prompt.
 fn nap_apply(cx: &mut Context<'_>, file: &str) -> Result<u8, Error> {
-    let entries = parse_answers(&read_input(file)?)?;
+    let entries = parse_answers(&cx.read_input(file)?)?;
     let what = format!("saving {} summaries (one transaction)", entries.len());
     let busy = Progress::start(cx.json, None, &what);
     let done = cx.store.nap_many(cx.scope, entries)?;
@@ -128,6 +151,12 @@ fn nap_apply(cx: &mut Context<'_>, file: &str) -> Result<u8, Error> {
     };
     let saved = blocks(NapOutcome::Saved);
     let settled = blocks(NapOutcome::AlreadySettled);
+    let v =
+        serde_json::json!({"saved": saved, "settled": settled, "next_merge": next_merge_json(cx)?});
+    cx.emit(&v)?;
+    if !cx.text_wanted() {
+        return Ok(0);
+    }
     writeln!(
         cx.out,
         "Saved {}{}.",
@@ -170,12 +199,23 @@ fn parse_answers(input: &str) -> Result<Vec<(Block, String)>, Error> {
 /// Stores one answer (`-` reads it from stdin); flags a summary whose claims cite nothing.
 fn nap_answer(cx: &mut Context<'_>, block: &str, t: &str) -> Result<(), Error> {
     let b: Block = block.parse()?;
-    let t = text_arg(t)?;
-    match cx.store.nap(cx.scope, b, &t)? {
+    let t = cx.text_arg(t)?;
+    let outcome = cx.store.nap(cx.scope, b, &t)?;
+    let uncited = engram::domain::claims::uncited(&engram::domain::claims::parse_claims(&t));
+    let saved = outcome != NapOutcome::AlreadySettled;
+    let v = serde_json::json!({
+        "block": b.to_string(), "saved": saved, "uncited": saved && uncited,
+        "next_merge": next_merge_json(cx)?,
+    });
+    cx.emit(&v)?;
+    if !cx.text_wanted() {
+        return Ok(());
+    }
+    match outcome {
         NapOutcome::AlreadySettled => writeln!(cx.out, "{b} is already settled.")?,
         _ => {
             writeln!(cx.out, "Saved {b}.")?;
-            if engram::domain::claims::uncited(&engram::domain::claims::parse_claims(&t)) {
+            if uncited {
                 writeln!(
                     cx.out,
                     "Flagged uncited: a claim cites no memory (write claims like: text [#3, #7])."
@@ -191,6 +231,12 @@ fn nap_answer(cx: &mut Context<'_>, block: &str, t: &str) -> Result<(), Error> {
 pub fn forget(cx: &mut Context<'_>, a: &ForgetArgs) -> Result<u8, Error> {
     let b: Block = a.block.parse()?;
     let removed = cx.store.forget(cx.scope, b)?;
+    cx.emit(
+        &serde_json::json!({"forgot": removed.iter().map(|b| b.to_string()).collect::<Vec<_>>()}),
+    )?;
+    if !cx.text_wanted() {
+        return Ok(0);
+    }
     if removed.is_empty() {
         writeln!(cx.out, "No summary to forget in {b}.")?;
     } else {
@@ -211,7 +257,7 @@ pub fn forget(cx: &mut Context<'_>, a: &ForgetArgs) -> Result<u8, Error> {
 pub fn zoom(cx: &mut Context<'_>, a: &ZoomArgs) -> Result<u8, Error> {
     let b: Block = a.block.parse()?;
     let lines = match cx.store.zoom_lines(cx.scope, b) {
-        Err(e @ Error::OutOfRange { .. }) => {
+        Err(e @ Error::OutOfRange { .. }) if !cx.both => {
             eprintln!(
                 "engram: {}\nRun: {} wake",
                 text::display_safe(&e.to_string()),
@@ -221,9 +267,11 @@ pub fn zoom(cx: &mut Context<'_>, a: &ZoomArgs) -> Result<u8, Error> {
         }
         r => r?,
     };
-    if cx.json {
-        json(cx.out, &cx.store.zoom(cx.scope, b)?)?;
-    } else {
+    if cx.json_wanted() {
+        let z = cx.store.zoom(cx.scope, b)?;
+        cx.emit(&z)?;
+    }
+    if cx.text_wanted() {
         for l in lines {
             writeln!(cx.out, "{l}")?;
         }

@@ -52,14 +52,24 @@ pub struct AuditArgs {
 pub fn grant(cx: &mut Context<'_>, a: &GrantArgs) -> Result<u8, Error> {
     let (who, access, target) = (&a.who, &a.access, &a.target);
     cx.store.grant(who, access.parse()?, target)?;
-    writeln!(cx.out, "{who} may now {access} {target}.")?;
+    cx.emit(
+        &serde_json::json!({"principal": who, "access": access, "scope": target, "granted": true}),
+    )?;
+    if cx.text_wanted() {
+        writeln!(cx.out, "{who} may now {access} {target}.")?;
+    }
     Ok(0)
 }
 
 /// Takes a grant back; says so when there was none.
 pub fn revoke(cx: &mut Context<'_>, a: &RevokeArgs) -> Result<u8, Error> {
     let (who, access, target) = (&a.who, &a.access, &a.target);
-    if cx.store.revoke(who, access.parse()?, target)? {
+    let existed = cx.store.revoke(who, access.parse()?, target)?;
+    cx.emit(&serde_json::json!({"principal": who, "access": access, "scope": target, "revoked": existed}))?;
+    if !cx.text_wanted() {
+        return Ok(0);
+    }
+    if existed {
         writeln!(cx.out, "{who} may no longer {access} {target}.")?;
     } else {
         writeln!(cx.out, "{who} had no {access} grant on {target}.")?;
@@ -70,9 +80,11 @@ pub fn revoke(cx: &mut Context<'_>, a: &RevokeArgs) -> Result<u8, Error> {
 /// Lists every grant.
 pub fn grants(cx: &mut Context<'_>) -> Result<u8, Error> {
     let g = cx.store.grants()?;
-    if cx.json {
-        json(cx.out, &g)?;
-    } else if g.is_empty() {
+    cx.emit(&g)?;
+    if !cx.text_wanted() {
+        return Ok(0);
+    }
+    if g.is_empty() {
         writeln!(
             cx.out,
             "No grants: every principal may read and write every scope."
@@ -94,9 +106,8 @@ pub fn policy(cx: &mut Context<'_>, a: &PolicyArgs) -> Result<u8, Error> {
         }
         cx.store.set_policy(cx.scope, &p)?;
     }
-    if cx.json {
-        json(cx.out, &p)?;
-    } else {
+    cx.emit(&p)?;
+    if cx.text_wanted() {
         write!(cx.out, "{}", p.describe())?;
     }
     Ok(0)

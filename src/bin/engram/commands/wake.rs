@@ -4,7 +4,6 @@ use clap::Args;
 use engram::{Error, WakeOptions};
 
 use crate::cli::Context;
-use crate::output::json;
 
 #[derive(Args, Debug)]
 pub struct WakeArgs {
@@ -51,15 +50,19 @@ pub fn run(cx: &mut Context<'_>, a: &WakeArgs) -> Result<u8, Error> {
             ..w
         };
         let (views, text) = cx.store.wake_scopes(&scopes, &w)?;
-        if cx.json {
-            json(cx.out, &views)?;
-        } else {
+        cx.emit(&views)?;
+        if cx.text_wanted() {
             write!(cx.out, "{text}")?;
         }
-    } else if cx.json {
-        json(cx.out, &cx.store.wake(scope, &w)?)?;
-    } else {
-        write!(cx.out, "{}", cx.store.wake_text(scope, &w)?)?;
+        return Ok(0);
+    }
+    if cx.json_wanted() {
+        let view = cx.store.wake(scope, &w)?;
+        cx.emit(&view)?;
+    }
+    if cx.text_wanted() {
+        let text = cx.store.wake_text(scope, &w)?;
+        write!(cx.out, "{text}")?;
     }
     Ok(0)
 }

@@ -1,0 +1,117 @@
+//! `engram mcp --http ADDR`: Streamable HTTP at `/mcp`, where every request must carry a bearer
+//! token that `engram token add` made. The token's principal is who the request acts as (its
+//! grants decide what it may read and write). No token or an unknown one: 401. A revoked token
+//! is unknown from the next request on: each request looks its hash up in the store. A request
+//! with an `Origin` header that is not allowed (`--allow-origin`): 403, before the token is read.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use engram::Error;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+
+use super::{Caller, EngramMcp, Server};
+use crate::commands::token::token_hash;
+
+/// What the middleware needs: the store (for token hashes) and the allowed origins.
+struct Gate {
+    server: Arc<Server>,
+    origins: Vec<String>,
+}
+
+/// Serves until interrupted. A bare port (`8765`) means `127.0.0.1:8765`.
+pub async fn serve(handler: EngramMcp, addr: &str, origins: &[String]) -> Result<(), Error> {
+    let addr = if addr.contains(':') {
+        addr.to_string()
+    } else {
+        format!("127.0.0.1:{addr}")
+    };
+    let addr = addr.as_str();
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| Error::Invalid {
+            what: "address",
+            reason: format!("cannot listen on {addr}: {e}"),
+        })?;
+    let local = listener.local_addr()?;
+    let ct = tokio_util::sync::CancellationToken::new();
+    let mut hosts = vec!["localhost".to_string(), "127.0.0.1".into(), "::1".into()];
+    hosts.push(local.ip().to_string());
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts)
+        .with_allowed_origins(origins.to_vec())
+        .enforce_origin_validation()
+        .with_cancellation_token(ct.child_token());
+    let gate = Arc::new(Gate {
+        server: Arc::clone(&handler.0),
+        origins: origins.to_vec(),
+    });
+    let service = StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        LocalSessionManager::default().into(),
+        config,
+    );
+    let app = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(gate, authenticate));
+    eprintln!("engram: serving MCP at http://{local}/mcp");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            let _ = tokio::signal::ctrl_c().await;
+            ct.cancel();
+        })
+        .await?;
+    Ok(())
+}
+
+/// A refusal with a one-line reason.
+fn refuse(status: StatusCode, why: &'static str) -> Response {
+    let mut r = (status, why).into_response();
+    if status == StatusCode::UNAUTHORIZED {
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"engram\""),
+        );
+    }
+    r
+}
+
+/// Checks the Origin, then the bearer token; attaches the token's principal as the [`Caller`].
+async fn authenticate(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> Response {
+    if let Some(origin) = req.headers().get(header::ORIGIN) {
+        let ok = origin
+            .to_str()
+            .is_ok_and(|o| gate.origins.iter().any(|a| a == o));
+        if !ok {
+            return refuse(StatusCode::FORBIDDEN, "this Origin is not allowed\n");
+        }
+    }
+    let token = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(|t| t.trim().to_string());
+    let Some(token) = token else {
+        return refuse(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
+    };
+    let server = Arc::clone(&gate.server);
+    let found =
+        tokio::task::spawn_blocking(move || server.store()?.token_principal(&token_hash(&token)))
+            .await;
+    match found {
+        Ok(Ok(Some(principal))) => {
+            req.extensions_mut().insert(Caller(Some(principal)));
+            next.run(req).await
+        }
+        Ok(Ok(None)) => refuse(StatusCode::UNAUTHORIZED, "unknown or revoked token\n"),
+        _ => refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the store cannot check tokens now\n",
+        ),
+    }
+}

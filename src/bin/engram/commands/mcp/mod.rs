@@ -1,0 +1,343 @@
+//! `engram mcp`: the store as a Model Context Protocol server, over stdio or Streamable HTTP
+//! (`--http`). A thin shell over the CLI: each tool call runs the CLI command of the same verb
+//! ([`args`]) on the shared store, with the text of its lines as the result's content and its
+//! `--json` value as the structured content. [`tools`] lists the tools, [`call`] runs one,
+//! [`resources`] serves resources, prompts and the instructions, [`subscribe`] the wake
+//! resources' subscriptions, [`http`] the HTTP transport and its bearer tokens. See
+//! docs/mcp.md.
+
+mod args;
+mod call;
+mod http;
+mod resources;
+mod subscribe;
+mod tools;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use clap::Args;
+use engram::{Error, Options, Store};
+use rmcp::model::{
+    CacheScope, CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse,
+    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
+    UnsubscribeRequestParams,
+};
+use rmcp::service::{RequestContext, SubscriptionContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
+
+pub use tools::Group;
+
+/// The options of `engram mcp`.
+#[derive(Args, Debug)]
+pub struct McpArgs {
+    /// Serve Streamable HTTP at this address (127.0.0.1:8765, or a bare port for 127.0.0.1; port
+    /// 0 picks one) instead of stdio; every request needs a bearer token from `engram token add`
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
+    /// Which tools to offer (comma-separated): core, sessions, admin, all [default: core,sessions]
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub tools: Vec<Group>,
+    /// Offer only the tools that read (for subagents)
+    #[arg(long)]
+    pub read_only: bool,
+    /// The most bytes a result's text (and its structured content) may take
+    #[arg(long, default_value_t = 20_000, value_name = "BYTES")]
+    pub max_bytes: usize,
+    /// Also accept requests from this browser Origin (HTTP; repeatable). Without one, a
+    /// request that carries an Origin header is refused
+    #[arg(long, value_name = "ORIGIN")]
+    pub allow_origin: Vec<String>,
+}
+
+/// What every call of one server process shares.
+pub struct Server {
+    /// The store file.
+    path: PathBuf,
+    /// How to open it.
+    opts: Options,
+    /// The store, opened at the first call that needs it (and again after a failed open).
+    store: Mutex<Option<Store>>,
+    /// `--scope`: the scope of a call that names none.
+    scope: String,
+    /// `--as` (stdio): who the caller is. Over HTTP the token says.
+    principal: Option<String>,
+    /// `--tools`.
+    groups: Vec<Group>,
+    /// `--read-only`.
+    read_only: bool,
+    /// `--max-bytes`.
+    max_bytes: usize,
+    /// The scopes this process writes, for the subscribers of their wake resources.
+    updates: subscribe::Updates,
+}
+
+impl Server {
+    /// The open store, opening it if this is the first call (or the last open failed).
+    fn store(&self) -> Result<Store, Error> {
+        let mut slot = self
+            .store
+            .lock()
+            .map_err(|_| Error::Storage("the store handle was poisoned by a panic".into()))?;
+        if let Some(s) = slot.as_ref() {
+            return Ok(s.as_principal(None));
+        }
+        let s = Store::open_with(&self.path, self.opts.clone())?;
+        let handle = s.as_principal(None);
+        *slot = Some(s);
+        Ok(handle)
+    }
+}
+
+/// Who is calling: over stdio `--as` (or the admin); over HTTP the principal of the token the
+/// request carried, which [`http`] checked and attached.
+#[derive(Clone, Debug)]
+pub struct Caller(pub Option<String>);
+
+/// The handler rmcp drives; clones share one [`Server`].
+#[derive(Clone)]
+pub struct EngramMcp(Arc<Server>);
+
+impl EngramMcp {
+    /// Who sent this request.
+    fn caller(&self, ctx: &RequestContext<RoleServer>) -> Caller {
+        let from_http = ctx
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Caller>());
+        match from_http {
+            Some(c) => c.clone(),
+            None => Caller(self.0.principal.clone()),
+        }
+    }
+
+    /// Runs blocking store work on tokio's blocking pool.
+    async fn blocking<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Server) -> R + Send + 'static,
+    ) -> Result<R, McpError> {
+        let server = Arc::clone(&self.0);
+        tokio::task::spawn_blocking(move || f(&server))
+            .await
+            .map_err(|e| McpError::internal_error(format!("the call failed: {e}"), None))
+    }
+}
+
+impl ServerHandler for EngramMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .enable_prompts()
+                .build(),
+        )
+        .with_server_info(
+            Implementation::new("engram", env!("CARGO_PKG_VERSION")).with_title("engram memory"),
+        )
+        .with_instructions(resources::INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _r: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let caller = self.caller(&ctx);
+        let tools = self.blocking(move |s| call::listed(s, &caller)).await?;
+        Ok(ListToolsResult::with_all_items(tools)
+            .with_ttl_ms(0)
+            .with_cache_scope(CacheScope::Private))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        tools::TOOLS
+            .iter()
+            .find(|t| t.name == name)
+            .map(tools::ToolSpec::tool)
+    }
+
+    async fn call_tool(
+        &self,
+        r: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        if ctx.ct.is_cancelled() {
+            // Cancelled before it started: nothing runs. Once started, a call (and its commit)
+            // completes.
+            return Ok(
+                call::error_result("busy", "the call was cancelled before it started").into(),
+            );
+        }
+        let caller = self.caller(&ctx);
+        let name = r.name.to_string();
+        let arguments = r.arguments.map(serde_json::Value::Object);
+        let (result, written) = self
+            .blocking(move |s| call::call(s, &caller, &name, arguments.unwrap_or_default()))
+            .await?;
+        if let Some(scope) = written {
+            self.0.updates.written(&scope);
+        }
+        Ok(result.into())
+    }
+
+    async fn list_resources(
+        &self,
+        _r: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let caller = self.caller(&ctx);
+        self.blocking(move |s| resources::list(s, &caller)).await?
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _r: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Ok(resources::templates())
+    }
+
+    async fn read_resource(
+        &self,
+        r: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let caller = self.caller(&ctx);
+        let out = self
+            .blocking(move |s| resources::read(s, &caller, &r.uri))
+            .await??;
+        Ok(out.into())
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        r: SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let caller = self.caller(&ctx);
+        let uri = r.uri.clone();
+        let ok = self
+            .blocking(move |s| subscribe::may_subscribe(s, &caller, &uri))
+            .await?;
+        if !matches!(ok, Ok(true)) {
+            return Err(McpError::resource_not_found(
+                format!("no resource {} to subscribe to", r.uri),
+                None,
+            ));
+        }
+        subscribe::subscribe_legacy(&self.0.updates, r.uri, ctx.peer);
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        r: UnsubscribeRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.0.updates.unsubscribe(&r.uri);
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        subscribe::accepted(requested)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let caller = self.caller(context.request_context());
+        let uris = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        let readable = self
+            .blocking(move |s| {
+                uris.into_iter()
+                    .filter(|u| matches!(subscribe::may_subscribe(s, &caller, u), Ok(true)))
+                    .collect::<Vec<_>>()
+            })
+            .await?;
+        subscribe::listen(&self.0.updates, context, readable).await;
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _r: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Ok(resources::prompts())
+    }
+
+    async fn get_prompt(
+        &self,
+        r: GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let caller = self.caller(&ctx);
+        let out = self
+            .blocking(move |s| resources::prompt(s, &caller, &r.name, r.arguments))
+            .await??;
+        Ok(out.into())
+    }
+}
+
+/// Runs the server until stdin closes (stdio) or the process is interrupted (HTTP).
+pub fn serve(
+    path: PathBuf,
+    opts: Options,
+    scope: &str,
+    principal: Option<String>,
+    a: &McpArgs,
+) -> Result<u8, Error> {
+    engram::validate_scope(scope)?;
+    let groups = if a.tools.is_empty() {
+        vec![Group::Core, Group::Sessions]
+    } else {
+        a.tools.clone()
+    };
+    let server = Server {
+        path,
+        opts: opts.read_only(a.read_only),
+        store: Mutex::new(None),
+        scope: scope.to_string(),
+        principal,
+        groups,
+        read_only: a.read_only,
+        max_bytes: a.max_bytes.max(1_000),
+        updates: subscribe::Updates::default(),
+    };
+    let handler = EngramMcp(Arc::new(server));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        match &a.http {
+            Some(addr) => http::serve(handler, addr, &a.allow_origin).await,
+            None => stdio(handler).await,
+        }
+    })?;
+    Ok(0)
+}
+
+/// Serves one client over stdin and stdout until it goes away.
+async fn stdio(handler: EngramMcp) -> Result<(), Error> {
+    let running = handler
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| Error::Io(std::io::Error::other(e.to_string())))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| Error::Io(std::io::Error::other(e.to_string())))?;
+    Ok(())
+}
