@@ -70,9 +70,11 @@ impl Server {
             &format!("127.0.0.1:{}", proxy.port),
             1,
         );
+        // Named, so that a server log with `log_statement = all` and `%a` in its prefix shows
+        // the counted statements apart.
         match schema {
-            Some(s) => format!("{base}?schema={s}"),
-            None => base,
+            Some(s) => format!("{base}?schema={s}&application_name=rt_engram"),
+            None => format!("{base}?application_name=rt_sql"),
         }
     }
 
@@ -265,7 +267,7 @@ pub fn notes(plan: &Plan, srv: &Server, rep: &mut Report) {
             count[kind][engine] += js.iter().map(|j| j.2).sum::<u64>();
         }
         // Every note landed once: engram's dense ids and the baseline's rows.
-        for kind in 0..3 {
+        for (kind, label) in kinds.iter().enumerate() {
             let mut scopes: Vec<String> = jobs(kind, r).into_iter().map(|j| j.0).collect();
             scopes.dedup();
             let want: u64 = jobs(kind, r).iter().map(|j| j.2).sum();
@@ -274,8 +276,7 @@ pub fn notes(plan: &Plan, srv: &Server, rep: &mut Report) {
             assert_eq!(
                 (e, s),
                 (want, want),
-                "round {r}, {}: notes lost or repeated",
-                kinds[kind]
+                "round {r}, {label}: notes lost or repeated"
             );
         }
     }
