@@ -30,7 +30,7 @@ mod workloads;
 use std::fs;
 use std::time::Instant;
 
-use report::{bench_dir, disk_of, load, machine, Report};
+use report::{bench_dir, disk_of, disk_probe, load, machine, Report};
 use workloads::{Plan, Server};
 
 fn main() {
@@ -67,7 +67,8 @@ fn main() {
     let runs = |w: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == w));
     let started = Instant::now();
     let head = header(&srv, quick);
-    println!("{head}");
+    let probe = disk_probe();
+    println!("{head}disk probe: {probe:.0} µs\n");
     baseline::reset(&srv.url);
     let mut rep = Report::default();
     if runs("notes") {
@@ -80,9 +81,10 @@ fn main() {
         workloads::sessions(&plan, &srv, &mut rep);
     }
     let head = format!(
-        "{head}Run took {:.0} s; load average at the end {:.2}.\n\n",
+        "{head}Run took {:.0} s; load average at the end {:.2}; disk probe (a 320-byte append + fdatasync in /tmp, median of 100) {probe:.0} µs at the start, {:.0} µs at the end.\n\n",
         started.elapsed().as_secs_f64(),
-        load()
+        load(),
+        disk_probe()
     );
     let md = rep.markdown(&head);
     let out = bench_dir();

@@ -229,3 +229,21 @@ pub fn bench_dir() -> PathBuf {
     fs::create_dir_all(&d).expect("mkdir target/bench");
     d
 }
+
+/// Median µs of a 320-byte append + `fdatasync` to a temp file (100 of them): how busy the disk
+/// is (the server's data directory shares it here).
+pub fn disk_probe() -> f64 {
+    use std::io::Write as _;
+    let mut f = tempfile::tempfile().expect("temp file");
+    let buf = [7u8; 320];
+    let mut v: Vec<u64> = (0..100)
+        .map(|_| {
+            let s = std::time::Instant::now();
+            f.write_all(&buf).expect("append");
+            f.sync_data().expect("fdatasync");
+            s.elapsed().as_nanos() as u64
+        })
+        .collect();
+    v.sort_unstable();
+    v[v.len() / 2] as f64 / 1e3
+}

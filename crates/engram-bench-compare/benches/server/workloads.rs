@@ -36,7 +36,7 @@ impl Plan {
     pub fn new(quick: bool) -> Plan {
         Plan {
             quick,
-            rounds: if quick { 2 } else { 3 },
+            rounds: if quick { 2 } else { 5 },
             notes_1: if quick { 100 } else { 300 },
             procs: 8,
             notes_per_proc: if quick { 25 } else { 75 },
@@ -329,7 +329,7 @@ pub fn notes(plan: &Plan, srv: &Server, rep: &mut Report) {
         });
     }
     if plan.quick {
-        rep.note(format!("note: quick mode, {n1} notes by 1 process and {per} by each of 8 per round, {} rounds (full: 300 and 75, 3 rounds)", plan.rounds));
+        rep.note(format!("note: quick mode, {n1} notes by 1 process and {per} by each of 8 per round, {} rounds (full: 300 and 75, 5 rounds)", plan.rounds));
     }
 }
 
