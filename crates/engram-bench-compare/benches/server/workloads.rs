@@ -258,12 +258,16 @@ pub fn notes(plan: &Plan, srv: &Server, rep: &mut Report) {
             let slot = (k + r) % 6;
             let (kind, engine) = (slot / 2, slot % 2);
             let js = jobs(kind, r);
-            let (name, url) = if engine == 0 {
-                ("engram", eurl.as_str())
+            // Each kind's connections are named (note_1, note_8_shared, note_8_own), so that
+            // the server log (`%a` in log_line_prefix) shows whose attempts it refused.
+            let app = ["note_1", "note_8_shared", "note_8_own"][kind];
+            let url = if engine == 0 {
+                format!("{eurl}&application_name={app}")
             } else {
-                ("sql", srv.url.as_str())
+                format!("{}?application_name={app}", srv.url)
             };
-            total[kind][engine] += processes(name, url, &js);
+            let name = if engine == 0 { "engram" } else { "sql" };
+            total[kind][engine] += processes(name, &url, &js);
             count[kind][engine] += js.iter().map(|j| j.2).sum::<u64>();
         }
         // Every note landed once: engram's dense ids and the baseline's rows.
