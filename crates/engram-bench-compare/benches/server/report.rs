@@ -14,6 +14,8 @@ pub enum Unit {
     Rate,
     /// Microseconds per operation (lower is better).
     Micros,
+    /// A factor between two figures of the same engine (no ratio between the engines).
+    Factor,
 }
 
 pub struct Row {
@@ -34,6 +36,7 @@ impl Row {
         match self.unit {
             Unit::Rate => self.sql / self.engram,
             Unit::Micros => self.engram / self.sql,
+            Unit::Factor => f64::NAN,
         }
     }
 }
@@ -71,14 +74,19 @@ impl Report {
         md.push_str("| workload | unit | engram | SQL baseline | engram's time / baseline's | round trips per op (engram / baseline) | target | load |\n");
         md.push_str("|---|---|---:|---:|---:|---:|---|---:|\n");
         for r in &self.rows {
+            let ratio = r.ratio();
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {} | {:.2}x | {} | {} | {:.2} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {:.2} |",
                 r.workload,
                 unit(r.unit),
                 fmt(r.engram),
                 fmt(r.sql),
-                r.ratio(),
+                if ratio.is_nan() {
+                    "-".to_string()
+                } else {
+                    format!("{ratio:.2}x")
+                },
                 r.trips
                     .map(|(e, s)| format!("{} / {}", fmt(e), fmt(s)))
                     .unwrap_or_else(|| "-".into()),
@@ -132,6 +140,7 @@ fn unit(u: Unit) -> &'static str {
     match u {
         Unit::Rate => "ops/s",
         Unit::Micros => "µs",
+        Unit::Factor => "x",
     }
 }
 
