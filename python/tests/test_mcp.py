@@ -187,13 +187,14 @@ async def test_the_write_tools_change_the_store_as_the_cli_would(db):
         bad = await c.call_tool("decide", {"id": 1, "action": "shrug"})
         assert bad.is_error and bad.structured_content["error"]["class"] == "invalid"
         msgs = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
-        assert structured(await c.call_tool("session_save", {"id": "s", "messages": msgs}))[
-            "revision"] == 1
+        first = structured(await c.call_tool("session_save", {"id": "s", "messages": msgs}))
+        rev = first["revision"]
+        assert rev == cli_json(db, "session", "info", "s")["revision"]
         v = structured(await c.call_tool("session_save", {"id": "s", "messages": msgs[:1],
-                                                          "expect_revision": 1}))
-        assert v["archived"] == 1
+                                                          "expect_revision": rev}))
+        assert v["archived"] == 1 and v["revision"] > rev
         stale = await c.call_tool("session_save", {"id": "s", "messages": [],
-                                                   "expect_revision": 1})
+                                                   "expect_revision": rev})
         assert stale.is_error and stale.structured_content["error"]["class"] == "conflict"
         hist = structured(await c.call_tool("session_history", {"id": "s"}))["result"]
         assert [h["message"] for h in hist] == [msgs[1]]
