@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::memory::log::{decode_memory, decode_view, itoa_u64, memory_line};
 use crate::storage::kv::Dir;
 use crate::storage::store::Store;
-use crate::storage::tables::LOG;
+use crate::storage::tables::{EVENTS, LOG};
 use crate::storage::txn::ReadTxn;
 
 /// A recall query. Only the pattern is required.
@@ -220,6 +220,13 @@ impl ReadTxn {
         found.reverse();
         unreadable.reverse();
         let events = &self.tx;
+        if let (Some(first), Some(last)) = (found.first(), found.last()) {
+            // One statement for the events of every match on a server, not one per match.
+            EVENTS.prefetch_range(
+                events,
+                (meta.id, first.id, 0)..=(meta.id, last.id, u32::MAX),
+            )?;
+        }
         let mut lines = Vec::with_capacity(found.len());
         for m in &found {
             lines.push(crate::memory::lifecycle::marked_line(

@@ -690,6 +690,10 @@ impl ReadTxn {
             items: Vec::new(),
             unreadable: Vec::new(),
         };
+        if limit.is_none() {
+            // The whole session is read: a server fetches it in one statement.
+            SESSION_MESSAGES.prefetch_range(&self.tx, range(id))?;
+        }
         let limit = limit.unwrap_or(usize::MAX);
         let mut seen = 0usize;
         SESSION_MESSAGES.scan(&self.tx, range(id), Dir::Reverse, |(_, seq), v| {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use postgres::error::SqlState;
 use postgres::types::Type;
-use postgres::{Client, NoTls};
+use postgres::{Client, NoTls, SimpleQueryMessage};
 
 use crate::error::{Error, Result};
 use crate::storage::kv::TableId;
@@ -208,6 +208,35 @@ pub(crate) struct PgEngine {
     commit_count: AtomicU64,
     tables: Vec<TableSql>,
     commits: String,
+    /// The query of what nearly every transaction reads first ([`CONTEXT`]), sent with its
+    /// `BEGIN` in one round trip.
+    context: String,
+}
+
+/// What nearly every transaction reads before anything else: the settings, the admin, the
+/// grants and the policies (the trust layer's checks). Small tables, fetched whole (the admin:
+/// one key) with the transaction's `BEGIN`, and served from the transaction's cache after.
+const CONTEXT: [(TableId, Option<&str>); 4] = [
+    (TableId::Config, None),
+    (TableId::Meta, Some("admin")),
+    (TableId::Grants, None),
+    (TableId::Policies, None),
+];
+
+/// What the first round trip fetched of one [`CONTEXT`] table: the table, the one key asked
+/// for (or all), the rows in key order.
+pub(crate) type ContextRows = (TableId, Option<&'static str>, Vec<(Vec<u8>, Vec<u8>)>);
+
+/// Bytes from PostgreSQL's text form of a `bytea` (`\x` and hex digits).
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    let h = s.strip_prefix("\\x")?.as_bytes();
+    let digit = |c: u8| (c as char).to_digit(16).and_then(|d| u8::try_from(d).ok());
+    h.chunks(2)
+        .map(|p| match p {
+            [a, b] => Some(digit(*a)? << 4 | digit(*b)?),
+            _ => None,
+        })
+        .collect()
 }
 
 impl PgEngine {
@@ -239,7 +268,20 @@ impl PgEngine {
         };
         let (fault_every, lose_every) =
             (knob("ENGRAM_PG_FAULT_EVERY"), knob("ENGRAM_PG_LOSE_COMMIT"));
+        let context = CONTEXT
+            .iter()
+            .enumerate()
+            .map(|(i, (t, key))| {
+                let cond = key.map_or(String::new(), |k| {
+                    let hex: String = k.bytes().map(|b| format!("{b:02x}")).collect();
+                    format!(" WHERE k = '\\x{hex}'")
+                });
+                format!("SELECT {i}, k, v FROM {}{cond}", q(t.name()))
+            })
+            .collect::<Vec<_>>()
+            .join(" UNION ALL ");
         let engine = Arc::new(PgEngine {
+            context,
             commits: q(COMMITS),
             url,
             pool: Mutex::new(Vec::new()),
@@ -305,8 +347,9 @@ impl PgEngine {
             let connected = self.url.config.connect(NoTls).and_then(|mut client| {
                 // A row lock is waited for no longer than the busy timeout (then 55P03, which
                 // the transaction loop retries until the timeout is spent).
+                // `bytea` in hex, which the transaction's first round trip parses.
                 client.batch_execute(&format!(
-                    "SET lock_timeout = {}",
+                    "SET lock_timeout = {}; SET bytea_output = 'hex'",
                     self.busy.as_millis().max(1)
                 ))?;
                 Ok(client)
@@ -388,6 +431,40 @@ impl PgEngine {
         }
     }
 
+    /// Sends `begin` and the [`CONTEXT`] query in one round trip; the context's rows per table
+    /// (empty when the server's text could not be read: the transaction then reads as it goes).
+    fn begin(
+        &self,
+        conn: &mut Conn,
+        begin: &str,
+    ) -> std::result::Result<Vec<ContextRows>, postgres::Error> {
+        let msgs = conn
+            .client
+            .simple_query(&format!("{begin}; {}", self.context))?;
+        let mut rows: Vec<Vec<(Vec<u8>, Vec<u8>)>> = vec![Vec::new(); CONTEXT.len()];
+        for m in msgs {
+            let SimpleQueryMessage::Row(r) = m else {
+                continue;
+            };
+            let parsed = (|| {
+                let i: usize = r.get(0)?.parse().ok()?;
+                Some((i, unhex(r.get(1)?)?, unhex(r.get(2)?)?))
+            })();
+            match parsed.and_then(|(i, k, v)| rows.get_mut(i).map(|t| t.push((k, v)))) {
+                Some(()) => {}
+                None => return Ok(Vec::new()),
+            }
+        }
+        Ok(CONTEXT
+            .iter()
+            .zip(rows)
+            .map(|((t, key), mut r)| {
+                r.sort();
+                (*t, *key, r)
+            })
+            .collect())
+    }
+
     /// Starts a read: one consistent snapshot (`REPEATABLE READ READ ONLY`, never aborted for
     /// serialization on PostgreSQL). A lost connection is replaced until the busy timeout.
     pub(crate) fn begin_read(self: &Arc<Self>) -> Result<PgTx> {
@@ -396,11 +473,15 @@ impl PgEngine {
                 Ok(c) => c,
                 Err(e) => return Attempt::Done(Err(e)),
             };
-            match conn
-                .client
-                .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            {
-                Ok(()) => Attempt::Done(Ok(PgTx::new(Arc::clone(self), conn, false, false))),
+            match self.begin(
+                &mut conn,
+                "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+            ) {
+                Ok(context) => {
+                    let tx = PgTx::new(Arc::clone(self), conn, false, false);
+                    tx.seed(context);
+                    Attempt::Done(Ok(tx))
+                }
                 Err(e) => match classify(&e) {
                     Some(f) => Attempt::Again(f),
                     None => Attempt::Done(Err(server_error(&e))),
@@ -420,11 +501,12 @@ impl PgEngine {
             self.give(conn);
             return Err(Attempt::Again(Fault::Injected));
         }
-        match conn
-            .client
-            .batch_execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
-        {
-            Ok(()) => Ok(PgTx::new(Arc::clone(self), conn, true, inject)),
+        match self.begin(&mut conn, "BEGIN ISOLATION LEVEL SERIALIZABLE") {
+            Ok(context) => {
+                let tx = PgTx::new(Arc::clone(self), conn, true, inject);
+                tx.seed(context);
+                Ok(tx)
+            }
             Err(e) => Err(match classify(&e) {
                 Some(f) => Attempt::Again(f),
                 None => Attempt::Done(Err(server_error(&e))),

@@ -5,6 +5,10 @@
 //! are keyset-paginated (pages of 64 rows, doubling to 1,024), so a scan that stops early reads
 //! little and a long one needs no server-side cursor; nothing else is held between pages.
 //!
+//! A transaction keeps a cache of what it fetched ahead: the settings, the admin, the grants and
+//! the policies with its `BEGIN`, and what callers hint at ([`KvRead::prefetch`]); a change to a
+//! table drops what the cache holds of it, so a write reads its own changes.
+//!
 //! A statement that fails in a way another attempt may fix records a fault; the transaction
 //! loop (`PgEngine::retrying` in `src/storage/pg.rs`) sees it after the closure
 //! returns, whatever the closure made of the error, and runs the closure again.
@@ -18,7 +22,7 @@ use postgres::types::{ToSql, Type};
 
 use crate::error::{Error, Result};
 use crate::storage::kv::{empty_range, Dir, KvRead, KvWrite, TableId, Visit};
-use crate::storage::pg::{classify, server_error, Attempt, Conn, Fault, PgEngine};
+use crate::storage::pg::{classify, server_error, Attempt, Conn, ContextRows, Fault, PgEngine};
 
 /// One transaction of the server backend (see the module doc).
 pub struct PgTx {
@@ -93,6 +97,12 @@ fn within(
 }
 
 impl Cache {
+    /// Forgets what was fetched of table `t` (this transaction is changing it).
+    fn forget(&mut self, t: TableId) {
+        self.points.retain(|(id, _), _| *id != t);
+        self.ranges.retain(|(id, _, _, _)| *id != t);
+    }
+
     /// The cached answer for `key`, if the cache knows it.
     fn get(&self, t: TableId, key: &[u8]) -> Option<Option<Vec<u8>>> {
         if let Some(v) = self.points.get(&(t, key.to_vec())) {
@@ -140,6 +150,27 @@ impl PgTx {
             inject,
             cache: RefCell::new(Cache::default()),
         }
+    }
+
+    /// Fills the cache with what the transaction's first round trip fetched: whole tables, or
+    /// one key of a table.
+    pub(crate) fn seed(&self, context: Vec<ContextRows>) {
+        let mut c = self.cache.borrow_mut();
+        for (t, key, rows) in context {
+            let (lo, hi) = match key {
+                Some(k) => (
+                    Bound::Included(k.as_bytes().to_vec()),
+                    Bound::Included(k.as_bytes().to_vec()),
+                ),
+                None => (Bound::Unbounded, Bound::Unbounded),
+            };
+            c.ranges.push((t, lo, hi, rows));
+        }
+    }
+
+    /// A change to table `t`: what the cache holds of it is stale from now on.
+    fn changing(&self, t: TableId) {
+        self.cache.borrow_mut().forget(t);
     }
 
     /// Runs one statement on the connection, recording a fault that calls for another attempt.
@@ -395,8 +426,7 @@ impl KvRead for PgTx {
     }
 
     fn prefetch(&self, t: TableId, keys: &[Vec<u8>]) -> Result<()> {
-        if self.write || keys.is_empty() {
-            // A write's own changes would make a cache stale: it reads as it goes.
+        if keys.is_empty() {
             return Ok(());
         }
         let name = &self.engine.table(t)?.name;
@@ -414,14 +444,17 @@ impl KvRead for PgTx {
     }
 
     fn prefetch_range(&self, t: TableId, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<()> {
-        if self.write || self.cache.borrow().range(t, lo, hi).is_some() {
+        if empty_range(lo, hi) || self.cache.borrow().range(t, lo, hi).is_some() {
             return Ok(());
         }
-        let mut rows = Rows::new();
-        self.scan(t, lo, hi, Dir::Forward, &mut |k, v| {
-            rows.push((k.to_vec(), v.to_vec()));
-            Ok(ControlFlow::Continue(()))
-        })?;
+        // The whole range in one statement (that is the point of the hint).
+        let name = &self.engine.table(t)?.name;
+        let mut params: Vec<Param<'_>> = Vec::with_capacity(2);
+        let sql = format!(
+            "SELECT k, v FROM {name}{} ORDER BY k",
+            where_sql(&lo, &hi, &mut params)
+        );
+        let rows = self.query(&sql, &params)?;
         self.cache
             .borrow_mut()
             .ranges
@@ -481,6 +514,7 @@ impl KvWrite for PgTx {
     }
 
     fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<()> {
+        self.changing(t);
         self.execute(
             &self.engine.table(t)?.put,
             &[(&key, Type::BYTEA), (&value, Type::BYTEA)],
@@ -489,6 +523,7 @@ impl KvWrite for PgTx {
     }
 
     fn put_many(&mut self, t: TableId, rows: &[(Vec<u8>, Vec<u8>)]) -> Result<()> {
+        self.changing(t);
         let name = &self.engine.table(t)?.name;
         let sql = format!(
             "INSERT INTO {name} (k, v) SELECT * FROM unnest($1::bytea[], $2::bytea[]) ON CONFLICT (k) DO UPDATE SET v = excluded.v"
@@ -503,6 +538,7 @@ impl KvWrite for PgTx {
     }
 
     fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool> {
+        self.changing(t);
         self.execute(&self.engine.table(t)?.delete, &[(&key, Type::BYTEA)])
             .map(|n| n > 0)
     }
@@ -511,6 +547,7 @@ impl KvWrite for PgTx {
         if empty_range(lo, hi) {
             return Ok(0);
         }
+        self.changing(t);
         let name = &self.engine.table(t)?.name;
         let mut params: Vec<Param<'_>> = Vec::with_capacity(2);
         let sql = format!("DELETE FROM {name}{}", where_sql(&lo, &hi, &mut params));
