@@ -190,6 +190,18 @@ pub fn derive_state(m: &Memory, events: Vec<Event>, now_us: i64) -> MemoryState 
     st
 }
 
+/// Whether scope `sid` has any lifecycle event (one range probe).
+pub(crate) fn scope_has_events(kv: &(impl KvRead + ?Sized), sid: u32) -> Result<bool> {
+    Ok(EVENTS
+        .edge(
+            kv,
+            (sid, 0, 0)..=(sid, u64::MAX, u32::MAX),
+            Dir::Forward,
+            |_, _| Ok(()),
+        )?
+        .is_some())
+}
+
 pub(crate) fn state_of(kv: &(impl KvRead + ?Sized), sid: u32, m: &Memory) -> Result<MemoryState> {
     Ok(derive_state(
         m,

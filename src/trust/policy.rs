@@ -8,6 +8,7 @@
 
 use std::sync::OnceLock;
 
+use aho_corasick::AhoCorasick;
 use regex::RegexSet;
 use serde::{Deserialize, Serialize};
 
@@ -113,6 +114,80 @@ fn set(
     cell.get_or_init(|| RegexSet::new(patterns).ok()).as_ref()
 }
 
+/// Whether `text` may match a set whose every pattern needs one of `needles` (ASCII, lower
+/// case) somewhere in the text, compared ASCII-case-insensitively. A text that is not all ASCII
+/// may always match: Unicode case folding maps some non-ASCII characters to ASCII letters (the
+/// Kelvin sign to `k`), so only the regex set can tell. The prefilter means a process that
+/// notes or wakes ordinary text never compiles the sets (3 to 8 M instructions each, 1 to 2 ms
+/// of a CLI call); `tests/api/trust/detectors.rs` checks it against the sets.
+fn may_match(
+    text: &str,
+    needles: &'static [&'static str],
+    cell: &'static OnceLock<Option<AhoCorasick>>,
+) -> bool {
+    if !text.is_ascii() {
+        return true;
+    }
+    // An Aho-Corasick automaton over a dozen literals builds in microseconds.
+    match cell
+        .get_or_init(|| {
+            AhoCorasick::builder()
+                .ascii_case_insensitive(true)
+                .build(needles)
+                .ok()
+        })
+        .as_ref()
+    {
+        Some(ac) => ac.is_match(text),
+        None => true,
+    }
+}
+
+/// A literal each secret pattern needs, in order: `-----BEGIN`, `AKIA`/`ASIA`, `ghp_` and
+/// its four siblings, `sk-`, `xox`, `://`, `eyJ`, and the credential names of the last pattern
+/// (`key`, `token`, `passw`). The case-sensitive patterns are prefiltered case-insensitively,
+/// which only lets more texts through to the set.
+const SECRET_NEEDLES: &[&str] = &[
+    "-----begin",
+    "akia",
+    "asia",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "sk-",
+    "xox",
+    "://",
+    "eyj",
+    "key",
+    "token",
+    "passw",
+];
+
+/// A literal each instruction pattern needs, in order: the four verbs of the first,
+/// `are now`/`must now`, `instruction`, the four roles of the fourth, `<`, `run:`, `awake`,
+/// `act as`/`behave as`, `{`.
+const INSTRUCTION_NEEDLES: &[&str] = &[
+    "ignore",
+    "disregard",
+    "forget",
+    "override",
+    "are now",
+    "must now",
+    "instruction",
+    "system",
+    "assistant",
+    "user",
+    "developer",
+    "<",
+    "run:",
+    "awake",
+    "act as",
+    "behave as",
+    "{",
+];
+
 const SECRET_NAMES: &[&str] = &[
     "a private key",
     "an AWS access key",
@@ -124,7 +199,8 @@ const SECRET_NAMES: &[&str] = &[
     "a credential assignment",
 ];
 
-const SECRET_PATTERNS: &[&str] = &[
+/// The patterns [`looks_like_secret`] looks for, one per kind of secret it names.
+pub const SECRET_PATTERNS: &[&str] = &[
     r"-----BEGIN [A-Z ]*PRIVATE KEY",
     r"\b(AKIA|ASIA)[0-9A-Z]{16}\b",
     r"\bgh[pousr]_[A-Za-z0-9]{30,}",
@@ -143,6 +219,10 @@ const SECRET_PATTERNS: &[&str] = &[
 /// assert_eq!(looks_like_secret("the user prefers tabs"), None);
 /// ```
 pub fn looks_like_secret(text: &str) -> Option<&'static str> {
+    static NEEDLES: OnceLock<Option<AhoCorasick>> = OnceLock::new();
+    if !may_match(text, SECRET_NEEDLES, &NEEDLES) {
+        return None;
+    }
     static CELL: OnceLock<Option<RegexSet>> = OnceLock::new();
     let set = set(SECRET_PATTERNS, &CELL)?;
     set.matches(text)
@@ -151,7 +231,8 @@ pub fn looks_like_secret(text: &str) -> Option<&'static str> {
         .and_then(|i| SECRET_NAMES.get(i).copied())
 }
 
-const INSTRUCTION_PATTERNS: &[&str] = &[
+/// The patterns [`reads_as_instructions`] looks for.
+pub const INSTRUCTION_PATTERNS: &[&str] = &[
     r"(?i)\b(ignore|disregard|forget|override)\b.{0,40}\b(previous|prior|above|earlier|all|any|your|the)\b.{0,30}\b(instructions?|prompts?|rules|directions|guidelines|messages?)\b",
     r"(?i)\byou (are|must) now\b",
     r"(?i)\bnew (system )?instructions?\b",
@@ -175,6 +256,10 @@ const INSTRUCTION_PATTERNS: &[&str] = &[
 /// assert!(!reads_as_instructions("the user wants the previous behaviour back"));
 /// ```
 pub fn reads_as_instructions(text: &str) -> bool {
+    static NEEDLES: OnceLock<Option<AhoCorasick>> = OnceLock::new();
+    if !may_match(text, INSTRUCTION_NEEDLES, &NEEDLES) {
+        return false;
+    }
     static CELL: OnceLock<Option<RegexSet>> = OnceLock::new();
     // If the set cannot be built, treat everything as untrusted rather than nothing.
     set(INSTRUCTION_PATTERNS, &CELL).is_none_or(|s| s.is_match(text))

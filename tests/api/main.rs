@@ -31,5 +31,6 @@ mod session {
 
 mod trust {
     mod authorization_props;
+    mod detectors;
     mod scenarios;
 }
