@@ -116,6 +116,36 @@ fn hash(msg: &str) -> [u8; 16] {
     xxhash_rust::xxh3::xxh3_128(msg.as_bytes()).to_le_bytes()
 }
 
+/// Strings packed into one buffer, with their ends.
+struct Packed {
+    buf: String,
+    ends: Vec<usize>,
+}
+
+impl Packed {
+    fn of(items: &[&str]) -> Packed {
+        let mut buf = String::with_capacity(items.iter().map(|m| m.len()).sum());
+        let mut ends = Vec::with_capacity(items.len());
+        for m in items {
+            buf.push_str(m);
+            ends.push(buf.len());
+        }
+        Packed { buf, ends }
+    }
+
+    fn refs(&self) -> Vec<&str> {
+        let mut start = 0;
+        self.ends
+            .iter()
+            .map(|&end| {
+                let s = self.buf.get(start..end).unwrap_or_default();
+                start = end;
+                s
+            })
+            .collect()
+    }
+}
+
 /// A session's bookkeeping as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct SessionRecord {
@@ -834,9 +864,11 @@ impl Store {
         expected_revision: Option<u64>,
     ) -> Result<SaveOutcome> {
         let id = id.to_string();
-        let messages: Vec<String> = messages.iter().map(|m| m.to_string()).collect();
+        // The operation owns its input (group commit may run it on another thread): one copy
+        // into one buffer, not one allocation per message (a long session holds thousands).
+        let all = Packed::of(messages);
         self.write_grouped(move |tx| {
-            let refs: Vec<&str> = messages.iter().map(String::as_str).collect();
+            let refs = all.refs();
             tx.session_save(&id, &refs, expected_revision)
         })
     }

@@ -8,7 +8,6 @@
 
 use std::sync::OnceLock;
 
-use aho_corasick::AhoCorasick;
 use regex::RegexSet;
 use serde::{Deserialize, Serialize};
 
@@ -120,26 +119,53 @@ fn set(
 /// Kelvin sign to `k`), so only the regex set can tell. The prefilter means a process that
 /// notes or wakes ordinary text never compiles the sets (3 to 8 M instructions each, 1 to 2 ms
 /// of a CLI call); `tests/api/trust/detectors.rs` checks it against the sets.
-fn may_match(
-    text: &str,
-    needles: &'static [&'static str],
-    cell: &'static OnceLock<Option<AhoCorasick>>,
-) -> bool {
+fn may_match(text: &str, needles: &Needles) -> bool {
     if !text.is_ascii() {
         return true;
     }
-    // An Aho-Corasick automaton over a dozen literals builds in microseconds.
-    match cell
-        .get_or_init(|| {
-            AhoCorasick::builder()
-                .ascii_case_insensitive(true)
-                .build(needles)
-                .ok()
-        })
-        .as_ref()
-    {
-        Some(ac) => ac.is_match(text),
-        None => true,
+    let b = text.as_bytes();
+    (0..b.len()).any(|i| {
+        let Some(&c) = b.get(i) else { return false };
+        let mut mask = needles
+            .first
+            .get(usize::from(c.to_ascii_lowercase()))
+            .copied()
+            .unwrap_or(0);
+        while mask != 0 {
+            let k = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            let n = needles.words.get(k).map_or(&[][..], |w| w.as_bytes());
+            if b.get(i..i + n.len())
+                .is_some_and(|w| w.eq_ignore_ascii_case(n))
+            {
+                return true;
+            }
+        }
+        false
+    })
+}
+
+/// Literals (ASCII, lower case, at most 32) and, for each byte, which of them start with it:
+/// one table lookup per byte of the text.
+struct Needles {
+    words: &'static [&'static str],
+    first: [u32; 256],
+}
+
+impl Needles {
+    /// Evaluated at compile time (the callers' `const`s): more than 32 words fail the build.
+    const fn new(words: &'static [&'static str]) -> Needles {
+        assert!(words.len() <= 32, "at most 32 needles");
+        let mut first = [0u32; 256];
+        let mut k = 0;
+        while k < words.len() {
+            let w = words[k].as_bytes();
+            if !w.is_empty() {
+                first[w[0] as usize] |= 1 << k;
+            }
+            k += 1;
+        }
+        Needles { words, first }
     }
 }
 
@@ -219,8 +245,8 @@ pub const SECRET_PATTERNS: &[&str] = &[
 /// assert_eq!(looks_like_secret("the user prefers tabs"), None);
 /// ```
 pub fn looks_like_secret(text: &str) -> Option<&'static str> {
-    static NEEDLES: OnceLock<Option<AhoCorasick>> = OnceLock::new();
-    if !may_match(text, SECRET_NEEDLES, &NEEDLES) {
+    const NEEDLES: Needles = Needles::new(SECRET_NEEDLES);
+    if !may_match(text, &NEEDLES) {
         return None;
     }
     static CELL: OnceLock<Option<RegexSet>> = OnceLock::new();
@@ -256,8 +282,8 @@ pub const INSTRUCTION_PATTERNS: &[&str] = &[
 /// assert!(!reads_as_instructions("the user wants the previous behaviour back"));
 /// ```
 pub fn reads_as_instructions(text: &str) -> bool {
-    static NEEDLES: OnceLock<Option<AhoCorasick>> = OnceLock::new();
-    if !may_match(text, INSTRUCTION_NEEDLES, &NEEDLES) {
+    const NEEDLES: Needles = Needles::new(INSTRUCTION_NEEDLES);
+    if !may_match(text, &NEEDLES) {
         return false;
     }
     static CELL: OnceLock<Option<RegexSet>> = OnceLock::new();

@@ -1,12 +1,13 @@
-//! CPU profile targets for callgrind (`-- --only profile:note|note-mw|session|wake|wake3|wake6|
-//! recall|load`): the engram work of one workload, in a function named `measured_part` so that
-//! `valgrind --tool=callgrind --toggle-collect='*measured_part*'` leaves the setup out.
+//! CPU profile targets for callgrind (`-- --only profile:note|note-mw|session|session-long|wake|
+//! wake3|wake6|recall|load`): the engram work of one workload, in a function named `measured_part` so that
+//! `valgrind --tool=callgrind --toggle-collect='*measured_part*'` leaves the setup out. Also
+//! `profile:store:N`, which only builds a history of N memories at `$ENGRAM_BENCH_KEEP`.
 
 use std::path::Path;
 
 use ::engram::{RecallQuery, Store, WakeOptions};
 
-use crate::data::{message, session_id, RECALL_PATTERN, SCOPE};
+use crate::data::{message, message_2k, session_id, RECALL_PATTERN, SCOPE};
 use crate::engines::engram::{build, create, new_memory};
 
 pub fn profile(dir: &Path, what: &str) {
@@ -27,6 +28,17 @@ pub fn profile(dir: &Path, what: &str) {
                 for k in 1..=200 {
                     let refs: Vec<&str> = msgs[..k].iter().map(String::as_str).collect();
                     store.session_save("s", &refs, None).expect("save");
+                }
+            });
+        }
+        "session-long" => {
+            let store = create(&path, true);
+            let msgs: Vec<String> = (0..2020).map(|i| message_2k(0, i)).collect();
+            let refs: Vec<&str> = msgs.iter().map(String::as_str).collect();
+            store.session_save("s", &refs[..2000], None).expect("save");
+            measured_part(&mut || {
+                for k in 2001..=2020 {
+                    store.session_save("s", &refs[..k], None).expect("save");
                 }
             });
         }
@@ -56,7 +68,20 @@ pub fn profile(dir: &Path, what: &str) {
                 }
             });
         }
-        other => panic!("unknown profile target {other:?}"),
+        other => match other
+            .strip_prefix("store:")
+            .and_then(|n| n.parse::<u64>().ok())
+        {
+            // `profile:store:N` builds a fully summarized history of N memories and keeps it
+            // at `$ENGRAM_BENCH_KEEP` (for the CLI start-to-exit and peak-RSS measurements of
+            // docs/performance.md, which run the `engram` binary on it).
+            Some(t) => {
+                let keep = std::env::var_os("ENGRAM_BENCH_KEEP")
+                    .expect("profile:store:N needs ENGRAM_BENCH_KEEP=<path of the store>");
+                build(Path::new(&keep), t);
+            }
+            None => panic!("unknown profile target {other:?}"),
+        },
     }
     println!("profile {what}: done");
 }
