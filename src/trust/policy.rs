@@ -124,17 +124,44 @@ fn may_match(text: &str, needles: &Needles) -> bool {
         return true;
     }
     let b = text.as_bytes();
-    (0..b.len()).any(|i| {
-        let Some(&c) = b.get(i) else { return false };
-        let mut mask = needles
-            .first
-            .get(usize::from(c.to_ascii_lowercase()))
-            .copied()
-            .unwrap_or(0);
+    let mut c0 = b.first().map_or(0, u8::to_ascii_lowercase);
+    for i in 0..b.len() {
+        let c1 = b.get(i + 1).map_or(0, u8::to_ascii_lowercase);
+        let pair = usize::from(c0) << 8 | usize::from(c1);
+        c0 = c1;
+        // One bit per pair of first bytes (or a one-byte word): most positions stop here.
+        let word = needles.pairs.get(pair >> 6).copied().unwrap_or(0);
+        if word & (1u64 << (pair & 63)) != 0 && needles.hit(b, i, pair >> 8) {
+            return true;
+        }
+    }
+    false
+}
+
+/// Literals (ASCII, lower case, at most 32) and, for each byte, which of them start with it:
+/// one table lookup per byte of the text.
+struct Needles {
+    words: &'static [&'static str],
+    /// Which words start with each byte.
+    first: [u32; 256],
+    /// Which pairs of bytes may start a word (a bit per pair; every pair starting with a word
+    /// of one byte).
+    pairs: [u64; 1024],
+    /// Which bytes are a word of one byte.
+    single: [bool; 256],
+}
+
+impl Needles {
+    /// Whether a word starting with byte `c0` (lower case) is at `b[i..]`.
+    fn hit(&self, b: &[u8], i: usize, c0: usize) -> bool {
+        if self.single.get(c0).copied().unwrap_or(false) {
+            return true;
+        }
+        let mut mask = self.first.get(c0).copied().unwrap_or(0);
         while mask != 0 {
             let k = mask.trailing_zeros() as usize;
             mask &= mask - 1;
-            let n = needles.words.get(k).map_or(&[][..], |w| w.as_bytes());
+            let n = self.words.get(k).map_or(&[][..], |w| w.as_bytes());
             if b.get(i..i + n.len())
                 .is_some_and(|w| w.eq_ignore_ascii_case(n))
             {
@@ -142,30 +169,39 @@ fn may_match(text: &str, needles: &Needles) -> bool {
             }
         }
         false
-    })
-}
+    }
 
-/// Literals (ASCII, lower case, at most 32) and, for each byte, which of them start with it:
-/// one table lookup per byte of the text.
-struct Needles {
-    words: &'static [&'static str],
-    first: [u32; 256],
-}
-
-impl Needles {
     /// Evaluated at compile time (the callers' `const`s): more than 32 words fail the build.
     const fn new(words: &'static [&'static str]) -> Needles {
         assert!(words.len() <= 32, "at most 32 needles");
         let mut first = [0u32; 256];
+        let mut pairs = [0u64; 1024];
+        let mut single = [false; 256];
         let mut k = 0;
         while k < words.len() {
             let w = words[k].as_bytes();
-            if !w.is_empty() {
+            if w.len() == 1 {
+                single[w[0] as usize] = true;
+                // Every pair starting with the byte.
+                let mut c1 = 0;
+                while c1 < 256 {
+                    let pair = (w[0] as usize) << 8 | c1;
+                    pairs[pair >> 6] |= 1 << (pair & 63);
+                    c1 += 1;
+                }
+            } else if w.len() > 1 {
                 first[w[0] as usize] |= 1 << k;
+                let pair = (w[0] as usize) << 8 | w[1] as usize;
+                pairs[pair >> 6] |= 1 << (pair & 63);
             }
             k += 1;
         }
-        Needles { words, first }
+        Needles {
+            words,
+            first,
+            pairs,
+            single,
+        }
     }
 }
 
@@ -245,7 +281,7 @@ pub const SECRET_PATTERNS: &[&str] = &[
 /// assert_eq!(looks_like_secret("the user prefers tabs"), None);
 /// ```
 pub fn looks_like_secret(text: &str) -> Option<&'static str> {
-    const NEEDLES: Needles = Needles::new(SECRET_NEEDLES);
+    static NEEDLES: Needles = Needles::new(SECRET_NEEDLES);
     if !may_match(text, &NEEDLES) {
         return None;
     }
@@ -282,7 +318,7 @@ pub const INSTRUCTION_PATTERNS: &[&str] = &[
 /// assert!(!reads_as_instructions("the user wants the previous behaviour back"));
 /// ```
 pub fn reads_as_instructions(text: &str) -> bool {
-    const NEEDLES: Needles = Needles::new(INSTRUCTION_NEEDLES);
+    static NEEDLES: Needles = Needles::new(INSTRUCTION_NEEDLES);
     if !may_match(text, &NEEDLES) {
         return false;
     }

@@ -80,7 +80,13 @@ pub fn profile(dir: &Path, what: &str) {
                     .expect("profile:store:N needs ENGRAM_BENCH_KEEP=<path of the store>");
                 build(Path::new(&keep), t);
             }
-            None => panic!("unknown profile target {other:?}"),
+            None => match other
+                .strip_prefix("rss:")
+                .and_then(|n| n.parse::<usize>().ok())
+            {
+                Some(mib) => rss(mib),
+                None => panic!("unknown profile target {other:?}"),
+            },
         },
     }
     println!("profile {what}: done");
@@ -112,4 +118,41 @@ fn load(path: &Path) {
 #[inline(never)]
 fn measured_part(f: &mut dyn FnMut()) {
     f();
+}
+
+/// `profile:rss:MIB`: opens the store at `$ENGRAM_BENCH_KEEP` with a page cache of MIB MiB and
+/// prints the process's peak resident set (VmHWM) after opening, after 20 wakes and after 3
+/// recalls: what the cache setting bounds.
+fn rss(mib: usize) {
+    let keep = std::env::var_os("ENGRAM_BENCH_KEEP")
+        .expect("profile:rss:MIB needs ENGRAM_BENCH_KEEP=<path of a store>");
+    let hwm = || {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:").map(|v| v.trim().to_string()))
+            })
+            .unwrap_or_default()
+    };
+    let store = Store::open_with(
+        Path::new(&keep),
+        ::engram::Options::default().cache_bytes(mib << 20),
+    )
+    .expect("open");
+    println!("rss: cache {mib} MiB; after open: {}", hwm());
+    let t = store.count(SCOPE).expect("count");
+    for _ in 0..20 {
+        std::hint::black_box(
+            store
+                .wake_text(SCOPE, &WakeOptions::default())
+                .expect("wake"),
+        );
+    }
+    println!("rss: after 20 wakes of {t} memories: {}", hwm());
+    let q = RecallQuery::new(RECALL_PATTERN);
+    for _ in 0..3 {
+        std::hint::black_box(store.recall(SCOPE, &q).expect("recall"));
+    }
+    println!("rss: after 3 recalls over {t} memories: {}", hwm());
 }
