@@ -102,13 +102,26 @@ impl<'a> Wire<'a> {
 
     /// A `u64` (or `usize`) varint.
     pub(crate) fn u64(&mut self) -> Option<u64> {
+        self.varint(10, 1)
+    }
+
+    /// A `u32` varint (also an enum's variant index).
+    pub(crate) fn u32(&mut self) -> Option<u32> {
+        self.varint(5, 0x0F).and_then(|v| u32::try_from(v).ok())
+    }
+
+    /// A varint of at most `max` bytes whose last byte is at most `last` (postcard's rule).
+    #[inline]
+    fn varint(&mut self, max: usize, last: u8) -> Option<u64> {
         let mut out = 0u64;
-        for i in 0..10 {
-            let (&byte, rest) = self.b.split_first()?;
-            self.b = rest;
+        for (i, &byte) in self.b.iter().take(max).enumerate() {
             out |= u64::from(byte & 0x7F) << (7 * i);
             if byte & 0x80 == 0 {
-                return (i < 9 || byte <= 1).then_some(out);
+                if i + 1 == max && byte > last {
+                    return None;
+                }
+                self.b = self.b.get(i + 1..)?;
+                return Some(out);
             }
         }
         None
