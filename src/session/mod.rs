@@ -773,9 +773,15 @@ impl ReadTxn {
             items: Vec::new(),
             unreadable: Vec::new(),
         };
+        // The whole session reads forward (no reversal); the latest `limit` read backward.
+        let dir = if limit.is_some() {
+            Dir::Reverse
+        } else {
+            Dir::Forward
+        };
         let limit = limit.unwrap_or(usize::MAX);
         let mut seen = 0usize;
-        SESSION_MESSAGES.scan(&self.tx, range(id), Dir::Reverse, |(_, seq), v| {
+        SESSION_MESSAGES.scan(&self.tx, range(id), dir, |(_, seq), v| {
             if seen >= limit {
                 return Ok(ControlFlow::Break(()));
             }
@@ -787,8 +793,10 @@ impl ReadTxn {
             }
             Ok(ControlFlow::Continue(()))
         })?;
-        out.items.reverse();
-        out.unreadable.reverse();
+        if dir == Dir::Reverse {
+            out.items.reverse();
+            out.unreadable.reverse();
+        }
         Ok(out)
     }
 

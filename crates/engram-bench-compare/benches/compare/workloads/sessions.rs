@@ -186,6 +186,27 @@ pub fn session_long(plan: &Plan, dir: &Path, rep: &mut Report) {
     }
     let names: Vec<&'static str> = engines.iter().map(|e| e.name()).collect();
     close(engines);
+    // The append contract (Agents SDK, LangChain): only the new message is passed, so nothing
+    // of the history is hashed or read.
+    {
+        let store = crate::engines::engram::create(&dir.join("sl-append.redb"), false);
+        let refs: Vec<&str> = msgs[..len].iter().map(String::as_str).collect();
+        store.session_save(&id, &refs, None).expect("save");
+        let io0 = io_written();
+        let start = Instant::now();
+        for m in &msgs[len..] {
+            store
+                .session_append(&id, &[m.as_str()], None, None)
+                .expect("append");
+        }
+        let took = start.elapsed();
+        let written = io_written() - io0;
+        rep.diag(format!(
+            "{w}: engram session_append of each new message instead of a whole-list save: {:.1} us/append, {:.0} bytes written/append",
+            took.as_secs_f64() * 1e6 / saves as f64,
+            written as f64 / saves as f64
+        ));
+    }
     for (k, engine) in names.into_iter().enumerate() {
         let per_save = bytes[k] as f64 / saves as f64;
         let short_save = early[k] as f64 / short as f64;
