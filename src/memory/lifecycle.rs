@@ -125,21 +125,33 @@ impl MemoryState {
 pub fn marked_line(m: &Memory, st: &MemoryState) -> String {
     let markers = st.markers();
     let text = display_safe(&m.text);
-    let body = if st.untrusted {
-        format!("«{text}»")
-    } else {
-        text.into_owned()
-    };
-    if markers.is_empty() {
-        format!("#{} {} {body}", m.id, date_of(m.observed_us))
-    } else {
-        format!(
-            "#{} {} [{}] {body}",
-            m.id,
-            date_of(m.observed_us),
-            markers.join("; ")
-        )
+    // Built with pushes into one buffer, not `format!` (a wake renders up to 96 of these).
+    let date = date_of(m.observed_us);
+    let mut out = String::with_capacity(text.len() + date.len() + 40);
+    let mut num = [0u8; 20];
+    out.push('#');
+    out.push_str(crate::memory::log::itoa_u64(m.id, &mut num));
+    out.push(' ');
+    out.push_str(&date);
+    out.push(' ');
+    if !markers.is_empty() {
+        out.push('[');
+        for (i, mk) in markers.iter().enumerate() {
+            if i > 0 {
+                out.push_str("; ");
+            }
+            out.push_str(mk);
+        }
+        out.push_str("] ");
     }
+    if st.untrusted {
+        out.push('«');
+        out.push_str(&text);
+        out.push('»');
+    } else {
+        out.push_str(&text);
+    }
+    out
 }
 
 pub(crate) fn events_of(kv: &(impl KvRead + ?Sized), sid: u32, id: u64) -> Result<Vec<Event>> {
@@ -188,6 +200,18 @@ pub fn derive_state(m: &Memory, events: Vec<Event>, now_us: i64) -> MemoryState 
     st.untrusted = !st.redacted && reads_as_instructions(&m.text);
     st.events = events;
     st
+}
+
+/// Whether scope `sid` has any lifecycle event (one range probe).
+pub(crate) fn scope_has_events(kv: &(impl KvRead + ?Sized), sid: u32) -> Result<bool> {
+    Ok(EVENTS
+        .edge(
+            kv,
+            (sid, 0, 0)..=(sid, u64::MAX, u32::MAX),
+            Dir::Forward,
+            |_, _| Ok(()),
+        )?
+        .is_some())
 }
 
 pub(crate) fn state_of(kv: &(impl KvRead + ?Sized), sid: u32, m: &Memory) -> Result<MemoryState> {

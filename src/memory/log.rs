@@ -38,27 +38,42 @@ fn check_position(scope_id: u32, pos: u64, id: u64) -> Result<()> {
     Ok(())
 }
 
-/// The fields of a stored memory that recall filters on, borrowed from the value's bytes. Its
-/// fields mirror the start of [`Memory`] in wire order; postcard reads a prefix and the rest of
-/// the record is not decoded.
-#[derive(serde::Deserialize)]
+/// The fields of a stored memory that recall filters on, borrowed from the value's bytes: the
+/// start of [`Memory`] in wire order; the rest of the record is not decoded.
 pub(crate) struct MemoryView<'a> {
     id: u64,
     pub(crate) observed_us: i64,
-    _recorded_us: i64,
     pub(crate) text: &'a str,
     pub(crate) kind: Kind,
 }
 
+/// The first fields of a log record, read off postcard's wire format without serde (recall
+/// reads one per record): `id`, `observed_us`, `recorded_us` (skipped), `text`, `kind` (its
+/// variant index, in [`Kind`]'s declaration order).
 pub(crate) fn decode_view(scope_id: u32, pos: u64, bytes: &[u8]) -> Result<MemoryView<'_>> {
     let body = crate::storage::codec::payload("log", &LogKey(scope_id, pos), bytes)?;
-    let m: MemoryView<'_> = postcard::from_bytes(body).map_err(|e| {
-        Error::corrupt(
-            "log",
-            LogKey(scope_id, pos),
-            format!("undecodable value: {e}"),
-        )
-    })?;
+    let mut w = crate::storage::codec::Wire::new(body);
+    let m = (|| {
+        let id = w.u64()?;
+        let observed_us = w.i64()?;
+        w.i64()?;
+        let text = w.str()?;
+        let kind = match w.u32()? {
+            0 => Kind::Statement,
+            1 => Kind::Observation,
+            2 => Kind::Inference,
+            3 => Kind::Decision,
+            4 => Kind::Task,
+            _ => return None,
+        };
+        Some(MemoryView {
+            id,
+            observed_us,
+            text,
+            kind,
+        })
+    })()
+    .ok_or_else(|| crate::storage::codec::wire_error("log", &LogKey(scope_id, pos), None))?;
     check_position(scope_id, pos, m.id)?;
     Ok(m)
 }
@@ -154,5 +169,46 @@ impl Store {
     /// Reads one memory.
     pub fn memory(&self, scope: &str, id: u64) -> Result<Memory> {
         self.read(|r| r.memory(scope, id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::codec::encode;
+
+    #[test]
+    fn the_view_reads_what_serde_reads() {
+        for (i, kind) in [
+            Kind::Statement,
+            Kind::Observation,
+            Kind::Inference,
+            Kind::Decision,
+            Kind::Task,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let m = Memory {
+                id: 300 + i as u64,
+                observed_us: -5 - i as i64,
+                recorded_us: i64::MAX,
+                text: format!("caf\u{e9} {i}"),
+                kind,
+                status: Default::default(),
+                source: Some("s".into()),
+                source_uri: None,
+                supersedes: vec![1],
+                conflicts_with: Vec::new(),
+                valid_until_us: None,
+            };
+            let v = encode(&m).unwrap();
+            let view = decode_view(1, m.id, &v).unwrap();
+            assert_eq!(
+                (view.id, view.observed_us, view.text, view.kind),
+                (m.id, m.observed_us, m.text.as_str(), m.kind)
+            );
+            assert!(decode_view(1, m.id + 1, &v).is_err());
+        }
     }
 }

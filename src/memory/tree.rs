@@ -14,7 +14,7 @@ use crate::domain::claims::{parse_claims, uncited, validate_claims, Claim};
 use crate::domain::record::{BuiltFrom, Memory, Node, ScopeMeta, Summary};
 use crate::domain::text::{display_safe, validate_line};
 use crate::error::{Error, Result};
-use crate::memory::log::{decode_memory, memory_line};
+use crate::memory::log::{decode_memory, itoa_u64, memory_line};
 use crate::storage::codec::{decode, encode};
 use crate::storage::config::Config;
 use crate::storage::kv::{Dir, KvRead};
@@ -66,16 +66,32 @@ pub(crate) fn each_node(
 /// Renders a summary with its marker: `#lo-hi [stale] text` when an input changed since it
 /// was written, else the plain line.
 pub fn marked_summary_line(b: Block, s: &Summary, stale: bool) -> String {
-    if stale {
-        format!("#{} [stale] {}", b, display_safe(&s.text))
-    } else {
-        summary_line(b, s)
-    }
+    block_line(b, if stale { " [stale] " } else { " " }, &s.text)
 }
 
 /// Renders a summary as its wake line: `#lo-hi text`.
 pub fn summary_line(b: Block, s: &Summary) -> String {
-    format!("#{} {}", b, display_safe(&s.text))
+    block_line(b, " ", &s.text)
+}
+
+/// `#` + the block as [`Block`]'s `Display` writes it + `sep` + the text made display-safe,
+/// built without `fmt` (a wake renders up to its whole budget of these).
+fn block_line(b: Block, sep: &str, text: &str) -> String {
+    let text = display_safe(text);
+    let mut out = String::with_capacity(text.len() + sep.len() + 42);
+    let mut num = [0u8; 20];
+    if b.size() == 1 {
+        out.push_str("##");
+        out.push_str(itoa_u64(b.lo(), &mut num));
+    } else {
+        out.push('#');
+        out.push_str(itoa_u64(b.lo(), &mut num));
+        out.push('-');
+        out.push_str(itoa_u64(b.hi().saturating_sub(1), &mut num));
+    }
+    out.push_str(sep);
+    out.push_str(&text);
+    out
 }
 
 /// One input of a merge prompt.

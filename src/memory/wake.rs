@@ -8,6 +8,7 @@
 //! once, so wake costs O(B log T) reads whatever the length of the history.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 
 use serde::Serialize;
 
@@ -16,6 +17,7 @@ use crate::domain::record::{Memory, Summary};
 use crate::error::{Error, Result};
 use crate::memory::log::{get_memory, memory_line};
 use crate::memory::tree::{get_summary, summary_line};
+use crate::storage::kv::Dir;
 use crate::storage::store::Store;
 use crate::storage::tables::{EVENTS, LOG, STALE, TREE};
 use crate::storage::txn::ReadTxn;
@@ -35,17 +37,42 @@ pub struct Cover {
     pub omitted: u64,
 }
 
+/// A hasher for [`Block`] keys (two `u64`s, never chosen by a remote party): one multiply per
+/// word instead of SipHash, which was a third of a wake with merges pending (the cover's
+/// bisection asks `has(block)` about 5,000 times).
+#[derive(Default)]
+struct BlockHasher(u64);
+
+impl std::hash::Hasher for BlockHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type BlockMap<V> = HashMap<Block, V, std::hash::BuildHasherDefault<BlockHasher>>;
+
 /// Walks the cover for `alpha` newest first, counting blocks (and collecting them into `out`),
 /// and stops as soon as more than `limit` are found.
+/// `stack` is scratch space, reused across the walks of one cover (a walk allocates nothing).
 fn walk(
     t: u64,
     alpha: f64,
     has: &mut dyn FnMut(Block) -> Result<bool>,
     limit: usize,
     mut out: Option<&mut Vec<Block>>,
+    stack: &mut Vec<Block>,
 ) -> Result<usize> {
     let r = t.checked_next_power_of_two().unwrap_or(1 << 63);
-    let mut stack = vec![Block::raw(r.trailing_zeros() as u8, 0)];
+    stack.clear();
+    stack.push(Block::raw(r.trailing_zeros() as u8, 0));
     let mut count = 0usize;
     while let Some(b) = stack.pop() {
         if b.lo() >= t {
@@ -106,12 +133,14 @@ fn cover_impl(
             omitted: 0,
         });
     }
-    let coarsest = walk(t, 1.0, has, budget, None)?;
+    // The stack holds at most one pending half per level, plus the block being split.
+    let mut stack = Vec::with_capacity(2 * 65);
+    let coarsest = walk(t, 1.0, has, budget, None, &mut stack)?;
     if coarsest > budget && !reference {
         let keep = budget.saturating_sub(1);
         let mut blocks = Vec::new();
         if keep > 0 {
-            walk(t, 1.0, has, keep, Some(&mut blocks))?;
+            walk(t, 1.0, has, keep, Some(&mut blocks), &mut stack)?;
             blocks.truncate(keep);
         }
         blocks.reverse();
@@ -121,14 +150,14 @@ fn cover_impl(
     let (mut lo, mut hi) = (0.0f64, 1.0f64);
     for _ in 0..60 {
         let mid = (lo + hi) / 2.0;
-        if walk(t, mid, has, budget, None)? <= budget {
+        if walk(t, mid, has, budget, None, &mut stack)? <= budget {
             hi = mid;
         } else {
             lo = mid;
         }
     }
-    let mut blocks = Vec::new();
-    walk(t, hi, has, usize::MAX, Some(&mut blocks))?;
+    let mut blocks = Vec::with_capacity(budget.min(1024));
+    walk(t, hi, has, usize::MAX, Some(&mut blocks), &mut stack)?;
     blocks.reverse();
     while blocks.len() < budget {
         let Some(idx) = blocks.iter().rposition(|b| b.size() > 1) else {
@@ -319,7 +348,16 @@ impl WakeView {
                 "No memories yet. Record the first with: {cmd} note \"<something worth keeping>\"\nYou are awake.\n"
             )];
         }
-        let lines = self.lines(cmd);
+        // The body lines, borrowed where they are already rendered (no copy per line).
+        let mut lines: Vec<std::borrow::Cow<'_, str>> = Vec::with_capacity(self.items.len() + 1);
+        if self.omitted > 0 {
+            lines.push(left_out_line(self, cmd).into());
+        }
+        if self.item_lines.len() == self.items.len() {
+            lines.extend(self.item_lines.iter().map(|l| l.as_str().into()));
+        } else {
+            lines.extend(self.items.iter().map(|i| i.line().into()));
+        }
         let mut extra = String::new();
         if let Some(l) = opts.lines {
             extra.push_str(&format!(" --lines {l}"));
@@ -329,17 +367,17 @@ impl WakeView {
         }
         // Split into parts: each at most PART_LINES lines and PART_BYTES bytes with its frame.
         let frame = 160 + cmd.len() + extra.len();
-        let mut groups: Vec<Vec<&String>> = vec![Vec::new()];
+        let mut groups: Vec<Vec<&str>> = vec![Vec::new()];
         let mut bytes = frame;
         for l in &lines {
             let n = groups.len();
             let Some(g) = groups.last_mut() else { break };
             if !g.is_empty() && (g.len() + 3 > PART_LINES || bytes + l.len() + 1 > PART_BYTES) {
-                groups.push(vec![l]);
+                groups.push(vec![l.as_ref()]);
                 bytes = frame + l.len() + 1;
                 let _ = n;
             } else {
-                g.push(l);
+                g.push(l.as_ref());
                 bytes += l.len() + 1;
             }
         }
@@ -349,7 +387,12 @@ impl WakeView {
             .enumerate()
             .map(|(i, g)| {
                 let k = i + 1;
-                let mut s = format!("Your memory, part {k} of {n}, oldest first ({t} memories).\n");
+                let body: usize = g.iter().map(|l| l.len() + 1).sum();
+                let mut s = String::with_capacity(frame + body);
+                let _ = writeln!(
+                    s,
+                    "Your memory, part {k} of {n}, oldest first ({t} memories)."
+                );
                 for l in g {
                     s.push_str(l);
                     s.push('\n');
@@ -398,8 +441,8 @@ impl ReadTxn {
         let tree = &self.tx;
         let log = &self.tx;
         let events = &self.tx;
-        let mut cache: HashMap<Block, Option<Summary>> = HashMap::new();
-        let fetch = |b: Block, cache: &mut HashMap<Block, Option<Summary>>| -> Result<bool> {
+        let mut cache: BlockMap<Option<Summary>> = HashMap::default();
+        let fetch = |b: Block, cache: &mut BlockMap<Option<Summary>>| -> Result<bool> {
             if let Some(s) = cache.get(&b) {
                 return Ok(s.is_some());
             }
@@ -416,11 +459,30 @@ impl ReadTxn {
             cover(t, budget, &mut |b| fetch(b, &mut cache))?
         };
         view.omitted = c.omitted;
-        self.prefetch_cover(sid, &c.blocks, &cache)?;
+        // One probe each instead of a lookup per line: most scopes have no lifecycle events
+        // and no stale summaries at all.
+        let any_events = crate::memory::lifecycle::scope_has_events(&events, sid)?;
+        let any_stale = STALE
+            .edge(
+                &self.tx,
+                (sid, 0, 0)..=(sid, u8::MAX, u64::MAX),
+                Dir::Forward,
+                |_, _| Ok(()),
+            )?
+            .is_some();
+        let now = crate::domain::text::now_us();
+        view.item_lines.reserve(c.blocks.len());
+        view.items.reserve(c.blocks.len());
+        self.prefetch_cover(sid, &c.blocks, &cache, any_events, any_stale)?;
         for b in c.blocks {
             if b.size() == 1 {
                 let m = get_memory(&log, sid, b.lo())?;
-                let st = crate::memory::lifecycle::state_of(&events, sid, &m)?;
+                let evs = if any_events {
+                    crate::memory::lifecycle::events_of(&events, sid, m.id)?
+                } else {
+                    Vec::new()
+                };
+                let st = crate::memory::lifecycle::derive_state(&m, evs, now);
                 view.item_lines
                     .push(crate::memory::lifecycle::marked_line(&m, &st));
                 view.items.push(WakeItem::Memory(m));
@@ -430,7 +492,7 @@ impl ReadTxn {
                     _ => get_summary(&tree, sid, b)?
                         .ok_or_else(|| Error::corrupt("tree", b, "summary vanished during wake"))?,
                 };
-                let is_stale = STALE.contains(&self.tx, (sid, b.level(), b.lo()))?;
+                let is_stale = any_stale && STALE.contains(&self.tx, (sid, b.level(), b.lo()))?;
                 view.item_lines
                     .push(crate::memory::tree::marked_summary_line(b, &s, is_stale));
                 view.items.push(WakeItem::Summary {
@@ -443,12 +505,15 @@ impl ReadTxn {
     }
 
     /// Tells the backend every read the lines of `blocks` will make, so that a server answers
-    /// them in four round trips instead of one or two per line (a file ignores the hint).
+    /// them in at most four round trips instead of one or two per line (a file ignores the
+    /// hint); stale marks and events only when the scope has any.
     fn prefetch_cover(
         &self,
         sid: u32,
         blocks: &[Block],
-        cache: &HashMap<Block, Option<Summary>>,
+        cache: &BlockMap<Option<Summary>>,
+        any_events: bool,
+        any_stale: bool,
     ) -> Result<()> {
         let raw: Vec<u64> = blocks
             .iter()
@@ -463,8 +528,10 @@ impl ReadTxn {
                 .filter(|b| !cache.contains_key(b))
                 .map(|b| (sid, b.level(), b.lo())),
         )?;
-        STALE.prefetch(&self.tx, sums().map(|b| (sid, b.level(), b.lo())))?;
-        if let (Some(&lo), Some(&hi)) = (raw.iter().min(), raw.iter().max()) {
+        if any_stale {
+            STALE.prefetch(&self.tx, sums().map(|b| (sid, b.level(), b.lo())))?;
+        }
+        if let (true, Some(&lo), Some(&hi)) = (any_events, raw.iter().min(), raw.iter().max()) {
             EVENTS.prefetch_range(&self.tx, (sid, lo, 0)..=(sid, hi, u32::MAX))?;
         }
         Ok(())

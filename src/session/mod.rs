@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::storage::access::Access;
-use crate::storage::codec::{decode, encode};
+use crate::storage::codec::{decode, decode_str, encode, payload, wire_error, Wire};
 use crate::storage::kv::{Dir, KvRead};
 use crate::storage::store::Store;
 use crate::storage::tables::{
@@ -114,6 +114,36 @@ pub fn compact_message(json: &str) -> Result<String> {
 
 fn hash(msg: &str) -> [u8; 16] {
     xxhash_rust::xxh3::xxh3_128(msg.as_bytes()).to_le_bytes()
+}
+
+/// Strings packed into one buffer, with their ends.
+struct Packed {
+    buf: String,
+    ends: Vec<usize>,
+}
+
+impl Packed {
+    fn of(items: &[&str]) -> Packed {
+        let mut buf = String::with_capacity(items.iter().map(|m| m.len()).sum());
+        let mut ends = Vec::with_capacity(items.len());
+        for m in items {
+            buf.push_str(m);
+            ends.push(buf.len());
+        }
+        Packed { buf, ends }
+    }
+
+    fn refs(&self) -> Vec<&str> {
+        let mut start = 0;
+        self.ends
+            .iter()
+            .map(|&end| {
+                let s = self.buf.get(start..end).unwrap_or_default();
+                start = end;
+                s
+            })
+            .collect()
+    }
 }
 
 /// A session's bookkeeping as stored.
@@ -241,18 +271,51 @@ impl fmt::Display for SKey<'_> {
 }
 
 fn read_record(kv: &(impl KvRead + ?Sized), id: &str) -> Result<Option<SessionRecord>> {
-    match SESSIONS.get(kv, id)? {
-        Some(v) => Ok(Some(decode("sessions", &id, &v)?)),
-        None => Ok(None),
+    SESSIONS.read(kv, id, |v| decode_record(id, v))
+}
+
+/// [`decode`] of a [`SessionRecord`], written out over postcard's wire format (nine varints)
+/// because a listing decodes one per session.
+fn decode_record(id: &str, bytes: &[u8]) -> Result<SessionRecord> {
+    let mut w = Wire::new(payload("sessions", &id, bytes)?);
+    let rec = (|| {
+        Some(SessionRecord {
+            created_us: w.i64()?,
+            updated_us: w.i64()?,
+            revision: w.u64()?,
+            next_seq: w.u64()?,
+            count: w.u64()?,
+            bytes: w.u64()?,
+            archive_next: w.u64()?,
+            archived: w.u64()?,
+            archived_bytes: w.u64()?,
+        })
+    })()
+    .ok_or_else(|| wire_error("sessions", &id, None))?;
+    if w.left() != 0 {
+        return Err(wire_error("sessions", &id, Some(&w)));
     }
+    Ok(rec)
 }
 
 fn decode_message(id: &str, seq: u64, bytes: &[u8]) -> Result<String> {
-    decode("session_messages", &SKey(id, seq), bytes)
+    decode_str("session_messages", &SKey(id, seq), bytes).map(str::to_owned)
 }
 
 fn decode_hash(id: &str, seq: u64, bytes: &[u8]) -> Result<[u8; 16]> {
-    decode("session_hashes", &SKey(id, seq), bytes)
+    let key = SKey(id, seq);
+    let body = payload("session_hashes", &key, bytes)?;
+    body.try_into().map_err(|_| {
+        if body.len() > 16 {
+            Error::corrupt(
+                "session_hashes",
+                key,
+                format!("{} trailing bytes after the value", body.len() - 16),
+            )
+        } else {
+            wire_error("session_hashes", &key, None)
+        }
+    })
 }
 
 fn range(id: &str) -> std::ops::RangeInclusive<(&str, u64)> {
@@ -404,13 +467,33 @@ impl WriteTxn<'_> {
         };
         // A message whose bytes hash to a stored message is that message: already checked and
         // compact. Only the others are parsed, so a save costs what changed, not the history.
-        let known: std::collections::HashSet<[u8; 16]> = stored.iter().map(|x| x.1).collect();
+        // The common save appends to what is stored: its stored prefix is matched in order,
+        // and only the messages after it are looked up among the stored hashes (one by one
+        // when few, through a set when many).
+        let hashes: Vec<[u8; 16]> = messages.iter().map(|m| hash(m)).collect();
+        let prefix = stored
+            .iter()
+            .zip(&hashes)
+            .take_while(|(a, b)| a.1 == **b)
+            .count();
+        let after = hashes.len() - prefix;
+        let set: Option<std::collections::HashSet<[u8; 16]>> = (after.saturating_mul(stored.len())
+            > 4096)
+            .then(|| stored.iter().map(|x| x.1).collect());
+        let known = |i: usize, h: &[u8; 16]| {
+            i < prefix
+                || match &set {
+                    Some(set) => set.contains(h),
+                    None => stored.iter().any(|x| x.1 == *h),
+                }
+        };
         let new: Vec<(std::borrow::Cow<'_, str>, [u8; 16])> = messages
             .iter()
+            .zip(&hashes)
             .enumerate()
-            .map(|(i, m)| {
-                let h = hash(m);
-                if known.contains(&h) {
+            .map(|(i, (m, h))| {
+                let h = *h;
+                if known(i, &h) {
                     return Ok((std::borrow::Cow::Borrowed(*m), h));
                 }
                 let c = compact_message(m).map_err(|e| match e {
@@ -694,9 +777,15 @@ impl ReadTxn {
             // The whole session is read: a server fetches it in one statement.
             SESSION_MESSAGES.prefetch_range(&self.tx, range(id))?;
         }
+        // The whole session reads forward (no reversal); the latest `limit` read backward.
+        let dir = if limit.is_some() {
+            Dir::Reverse
+        } else {
+            Dir::Forward
+        };
         let limit = limit.unwrap_or(usize::MAX);
         let mut seen = 0usize;
-        SESSION_MESSAGES.scan(&self.tx, range(id), Dir::Reverse, |(_, seq), v| {
+        SESSION_MESSAGES.scan(&self.tx, range(id), dir, |(_, seq), v| {
             if seen >= limit {
                 return Ok(ControlFlow::Break(()));
             }
@@ -708,8 +797,10 @@ impl ReadTxn {
             }
             Ok(ControlFlow::Continue(()))
         })?;
-        out.items.reverse();
-        out.unreadable.reverse();
+        if dir == Dir::Reverse {
+            out.items.reverse();
+            out.unreadable.reverse();
+        }
         Ok(out)
     }
 
@@ -743,7 +834,7 @@ impl ReadTxn {
             {
                 return Ok(ControlFlow::Continue(()));
             }
-            let r: SessionRecord = decode("sessions", &id, v)?;
+            let r = decode_record(id, v)?;
             out.push(SessionInfo::from(id, &r));
             Ok(ControlFlow::Continue(()))
         })?;
@@ -785,9 +876,11 @@ impl Store {
         expected_revision: Option<u64>,
     ) -> Result<SaveOutcome> {
         let id = id.to_string();
-        let messages: Vec<String> = messages.iter().map(|m| m.to_string()).collect();
+        // The operation owns its input (group commit may run it on another thread): one copy
+        // into one buffer, not one allocation per message (a long session holds thousands).
+        let all = Packed::of(messages);
         self.write_grouped(move |tx| {
-            let refs: Vec<&str> = messages.iter().map(String::as_str).collect();
+            let refs = all.refs();
             tx.session_save(&id, &refs, expected_revision)
         })
     }

@@ -91,17 +91,24 @@ pub fn pattern_matches(pattern: &str, scope: &str) -> bool {
 /// The grants in force in one transaction.
 #[derive(Debug, Clone)]
 pub(crate) struct Auth {
-    admin: String,
+    /// The admin's name; read only where it can change an answer (the store has grants, or
+    /// someone asks for it), so that a store without grants reads one table per check, not two.
+    admin: Option<String>,
     grants: Vec<(String, Access, String)>,
 }
 
+/// The admin's name as stored in `meta` (the default when none was recorded).
+fn read_admin(kv: &(impl KvRead + ?Sized)) -> Result<String> {
+    match META.get(kv, "admin")? {
+        Some(v) => decode::<String>("meta", &"admin", &v),
+        None => Ok(DEFAULT_ADMIN.to_string()),
+    }
+}
+
 impl Auth {
-    /// Loads the admin's name and every grant from the `meta` and `grants` tables.
+    /// Loads every grant from the `grants` table, and the admin's name from `meta` when there
+    /// are grants.
     pub(crate) fn load(kv: &(impl KvRead + ?Sized)) -> Result<Auth> {
-        let admin = match META.get(kv, "admin")? {
-            Some(v) => decode::<String>("meta", &"admin", &v)?,
-            None => DEFAULT_ADMIN.to_string(),
-        };
         let mut out = Vec::new();
         GRANTS.each(kv, .., |(p, a, pat), _| {
             if let Some(a) = Access::from_code(a) {
@@ -109,16 +116,19 @@ impl Auth {
             }
             Ok(())
         })?;
+        let admin = if out.is_empty() {
+            None
+        } else {
+            Some(read_admin(kv)?)
+        };
         Ok(Auth { admin, grants: out })
     }
 
-    /// The admin principal's name.
-    pub(crate) fn admin(&self) -> &str {
-        &self.admin
-    }
-
+    /// Whether `p` is the admin. Without grants the admin's name may be unread: then only
+    /// `None` counts, which is all that the answers of [`Auth::allows`] and
+    /// [`Auth::unrestricted`] need there (a store without grants allows everyone).
     pub(crate) fn is_admin(&self, p: Option<&str>) -> bool {
-        p.is_none_or(|p| p == self.admin)
+        p.is_none_or(|p| self.admin.as_deref() == Some(p))
     }
 
     /// Fails with [`Error::Denied`] unless `p` may `access` `scope`; the message names only
@@ -134,9 +144,19 @@ impl Auth {
         }
     }
 
-    /// Fails with [`Error::Denied`] unless `p` is the admin.
-    pub(crate) fn check_admin(&self, p: Option<&str>, what: &str) -> Result<()> {
-        if self.is_admin(p) {
+    /// Fails with [`Error::Denied`] unless `p` is the admin (whose name `admin` gives).
+    pub(crate) fn check_admin(
+        &self,
+        p: Option<&str>,
+        what: &str,
+        admin: impl FnOnce() -> Result<String>,
+    ) -> Result<()> {
+        let ok = match (p, &self.admin) {
+            (None, _) => true,
+            (Some(p), Some(a)) => p == a,
+            (Some(p), None) => p == admin()?,
+        };
+        if ok {
             Ok(())
         } else {
             Err(Error::Denied(format!("only the admin may {what}")))
@@ -223,7 +243,8 @@ impl Asker {
 
     /// Fails with [`Error::Denied`] unless the principal is the admin.
     pub(crate) fn require_admin(&self, kv: &(impl KvRead + ?Sized), what: &str) -> Result<()> {
-        self.auth(kv)?.check_admin(self.principal(), what)
+        self.auth(kv)?
+            .check_admin(self.principal(), what, || read_admin(kv))
     }
 
     /// Whether the principal may read everything (the admin, or a grant on every scope).
@@ -235,7 +256,10 @@ impl Asker {
     pub(crate) fn who(&self, kv: &(impl KvRead + ?Sized)) -> Result<String> {
         match &self.principal {
             Some(p) => Ok(p.clone()),
-            None => Ok(self.auth(kv)?.admin().to_string()),
+            None => match &self.auth(kv)?.admin {
+                Some(a) => Ok(a.clone()),
+                None => read_admin(kv),
+            },
         }
     }
 }

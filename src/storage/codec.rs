@@ -86,9 +86,139 @@ pub fn decode<T: DeserializeOwned>(
     Ok(value)
 }
 
+/// A reader of postcard's wire format over a payload, for the decoders on hot paths (a session
+/// message, a session record) that skip serde's machinery. It accepts exactly what postcard
+/// accepts for the same types: LEB128 varints of at most 10 bytes whose tenth byte is 0 or 1,
+/// zigzag for signed integers, strings as a varint length and UTF-8 bytes.
+pub(crate) struct Wire<'a> {
+    b: &'a [u8],
+}
+
+impl<'a> Wire<'a> {
+    /// A reader of `payload` (the bytes [`payload`] returns).
+    pub(crate) fn new(payload: &'a [u8]) -> Self {
+        Wire { b: payload }
+    }
+
+    /// A `u64` (or `usize`) varint.
+    pub(crate) fn u64(&mut self) -> Option<u64> {
+        self.varint(10, 1)
+    }
+
+    /// A `u32` varint (also an enum's variant index).
+    pub(crate) fn u32(&mut self) -> Option<u32> {
+        self.varint(5, 0x0F).and_then(|v| u32::try_from(v).ok())
+    }
+
+    /// A varint of at most `max` bytes whose last byte is at most `last` (postcard's rule).
+    #[inline]
+    fn varint(&mut self, max: usize, last: u8) -> Option<u64> {
+        let mut out = 0u64;
+        for (i, &byte) in self.b.iter().take(max).enumerate() {
+            out |= u64::from(byte & 0x7F) << (7 * i);
+            if byte & 0x80 == 0 {
+                if i + 1 == max && byte > last {
+                    return None;
+                }
+                self.b = self.b.get(i + 1..)?;
+                return Some(out);
+            }
+        }
+        None
+    }
+
+    /// An `i64` varint (zigzag).
+    pub(crate) fn i64(&mut self) -> Option<i64> {
+        let n = self.u64()?;
+        Some(((n >> 1) as i64) ^ -((n & 1) as i64))
+    }
+
+    /// A string: its length, then its UTF-8 bytes.
+    pub(crate) fn str(&mut self) -> Option<&'a str> {
+        let n = usize::try_from(self.u64()?).ok()?;
+        let (head, rest) = self.b.split_at_checked(n)?;
+        self.b = rest;
+        std::str::from_utf8(head).ok()
+    }
+
+    /// How many bytes are left.
+    pub(crate) fn left(&self) -> usize {
+        self.b.len()
+    }
+}
+
+/// The error for a payload a [`Wire`] decoder could not read, worded as [`decode`]'s.
+pub(crate) fn wire_error(
+    table: &'static str,
+    key: &dyn std::fmt::Display,
+    w: Option<&Wire<'_>>,
+) -> Error {
+    match w {
+        Some(w) => Error::corrupt(
+            table,
+            key,
+            format!("{} trailing bytes after the value", w.left()),
+        ),
+        None => Error::corrupt(table, key, "undecodable value: not a valid encoding"),
+    }
+}
+
+/// [`decode`] of a value that is one string, borrowed from `bytes` (no allocation, no serde).
+pub fn decode_str<'a>(
+    table: &'static str,
+    key: &dyn std::fmt::Display,
+    bytes: &'a [u8],
+) -> Result<&'a str> {
+    let mut w = Wire::new(payload(table, key, bytes)?);
+    let s = w.str().ok_or_else(|| wire_error(table, key, None))?;
+    if w.left() != 0 {
+        return Err(wire_error(table, key, Some(&w)));
+    }
+    Ok(s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wire_reads_what_postcard_reads() {
+        let ints = [0u64, 1, 127, 128, 300, 1 << 32, u64::MAX - 1, u64::MAX];
+        for &a in &ints {
+            let b = a as i64;
+            let bytes = postcard::to_allocvec(&(b, a, "x\u{e9}")).unwrap();
+            let mut w = Wire::new(&bytes);
+            assert_eq!(
+                (w.i64(), w.u64(), w.str()),
+                (Some(b), Some(a), Some("x\u{e9}"))
+            );
+            assert_eq!(w.left(), 0);
+        }
+        // Overlong and overflowing varints, a string past the end, bad UTF-8: refused by both.
+        let bad: [&[u8]; 5] = [
+            &[0x80; 11],
+            &[0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x02],
+            &[0x80],
+            &[0x05, b'a'],
+            &[0x01, 0xFF],
+        ];
+        for b in bad {
+            assert!(postcard::from_bytes::<String>(b).is_err());
+            assert_eq!(Wire::new(b).str(), None, "{b:?}");
+        }
+        // decode_str is decode::<String>, errors included.
+        let v = encode(&"hello".to_string()).unwrap();
+        assert_eq!(decode_str("t", &"k", &v).unwrap(), "hello");
+        let longer = encode(&("hello", 7u8)).unwrap();
+        let e = decode_str("t", &"k", &longer).unwrap_err();
+        assert!(e.to_string().contains("1 trailing bytes"), "{e}");
+        let mut flipped = v.clone();
+        flipped[3] ^= 1;
+        assert!(matches!(
+            decode_str("t", &"k", &flipped),
+            Err(Error::Corrupt { .. })
+        ));
+    }
 
     #[test]
     fn round_trip_and_every_single_byte_flip_is_detected() {

@@ -113,6 +113,146 @@ fn set(
     cell.get_or_init(|| RegexSet::new(patterns).ok()).as_ref()
 }
 
+/// Whether `text` may match a set whose every pattern needs one of `needles` (ASCII, lower
+/// case) somewhere in the text, compared ASCII-case-insensitively. A text that is not all ASCII
+/// may always match: Unicode case folding maps some non-ASCII characters to ASCII letters (the
+/// Kelvin sign to `k`), so only the regex set can tell. The prefilter means a process that
+/// notes or wakes ordinary text never compiles the sets (3 to 8 M instructions each, 1 to 2 ms
+/// of a CLI call); `tests/api/trust/detectors.rs` checks it against the sets.
+fn may_match(text: &str, needles: &Needles) -> bool {
+    if !text.is_ascii() {
+        return true;
+    }
+    let b = text.as_bytes();
+    let mut c0 = b.first().map_or(0, u8::to_ascii_lowercase);
+    for i in 0..b.len() {
+        let c1 = b.get(i + 1).map_or(0, u8::to_ascii_lowercase);
+        let pair = usize::from(c0) << 8 | usize::from(c1);
+        c0 = c1;
+        // One bit per pair of first bytes (or a one-byte word): most positions stop here.
+        let word = needles.pairs.get(pair >> 6).copied().unwrap_or(0);
+        if word & (1u64 << (pair & 63)) != 0 && needles.hit(b, i, pair >> 8) {
+            return true;
+        }
+    }
+    false
+}
+
+/// Literals (ASCII, lower case, at most 32) and, for each byte, which of them start with it:
+/// one table lookup per byte of the text.
+struct Needles {
+    words: &'static [&'static str],
+    /// Which words start with each byte.
+    first: [u32; 256],
+    /// Which pairs of bytes may start a word (a bit per pair; every pair starting with a word
+    /// of one byte).
+    pairs: [u64; 1024],
+    /// Which bytes are a word of one byte.
+    single: [bool; 256],
+}
+
+impl Needles {
+    /// Whether a word starting with byte `c0` (lower case) is at `b[i..]`.
+    fn hit(&self, b: &[u8], i: usize, c0: usize) -> bool {
+        if self.single.get(c0).copied().unwrap_or(false) {
+            return true;
+        }
+        let mut mask = self.first.get(c0).copied().unwrap_or(0);
+        while mask != 0 {
+            let k = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            let n = self.words.get(k).map_or(&[][..], |w| w.as_bytes());
+            if b.get(i..i + n.len())
+                .is_some_and(|w| w.eq_ignore_ascii_case(n))
+            {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Evaluated at compile time only (the initializers of the callers' `static`s), where `get`
+    /// is not available in a `const fn`: an index out of range, or more than 32 words, fails
+    /// the build, never a run.
+    #[allow(clippy::indexing_slicing)]
+    const fn new(words: &'static [&'static str]) -> Needles {
+        assert!(words.len() <= 32, "at most 32 needles");
+        let mut first = [0u32; 256];
+        let mut pairs = [0u64; 1024];
+        let mut single = [false; 256];
+        let mut k = 0;
+        while k < words.len() {
+            let w = words[k].as_bytes();
+            if w.len() == 1 {
+                single[w[0] as usize] = true;
+                // Every pair starting with the byte.
+                let mut c1 = 0;
+                while c1 < 256 {
+                    let pair = (w[0] as usize) << 8 | c1;
+                    pairs[pair >> 6] |= 1 << (pair & 63);
+                    c1 += 1;
+                }
+            } else if w.len() > 1 {
+                first[w[0] as usize] |= 1 << k;
+                let pair = (w[0] as usize) << 8 | w[1] as usize;
+                pairs[pair >> 6] |= 1 << (pair & 63);
+            }
+            k += 1;
+        }
+        Needles {
+            words,
+            first,
+            pairs,
+            single,
+        }
+    }
+}
+
+/// A literal each secret pattern needs, in order: `-----BEGIN`, `AKIA`/`ASIA`, `ghp_` and
+/// its four siblings, `sk-`, `xox`, `://`, `eyJ`, and the credential names of the last pattern
+/// (`key`, `token`, `passw`). The case-sensitive patterns are prefiltered case-insensitively,
+/// which only lets more texts through to the set.
+const SECRET_NEEDLES: &[&str] = &[
+    "-----begin",
+    "akia",
+    "asia",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "sk-",
+    "xox",
+    "://",
+    "eyj",
+    "key",
+    "token",
+    "passw",
+];
+
+/// A literal each instruction pattern needs, in order: the four verbs of the first,
+/// `are now`/`must now`, `instruction`, the four roles of the fourth, `<`, `run:`, `awake`,
+/// `act as`/`behave as`, `{`.
+const INSTRUCTION_NEEDLES: &[&str] = &[
+    "ignore",
+    "disregard",
+    "forget",
+    "override",
+    "are now",
+    "must now",
+    "instruction",
+    "system",
+    "assistant",
+    "user",
+    "developer",
+    "<",
+    "run:",
+    "awake",
+    "act as",
+    "behave as",
+    "{",
+];
+
 const SECRET_NAMES: &[&str] = &[
     "a private key",
     "an AWS access key",
@@ -124,7 +264,8 @@ const SECRET_NAMES: &[&str] = &[
     "a credential assignment",
 ];
 
-const SECRET_PATTERNS: &[&str] = &[
+/// The patterns [`looks_like_secret`] looks for, one per kind of secret it names.
+pub const SECRET_PATTERNS: &[&str] = &[
     r"-----BEGIN [A-Z ]*PRIVATE KEY",
     r"\b(AKIA|ASIA)[0-9A-Z]{16}\b",
     r"\bgh[pousr]_[A-Za-z0-9]{30,}",
@@ -143,6 +284,10 @@ const SECRET_PATTERNS: &[&str] = &[
 /// assert_eq!(looks_like_secret("the user prefers tabs"), None);
 /// ```
 pub fn looks_like_secret(text: &str) -> Option<&'static str> {
+    static NEEDLES: Needles = Needles::new(SECRET_NEEDLES);
+    if !may_match(text, &NEEDLES) {
+        return None;
+    }
     static CELL: OnceLock<Option<RegexSet>> = OnceLock::new();
     let set = set(SECRET_PATTERNS, &CELL)?;
     set.matches(text)
@@ -151,7 +296,8 @@ pub fn looks_like_secret(text: &str) -> Option<&'static str> {
         .and_then(|i| SECRET_NAMES.get(i).copied())
 }
 
-const INSTRUCTION_PATTERNS: &[&str] = &[
+/// The patterns [`reads_as_instructions`] looks for.
+pub const INSTRUCTION_PATTERNS: &[&str] = &[
     r"(?i)\b(ignore|disregard|forget|override)\b.{0,40}\b(previous|prior|above|earlier|all|any|your|the)\b.{0,30}\b(instructions?|prompts?|rules|directions|guidelines|messages?)\b",
     r"(?i)\byou (are|must) now\b",
     r"(?i)\bnew (system )?instructions?\b",
@@ -175,6 +321,10 @@ const INSTRUCTION_PATTERNS: &[&str] = &[
 /// assert!(!reads_as_instructions("the user wants the previous behaviour back"));
 /// ```
 pub fn reads_as_instructions(text: &str) -> bool {
+    static NEEDLES: Needles = Needles::new(INSTRUCTION_NEEDLES);
+    if !may_match(text, &NEEDLES) {
+        return false;
+    }
     static CELL: OnceLock<Option<RegexSet>> = OnceLock::new();
     // If the set cannot be built, treat everything as untrusted rather than nothing.
     set(INSTRUCTION_PATTERNS, &CELL).is_none_or(|s| s.is_match(text))

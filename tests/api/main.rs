@@ -32,5 +32,6 @@ mod session {
 
 mod trust {
     mod authorization_props;
+    mod detectors;
     mod scenarios;
 }

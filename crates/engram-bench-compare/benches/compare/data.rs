@@ -82,6 +82,15 @@ pub fn message(session: usize, i: usize) -> String {
     )
 }
 
+/// A message of about 2 KB, as a tool's output is: the long session of `session_long`.
+pub fn message_2k(session: usize, i: usize) -> String {
+    let head = format!(
+        r#"{{"role":"tool","content":"session {session} turn {i}: output of the test run: "#
+    );
+    let pad = 2048usize.saturating_sub(head.len() + 2);
+    format!("{head}{}\"}}", "y".repeat(pad))
+}
+
 pub fn session_id(s: usize) -> String {
     format!("session-{s:05}")
 }

@@ -96,6 +96,9 @@ fn run(plan: &Plan, dir: &Path, rep: &mut Report) {
     if plan.runs("session_growth", "session_growth") {
         sessions::session_growth(plan, dir, rep);
     }
+    if plan.runs("session_long", "session_long") {
+        sessions::session_long(plan, dir, rep);
+    }
     if plan.runs("sessions", "session_load") || plan.runs("sessions", "session_list") {
         sessions::sessions(plan, dir, rep);
     }

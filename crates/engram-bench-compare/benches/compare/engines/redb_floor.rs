@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ::engram::domain::text::date_of;
-use ::engram::redb::{self, ReadableDatabase, StorageBackend};
+use ::engram::redb::{self, ReadableDatabase, ReadableTable, StorageBackend};
 use ::engram::{Memory, Summary};
 
 use crate::data::{self, WAKE_LINES};
@@ -269,5 +269,56 @@ impl Floor {
             }
         }
         acc
+    }
+}
+
+/// A byte copy of an engram session store, read as engram's `session_load` and `session_list`
+/// must at least read it: the messages of one session by range, each checked and decoded with
+/// `engram::codec` into a `String`; every session's id and record (checked, not decoded).
+pub struct SessionFloor {
+    db: redb::Database,
+}
+
+impl SessionFloor {
+    /// Opens `file`, a closed engram store (the caller built it for the floor alone).
+    pub fn open(file: &Path) -> SessionFloor {
+        let mut b = redb::Database::builder();
+        b.set_cache_size(32 << 20);
+        b.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
+        SessionFloor {
+            db: b.open(file).expect("redb open"),
+        }
+    }
+
+    /// The messages of session `id`, oldest first.
+    pub fn load(&self, id: &str) -> Vec<String> {
+        let rtx = self.db.begin_read().expect("read");
+        let t = rtx
+            .open_table(::engram::storage::schema::SESSION_MESSAGES)
+            .expect("session_messages");
+        let mut out = Vec::new();
+        for item in t.range((id, 0)..=(id, u64::MAX)).expect("range") {
+            let (_, v) = item.expect("entry");
+            let m = ::engram::storage::codec::decode_str("session_messages", &id, v.value())
+                .expect("message");
+            out.push(m.to_string());
+        }
+        out
+    }
+
+    /// Every session id, in order, each record's envelope checked.
+    pub fn list(&self) -> Vec<String> {
+        let rtx = self.db.begin_read().expect("read");
+        let t = rtx
+            .open_table(::engram::storage::schema::SESSIONS)
+            .expect("sessions");
+        let mut out = Vec::new();
+        for item in t.iter().expect("iter") {
+            let (k, v) = item.expect("entry");
+            let id = k.value();
+            ::engram::storage::codec::payload("sessions", &id, v.value()).expect("record");
+            out.push(id.to_string());
+        }
+        out
     }
 }

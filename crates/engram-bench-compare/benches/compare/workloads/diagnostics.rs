@@ -112,12 +112,13 @@ fn commits(plan: &Plan, dir: &Path, exclusive: bool, rep: &mut Report) {
         total,
         acc[1],
     );
-    commit_line(
+    let cpu = commit_line(
         rep,
         &format!("engram session_save (101st-200th message), {mode}"),
         (per_save * ROUNDS) as u64,
         acc[2],
     );
+    rep.fact(&format!("save cpu {exclusive}"), cpu);
     group_commit(plan, mode, (notes, ncount), (db, fcount), exclusive, rep);
 }
 
@@ -176,8 +177,8 @@ fn group_commit(
 }
 
 /// One line of the commit breakdown: time per commit split into fsyncs, writes, other I/O and
-/// CPU.
-fn commit_line(rep: &mut Report, what: &str, n: u64, acc: Acc) {
+/// CPU; returns the CPU part (µs per commit).
+fn commit_line(rep: &mut Report, what: &str, n: u64, acc: Acc) -> f64 {
     let (t, d) = acc;
     let per = |i: usize| d[i] as f64 / n as f64;
     let us = t.as_secs_f64() * 1e6 / n as f64;
@@ -190,4 +191,5 @@ fn commit_line(rep: &mut Report, what: &str, n: u64, acc: Acc) {
         per(4),
         us - sync_us - write_us - other_us
     ));
+    us - sync_us - write_us - other_us
 }

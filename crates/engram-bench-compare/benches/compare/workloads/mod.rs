@@ -43,6 +43,9 @@ pub struct Plan {
     pub recall_iters: usize,
     pub growth_sessions: usize,
     pub turns: usize,
+    /// `session_long`: messages of 2 KB stored, then saves of one more each.
+    pub long_messages: usize,
+    pub long_saves: usize,
     pub stored_sessions: usize,
     pub stored_messages: usize,
     pub load_iters: usize,
@@ -64,6 +67,8 @@ impl Plan {
             recall_iters: if quick { 3 } else { 7 },
             growth_sessions: if quick { 5 } else { 100 },
             turns: 200,
+            long_messages: 2000,
+            long_saves: if quick { 10 } else { 20 },
             stored_sessions: 10_000,
             stored_messages: 20,
             load_iters: if quick { 500 } else { 3000 },

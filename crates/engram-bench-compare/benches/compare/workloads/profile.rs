@@ -1,12 +1,13 @@
-//! CPU profile targets for callgrind (`-- --only profile:note|note-mw|session|wake|wake3|wake6|
-//! recall|load`): the engram work of one workload, in a function named `measured_part` so that
-//! `valgrind --tool=callgrind --toggle-collect='*measured_part*'` leaves the setup out.
+//! CPU profile targets for callgrind (`-- --only profile:note|note-mw|session|session-long|wake|
+//! wake3|wake6|recall|load`): the engram work of one workload, in a function named `measured_part` so that
+//! `valgrind --tool=callgrind --toggle-collect='*measured_part*'` leaves the setup out. Also
+//! `profile:store:N`, which only builds a history of N memories at `$ENGRAM_BENCH_KEEP`.
 
 use std::path::Path;
 
 use ::engram::{RecallQuery, Store, WakeOptions};
 
-use crate::data::{message, session_id, RECALL_PATTERN, SCOPE};
+use crate::data::{message, message_2k, session_id, RECALL_PATTERN, SCOPE};
 use crate::engines::engram::{build, create, new_memory};
 
 pub fn profile(dir: &Path, what: &str) {
@@ -27,6 +28,17 @@ pub fn profile(dir: &Path, what: &str) {
                 for k in 1..=200 {
                     let refs: Vec<&str> = msgs[..k].iter().map(String::as_str).collect();
                     store.session_save("s", &refs, None).expect("save");
+                }
+            });
+        }
+        "session-long" => {
+            let store = create(&path, true);
+            let msgs: Vec<String> = (0..2020).map(|i| message_2k(0, i)).collect();
+            let refs: Vec<&str> = msgs.iter().map(String::as_str).collect();
+            store.session_save("s", &refs[..2000], None).expect("save");
+            measured_part(&mut || {
+                for k in 2001..=2020 {
+                    store.session_save("s", &refs[..k], None).expect("save");
                 }
             });
         }
@@ -56,7 +68,26 @@ pub fn profile(dir: &Path, what: &str) {
                 }
             });
         }
-        other => panic!("unknown profile target {other:?}"),
+        other => match other
+            .strip_prefix("store:")
+            .and_then(|n| n.parse::<u64>().ok())
+        {
+            // `profile:store:N` builds a fully summarized history of N memories and keeps it
+            // at `$ENGRAM_BENCH_KEEP` (for the CLI start-to-exit and peak-RSS measurements of
+            // docs/performance.md, which run the `engram` binary on it).
+            Some(t) => {
+                let keep = std::env::var_os("ENGRAM_BENCH_KEEP")
+                    .expect("profile:store:N needs ENGRAM_BENCH_KEEP=<path of the store>");
+                build(Path::new(&keep), t);
+            }
+            None => match other
+                .strip_prefix("rss:")
+                .and_then(|n| n.parse::<usize>().ok())
+            {
+                Some(mib) => rss(mib),
+                None => panic!("unknown profile target {other:?}"),
+            },
+        },
     }
     println!("profile {what}: done");
 }
@@ -87,4 +118,41 @@ fn load(path: &Path) {
 #[inline(never)]
 fn measured_part(f: &mut dyn FnMut()) {
     f();
+}
+
+/// `profile:rss:MIB`: opens the store at `$ENGRAM_BENCH_KEEP` with a page cache of MIB MiB and
+/// prints the process's peak resident set (VmHWM) after opening, after 20 wakes and after 3
+/// recalls: what the cache setting bounds.
+fn rss(mib: usize) {
+    let keep = std::env::var_os("ENGRAM_BENCH_KEEP")
+        .expect("profile:rss:MIB needs ENGRAM_BENCH_KEEP=<path of a store>");
+    let hwm = || {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:").map(|v| v.trim().to_string()))
+            })
+            .unwrap_or_default()
+    };
+    let store = Store::open_with(
+        Path::new(&keep),
+        ::engram::Options::default().cache_bytes(mib << 20),
+    )
+    .expect("open");
+    println!("rss: cache {mib} MiB; after open: {}", hwm());
+    let t = store.count(SCOPE).expect("count");
+    for _ in 0..20 {
+        std::hint::black_box(
+            store
+                .wake_text(SCOPE, &WakeOptions::default())
+                .expect("wake"),
+        );
+    }
+    println!("rss: after 20 wakes of {t} memories: {}", hwm());
+    let q = RecallQuery::new(RECALL_PATTERN);
+    for _ in 0..3 {
+        std::hint::black_box(store.recall(SCOPE, &q).expect("recall"));
+    }
+    println!("rss: after 3 recalls over {t} memories: {}", hwm());
 }

@@ -5,10 +5,13 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::{disk_bytes, file_bytes, io_written, median_ns, medians_of, same_answers, Plan};
-use crate::data::{message, session_id};
+use super::{
+    disk_bytes, file_bytes, io_written, median_ns, medians_of, same_answers, Plan, ROUNDS,
+};
+use crate::data::{message, message_2k, session_id};
+use crate::engines::redb_floor::SessionFloor;
 use crate::engines::{self, Entry, SessionEngine};
-use crate::report::{Report, BYTES};
+use crate::report::{Report, BYTES, NS};
 
 /// Opens the session store of every entry that has one at `stem`; records why the others have
 /// none for each workload of `ws`.
@@ -129,6 +132,105 @@ pub fn session_growth(plan: &Plan, dir: &Path, rep: &mut Report) {
     }
 }
 
+/// A realistic long session: `long_messages` messages of 2 KB (tool outputs) stored, then
+/// `long_saves` saves each adding one message (the whole list, as a framework saves it), the
+/// engines taking turns in rounds. Bytes written per save are also measured at the start of the
+/// same session (history of 10), to show whether they grow with the history.
+pub fn session_long(plan: &Plan, dir: &Path, rep: &mut Report) {
+    let w = "session_long";
+    let (len, saves) = (plan.long_messages, plan.long_saves);
+    println!(
+        "{w}: one session of {len} messages of 2 KB, then {saves} saves of one more message each"
+    );
+    let mut engines = open(&engines::list(true), &dir.join("sl"), &[w], rep);
+    let id = session_id(0);
+    let msgs: Vec<String> = (0..len + saves).map(|i| message_2k(0, i)).collect();
+    let short = 10usize;
+    // Bytes per save with a short history: saves 11..=20, one engine after the other.
+    let mut early = vec![0u64; engines.len()];
+    for (k, e) in engines.iter_mut().enumerate() {
+        for t in 1..=short {
+            e.save(&id, &msgs[..t]);
+        }
+        let io0 = io_written();
+        for t in short + 1..=2 * short {
+            e.save(&id, &msgs[..t]);
+        }
+        early[k] = io_written() - io0;
+    }
+    for e in engines.iter_mut() {
+        e.save(&id, &msgs[..len]);
+    }
+    let per_round = saves.div_ceil(ROUNDS);
+    let mut elapsed = vec![Duration::ZERO; engines.len()];
+    let mut bytes = vec![0u64; engines.len()];
+    let mut done = vec![len; engines.len()];
+    for r in 0..ROUNDS {
+        for k in 0..engines.len() {
+            let e = (k + r) % engines.len();
+            let io0 = io_written();
+            let start = Instant::now();
+            for _ in 0..per_round {
+                if done[e] < len + saves {
+                    done[e] += 1;
+                    engines[e].save(&id, &msgs[..done[e]]);
+                }
+            }
+            elapsed[e] += start.elapsed();
+            bytes[e] += io_written() - io0;
+        }
+    }
+    for e in &engines {
+        let n = e.load(&id).map(|m| m.len());
+        assert_eq!(n, Some(len + saves), "{} lost messages", e.name());
+    }
+    let names: Vec<&'static str> = engines.iter().map(|e| e.name()).collect();
+    close(engines);
+    // The append contract (Agents SDK, LangChain): only the new message is passed, so nothing
+    // of the history is hashed or read.
+    {
+        let store = crate::engines::engram::create(&dir.join("sl-append.redb"), false);
+        let refs: Vec<&str> = msgs[..len].iter().map(String::as_str).collect();
+        store.session_save(&id, &refs, None).expect("save");
+        let io0 = io_written();
+        let start = Instant::now();
+        for m in &msgs[len..] {
+            store
+                .session_append(&id, &[m.as_str()], None, None)
+                .expect("append");
+        }
+        let took = start.elapsed();
+        let written = io_written() - io0;
+        rep.diag(format!(
+            "{w}: engram session_append of each new message instead of a whole-list save: {:.1} us/append, {:.0} bytes written/append",
+            took.as_secs_f64() * 1e6 / saves as f64,
+            written as f64 / saves as f64
+        ));
+    }
+    for (k, engine) in names.into_iter().enumerate() {
+        let per_save = bytes[k] as f64 / saves as f64;
+        let short_save = early[k] as f64 / short as f64;
+        let us = elapsed[k].as_secs_f64() * 1e6 / saves as f64;
+        match engines::variant_label(engine) {
+            Some(label) => {
+                rep.put(w, engine, NS, us * 1e3);
+                rep.diag(format!(
+                    "{w}: {label}: {us:.1} us/save, {per_save:.0} bytes written/save"
+                ));
+            }
+            None => {
+                rep.rate(w, engine, saves, elapsed[k]);
+                rep.put(w, engine, BYTES, per_save);
+                rep.fact(&format!("{engine} long short"), short_save);
+                rep.fact(&format!("{engine} long long"), per_save);
+            }
+        }
+        rep.diag(format!(
+            "{w}: {engine}: bytes written per save {short_save:.0} with 10 messages stored, {per_save:.0} with {len} (a new message is 2,048 bytes)"
+        ));
+    }
+}
+
 /// `stored_sessions` sessions of `stored_messages` messages: load and list (the engines in
 /// alternating rounds), then the bytes on disk per message.
 pub fn sessions(plan: &Plan, dir: &Path, rep: &mut Report) {
@@ -140,6 +242,14 @@ pub fn sessions(plan: &Plan, dir: &Path, rep: &mut Report) {
     for e in engines.iter_mut() {
         e.fill(n, &msgs_of);
     }
+    // redb's floor: the same sessions in an engram store of their own, closed, then read by
+    // redb directly (redb will not open a file twice).
+    {
+        let mut f = crate::engines::engram::Engram::open(&dir.join("ss-floor"), false);
+        f.fill(n, &msgs_of);
+        f.settle();
+    }
+    let floor = SessionFloor::open(&crate::engines::engram::file(&dir.join("ss-floor"), false));
     // Same answers everywhere.
     let id = session_id(n / 2);
     let loads: Vec<_> = engines.iter().map(|e| (e.name(), e.load(&id))).collect();
@@ -148,8 +258,11 @@ pub fn sessions(plan: &Plan, dir: &Path, rep: &mut Report) {
     let lists: Vec<_> = engines.iter().map(|e| (e.name(), e.ids())).collect();
     assert_eq!(lists[0].1.len(), n);
     same_answers("list", &lists);
+    assert_eq!(floor.load(&id), loads[0].1.clone().unwrap_or_default());
+    assert_eq!(floor.list(), lists[0].1);
 
-    load_and_list(plan, &engines, rep);
+    load_and_list(plan, &engines, &floor, rep);
+    drop(floor);
     let w = "disk_bytes_per_message";
     println!("{w}: bytes allocated on disk / messages, for the {n} x {m} stored sessions");
     let files = close(engines);
@@ -168,7 +281,12 @@ pub fn sessions(plan: &Plan, dir: &Path, rep: &mut Report) {
 
 /// Loads of sessions spread over the store (one counter shared by the engines, so each loads
 /// different ones), then whole lists; the engines in alternating rounds.
-fn load_and_list(plan: &Plan, engines: &[Box<dyn SessionEngine>], rep: &mut Report) {
+fn load_and_list(
+    plan: &Plan,
+    engines: &[Box<dyn SessionEngine>],
+    floor: &SessionFloor,
+    rep: &mut Report,
+) {
     let n = plan.stored_sessions;
     let w = "session_load";
     let pick = |k: usize| session_id(k * 7919 % n);
@@ -183,22 +301,42 @@ fn load_and_list(plan: &Plan, engines: &[Box<dyn SessionEngine>], rep: &mut Repo
             std::hint::black_box(e.load(&next()));
         }));
     }
+    fs.push(Box::new(|| {
+        std::hint::black_box(floor.load(&next()));
+    }));
     let mm = medians_of(plan.load_iters, &mut fs);
     drop(fs);
-    for (e, ns) in engines.iter().zip(mm) {
-        rep.latency(w, e.name(), ns);
+    for (e, ns) in engines.iter().zip(&mm) {
+        rep.latency(w, e.name(), *ns);
     }
+    floor_line(
+        rep,
+        w,
+        "the session's messages by range, each decoded to a String",
+        &mm,
+        engines,
+    );
 
     let w = "session_list";
     let mut fs: Vec<Box<dyn FnMut() + '_>> = Vec::new();
     for e in engines {
         fs.push(Box::new(|| e.list()));
     }
+    fs.push(Box::new(|| {
+        std::hint::black_box(floor.list());
+    }));
     let mm = medians_of(plan.list_iters, &mut fs);
     drop(fs);
-    for (e, ns) in engines.iter().zip(mm) {
-        rep.latency(w, e.name(), ns);
+    for (e, ns) in engines.iter().zip(&mm) {
+        rep.latency(w, e.name(), *ns);
     }
+    floor_line(
+        rep,
+        w,
+        "every id and record by range, the record's envelope checked",
+        &mm,
+        engines,
+    );
     for e in engines {
         if e.ids_only().is_some() {
             let ids_ns = median_ns(plan.list_iters, || {
@@ -211,4 +349,29 @@ fn load_and_list(plan: &Plan, engines: &[Box<dyn SessionEngine>], rep: &mut Repo
             ));
         }
     }
+}
+
+/// The diagnostic line of redb's floor (the last of `mm`) against engram and SQLite.
+fn floor_line(
+    rep: &mut Report,
+    w: &str,
+    what: &str,
+    mm: &[f64],
+    engines: &[Box<dyn SessionEngine>],
+) {
+    let Some(&f) = mm.last() else { return };
+    let of = |name: &str| {
+        engines
+            .iter()
+            .zip(mm)
+            .find(|(e, _)| e.name() == name)
+            .map(|(_, ns)| *ns)
+    };
+    rep.fact(&format!("{w} floor"), f);
+    rep.diag(format!(
+        "{w}: redb floor ({what}; same rounds): {:.1} us; engram is {:.2}x the floor; SQLite is {:.2}x the floor",
+        f / 1e3,
+        of(crate::engines::ENGRAM).unwrap_or(f64::NAN) / f,
+        of(crate::engines::SQLITE).unwrap_or(f64::NAN) / f,
+    ));
 }
