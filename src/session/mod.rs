@@ -459,6 +459,10 @@ impl WriteTxn<'_> {
         let mut rec = existing.clone().unwrap_or_else(|| self.new_record());
         let stored: Vec<(u64, [u8; 16])> = {
             let mut v = Vec::with_capacity(rec.count as usize);
+            if rec.count > 64 {
+                // Every stored hash is read: a server sends them in one statement, not in pages.
+                SESSION_HASHES.prefetch_range(&self.tx, range(id))?;
+            }
             SESSION_HASHES.each(&self.tx, range(id), |(_, seq), val| {
                 v.push((seq, decode_hash(id, seq, val)?));
                 Ok(())
