@@ -524,87 +524,64 @@ impl PgEngine {
             "INSERT INTO {} (k, v) VALUES ($1, '\\x') ON CONFLICT (k) DO NOTHING",
             self.commits
         );
-        self.retrying(|| {
-            let mut conn = match self.take() {
-                Ok(c) => c,
-                Err(_) => return Attempt::Again(Fault::Lost("reconnecting".into())),
-            };
-            let r = conn
-                .client
-                .execute_typed(&sql, &[(&commit_id, Type::BYTEA)]);
-            match r {
-                Ok(n) => {
-                    self.give(conn);
-                    Attempt::Done(Ok(n == 0))
-                }
-                Err(e) => Attempt::Again(classify(&e).unwrap_or(Fault::Lost(e.to_string()))),
-            }
-        })
-        .ok()
+        self.on_conn(|c| c.client.execute_typed(&sql, &[(&commit_id, Type::BYTEA)]))
+            .map(|n| n == 0)
+            .ok()
     }
 
     /// Creates the schema and every table that is missing, in one transaction (run again when
     /// another process creates them at the same moment). YugabyteDB needs range-ordered keys.
     pub(crate) fn create_tables(&self) -> Result<()> {
-        self.retrying(|| {
-            let mut conn = match self.take() {
-                Ok(c) => c,
-                Err(e) => return Attempt::Done(Err(e)),
+        self.on_conn(|conn| {
+            let version: String = conn.client.query_one("SELECT version()", &[])?.try_get(0)?;
+            let key = if version.contains("-YB-") || version.contains("Yugabyte") {
+                "PRIMARY KEY (k ASC)"
+            } else {
+                "PRIMARY KEY (k)"
             };
-            let r = conn
-                .client
-                .query_one("SELECT version()", &[])
-                .and_then(|row| row.try_get::<_, String>(0))
-                .and_then(|v| {
-                    let key = if v.contains("-YB-") || v.contains("Yugabyte") {
-                        "PRIMARY KEY (k ASC)"
-                    } else {
-                        "PRIMARY KEY (k)"
-                    };
-                    let mut sql = format!(
-                        "BEGIN ISOLATION LEVEL SERIALIZABLE; CREATE SCHEMA IF NOT EXISTS \"{}\";",
-                        self.url.schema
-                    );
-                    for t in self.tables.iter().map(|t| &t.name).chain([&self.commits]) {
-                        sql.push_str(&format!(
-                            " CREATE TABLE IF NOT EXISTS {t} (k bytea NOT NULL, v bytea NOT NULL, {key});"
-                        ));
-                    }
-                    sql.push_str(" COMMIT;");
-                    conn.client.batch_execute(&sql)
-                });
-            match r {
-                Ok(()) => {
-                    self.give(conn);
-                    Attempt::Done(Ok(()))
-                }
-                Err(e) => match classify(&e) {
-                    Some(f) => Attempt::Again(f),
-                    None => Attempt::Done(Err(server_error(&e))),
-                },
+            let mut sql = format!(
+                "BEGIN ISOLATION LEVEL SERIALIZABLE; CREATE SCHEMA IF NOT EXISTS \"{}\";",
+                self.url.schema
+            );
+            for t in self.tables.iter().map(|t| &t.name).chain([&self.commits]) {
+                sql.push_str(&format!(
+                    " CREATE TABLE IF NOT EXISTS {t} (k bytea NOT NULL, v bytea NOT NULL, {key});"
+                ));
             }
+            sql.push_str(" COMMIT;");
+            conn.client.batch_execute(&sql)
         })
     }
 
     /// The names of the tables in the store's schema.
     pub(crate) fn table_names(&self) -> Result<Vec<String>> {
+        self.on_conn(|conn| {
+            conn.client
+                .query(
+                    "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1",
+                    &[&self.url.schema],
+                )?
+                .iter()
+                .map(|r| r.try_get::<_, String>(0))
+                .collect()
+        })
+    }
+
+    /// Runs `f` on a pooled connection, again after a fault that calls for it (up to the busy
+    /// timeout); the connection goes back to the pool after a success.
+    fn on_conn<R>(
+        &self,
+        mut f: impl FnMut(&mut Conn) -> std::result::Result<R, postgres::Error>,
+    ) -> Result<R> {
         self.retrying(|| {
             let mut conn = match self.take() {
                 Ok(c) => c,
                 Err(e) => return Attempt::Done(Err(e)),
             };
-            let r = conn.client.query(
-                "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1",
-                &[&self.url.schema],
-            );
-            match r {
-                Ok(rows) => {
+            match f(&mut conn) {
+                Ok(r) => {
                     self.give(conn);
-                    Attempt::Done(
-                        rows.iter()
-                            .map(|r| r.try_get::<_, String>(0).map_err(|e| server_error(&e)))
-                            .collect(),
-                    )
+                    Attempt::Done(Ok(r))
                 }
                 Err(e) => match classify(&e) {
                     Some(f) => Attempt::Again(f),
