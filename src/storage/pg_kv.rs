@@ -41,7 +41,7 @@ pub struct PgTx {
 #[derive(Default)]
 struct Cache {
     /// Point reads: the value, or `None` for a key that is absent.
-    points: HashMap<(TableId, Vec<u8>), Option<Vec<u8>>>,
+    points: HashMap<TableId, HashMap<Vec<u8>, Option<Vec<u8>>>>,
     /// Whole ranges: the bounds and every row within them, in key order.
     ranges: Vec<CachedRange>,
 }
@@ -99,13 +99,13 @@ fn within(
 impl Cache {
     /// Forgets what was fetched of table `t` (this transaction is changing it).
     fn forget(&mut self, t: TableId) {
-        self.points.retain(|(id, _), _| *id != t);
+        self.points.remove(&t);
         self.ranges.retain(|(id, _, _, _)| *id != t);
     }
 
     /// The cached answer for `key`, if the cache knows it.
     fn get(&self, t: TableId, key: &[u8]) -> Option<Option<Vec<u8>>> {
-        if let Some(v) = self.points.get(&(t, key.to_vec())) {
+        if let Some(v) = self.points.get(&t).and_then(|p| p.get(key)) {
             return Some(v.clone());
         }
         self.ranges
@@ -434,11 +434,12 @@ impl KvRead for PgTx {
         let list: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         let rows = self.query(&sql, &[(&list, Type::BYTEA_ARRAY)])?;
         let mut c = self.cache.borrow_mut();
+        let points = c.points.entry(t).or_default();
         for k in keys {
-            c.points.insert((t, k.clone()), None);
+            points.insert(k.clone(), None);
         }
         for (k, v) in rows {
-            c.points.insert((t, k), Some(v));
+            points.insert(k, Some(v));
         }
         Ok(())
     }
