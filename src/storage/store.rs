@@ -506,9 +506,12 @@ impl Store {
         if !complete && (create || ours > 0) && !store.opts.read_only {
             pg.create_tables()?;
         }
-        let initialized = ours > 0 && store.read(|r| tables::META.get(&r.tx, "format"))?.is_some();
-        if initialized {
-            store.check_format()?;
+        let format = match ours {
+            0 => None,
+            _ => store.read(|r| tables::META.get(&r.tx, "format"))?,
+        };
+        if let Some(v) = format {
+            check_format_value(&v)?;
             Ok(store)
         } else if create {
             let mut store = Self::initialize(store)?;
@@ -519,23 +522,6 @@ impl Store {
                 path: PathBuf::from(pg.shown()),
             })
         }
-    }
-
-    /// Checks a server store's format number.
-    #[cfg(feature = "postgres")]
-    fn check_server_format(&self) -> Result<()> {
-        let Some(v) = self.read(|r| tables::META.get(&r.tx, "format"))? else {
-            return Err(crate::error::damaged_file(
-                "the meta table is damaged (its format entry is missing)".into(),
-            ));
-        };
-        let format: u32 = decode("meta", &"format", &v)?;
-        if format > STORE_FORMAT {
-            return Err(Error::Unsupported(format!(
-                "store format {format} is newer than this engram (format {STORE_FORMAT}); upgrade engram"
-            )));
-        }
-        Ok(())
     }
 
     /// Whether a store file exists (and is not empty) at `path`.
@@ -679,8 +665,9 @@ impl Store {
     fn check_format(&self) -> Result<()> {
         let engine = match &self.backend {
             Backend::File(e) => e,
+            // `open_server` checked the format with the one read it needed.
             #[cfg(feature = "postgres")]
-            Backend::Server(_) => return self.check_server_format(),
+            Backend::Server(_) => return Ok(()),
         };
         let missing = engine.guard("reading the store header", |db| self.read_format(db))?;
         if missing {
@@ -729,12 +716,7 @@ impl Store {
                 self.path.display()
             )));
         };
-        let format: u32 = decode("meta", &"format", v.value())?;
-        if format > STORE_FORMAT {
-            return Err(Error::Unsupported(format!(
-                "store format {format} is newer than this engram (format {STORE_FORMAT}); upgrade engram"
-            )));
-        }
+        check_format_value(v.value())?;
         drop(v);
         drop(meta);
         let tables = rtx.list_tables()?.count();
@@ -1015,6 +997,17 @@ fn open_bounded(opts: &Options, path: &Path) -> Result<Db> {
             "the storage engine stopped while opening the file".into(),
         )),
     }
+}
+
+/// Checks a store's `meta.format` value: a newer format than this build's is refused.
+fn check_format_value(v: &[u8]) -> Result<()> {
+    let format: u32 = decode("meta", &"format", v)?;
+    if format > STORE_FORMAT {
+        return Err(Error::Unsupported(format!(
+            "store format {format} is newer than this engram (format {STORE_FORMAT}); upgrade engram"
+        )));
+    }
+    Ok(())
 }
 
 /// A panic inside the storage engine, which redb may raise on a damaged file, as a typed error.
