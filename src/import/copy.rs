@@ -5,12 +5,12 @@
 //! Lines exports are identical, and every table holds the same rows (a digest per table).
 
 use std::io::Write;
-use std::ops::ControlFlow;
+use std::ops::{Bound, ControlFlow};
 
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::storage::kv::{Dir, KvRead, KvWrite, TableId};
+use crate::storage::kv::{Dir, KvRead, KvWrite, TableId, Visit};
 use crate::storage::store::Store;
 use crate::storage::txn::list_scopes;
 
@@ -28,6 +28,11 @@ pub struct Copied {
 
 /// Rows written per statement on the destination.
 const BATCH: usize = 512;
+
+/// Visits every row of table `t`, in key order.
+fn scan_all(kv: &(impl KvRead + ?Sized), t: TableId, f: &mut Visit<'_>) -> Result<()> {
+    kv.scan(t, Bound::Unbounded, Bound::Unbounded, Dir::Forward, f)
+}
 
 /// A writer that keeps only a digest and a count of what passes through it.
 #[derive(Default)]
@@ -53,20 +58,14 @@ fn table_digests(kv: &(impl KvRead + ?Sized)) -> Result<Vec<(TableId, u128, u64)
     for t in TableId::ALL {
         let mut h = xxhash_rust::xxh3::Xxh3::new();
         let mut n = 0u64;
-        kv.scan(
-            t,
-            std::ops::Bound::Unbounded,
-            std::ops::Bound::Unbounded,
-            Dir::Forward,
-            &mut |k, v| {
-                h.update(&(k.len() as u64).to_le_bytes());
-                h.update(k);
-                h.update(&(v.len() as u64).to_le_bytes());
-                h.update(v);
-                n += 1;
-                Ok(ControlFlow::Continue(()))
-            },
-        )?;
+        scan_all(kv, t, &mut |k, v| {
+            h.update(&(k.len() as u64).to_le_bytes());
+            h.update(k);
+            h.update(&(v.len() as u64).to_le_bytes());
+            h.update(v);
+            n += 1;
+            Ok(ControlFlow::Continue(()))
+        })?;
         out.push((t, h.digest128(), n));
     }
     Ok(out)
@@ -141,16 +140,10 @@ impl Store {
 
 fn has_rows(kv: &(impl KvRead + ?Sized), t: TableId) -> Result<bool> {
     let mut any = false;
-    kv.scan(
-        t,
-        std::ops::Bound::Unbounded,
-        std::ops::Bound::Unbounded,
-        Dir::Forward,
-        &mut |_, _| {
-            any = true;
-            Ok(ControlFlow::Break(()))
-        },
-    )?;
+    scan_all(kv, t, &mut |_, _| {
+        any = true;
+        Ok(ControlFlow::Break(()))
+    })?;
     Ok(any)
 }
 
@@ -163,22 +156,16 @@ fn copy_table(
 ) -> Result<u64> {
     let mut batch: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(BATCH);
     let mut n = 0u64;
-    src.scan(
-        t,
-        std::ops::Bound::Unbounded,
-        std::ops::Bound::Unbounded,
-        Dir::Forward,
-        &mut |k, v| {
-            batch.push((k.to_vec(), v.to_vec()));
-            if batch.len() == BATCH {
-                dst.put_many(t, &batch)?;
-                n += batch.len() as u64;
-                batch.clear();
-                progress(n);
-            }
-            Ok(ControlFlow::Continue(()))
-        },
-    )?;
+    scan_all(src, t, &mut |k, v| {
+        batch.push((k.to_vec(), v.to_vec()));
+        if batch.len() == BATCH {
+            dst.put_many(t, &batch)?;
+            n += batch.len() as u64;
+            batch.clear();
+            progress(n);
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
     if !batch.is_empty() {
         dst.put_many(t, &batch)?;
         n += batch.len() as u64;
