@@ -25,6 +25,10 @@
 
 mod data;
 mod engines;
+// `load` is for the server bench, which prints the load average per workload.
+#[allow(dead_code)]
+#[path = "../shared/host.rs"]
+mod host;
 mod report;
 mod workloads;
 

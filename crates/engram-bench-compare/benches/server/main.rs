@@ -21,6 +21,8 @@
 #[allow(dead_code)]
 #[path = "../compare/data.rs"]
 mod data;
+#[path = "../shared/host.rs"]
+mod host;
 
 mod baseline;
 mod proxy;
@@ -30,7 +32,8 @@ mod workloads;
 use std::fs;
 use std::time::Instant;
 
-use report::{bench_dir, disk_of, disk_probe, load, machine, Report};
+use host::{disk_of, load, machine};
+use report::{bench_dir, disk_probe, Report};
 use workloads::{Plan, Server};
 
 fn main() {
@@ -138,7 +141,7 @@ fn header(srv: &Server, quick: bool) -> String {
         srv.port,
         settings.join(", "),
         data_dir,
-        disk_of(&data_dir),
+        disk_of(std::path::Path::new(&data_dir)),
         v[v.len() / 2] as f64 / 1e3
     )
 }

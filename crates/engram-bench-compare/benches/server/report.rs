@@ -168,62 +168,6 @@ pub fn fmt(v: f64) -> String {
     out
 }
 
-/// The 1-minute load average.
-pub fn load() -> f64 {
-    fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
-        .unwrap_or(f64::NAN)
-}
-
-/// Cores, CPU model and memory.
-pub fn machine() -> String {
-    let find = |file: &str, key: &str| {
-        fs::read_to_string(file).ok().and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(key))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|v| v.trim().to_string())
-        })
-    };
-    let cpu = find("/proc/cpuinfo", "model name").unwrap_or_else(|| "?".into());
-    let mem = find("/proc/meminfo", "MemTotal")
-        .and_then(|v| {
-            v.split_whitespace()
-                .next()
-                .and_then(|k| k.parse::<f64>().ok())
-        })
-        .map(|kb| format!("{:.1} GiB", kb / (1u64 << 20) as f64))
-        .unwrap_or_else(|| "?".into());
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(0);
-    format!(
-        "{cores} cores ({cpu}), {mem} memory, {}",
-        engram::domain::text::rfc3339_of(engram::domain::text::now_us())
-    )
-}
-
-/// The file system under `dir` (`df -T`), when it can be asked.
-pub fn disk_of(dir: &str) -> String {
-    std::process::Command::new("df")
-        .args(["-T", dir])
-        .output()
-        .ok()
-        .and_then(|o| {
-            String::from_utf8_lossy(&o.stdout).lines().nth(1).map(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                format!(
-                    "{} ({}) on {}",
-                    f.get(6).unwrap_or(&"?"),
-                    f.get(1).unwrap_or(&"?"),
-                    f.first().unwrap_or(&"?")
-                )
-            })
-        })
-        .unwrap_or_else(|| "?".into())
-}
-
 /// The workspace's `target/bench`.
 pub fn bench_dir() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")

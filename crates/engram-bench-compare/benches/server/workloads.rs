@@ -11,8 +11,9 @@ use engram::{NewMemory, Options, RecallQuery, Store, WakeOptions};
 
 use crate::baseline::{self, Sql};
 use crate::data;
+use crate::host::load;
 use crate::proxy::Proxy;
-use crate::report::{load, Report, Row, Unit};
+use crate::report::{Report, Row, Unit};
 
 /// The scope (engram) and prefix (baseline) of the history.
 const HIST: &str = "default";
