@@ -104,11 +104,8 @@ fn report(e: &Error) -> ExitCode {
 /// Opens the store as the command needs it, runs the command and closes the store; returns the
 /// exit code.
 fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8, Error> {
-    if let Some(code) = commands::run_without_store(&cli.command, out) {
+    if let Some(code) = commands::run_without_store(cli, out) {
         return code;
-    }
-    if let Command::Copy(a) = &cli.command {
-        return commands::import::copy(cli, a, out);
     }
     let mut cx = Context::open(cli, out)?;
     let code = commands::run(&mut cx, &cli.command)?;

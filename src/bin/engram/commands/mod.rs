@@ -3,7 +3,7 @@
 //! scopes ([`several_scopes`]). Each file holds its verbs' arguments and one function per verb.
 
 mod admin;
-pub mod import;
+mod import;
 mod init;
 mod inspect;
 mod lifecycle;
@@ -24,7 +24,7 @@ use std::io::Write;
 use clap::Subcommand;
 use engram::Error;
 
-use crate::cli::Context;
+use crate::cli::{Cli, Context};
 
 // The order of the variants is the order of `engram --help`.
 #[derive(Subcommand, Debug)]
@@ -94,11 +94,14 @@ pub enum Command {
     Man,
 }
 
-/// Runs a command that needs no store (`completions`, `man`); `None` for every other.
-pub fn run_without_store(command: &Command, out: &mut dyn Write) -> Option<Result<u8, Error>> {
-    match command {
+/// Runs a command that opens no store through `--db` (`completions`, `man`, and `copy`, which
+/// names its own two); `None` for every other.
+pub fn run_without_store(cli: &Cli, out: &mut dyn Write) -> Option<Result<u8, Error>> {
+    match &cli.command {
         Command::Completions(a) => Some(shell::completions(out, a)),
         Command::Man => Some(shell::man(out)),
+        // It names its own two stores.
+        Command::Copy(a) => Some(import::copy(cli, a, out)),
         _ => None,
     }
 }
@@ -127,7 +130,7 @@ pub fn run(cx: &mut Context<'_>, command: &Command) -> Result<u8, Error> {
         Command::Forget(a) => tree::forget(cx, a),
         Command::Import(a) => import::import(cx, a),
         Command::Export => import::export(cx),
-        // Runs before any store opens (main.rs): it names its own two.
+        // Runs before any store opens (`run_without_store`): it names its own two.
         Command::Copy(_) => Err(Error::Invalid {
             what: "copy",
             reason: "copy opens its own stores".into(),
