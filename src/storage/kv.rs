@@ -1,15 +1,18 @@
-//! The storage seam: a byte-level, object-safe key-value interface under every table access, so
-//! that a second storage engine is one more file beside [`crate::storage::redb_kv`]. Keys are the
-//! order-preserving encoding of [`crate::storage::keys`] (a backend may compare them with
-//! `memcmp`); values are the envelope bytes of [`crate::storage::codec`], the same on every
-//! backend. Call sites use the typed descriptors ([`crate::storage::keys::Table`]) of
-//! [`crate::storage::schema`], never raw bytes.
+//! The storage seam: a byte-level, object-safe key-value interface under every table access.
+//! Each storage engine implements it once for its transactions: redb
+//! ([`crate::storage::redb`], a file) and a PostgreSQL-protocol server ([`crate::storage::pg`]).
+//! Keys are the order-preserving encoding of [`crate::storage::keys`] (an engine may compare them
+//! with `memcmp`); values are the envelope bytes of [`crate::storage::codec`], the same on every
+//! engine. Call sites use the typed descriptors of [`crate::storage::tables`], never raw bytes.
+//! A third engine is a folder beside those two: its transactions implement [`KvRead`] and
+//! [`KvWrite`], its handle [`crate::storage::engine::Engine`], and one variant joins
+//! [`crate::storage::engine::AnyEngine`] and the transaction enums beside it.
 
 use std::ops::{Bound, ControlFlow};
 
 use crate::error::Result;
 
-/// The 19 tables of [`crate::storage::schema`]; each backend maps an id to its own table.
+/// The 19 tables of [`crate::storage::tables`]; each engine maps an id to its own table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[allow(missing_docs)]
 pub enum TableId {
@@ -35,7 +38,7 @@ pub enum TableId {
 }
 
 impl TableId {
-    /// Every table, in the order of [`crate::storage::schema::TABLE_NAMES`].
+    /// Every table, in the order of [`crate::storage::tables::TABLE_NAMES`].
     pub const ALL: [TableId; 19] = [
         TableId::Meta,
         TableId::Config,
@@ -103,10 +106,18 @@ pub type Visit<'f> = dyn FnMut(&[u8], &[u8]) -> Result<ControlFlow<()>> + 'f;
 
 /// One consistent snapshot (redb: a read or write transaction).
 pub trait KvRead {
-    /// The value at `key` in table `t`.
-    fn get(&self, t: TableId, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// The value at `key` in table `t`. An engine implements this or [`KvRead::get_with`] (each
+    /// defaults to the other).
+    fn get(&self, t: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut out = None;
+        self.get_with(t, key, &mut |v| {
+            out = Some(v.to_vec());
+            Ok(())
+        })?;
+        Ok(out)
+    }
 
-    /// Calls `f` with the value at `key`, if there is one, without copying it where the backend
+    /// Calls `f` with the value at `key`, if there is one, without copying it where the engine
     /// can (redb: from its page); whether there was one.
     fn get_with(
         &self,
@@ -122,7 +133,7 @@ pub trait KvRead {
 
     /// Visits the entries of `t` with keys within the bounds, in `dir` order, until `f` breaks.
     /// Replaces `range(..)`, `.rev()`, `first()`, `last()`: nothing is collected. Bounds are
-    /// complete keys of the table's shape (the redb backend decodes them).
+    /// complete keys of the table's shape (the redb engine decodes them).
     fn scan(
         &self,
         t: TableId,
@@ -132,7 +143,7 @@ pub trait KvRead {
         f: &mut Visit<'_>,
     ) -> Result<()>;
 
-    /// Hints that the caller is about to `get` these keys of `t`: a backend that pays a round
+    /// Hints that the caller is about to `get` these keys of `t`: an engine that pays a round
     /// trip per read (a server) fetches them all at once and serves the gets from what it
     /// fetched; a file does nothing. Only a hint: reads give the same answers either way.
     fn prefetch(&self, _t: TableId, _keys: &[Vec<u8>]) -> Result<()> {
@@ -146,41 +157,7 @@ pub trait KvRead {
     }
 }
 
-impl<T: KvRead + ?Sized> KvRead for &T {
-    fn get(&self, t: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        (**self).get(t, key)
-    }
-
-    fn get_with(
-        &self,
-        t: TableId,
-        key: &[u8],
-        f: &mut dyn FnMut(&[u8]) -> Result<()>,
-    ) -> Result<bool> {
-        (**self).get_with(t, key, f)
-    }
-
-    fn scan(
-        &self,
-        t: TableId,
-        lo: Bound<&[u8]>,
-        hi: Bound<&[u8]>,
-        dir: Dir,
-        f: &mut Visit<'_>,
-    ) -> Result<()> {
-        (**self).scan(t, lo, hi, dir, f)
-    }
-
-    fn prefetch(&self, t: TableId, keys: &[Vec<u8>]) -> Result<()> {
-        (**self).prefetch(t, keys)
-    }
-
-    fn prefetch_range(&self, t: TableId, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<()> {
-        (**self).prefetch_range(t, lo, hi)
-    }
-}
-
-/// One write transaction. On a server backend the closure that receives it may run several times
+/// One write transaction. On a server the closure that receives it may run several times
 /// (once per attempt), so it must have no effects outside the transaction.
 pub trait KvWrite: KvRead {
     /// `get`, announcing that this row will be written: `SELECT ... FOR UPDATE` on SQL, a plain
@@ -189,7 +166,7 @@ pub trait KvWrite: KvRead {
     fn get_for_update(&mut self, t: TableId, key: &[u8]) -> Result<Option<Vec<u8>>>;
     /// Stores `value` at `key`, replacing any value there.
     fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<()>;
-    /// Stores every `(key, value)` of `rows` (a backend may send them in one statement).
+    /// Stores every `(key, value)` of `rows` (an engine may send them in one statement).
     fn put_many(&mut self, t: TableId, rows: &[(Vec<u8>, Vec<u8>)]) -> Result<()> {
         for (k, v) in rows {
             self.put(t, k, v)?;
@@ -200,6 +177,83 @@ pub trait KvWrite: KvRead {
     fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool>;
     /// Removes every key within the bounds; how many there were.
     fn delete_range(&mut self, t: TableId, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<u64>;
+}
+
+/// A transaction that hands every operation to another: the transaction of whichever engine
+/// holds the store ([`crate::storage::any_kv::ReadKv`]), a reference to one. This is what keeps
+/// the seam's signatures written once, in [`KvRead`] and [`KvWrite`]: a forwarding type names
+/// only its target, and the blanket impls below forward each operation.
+pub(crate) trait Forward {
+    /// The transaction that answers the reads.
+    fn reads(&self) -> &dyn KvRead;
+}
+
+/// [`Forward`] for a write transaction.
+pub(crate) trait ForwardWrite: Forward {
+    /// The transaction that makes the changes.
+    fn writes(&mut self) -> &mut dyn KvWrite;
+}
+
+impl<T: KvRead> Forward for &T {
+    fn reads(&self) -> &dyn KvRead {
+        *self
+    }
+}
+
+impl<T: Forward + ?Sized> KvRead for T {
+    fn get(&self, t: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.reads().get(t, key)
+    }
+
+    fn get_with(
+        &self,
+        t: TableId,
+        key: &[u8],
+        f: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<bool> {
+        self.reads().get_with(t, key, f)
+    }
+
+    fn scan(
+        &self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        dir: Dir,
+        f: &mut Visit<'_>,
+    ) -> Result<()> {
+        self.reads().scan(t, lo, hi, dir, f)
+    }
+
+    fn prefetch(&self, t: TableId, keys: &[Vec<u8>]) -> Result<()> {
+        self.reads().prefetch(t, keys)
+    }
+
+    fn prefetch_range(&self, t: TableId, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<()> {
+        self.reads().prefetch_range(t, lo, hi)
+    }
+}
+
+impl<T: ForwardWrite + ?Sized> KvWrite for T {
+    fn get_for_update(&mut self, t: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.writes().get_for_update(t, key)
+    }
+
+    fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<()> {
+        self.writes().put(t, key, value)
+    }
+
+    fn put_many(&mut self, t: TableId, rows: &[(Vec<u8>, Vec<u8>)]) -> Result<()> {
+        self.writes().put_many(t, rows)
+    }
+
+    fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool> {
+        self.writes().delete(t, key)
+    }
+
+    fn delete_range(&mut self, t: TableId, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<u64> {
+        self.writes().delete_range(t, lo, hi)
+    }
 }
 
 /// Whether the bounds `lo`, `hi` (encoded keys, compared bytewise) describe an empty range.

@@ -1,26 +1,41 @@
-//! **Layer 1, storage**: the file and everything engram keeps in it: the storage seam every
-//! table access goes through ([`kv`], with its key encoding in [`keys`], the typed tables in
-//! [`tables`], the redb backend in [`redb_kv`], the server backend in `pg` and `pg_kv`, and
-//! [`backend`], which is either), the tables as redb stores them ([`schema`]),
-//! the value envelope ([`codec`]), opening and creating a store, read and
-//! write transactions with a bounded wait, group commit, who is asking and what their grants
-//! allow ([`access`]), and the recovery of a torn tail. It may use [`crate::domain`] and
-//! `crate::error` ([`crate::Error`]), never a layer above.
+//! **Layer 1, storage**: where a store lives and everything engram keeps in it. It may use
+//! [`crate::domain`] and `crate::error` ([`crate::Error`]), never a layer above.
+//!
+//! Two storage engines hold a store, each in its own folder: redb, one file ([`redb`]: the
+//! engine, its side of the seam, the redb tables, the recovery of a torn tail), and a schema on
+//! a PostgreSQL-protocol server ([`pg`]: the URL, the connections, the engine, its side of the
+//! seam; with the `postgres` feature, decided in `pg/mod.rs` alone). Between them and the
+//! layers above sit the core files:
+//! - [`engine`]: the [`engine::Engine`] trait both implement (open or create, read, write with
+//!   the engine's retry rule, close, integrity check, compaction), the open engine of a store
+//!   (`AnyEngine`), and a transaction of either ([`engine::ReadKv`], [`engine::WriteKv`]);
+//! - [`kv`], the byte-level seam every table access goes through, with its key encoding in
+//!   [`keys`] and the typed tables in [`tables`]; the value envelope ([`codec`]);
+//! - [`txn`] (read and write transactions), [`access`] (who is asking and what their grants
+//!   allow), [`config`] (the settings), [`options`] (how a store is opened), group commit;
+//! - [`store`], the [`crate::Store`] handle, which names no engine.
+//!
+//! The engine folders use the core files, never each other nor `store.rs`
+//! (`tests/api/layers.rs` checks it). *Engine* means redb or the server; *backend* means only
+//! what redb calls the disk under its file (`redb::StorageBackend`, see
+//! [`crate::Store::with_backend`]).
 
 pub mod access;
-pub mod backend;
+pub(crate) mod any_engine;
+pub mod any_kv;
 pub mod codec;
 pub mod config;
+pub mod engine;
 pub(crate) mod group;
 pub mod keys;
 pub mod kv;
-#[cfg(feature = "postgres")]
-pub(crate) mod pg;
-#[cfg(feature = "postgres")]
-pub mod pg_kv;
-pub mod redb_kv;
-pub mod schema;
+pub mod options;
+pub mod pg;
+pub mod redb;
 pub mod store;
 pub mod tables;
-pub(crate) mod tail;
 pub mod txn;
+
+/// The tables as redb stores them: [`redb::schema`], at the path it had before the engines got
+/// their folders.
+pub use self::redb::schema;

@@ -1,6 +1,6 @@
 //! The typed descriptors of the 19 tables, for call sites: `LOG.get(kv, (scope, id))`. Each
 //! names its [`TableId`] and its key shape (see [`crate::storage::keys`]); the redb definitions
-//! of the same tables, with the same key types, are in [`crate::storage::schema`]. Values are
+//! of the same tables, with the same key types, are in [`crate::storage::redb::schema`]. Values are
 //! envelope bytes ([`crate::storage::codec`]); `pending` and `stale` store empty values.
 
 use crate::storage::keys::Table;
@@ -44,3 +44,29 @@ pub const CLAIMS: Table<(u32, u8, u64)> = Table::new(TableId::Claims);
 pub const AUDIT: Table<u64> = Table::new(TableId::Audit);
 /// HTTP bearer tokens: SHA-256 of the token, in hex -> principal, who added it, when.
 pub const TOKENS: Table<&str> = Table::new(TableId::Tokens);
+
+/// The store format this build writes (the `format` entry of [`META`]), on every engine.
+pub const STORE_FORMAT: u32 = 1;
+
+/// Names of all tables, for verify and docs.
+pub const TABLE_NAMES: &[&str] = &[
+    "meta",
+    "config",
+    "scopes",
+    "log",
+    "tree",
+    "pending",
+    "idempotency",
+    "sessions",
+    "session_messages",
+    "session_hashes",
+    "session_archive",
+    "session_idempotency",
+    "grants",
+    "policies",
+    "events",
+    "stale",
+    "claims",
+    "audit",
+    "tokens",
+];

@@ -9,7 +9,7 @@ use crate::domain::record::ScopeMeta;
 use crate::domain::text::validate_scope;
 use crate::error::{Error, Result};
 use crate::storage::access::{Access, Asker};
-use crate::storage::backend::{ReadKv, WriteKv};
+use crate::storage::any_kv::{ReadKv, WriteKv};
 use crate::storage::codec::{decode, encode};
 use crate::storage::config::{read_config, Config};
 use crate::storage::kv::KvRead;

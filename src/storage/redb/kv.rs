@@ -1,5 +1,5 @@
-//! The redb backend of the storage seam ([`crate::storage::kv`]), keeping store format 1 byte for
-//! byte: the tables stay the typed redb tables of [`crate::storage::schema`]. Each key the seam
+//! The redb engine's side of the storage seam ([`crate::storage::kv`]), keeping store format 1
+//! byte for byte: the tables stay the typed redb tables of [`crate::storage::redb::schema`]. Each key the seam
 //! passes in (memcomparable, [`crate::storage::keys`]) is decoded back into the table's typed
 //! tuple key, each key redb yields is encoded; values pass through as they are (`pending` and
 //! `stale` hold `()`, seen as empty bytes). Scans stream redb's range iterator into the visitor:
@@ -18,7 +18,7 @@ use redb::{AccessGuard, ReadOnlyTable, ReadTransaction, ReadableTable, WriteTran
 use crate::error::{Error, Result};
 use crate::storage::keys::{self, Key};
 use crate::storage::kv::{empty_range, Dir, KvRead, KvWrite, TableId, Visit};
-use crate::storage::schema;
+use crate::storage::redb::schema;
 
 /// A key shape that is also redb's typed key: how a decoded key is viewed as redb's key, and how
 /// redb's key is encoded.
@@ -161,18 +161,6 @@ fn get_in<K: RedbKey, V: RedbVal, T: ReadableTable<K, V>>(
         Some(g) => f(V::bytes(&g.value())).map(|()| true),
         None => Ok(false),
     }
-}
-
-/// A copy of the value, for [`KvRead::get`].
-fn copied(
-    get: impl FnOnce(&mut dyn FnMut(&[u8]) -> Result<()>) -> Result<bool>,
-) -> Result<Option<Vec<u8>>> {
-    let mut out = None;
-    get(&mut |v| {
-        out = Some(v.to_vec());
-        Ok(())
-    })?;
-    Ok(out)
 }
 
 type Item<'g, K, V> =
@@ -416,10 +404,6 @@ impl RedbRead {
 }
 
 impl KvRead for RedbRead {
-    fn get(&self, t: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        copied(|f| self.get_with(t, key, f))
-    }
-
     fn get_with(
         &self,
         t: TableId,
@@ -509,10 +493,6 @@ impl<'t> RedbWrite<'t> {
 }
 
 impl KvRead for RedbWrite<'_> {
-    fn get(&self, t: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        copied(|f| self.get_with(t, key, f))
-    }
-
     fn get_with(
         &self,
         t: TableId,

@@ -1,9 +1,11 @@
 //! Every table of an engram store as redb defines it (store format 1), in one place. Keys are
 //! redb-native tuples; every value is `&[u8]` in the envelope of [`crate::storage::codec`],
 //! decoded in our layer so that bad bytes are errors, never panics. `docs/design.md` specifies
-//! each of these byte by byte. Only the redb backend ([`crate::storage::redb_kv`]) opens them;
+//! each of these byte by byte. Only the redb engine ([`crate::storage::redb`]) opens them;
 //! the rest of engram uses the typed descriptors of [`crate::storage::tables`] through the
-//! storage seam ([`crate::storage::kv`]).
+//! storage seam ([`crate::storage::kv`]). [`STORE_FORMAT`] and [`TABLE_NAMES`], which every
+//! engine shares, are re-exported here from [`crate::storage::tables`] so that this path keeps
+//! naming them.
 
 use redb::TableDefinition;
 
@@ -53,28 +55,4 @@ pub const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
 /// digits) -> the principal it authenticates, who added it, when. The token itself is never stored.
 pub const TOKENS: TableDefinition<&str, &[u8]> = TableDefinition::new("tokens");
 
-/// The store format this build writes (the `format` entry of [`META`]).
-pub const STORE_FORMAT: u32 = 1;
-
-/// Names of all tables, for verify and docs.
-pub const TABLE_NAMES: &[&str] = &[
-    "meta",
-    "config",
-    "scopes",
-    "log",
-    "tree",
-    "pending",
-    "idempotency",
-    "sessions",
-    "session_messages",
-    "session_hashes",
-    "session_archive",
-    "session_idempotency",
-    "grants",
-    "policies",
-    "events",
-    "stale",
-    "claims",
-    "audit",
-    "tokens",
-];
+pub use crate::storage::tables::{STORE_FORMAT, TABLE_NAMES};

@@ -1,11 +1,11 @@
-//! The server backend: a store kept in one schema of a PostgreSQL-protocol database
-//! (PostgreSQL; by the same SQL CockroachDB and YugabyteDB), reached by a `postgresql://` URL.
-//! This file holds the URL, the connections, the schema, and the transaction loop: every write
-//! runs at `SERIALIZABLE` and is run again, whole, when the server asks (a serialization failure,
-//! a deadlock, a lost connection before `COMMIT`), with backoff up to the busy timeout. A
-//! connection lost during `COMMIT` is never retried blindly: the commit id written in the
-//! transaction is fenced and read back (`PgEngine::resolve`). The table operations are in
-//! [`crate::storage::pg_kv`]. docs/scale-out.md has the design and the portable SQL subset.
+//! The connections to the server and the transaction loop: the connection settings, a pool of
+//! idle connections, the SQL of each table, the first round trip of a transaction (its `BEGIN`
+//! with what nearly every transaction reads), and the loop that runs an attempt again when the
+//! server asks (a serialization failure, a deadlock, a lost connection before `COMMIT`), with
+//! backoff up to the busy timeout. A connection lost during `COMMIT` is never retried blindly:
+//! the commit id written in the transaction is fenced and read back ([`Server::resolve`]).
+//! [`super::kv`] runs the statements of a transaction on these; [`super::engine`] opens the
+//! store. docs/scale-out.md has the design and the portable SQL subset.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,7 +17,7 @@ use postgres::{Client, NoTls, SimpleQueryMessage};
 
 use crate::error::{Error, Result};
 use crate::storage::kv::TableId;
-use crate::storage::pg_kv::PgTx;
+use crate::storage::pg::url::without_password;
 
 /// The schema a URL names when it names none.
 pub const DEFAULT_SCHEMA: &str = "engram";
@@ -38,22 +38,8 @@ pub(crate) struct ServerUrl {
 /// Parses `url`: engram's own `schema` parameter is taken out, the rest goes to the client.
 /// A password may come from the URL or from `PGPASSWORD`; neither is ever shown.
 pub(crate) fn parse_url(url: &str) -> Result<ServerUrl> {
-    let (base, query) = url.split_once('?').unwrap_or((url, ""));
-    let mut schema = DEFAULT_SCHEMA.to_string();
-    let mut kept = Vec::new();
-    for kv in query.split('&').filter(|p| !p.is_empty()) {
-        match kv.split_once('=') {
-            Some(("schema", v)) => schema = v.to_string(),
-            _ => kept.push(kv),
-        }
-    }
-    validate_schema(&schema)?;
-    let client_url = if kept.is_empty() {
-        base.to_string()
-    } else {
-        format!("{base}?{}", kept.join("&"))
-    };
-    let shown = crate::storage::store::without_password(url);
+    let (client_url, schema) = split_schema(url)?;
+    let shown = without_password(url);
     let mut config: postgres::Config = client_url.parse().map_err(|e| {
         Error::invalid(
             "database URL",
@@ -81,6 +67,27 @@ pub(crate) fn parse_url(url: &str) -> Result<ServerUrl> {
         schema,
         shown,
     })
+}
+
+/// Splits `url` into the URL for the client (without engram's `schema` parameter) and the
+/// schema, checked (the default when it names none).
+pub(crate) fn split_schema(url: &str) -> Result<(String, String)> {
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let mut schema = DEFAULT_SCHEMA.to_string();
+    let mut kept = Vec::new();
+    for kv in query.split('&').filter(|p| !p.is_empty()) {
+        match kv.split_once('=') {
+            Some(("schema", v)) => schema = v.to_string(),
+            _ => kept.push(kv),
+        }
+    }
+    validate_schema(&schema)?;
+    let client_url = if kept.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    Ok((client_url, schema))
 }
 
 fn validate_schema(s: &str) -> Result<()> {
@@ -194,7 +201,7 @@ pub(crate) struct TableSql {
 }
 
 /// An open server store: the connection settings, idle connections, and the retry policy.
-pub(crate) struct PgEngine {
+pub(crate) struct Server {
     url: ServerUrl,
     pool: Mutex<Vec<Conn>>,
     busy: Duration,
@@ -239,10 +246,10 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-impl PgEngine {
+impl Server {
     /// Parses `url` and connects once (so that an unreachable server or a refused login is
     /// reported at the open). Nothing is created.
-    pub(crate) fn connect(url: &str, busy: Duration) -> Result<Arc<PgEngine>> {
+    pub(crate) fn connect(url: &str, busy: Duration) -> Result<Arc<Server>> {
         let url = parse_url(url)?;
         let q = |t: &str| format!("\"{}\".\"{t}\"", url.schema);
         let tables = TableId::ALL
@@ -280,7 +287,7 @@ impl PgEngine {
             })
             .collect::<Vec<_>>()
             .join(" UNION ALL ");
-        let engine = Arc::new(PgEngine {
+        let engine = Arc::new(Server {
             context,
             commits: q(COMMITS),
             url,
@@ -433,7 +440,7 @@ impl PgEngine {
 
     /// Sends `begin` and the [`CONTEXT`] query in one round trip; the context's rows per table
     /// (empty when the server's text could not be read: the transaction then reads as it goes).
-    fn begin(
+    pub(crate) fn begin(
         &self,
         conn: &mut Conn,
         begin: &str,
@@ -463,55 +470,6 @@ impl PgEngine {
                 (*t, *key, r)
             })
             .collect())
-    }
-
-    /// Starts a read: one consistent snapshot (`REPEATABLE READ READ ONLY`, never aborted for
-    /// serialization on PostgreSQL). A lost connection is replaced until the busy timeout.
-    pub(crate) fn begin_read(self: &Arc<Self>) -> Result<PgTx> {
-        self.retrying(|| {
-            let mut conn = match self.take() {
-                Ok(c) => c,
-                Err(e) => return Attempt::Done(Err(e)),
-            };
-            match self.begin(
-                &mut conn,
-                "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
-            ) {
-                Ok(context) => {
-                    let tx = PgTx::new(Arc::clone(self), conn, false, false);
-                    tx.seed(context);
-                    Attempt::Done(Ok(tx))
-                }
-                Err(e) => match classify(&e) {
-                    Some(f) => Attempt::Again(f),
-                    None => Attempt::Done(Err(server_error(&e))),
-                },
-            }
-        })
-    }
-
-    /// Starts one attempt of a write (`SERIALIZABLE`); with `inject`, its statements count
-    /// towards `ENGRAM_PG_FAULT_EVERY`.
-    pub(crate) fn begin_write<R>(
-        self: &Arc<Self>,
-        inject: bool,
-    ) -> std::result::Result<PgTx, Attempt<R>> {
-        let mut conn = self.take().map_err(|e| Attempt::Done(Err(e)))?;
-        if inject && self.inject() {
-            self.give(conn);
-            return Err(Attempt::Again(Fault::Injected));
-        }
-        match self.begin(&mut conn, "BEGIN ISOLATION LEVEL SERIALIZABLE") {
-            Ok(context) => {
-                let tx = PgTx::new(Arc::clone(self), conn, true, inject);
-                tx.seed(context);
-                Ok(tx)
-            }
-            Err(e) => Err(match classify(&e) {
-                Some(f) => Attempt::Again(f),
-                None => Attempt::Done(Err(server_error(&e))),
-            }),
-        }
     }
 
     /// After a connection was lost during `COMMIT`: whether the transaction with `commit_id`
@@ -569,7 +527,7 @@ impl PgEngine {
 
     /// Runs `f` on a pooled connection, again after a fault that calls for it (up to the busy
     /// timeout); the connection goes back to the pool after a success.
-    fn on_conn<R>(
+    pub(crate) fn on_conn<R>(
         &self,
         mut f: impl FnMut(&mut Conn) -> std::result::Result<R, postgres::Error>,
     ) -> Result<R> {

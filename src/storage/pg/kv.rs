@@ -1,4 +1,4 @@
-//! The server backend of the storage seam ([`crate::storage::kv`]): one transaction on one
+//! The server engine's side of the storage seam ([`crate::storage::kv`]): one transaction on one
 //! connection, as a [`KvRead`] and [`KvWrite`]. Each engram table is a table `(k bytea, v bytea)`
 //! keyed by the seam's order-preserving key bytes (PostgreSQL compares `bytea` with `memcmp`,
 //! then length: the seam's order), values are the envelope bytes, the same as in a file. Scans
@@ -10,7 +10,7 @@
 //! table drops what the cache holds of it, so a write reads its own changes.
 //!
 //! A statement that fails in a way another attempt may fix records a fault; the transaction
-//! loop (`PgEngine::retrying` in `src/storage/pg.rs`) sees it after the closure
+//! loop ([`Server::retrying`] in [`super::conn`]) sees it after the closure
 //! returns, whatever the closure made of the error, and runs the closure again.
 
 use std::cell::RefCell;
@@ -22,11 +22,11 @@ use postgres::types::{ToSql, Type};
 
 use crate::error::{Error, Result};
 use crate::storage::kv::{empty_range, Dir, KvRead, KvWrite, TableId, Visit};
-use crate::storage::pg::{classify, server_error, Attempt, Conn, ContextRows, Fault, PgEngine};
+use crate::storage::pg::conn::{classify, server_error, Attempt, Conn, ContextRows, Fault, Server};
 
-/// One transaction of the server backend (see the module doc).
+/// One transaction of the server engine (see the module doc).
 pub struct PgTx {
-    engine: Arc<PgEngine>,
+    server: Arc<Server>,
     conn: RefCell<Option<Conn>>,
     fault: RefCell<Option<Fault>>,
     write: bool,
@@ -141,9 +141,9 @@ type Rows = Vec<(Vec<u8>, Vec<u8>)>;
 type Param<'a> = (&'a (dyn ToSql + Sync), Type);
 
 impl PgTx {
-    pub(crate) fn new(engine: Arc<PgEngine>, conn: Conn, write: bool, inject: bool) -> PgTx {
+    pub(crate) fn new(server: Arc<Server>, conn: Conn, write: bool, inject: bool) -> PgTx {
         PgTx {
-            engine,
+            server,
             conn: RefCell::new(Some(conn)),
             fault: RefCell::new(None),
             write,
@@ -181,7 +181,7 @@ impl PgTx {
         if let Some(fault) = self.fault.borrow().as_ref() {
             return Err(fault_error(fault));
         }
-        if self.inject && self.engine.inject() {
+        if self.inject && self.server.inject() {
             let fault = Fault::Injected;
             let e = fault_error(&fault);
             *self.fault.borrow_mut() = Some(fault);
@@ -234,7 +234,7 @@ impl PgTx {
         let conn = self.conn.borrow_mut().take();
         if let Some(mut c) = conn {
             if c.client().batch_execute("ROLLBACK").is_ok() {
-                self.engine.give(c);
+                self.server.give(c);
             }
         }
     }
@@ -249,26 +249,26 @@ impl PgTx {
         };
         if fault.is_some() || r.is_err() {
             if conn.client().batch_execute("ROLLBACK").is_ok() {
-                self.engine.give(conn);
+                self.server.give(conn);
             }
             return match fault {
                 Some(f) => Attempt::Again(f),
                 None => Attempt::Done(r),
             };
         }
-        if self.inject && self.engine.inject() {
+        if self.inject && self.server.inject() {
             if conn.client().batch_execute("ROLLBACK").is_ok() {
-                self.engine.give(conn);
+                self.server.give(conn);
             }
             return Attempt::Again(Fault::Injected);
         }
         let id = commit_id(now_us);
         let sql = format!(
             "INSERT INTO {} (k, v) VALUES ('\\x{}', '\\x'); COMMIT",
-            self.engine.commits_table(),
+            self.server.commits_table(),
             hex(&id)
         );
-        let lose = self.engine.lose_commit();
+        let lose = self.server.lose_commit();
         if lose == Some(false) {
             drop(conn);
             return self.resolved(&id, r, "lost before COMMIT (ENGRAM_PG_LOSE_COMMIT)".into());
@@ -279,10 +279,10 @@ impl PgTx {
                 self.resolved(&id, r, "lost after COMMIT (ENGRAM_PG_LOSE_COMMIT)".into())
             }
             Ok(()) => {
-                self.engine.give(conn);
+                self.server.give(conn);
                 if id[15] == 0 && id[14] < 4 {
                     // About one write in 16,000 clears the ids older than a day.
-                    self.engine.prune_commits(now_us);
+                    self.server.prune_commits(now_us);
                 }
                 Attempt::Done(r)
             }
@@ -294,7 +294,7 @@ impl PgTx {
                 Some(f) => {
                     // Refused at COMMIT (a serialization failure): nothing was written.
                     if conn.client().batch_execute("ROLLBACK").is_ok() {
-                        self.engine.give(conn);
+                        self.server.give(conn);
                     }
                     Attempt::Again(f)
                 }
@@ -331,12 +331,12 @@ impl PgTx {
     /// result if it committed, another attempt if not, [`Error::Ambiguous`] if the server could
     /// not be asked in time.
     fn resolved<R>(&self, id: &[u8], r: Result<R>, m: String) -> Attempt<R> {
-        match self.engine.resolve(id) {
+        match self.server.resolve(id) {
             Some(true) => Attempt::Done(r),
             Some(false) => Attempt::Again(Fault::Lost(m)),
             None => Attempt::Done(Err(Error::Ambiguous(format!(
                 "the connection to {} was lost during COMMIT and the server could not be asked whether it committed ({m}); check before writing again, or write with an idempotency key",
-                self.engine.shown()
+                self.server.shown()
             )))),
         }
     }
@@ -350,7 +350,7 @@ impl PgTx {
         dir: Dir,
         limit: i64,
     ) -> Result<Rows> {
-        let name = &self.engine.table(t)?.name;
+        let name = &self.server.table(t)?.name;
         let mut params: Vec<Param<'_>> = Vec::with_capacity(3);
         let mut sql = format!(
             "SELECT k, v FROM {name}{}",
@@ -422,14 +422,14 @@ impl KvRead for PgTx {
         if let Some(v) = self.cache.borrow().get(t, key) {
             return Ok(v);
         }
-        self.value(&self.engine.table(t)?.get, key)
+        self.value(&self.server.table(t)?.get, key)
     }
 
     fn prefetch(&self, t: TableId, keys: &[Vec<u8>]) -> Result<()> {
         if keys.is_empty() {
             return Ok(());
         }
-        let name = &self.engine.table(t)?.name;
+        let name = &self.server.table(t)?.name;
         let sql = format!("SELECT k, v FROM {name} WHERE k = ANY($1)");
         let list: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         let rows = self.query(&sql, &[(&list, Type::BYTEA_ARRAY)])?;
@@ -449,7 +449,7 @@ impl KvRead for PgTx {
             return Ok(());
         }
         // The whole range in one statement (that is the point of the hint).
-        let name = &self.engine.table(t)?.name;
+        let name = &self.server.table(t)?.name;
         let mut params: Vec<Param<'_>> = Vec::with_capacity(2);
         let sql = format!(
             "SELECT k, v FROM {name}{} ORDER BY k",
@@ -511,13 +511,13 @@ impl KvRead for PgTx {
 
 impl KvWrite for PgTx {
     fn get_for_update(&mut self, t: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.value(&self.engine.table(t)?.get_for_update, key)
+        self.value(&self.server.table(t)?.get_for_update, key)
     }
 
     fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<()> {
         self.changing(t);
         self.execute(
-            &self.engine.table(t)?.put,
+            &self.server.table(t)?.put,
             &[(&key, Type::BYTEA), (&value, Type::BYTEA)],
         )
         .map(|_| ())
@@ -525,7 +525,7 @@ impl KvWrite for PgTx {
 
     fn put_many(&mut self, t: TableId, rows: &[(Vec<u8>, Vec<u8>)]) -> Result<()> {
         self.changing(t);
-        let name = &self.engine.table(t)?.name;
+        let name = &self.server.table(t)?.name;
         let sql = format!(
             "INSERT INTO {name} (k, v) SELECT * FROM unnest($1::bytea[], $2::bytea[]) ON CONFLICT (k) DO UPDATE SET v = excluded.v"
         );
@@ -540,7 +540,7 @@ impl KvWrite for PgTx {
 
     fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool> {
         self.changing(t);
-        self.execute(&self.engine.table(t)?.delete, &[(&key, Type::BYTEA)])
+        self.execute(&self.server.table(t)?.delete, &[(&key, Type::BYTEA)])
             .map(|n| n > 0)
     }
 
@@ -549,7 +549,7 @@ impl KvWrite for PgTx {
             return Ok(0);
         }
         self.changing(t);
-        let name = &self.engine.table(t)?.name;
+        let name = &self.server.table(t)?.name;
         let mut params: Vec<Param<'_>> = Vec::with_capacity(2);
         let sql = format!("DELETE FROM {name}{}", where_sql(&lo, &hi, &mut params));
         self.execute(&sql, &params)
@@ -562,7 +562,7 @@ impl Drop for PgTx {
         // is rolled back; its connection goes back to the pool only if that worked.
         if let Some(mut c) = self.conn.get_mut().take() {
             if c.client().batch_execute("ROLLBACK").is_ok() {
-                self.engine.give(c);
+                self.server.give(c);
             }
         }
     }

@@ -1,0 +1,78 @@
+//! How a store is opened: [`Options`], which every engine reads (the busy timeout, redb's cache
+//! and concurrency mode, the principal, read-only). `crate::storage::store` re-exports it.
+
+use std::time::Duration;
+
+/// How a [`crate::Store`] is opened, on either engine.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Options {
+    /// How long a writer waits for another writer (thread or process) before failing with
+    /// [`crate::Error::Busy`]. Default 10 s.
+    pub busy_timeout: Duration,
+    /// redb's page cache for this handle. Default 32 MiB (redb's own default is 1 GiB).
+    pub cache_bytes: usize,
+    /// Open with redb's `ExclusiveWriter` mode: one process owns the file, commits cost one
+    /// fsync instead of two, and other processes wait (then fail `Busy`) to open it. Default
+    /// false: `MultiWriter`, so many agent processes share one store. See docs/design.md.
+    pub exclusive: bool,
+    /// The principal this handle acts as (see docs/trust.md). `None`: the store's admin.
+    pub principal: Option<String>,
+    /// Check every page of the file when opening it (redb's `set_check_integrity_on_open`): a
+    /// damaged file is then refused with [`crate::Error::Corrupt`] before anything reads it, instead of
+    /// possibly making redb panic. Costs a read of the whole file (and a commit) per open; off
+    /// by default. See docs/reliability.md.
+    pub check_on_open: bool,
+    /// Open the file read-only: nothing this handle does can change the file's bytes, so it
+    /// works on a file the user may only read, and it never waits for a writer. Writes fail
+    /// with [`crate::Error::ReadOnly`]. A file that needs a writer first (a crash left it to recover,
+    /// it has a torn tail, or it lacks tables of this engram) is recovered by one read-write
+    /// open before the read-only one, when the user may write it. Default false.
+    pub read_only: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            busy_timeout: Duration::from_secs(10),
+            cache_bytes: 32 << 20,
+            exclusive: false,
+            principal: None,
+            check_on_open: false,
+            read_only: false,
+        }
+    }
+}
+
+impl Options {
+    /// Sets [`Options::busy_timeout`].
+    pub fn busy_timeout(mut self, d: Duration) -> Self {
+        self.busy_timeout = d;
+        self
+    }
+    /// Sets [`Options::exclusive`].
+    pub fn exclusive(mut self, yes: bool) -> Self {
+        self.exclusive = yes;
+        self
+    }
+    /// Sets [`Options::principal`].
+    pub fn principal(mut self, p: Option<&str>) -> Self {
+        self.principal = p.map(str::to_string);
+        self
+    }
+    /// Sets [`Options::check_on_open`].
+    pub fn check_on_open(mut self, yes: bool) -> Self {
+        self.check_on_open = yes;
+        self
+    }
+    /// Sets [`Options::read_only`].
+    pub fn read_only(mut self, yes: bool) -> Self {
+        self.read_only = yes;
+        self
+    }
+    /// Sets [`Options::cache_bytes`].
+    pub fn cache_bytes(mut self, n: usize) -> Self {
+        self.cache_bytes = n;
+        self
+    }
+}

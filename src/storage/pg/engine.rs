@@ -1,0 +1,198 @@
+//! The server engine: a store kept in one schema of a PostgreSQL-protocol database
+//! (PostgreSQL; by the same SQL CockroachDB and YugabyteDB), reached by a `postgresql://` URL.
+//! Opening it checks the schema (an engram store, an empty schema to create one in, or a
+//! refusal) and the format; a read is one `REPEATABLE READ READ ONLY` transaction; a write runs
+//! at `SERIALIZABLE`, again and whole while the server asks ([`super::conn`] has the loop).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::storage::any_kv::{ReadKv, WriteKv};
+use crate::storage::engine::{
+    check_format_value, initialize, read_only_handle, read_txn, write_txn, Engine, Opened,
+};
+use crate::storage::options::Options;
+use crate::storage::pg::conn::{classify, server_error, Attempt, Fault, Server, COMMITS};
+use crate::storage::pg::kv::PgTx;
+use crate::storage::tables::{META, TABLE_NAMES};
+use crate::storage::txn::{ReadTxn, WriteTxn};
+
+/// An open server store: its connections, and whether this handle may write.
+pub(crate) struct PgEngine {
+    server: Arc<Server>,
+    read_only: bool,
+}
+
+impl PgEngine {
+    /// Starts a read: one consistent snapshot (`REPEATABLE READ READ ONLY`, never aborted for
+    /// serialization on PostgreSQL). A lost connection is replaced until the busy timeout.
+    pub(crate) fn begin_read(&self) -> Result<PgTx> {
+        self.server.retrying(|| {
+            let mut conn = match self.server.take() {
+                Ok(c) => c,
+                Err(e) => return Attempt::Done(Err(e)),
+            };
+            match self.server.begin(
+                &mut conn,
+                "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+            ) {
+                Ok(context) => {
+                    let tx = PgTx::new(Arc::clone(&self.server), conn, false, false);
+                    tx.seed(context);
+                    Attempt::Done(Ok(tx))
+                }
+                Err(e) => match classify(&e) {
+                    Some(f) => Attempt::Again(f),
+                    None => Attempt::Done(Err(server_error(&e))),
+                },
+            }
+        })
+    }
+
+    /// Starts one attempt of a write (`SERIALIZABLE`); with `inject`, its statements count
+    /// towards `ENGRAM_PG_FAULT_EVERY`.
+    pub(crate) fn begin_write<R>(&self, inject: bool) -> std::result::Result<PgTx, Attempt<R>> {
+        let mut conn = self.server.take().map_err(|e| Attempt::Done(Err(e)))?;
+        if inject && self.server.inject() {
+            self.server.give(conn);
+            return Err(Attempt::Again(Fault::Injected));
+        }
+        match self
+            .server
+            .begin(&mut conn, "BEGIN ISOLATION LEVEL SERIALIZABLE")
+        {
+            Ok(context) => {
+                let tx = PgTx::new(Arc::clone(&self.server), conn, true, inject);
+                tx.seed(context);
+                Ok(tx)
+            }
+            Err(e) => Err(match classify(&e) {
+                Some(f) => Attempt::Again(f),
+                None => Attempt::Done(Err(server_error(&e))),
+            }),
+        }
+    }
+
+    /// The tables of the schema: how many of engram's it holds, whether it holds `meta`, and
+    /// whether every table (the commit ids included) is there. Refuses a schema that holds a
+    /// damaged store or other tables.
+    fn survey(&self) -> Result<(usize, bool)> {
+        let names = self.server.table_names()?;
+        let ours = TABLE_NAMES
+            .iter()
+            .filter(|n| names.iter().any(|m| m == *n))
+            .count();
+        if !names.iter().any(|n| n == "meta") {
+            if ours > 0 {
+                return Err(crate::error::damaged_file(format!(
+                    "schema {} has {ours} engram tables but not meta",
+                    self.server.schema()
+                )));
+            }
+            if !names.is_empty() {
+                return Err(Error::Unsupported(format!(
+                    "schema {} at {} holds tables that are not an engram store; name another with ?schema=NAME",
+                    self.server.schema(),
+                    self.server.shown()
+                )));
+            }
+        }
+        let complete = ours == TABLE_NAMES.len() && names.iter().any(|n| n == COMMITS);
+        Ok((ours, complete))
+    }
+}
+
+impl Engine for PgEngine {
+    /// Opens (with `create`: creates if missing) the store in a server's schema.
+    fn open(location: &Path, opts: &Options, create: bool) -> Result<Opened<Self>> {
+        let url = location.to_str().unwrap_or_default();
+        let engine = PgEngine {
+            server: Server::connect(url, opts.busy_timeout)?,
+            read_only: opts.read_only,
+        };
+        let (ours, complete) = engine.survey()?;
+        // A read-only handle creates nothing: a table a newer engram added is made by the next
+        // read-write open, and until then a verb that needs it says so.
+        if !complete && (create || ours > 0) && !opts.read_only {
+            engine.server.create_tables()?;
+        }
+        let format = match ours {
+            0 => None,
+            _ => engine.read(opts.principal.as_deref(), |r| META.get(&r.tx, "format"))?,
+        };
+        let shown = PathBuf::from(engine.server.shown());
+        let created = match format {
+            Some(v) => {
+                check_format_value(&v)?;
+                false
+            }
+            None if create => {
+                initialize(&engine, opts.principal.as_deref())?;
+                true
+            }
+            None => return Err(Error::NotFound { path: shown }),
+        };
+        Ok(Opened {
+            engine,
+            shown,
+            created,
+            repaired: None,
+        })
+    }
+
+    fn read<R>(&self, principal: Option<&str>, f: impl FnOnce(&ReadTxn) -> Result<R>) -> Result<R> {
+        let r = read_txn(ReadKv::Pg(self.begin_read()?), principal);
+        let out = f(&r);
+        if let ReadKv::Pg(t) = r.tx {
+            t.end_read();
+        }
+        out
+    }
+
+    /// Attempts until one commits, up to the busy timeout.
+    fn write<R>(
+        &self,
+        principal: Option<&str>,
+        mut f: impl FnMut(&mut WriteTxn<'_>) -> Result<R>,
+    ) -> Result<R> {
+        if self.read_only {
+            return Err(read_only_handle());
+        }
+        let mut clean = false;
+        self.server.retrying(|| {
+            let tx = match self.begin_write(!clean) {
+                Ok(t) => t,
+                Err(a) => return a,
+            };
+            let mut w = write_txn(WriteKv::Pg(tx), principal);
+            let now = w.now;
+            let r = f(&mut w);
+            match w.tx {
+                WriteKv::Pg(tx) => {
+                    let a = tx.finish(r, now);
+                    clean = matches!(a, Attempt::Again(Fault::Injected));
+                    a
+                }
+                WriteKv::Redb(_) => Attempt::Done(Err(Error::Storage(
+                    "a server transaction became a file transaction".into(),
+                ))),
+            }
+        })
+    }
+
+    /// The connections close when the last handle goes.
+    fn close(self) -> Result<()> {
+        Ok(())
+    }
+
+    /// A server store has no pages of ours to check (the server checksums its own).
+    fn check_integrity(&mut self) -> Result<bool> {
+        Ok(true)
+    }
+
+    /// The server reclaims space itself (autovacuum).
+    fn compact(&mut self) -> Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,31 @@
+//! The server engine: a store kept in one schema of a PostgreSQL-protocol database (PostgreSQL;
+//! by the same SQL CockroachDB and YugabyteDB), reached by a `postgresql://` URL. [`url`] reads
+//! the URL and shows it without its password; `conn.rs` holds the connections and the
+//! transaction loop; `kv.rs` is the storage seam as SQL statements; `engine.rs` opens the store
+//! and implements [`crate::storage::engine::Engine`]. It may use the core files of `storage/`,
+//! never `store.rs` nor the redb engine.
+//!
+//! This file is where the `postgres` feature is decided, for the whole library: without it,
+//! `off.rs` stands in for the engine, with types that cannot be built (so every match on an
+//! engine keeps its server arm, which the compiler knows cannot run) and an open that refuses
+//! every URL.
+
+pub mod url;
+
+#[cfg(feature = "postgres")]
+mod conn;
+#[cfg(feature = "postgres")]
+mod engine;
+#[cfg(feature = "postgres")]
+mod kv;
+#[cfg(not(feature = "postgres"))]
+mod off;
+
+#[cfg(feature = "postgres")]
+pub(crate) use engine::PgEngine;
+#[cfg(feature = "postgres")]
+pub use kv::PgTx;
+#[cfg(not(feature = "postgres"))]
+pub(crate) use off::PgEngine;
+#[cfg(not(feature = "postgres"))]
+pub use off::PgTx;

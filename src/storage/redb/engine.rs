@@ -1,0 +1,428 @@
+//! The redb engine: the open database, its panic guard, and the [`Engine`] operations on it
+//! (a read, a write that waits for the one writer slot, close, redb's integrity check,
+//! compaction), and opening or creating the file: a new file is built under a temporary name
+//! and linked into place whole; a read-write open first recovers a torn tail ([`super::tail`]);
+//! a read-only open gets one read-write open first when the file needs a writer; the format is
+//! checked and missing tables are added.
+
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use redb::{Database, TableError, TransactionError, WriteTransaction};
+
+use crate::domain::text::now_us;
+use crate::error::{Error, Result};
+use crate::storage::any_kv::{ReadKv, WriteKv};
+use crate::storage::engine::{check_format_value, initialize, read_txn, write_txn, Engine, Opened};
+use crate::storage::options::Options;
+use crate::storage::redb::file::{
+    builder, engine_panic, exists, make_parent, may_not_write, open_bounded, Db,
+};
+use crate::storage::redb::kv::{RedbRead, RedbWrite};
+use crate::storage::redb::schema::{self, META};
+use crate::storage::redb::tail::{self, TailRepair};
+use crate::storage::txn::{ReadTxn, WriteTxn};
+
+/// The open database, and the first failure of the storage engine on it.
+///
+/// redb trusts a file that was closed cleanly and may panic on a page damaged since (an
+/// out-of-range slice index in its B-tree code). Every transaction runs under [`RedbEngine::guard`],
+/// which catches such a panic, records it here and returns [`Error::Corrupt`]. From then on every
+/// operation on this database fails with the same error without touching the file, and the
+/// database is not closed when the last handle goes (closing commits redb's allocator state,
+/// which would write into the damaged file): it is leaked, file descriptor and cache included,
+/// and the next open of the file repairs or refuses it.
+pub(crate) struct RedbEngine {
+    db: Option<Db>,
+    failed: std::sync::OnceLock<String>,
+    /// How long a writer waits for the writer slot ([`Options::busy_timeout`]).
+    busy: Duration,
+}
+
+impl RedbEngine {
+    pub(super) fn new(db: Db, opts: &Options) -> RedbEngine {
+        RedbEngine {
+            db: Some(db),
+            failed: std::sync::OnceLock::new(),
+            busy: opts.busy_timeout,
+        }
+    }
+
+    fn db(&self) -> Result<&Db> {
+        if let Some(reason) = self.failed.get() {
+            return Err(crate::error::damaged_file(reason.clone()));
+        }
+        self.db
+            .as_ref()
+            .ok_or_else(|| crate::error::damaged_file("the store is closed".into()))
+    }
+
+    /// Runs `f` on the database, turning a panic of the storage engine into `Error::Corrupt`
+    /// and marking the engine failed.
+    pub(super) fn guard<R>(&self, during: &str, f: impl FnOnce(&Db) -> Result<R>) -> Result<R> {
+        let db = self.db()?;
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(db)))
+            .unwrap_or_else(|p| Err(self.fail(during, p)))
+    }
+
+    /// Records a panic of the engine: from now on every call fails with the returned error.
+    fn fail(&self, during: &str, panic: Box<dyn std::any::Any + Send>) -> Error {
+        let e = engine_panic(during, panic);
+        if let Error::Corrupt { reason, .. } = &e {
+            let _ = self.failed.set(reason.clone());
+        }
+        e
+    }
+
+    /// [`RedbEngine::guard`] for the operations that need the database to themselves.
+    fn guard_mut<R>(
+        &mut self,
+        during: &str,
+        f: impl FnOnce(&mut Database) -> Result<R>,
+    ) -> Result<R> {
+        if let Some(reason) = self.failed.get() {
+            return Err(crate::error::damaged_file(reason.clone()));
+        }
+        let db = self
+            .db
+            .as_mut()
+            .ok_or_else(|| crate::error::damaged_file("the store is closed".into()))?
+            .writable_mut()?;
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(db)))
+            .unwrap_or_else(|p| Err(self.fail(during, p)))
+    }
+
+    /// Closes the database: redb commits its allocator state. A failed engine is not closed.
+    fn shut(&mut self) -> Result<()> {
+        let Some(db) = self.db.take() else {
+            return Ok(());
+        };
+        if let Some(reason) = self.failed.get() {
+            std::mem::forget(db);
+            return Err(crate::error::damaged_file(reason.clone()));
+        }
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| db.close()))
+            .unwrap_or_else(|p| Err(engine_panic("closing the file", p)))
+    }
+}
+
+impl Drop for RedbEngine {
+    fn drop(&mut self) {
+        // Drop cannot report an error; `Store::close` does.
+        let _ = self.shut();
+    }
+}
+
+impl Engine for RedbEngine {
+    fn open(location: &Path, opts: &Options, create: bool) -> Result<Opened<Self>> {
+        open(location, opts, create)
+    }
+
+    fn read<R>(&self, principal: Option<&str>, f: impl FnOnce(&ReadTxn) -> Result<R>) -> Result<R> {
+        self.guard("reading", |db| {
+            f(&read_txn(
+                ReadKv::Redb(RedbRead::new(db.begin_read()?)),
+                principal,
+            ))
+        })
+    }
+
+    fn write<R>(
+        &self,
+        principal: Option<&str>,
+        mut f: impl FnMut(&mut WriteTxn<'_>) -> Result<R>,
+    ) -> Result<R> {
+        self.guard("writing", |db| {
+            let tx = begin_write(db.writable()?, self.busy)?;
+            let r = {
+                let mut w = write_txn(WriteKv::Redb(RedbWrite::new(&tx)), principal);
+                let r = f(&mut w)?;
+                if let WriteKv::Redb(t) = &w.tx {
+                    t.close()?;
+                }
+                r
+            };
+            tx.commit()?;
+            Ok(r)
+        })
+    }
+
+    fn close(mut self) -> Result<()> {
+        self.shut()
+    }
+
+    /// redb's own check (every page checksum, the allocator state). A read-only handle checks
+    /// every page checksum of the snapshot and repairs nothing (damage is [`Error::Corrupt`]).
+    fn check_integrity(&mut self) -> Result<bool> {
+        if matches!(self.db()?, Db::ReadOnly(_)) {
+            let intact = self.read(None, |r| Ok(r.tx.redb()?.raw().verify_checksums()?))?;
+            if !intact {
+                return Err(crate::error::damaged_file(
+                    "a page does not match its checksum".into(),
+                ));
+            }
+            return Ok(true);
+        }
+        self.guard_mut("checking the file", |db| Ok(db.check_integrity()?))
+    }
+
+    fn compact(&mut self) -> Result<()> {
+        self.guard_mut("compacting the file", |db| {
+            while db.compact()? {}
+            Ok(())
+        })
+    }
+}
+
+/// Begins a write transaction, waiting up to `busy` for another writer (thread or process).
+fn begin_write(db: &Database, busy: Duration) -> Result<WriteTransaction> {
+    let start = Instant::now();
+    let mut pause = Duration::from_micros(200);
+    loop {
+        match db.try_begin_write() {
+            Ok(tx) => return Ok(tx),
+            Err(TransactionError::WouldBlock) => {
+                let waited = start.elapsed();
+                if waited >= busy {
+                    return Err(Error::Busy { waited });
+                }
+                std::thread::sleep(pause.min(busy - waited));
+                pause = (pause * 2).min(Duration::from_millis(20));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Opens the file at `path`; with `create`, builds it first when there is none.
+fn open(path: &Path, opts: &Options, create: bool) -> Result<Opened<RedbEngine>> {
+    if create && !exists(path) {
+        let made = make_file(path, opts)?;
+        let mut opened = open(path, opts, false)?;
+        opened.created = made;
+        return Ok(opened);
+    }
+    if !exists(path) {
+        return Err(Error::NotFound {
+            path: path.to_path_buf(),
+        });
+    }
+    if opts.read_only {
+        open_reader(path, opts)
+    } else {
+        open_writer(path, opts)
+    }
+}
+
+/// Opens (creating it if empty) a store on a custom redb storage backend (see
+/// [`crate::Store::with_backend`]); `name` only labels it in messages.
+pub(crate) fn with_backend(
+    backend: impl redb::StorageBackend,
+    name: &str,
+    opts: &Options,
+) -> Result<Opened<RedbEngine>> {
+    let db = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        builder(opts).create_with_backend(backend)
+    })) {
+        Ok(r) => r?,
+        Err(p) => return Err(engine_panic("opening the file", p)),
+    };
+    let engine = RedbEngine::new(Db::ReadWrite(db), opts);
+    let fresh = engine.read(None, |r| match r.tx.redb()?.raw().open_table(META) {
+        Ok(_) => Ok(false),
+        Err(TableError::TableDoesNotExist(_)) => Ok(true),
+        Err(e) => Err(e.into()),
+    })?;
+    if fresh {
+        initialize(&engine, opts.principal.as_deref())?;
+    } else {
+        check_format(&engine, Path::new(name), opts)?;
+    }
+    Ok(Opened {
+        engine,
+        shown: PathBuf::from(name),
+        created: false,
+        repaired: None,
+    })
+}
+
+/// Builds a new store file at `path`; false when another process made it first.
+fn make_file(path: &Path, opts: &Options) -> Result<bool> {
+    make_parent(path)?;
+    // The store is built under a temporary name beside its path and linked into place only
+    // once it is complete, so a crash during `init` never leaves a half-made store at the
+    // path (which nothing could open).
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "store".into());
+    let tmp = path.with_file_name(format!(".{name}.init-{}-{}", std::process::id(), now_us()));
+    let built = build(&tmp, path, opts);
+    let _ = std::fs::remove_file(&tmp);
+    let made = built?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(made)
+}
+
+/// Builds and initializes a store at `tmp`, then links it to `path`; false when another
+/// process made `path` first.
+fn build(tmp: &Path, path: &Path, opts: &Options) -> Result<bool> {
+    let mut o = OpenOptions::new();
+    o.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.mode(0o600);
+    }
+    o.open(tmp)?;
+    let db = builder(opts).create(tmp)?;
+    let engine = RedbEngine::new(Db::ReadWrite(db), opts);
+    initialize(&engine, opts.principal.as_deref())?;
+    drop(engine);
+    std::fs::File::open(tmp)?.sync_all()?;
+    match std::fs::hard_link(tmp, path) {
+        Ok(()) => Ok(true),
+        // Another process created the store first: use theirs.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A read-write open, which first recovers a torn tail (see [`crate::Store::repaired_tail`]).
+fn open_writer(path: &Path, opts: &Options) -> Result<Opened<RedbEngine>> {
+    let lengths = tail::repair_lengths(path)?;
+    if lengths.is_empty() {
+        return open_file(path, opts, None);
+    }
+    let mut first_error = None;
+    for len in lengths {
+        let repair = tail::cut(path, len).map_err(|e| may_not_write(path, e))?;
+        // A repair is kept only if every page of the recovered store matches its checksum:
+        // a cut that took live bytes must stay an error, never become wrong answers.
+        match open_file(path, opts, Some(repair.clone())) {
+            Ok(opened) => return Ok(opened),
+            Err(e) => {
+                tail::undo(path, &repair)?;
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => open_file(path, opts, None),
+    }
+}
+
+/// A read-only open. What needs a writer first (a crash to recover, a torn tail, tables
+/// to add) gets one read-write open, when the user may write the file.
+fn open_reader(path: &Path, opts: &Options) -> Result<Opened<RedbEngine>> {
+    let torn = !tail::repair_lengths(path)?.is_empty();
+    let why = if torn {
+        "it has a torn tail (stray bytes past its last page) to move aside".to_string()
+    } else {
+        match open_file(path, opts, None) {
+            Err(Error::ReadOnly(why)) => why,
+            other => return other,
+        }
+    };
+    let writer = open_writer(path, &opts.clone().read_only(false)).map_err(|e| match e {
+        Error::ReadOnly(_) => Error::ReadOnly(format!(
+            "{} needs one open by a user who may write it, because {why}: run `engram verify` as such a user",
+            path.display()
+        )),
+        e => e,
+    })?;
+    writer.engine.close()?;
+    let mut opened = open_file(path, opts, None)?;
+    opened.repaired = writer.repaired;
+    Ok(opened)
+}
+
+/// One open of the file; `repaired` is what [`open_writer`] cut off first, if anything.
+fn open_file(
+    path: &Path,
+    opts: &Options,
+    repaired: Option<TailRepair>,
+) -> Result<Opened<RedbEngine>> {
+    let db = open_bounded(opts, path).map_err(|e| may_not_write(path, e))?;
+    let engine = RedbEngine::new(db, opts);
+    if let Some(r) = &repaired {
+        // A repair is kept only if every page of the recovered store matches its checksum:
+        // a cut that took live bytes must stay an error, never become wrong answers.
+        let intact = engine.read(None, |t| Ok(t.tx.redb()?.raw().verify_checksums()?))?;
+        if !intact {
+            return Err(crate::error::damaged_file(format!(
+                "its end was cut inside a page that holds data ({} bytes, {} expected)",
+                r.old_len, r.new_len
+            )));
+        }
+    }
+    check_format(&engine, path, opts)?;
+    Ok(Opened {
+        engine,
+        shown: path.to_path_buf(),
+        created: false,
+        repaired,
+    })
+}
+
+/// Checks the format of an open file, and adds the tables of a newer engram it lacks.
+fn check_format(engine: &RedbEngine, path: &Path, opts: &Options) -> Result<()> {
+    let missing = engine.guard("reading the store header", |db| read_format(db, path))?;
+    if missing {
+        if opts.read_only {
+            return Err(Error::ReadOnly(
+                "it lacks tables that this engram adds on its first read-write open".into(),
+            ));
+        }
+        engine.write(opts.principal.as_deref(), |tx| tx.ensure_tables())?;
+    }
+    Ok(())
+}
+
+/// Checks the format number; returns whether tables of a newer engram are missing.
+fn read_format(db: &Db, path: &Path) -> Result<bool> {
+    let rtx = db.begin_read()?;
+    let meta = match rtx.open_table(META) {
+        Ok(t) => t,
+        Err(TableError::TableDoesNotExist(_)) => {
+            // Other engram tables without `meta`: a damaged table directory, not a
+            // foreign file.
+            let ours = rtx
+                .list_tables()?
+                .filter(|t| schema::TABLE_NAMES.contains(&redb::TableHandle::name(t)))
+                .count();
+            if ours > 0 {
+                return Err(crate::error::damaged_file(format!(
+                    "the table directory is damaged (table meta is missing, {ours} other engram tables are present)"
+                )));
+            }
+            return Err(Error::Unsupported(format!(
+                "{} is a redb file but not an engram store",
+                path.display()
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let Some(v) = meta.get("format")? else {
+        if redb::ReadableTableMetadata::len(&meta)? > 0 {
+            return Err(crate::error::damaged_file(
+                "the meta table is damaged (its format entry is missing)".into(),
+            ));
+        }
+        return Err(Error::Unsupported(format!(
+            "{} is a redb file but not an engram store",
+            path.display()
+        )));
+    };
+    check_format_value(v.value())?;
+    drop(v);
+    drop(meta);
+    let tables = rtx.list_tables()?.count();
+    Ok(schema::TABLE_NAMES.len() > tables)
+}

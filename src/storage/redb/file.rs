@@ -1,0 +1,170 @@
+//! The redb file at its lowest: the open database (read-write or read-only), redb's builder as
+//! the options set it, an open that waits at most the busy timeout, and what a panic of redb
+//! becomes. [`super::engine`] builds on these.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use redb::{ConcurrencyMode, Database, ReadTransaction, ReadableDatabase};
+
+use crate::error::{Error, Result};
+use crate::storage::engine::read_only_handle;
+use crate::storage::options::Options;
+
+/// The open file: read-write, or read-only (a handle that cannot change the file at all).
+pub(super) enum Db {
+    ReadWrite(Database),
+    ReadOnly(redb::ReadOnlyDatabase),
+}
+
+impl Db {
+    pub(super) fn begin_read(&self) -> Result<ReadTransaction> {
+        Ok(match self {
+            Db::ReadWrite(d) => d.begin_read()?,
+            Db::ReadOnly(d) => d.begin_read()?,
+        })
+    }
+
+    /// The database, for a write; [`Error::ReadOnly`] on a read-only handle.
+    pub(super) fn writable(&self) -> Result<&Database> {
+        match self {
+            Db::ReadWrite(d) => Ok(d),
+            Db::ReadOnly(_) => Err(read_only_handle()),
+        }
+    }
+
+    /// [`Db::writable`], for the operations that need the database to themselves.
+    pub(super) fn writable_mut(&mut self) -> Result<&mut Database> {
+        match self {
+            Db::ReadWrite(d) => Ok(d),
+            Db::ReadOnly(_) => Err(read_only_handle()),
+        }
+    }
+
+    pub(super) fn close(self) -> Result<()> {
+        match self {
+            Db::ReadWrite(d) => drop(d),
+            Db::ReadOnly(d) => d.close()?,
+        }
+        Ok(())
+    }
+}
+
+/// A refused read-write open of the file as [`Error::ReadOnly`]; other errors as they are.
+pub(super) fn may_not_write(path: &Path, e: Error) -> Error {
+    match e {
+        Error::Io(io) if io.kind() == std::io::ErrorKind::PermissionDenied => {
+            Error::ReadOnly(format!("this user may not write {} ({io})", path.display()))
+        }
+        e => e,
+    }
+}
+
+/// redb's builder, as the options set it.
+pub(super) fn builder(opts: &Options) -> redb::Builder {
+    let mut b = Database::builder();
+    b.set_cache_size(opts.cache_bytes);
+    b.set_check_integrity_on_open(opts.check_on_open);
+    b.set_concurrency_mode(if opts.exclusive {
+        ConcurrencyMode::ExclusiveWriter
+    } else {
+        ConcurrencyMode::MultiWriter
+    });
+    b
+}
+
+/// A panic inside the storage engine, which redb may raise on a damaged file, as a typed error.
+pub(crate) fn engine_panic(during: &str, panic: Box<dyn std::any::Any + Send>) -> Error {
+    let msg = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into());
+    crate::error::damaged_file(format!("the storage engine failed while {during} ({msg})"))
+}
+
+/// Whether a store file exists (and is not empty) at `path`.
+pub(crate) fn exists(path: &Path) -> bool {
+    std::fs::metadata(path)
+        .map(|m| m.is_file() && m.len() > 0)
+        .unwrap_or(false)
+}
+
+/// Makes the parent directories of `path` (mode 0700) that do not exist.
+pub(super) fn make_parent(path: &Path) -> Result<()> {
+    if let Some(parent) = path.parent() {
+        if !parent.as_os_str().is_empty() && !parent.exists() {
+            let mut b = std::fs::DirBuilder::new();
+            b.recursive(true);
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::DirBuilderExt;
+                b.mode(0o700);
+            }
+            b.create(parent)?;
+        }
+    }
+    Ok(())
+}
+
+/// Opens the file, waiting at most `busy_timeout`: in multi-writer mode redb's open waits for a
+/// writer in another process to finish, so the open runs on a helper thread and the caller stops
+/// waiting after the timeout (the thread then closes the handle it gets).
+pub(super) fn open_bounded(opts: &Options, path: &Path) -> Result<Db> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let o = opts.clone();
+    let p = path.to_path_buf();
+    let start = Instant::now();
+    std::thread::Builder::new()
+        .name("engram-open".into())
+        .spawn(move || {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                retry_busy(&o, || open_db(&o, &p))
+            }));
+            let _ = tx.send(r.unwrap_or_else(|panic| Err(engine_panic("opening the file", panic))));
+        })?;
+    match rx.recv_timeout(opts.busy_timeout) {
+        Ok(r) => r,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(Error::Busy {
+            waited: start.elapsed(),
+        }),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(crate::error::damaged_file(
+            "the storage engine stopped while opening the file".into(),
+        )),
+    }
+}
+
+/// One open of the file, read-write or read-only as the options say.
+fn open_db(opts: &Options, path: &Path) -> Result<Db, redb::DatabaseError> {
+    if opts.read_only {
+        builder(opts).open_read_only(path).map(Db::ReadOnly)
+    } else {
+        builder(opts).open(path).map(Db::ReadWrite)
+    }
+}
+
+fn retry_busy(
+    opts: &Options,
+    mut f: impl FnMut() -> Result<Db, redb::DatabaseError>,
+) -> Result<Db> {
+    let start = Instant::now();
+    loop {
+        match f() {
+            Ok(db) => return Ok(db),
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                let waited = start.elapsed();
+                if waited >= opts.busy_timeout {
+                    return Err(Error::Busy { waited });
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            // A read-only open of a file that a crashed writer left to recover.
+            Err(redb::DatabaseError::RepairAborted) if opts.read_only => {
+                return Err(Error::ReadOnly(
+                    "a crash left it to be recovered by a writer".into(),
+                ))
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
