@@ -2,7 +2,7 @@
 //!
 //! An embedded, transactional storage engine for agent memory, on [redb].
 //!
-//! One database file holds, per **scope** (one memory stream):
+//! A store holds, per **scope** (one memory stream):
 //! - the **raw log**: short memories appended forever, never rewritten; a memory's id is its
 //!   position ([`Store::note`], [`Store::append`], [`Store::recall`]);
 //! - the **summary tree**: summaries of aligned power-of-two blocks of the log, written by the
@@ -10,9 +10,12 @@
 //! - **wake**: a bounded cover of the whole history for start-up context ([`Store::wake_text`]),
 //!   and [`Store::zoom`] to open a block.
 //!
-//! Every change is one redb write transaction, durable when the call returns. Every stored value
-//! carries a format version and a CRC32, and decodes into a `Result`: corrupt bytes are
-//! [`Error::Corrupt`], never a panic.
+//! A store lives in one redb file, or (with the `postgres` feature) in one schema of a
+//! PostgreSQL-protocol server named by a `postgresql://` URL: two storage engines behind one
+//! seam (`storage::engine`), the same tables and the same value bytes on both. Every change is
+//! one write transaction, durable when the call returns. Every stored value carries a format
+//! version and a CRC32, and decodes into a `Result`: corrupt bytes are [`Error::Corrupt`], never
+//! a panic.
 //!
 //! ```
 //! use engram::{NewMemory, Store, WakeOptions};

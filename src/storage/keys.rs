@@ -320,7 +320,7 @@ pub(crate) fn bad_key(t: TableId, b: &[u8]) -> Error {
 }
 
 /// A table with keys of shape `K`: the typed face of [`KvRead`] and [`KvWrite`]. The constants
-/// are in [`crate::storage::schema`].
+/// are in [`crate::storage::redb::schema`].
 pub struct Table<K> {
     /// Which table.
     pub id: TableId,

@@ -7,15 +7,16 @@
 //! seam; with the `postgres` feature, decided in `pg/mod.rs` alone). Between them and the
 //! layers above sit the core files:
 //! - [`engine`]: the [`engine::Engine`] trait both implement (open or create, read, write with
-//!   the engine's retry rule, close, integrity check, compaction), the open engine of a store
-//!   (`AnyEngine`), and a transaction of either ([`engine::ReadKv`], [`engine::WriteKv`]);
+//!   the engine's retry rule, close, integrity check, compaction) and what they share;
+//!   `any_engine.rs`, the open engine of a store whichever it is (`AnyEngine`, which names both
+//!   engines); [`any_kv`], a transaction of either ([`any_kv::ReadKv`], [`any_kv::WriteKv`]);
 //! - [`kv`], the byte-level seam every table access goes through, with its key encoding in
 //!   [`keys`] and the typed tables in [`tables`]; the value envelope ([`codec`]);
 //! - [`txn`] (read and write transactions), [`access`] (who is asking and what their grants
 //!   allow), [`config`] (the settings), [`options`] (how a store is opened), group commit;
 //! - [`store`], the [`crate::Store`] handle, which names no engine.
 //!
-//! The engine folders use the core files, never each other nor `store.rs`
+//! The engine folders use the core files, never each other nor `store.rs` and `any_engine.rs`
 //! (`tests/api/layers.rs` checks it). *Engine* means redb or the server; *backend* means only
 //! what redb calls the disk under its file (`redb::StorageBackend`, see
 //! [`crate::Store::with_backend`]).

@@ -1,8 +1,8 @@
-//! The crash-test harness shared by `tests/crash_*.rs` and the `crash_ops` fuzz target: a
-//! workload that mixes every write path of engram, a reference run that records what each
-//! operation returns and the store's logical state after it, a replay of the workload over a
-//! [`SimDisk`] with a fault plan, and the oracle that checks a recovered store against the
-//! reference.
+//! The crash-test harness shared by the crash tests (`tests/api/crash/`) and the `crash_ops`
+//! fuzz target: a workload that mixes every write path of engram, a reference run that records
+//! what each operation returns and the store's logical state after it, a replay of the workload
+//! over a [`SimDisk`] with a fault plan, and the oracle that checks a recovered store against
+//! the reference.
 //!
 //! The oracle: the operations that returned are acknowledged; after a crash, the recovered
 //! store must hold every acknowledged operation, and the one in flight either wholly or not at

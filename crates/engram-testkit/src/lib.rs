@@ -10,7 +10,7 @@
 //!   power losses that tear unsynced writes, deterministically from a seed.
 //! - [`crash`]: the crash-test harness: a workload over every write path, a reference run, a
 //!   replay on the simulated disk with a fault plan, and the oracle that checks a recovered
-//!   store (used by `tests/crash_*.rs` and the `crash_ops` fuzz target).
+//!   store (used by the crash tests in `tests/api/crash/` and the `crash_ops` fuzz target).
 //! - [`pg`]: throwaway PostgreSQL servers for the server tests (through
 //!   `scripts/pg-server.sh`): the `ENGRAM_TEST_PG` gate, unique schemas, and private servers
 //!   that can be killed, restarted, replicated and promoted.
