@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::storage::engine::{Engine, Opened};
 use crate::storage::options::Options;
 use crate::storage::pg::url::url_of;
@@ -65,19 +65,19 @@ impl AnyEngine {
         }
     }
 
-    /// See [`Engine::check_integrity`] (it needs the only handle).
+    /// See [`Engine::check_integrity`].
     pub(crate) fn check_integrity(&mut self) -> Result<bool> {
         match self {
-            AnyEngine::Redb(e) => only(e, "the integrity check")?.check_integrity(),
-            AnyEngine::Pg(e) => only(e, "the integrity check")?.check_integrity(),
+            AnyEngine::Redb(e) => RedbEngine::check_integrity(e),
+            AnyEngine::Pg(e) => PgEngine::check_integrity(e),
         }
     }
 
-    /// See [`Engine::compact`] (it needs the only handle).
+    /// See [`Engine::compact`].
     pub(crate) fn compact(&mut self) -> Result<()> {
         match self {
-            AnyEngine::Redb(e) => only(e, "compaction")?.compact(),
-            AnyEngine::Pg(e) => only(e, "compaction")?.compact(),
+            AnyEngine::Redb(e) => RedbEngine::compact(e),
+            AnyEngine::Pg(e) => PgEngine::compact(e),
         }
     }
 
@@ -85,14 +85,4 @@ impl AnyEngine {
     pub(crate) fn is_server(&self) -> bool {
         matches!(self, AnyEngine::Pg(_))
     }
-}
-
-/// The engine, when this is the only handle to it.
-fn only<'a, E>(e: &'a mut Arc<E>, what: &str) -> Result<&'a mut E> {
-    Arc::get_mut(e).ok_or_else(|| {
-        Error::invalid(
-            "store",
-            format!("{what} needs the only handle to the store"),
-        )
-    })
 }

@@ -11,6 +11,7 @@
 //! file (`redb::StorageBackend`, see [`crate::Store::with_backend`]).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::domain::text::now_us;
 use crate::error::{Error, Result};
@@ -43,11 +44,12 @@ pub(crate) trait Engine: Sized {
     /// Closes the engine (the last handle to it), reporting what dropping it cannot.
     fn close(self) -> Result<()>;
 
-    /// The engine's own integrity check: `Ok(true)` intact, `Ok(false)` repaired.
-    fn check_integrity(&mut self) -> Result<bool>;
+    /// The engine's own integrity check: `Ok(true)` intact, `Ok(false)` repaired. It gets the
+    /// shared handle: an engine that needs to be alone (redb) checks that it is.
+    fn check_integrity(this: &mut Arc<Self>) -> Result<bool>;
 
-    /// Gives unused space back (offline: needs the only handle).
-    fn compact(&mut self) -> Result<()>;
+    /// Gives unused space back (redb: offline, it needs the only handle).
+    fn compact(this: &mut Arc<Self>) -> Result<()>;
 }
 
 /// An opened store: its engine, the location as it may be shown, and what the open did.

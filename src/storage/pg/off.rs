@@ -3,6 +3,7 @@
 //! whichever way it was built.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::storage::engine::{Engine, Opened};
@@ -41,12 +42,12 @@ impl Engine for PgEngine {
         match self {}
     }
 
-    fn check_integrity(&mut self) -> Result<bool> {
-        match *self {}
+    fn check_integrity(this: &mut Arc<Self>) -> Result<bool> {
+        match **this {}
     }
 
-    fn compact(&mut self) -> Result<()> {
-        match *self {}
+    fn compact(this: &mut Arc<Self>) -> Result<()> {
+        match **this {}
     }
 }
 

@@ -7,6 +7,7 @@
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redb::{Database, TableError, TransactionError, WriteTransaction};
@@ -154,9 +155,10 @@ impl Engine for RedbEngine {
 
     /// redb's own check (every page checksum, the allocator state). A read-only handle checks
     /// every page checksum of the snapshot and repairs nothing (damage is [`Error::Corrupt`]).
-    fn check_integrity(&mut self) -> Result<bool> {
-        if matches!(self.db()?, Db::ReadOnly(_)) {
-            let intact = self.read(None, |r| Ok(r.tx.redb()?.raw().verify_checksums()?))?;
+    fn check_integrity(this: &mut Arc<Self>) -> Result<bool> {
+        let engine = only(this, "the integrity check")?;
+        if matches!(engine.db()?, Db::ReadOnly(_)) {
+            let intact = engine.read(None, |r| Ok(r.tx.redb()?.raw().verify_checksums()?))?;
             if !intact {
                 return Err(crate::error::damaged_file(
                     "a page does not match its checksum".into(),
@@ -164,15 +166,25 @@ impl Engine for RedbEngine {
             }
             return Ok(true);
         }
-        self.guard_mut("checking the file", |db| Ok(db.check_integrity()?))
+        engine.guard_mut("checking the file", |db| Ok(db.check_integrity()?))
     }
 
-    fn compact(&mut self) -> Result<()> {
-        self.guard_mut("compacting the file", |db| {
+    fn compact(this: &mut Arc<Self>) -> Result<()> {
+        only(this, "compaction")?.guard_mut("compacting the file", |db| {
             while db.compact()? {}
             Ok(())
         })
     }
+}
+
+/// The engine, when this is the only handle to it.
+fn only<'a, E>(e: &'a mut Arc<E>, what: &str) -> Result<&'a mut E> {
+    Arc::get_mut(e).ok_or_else(|| {
+        Error::invalid(
+            "store",
+            format!("{what} needs the only handle to the store"),
+        )
+    })
 }
 
 /// Begins a write transaction, waiting up to `busy` for another writer (thread or process).
