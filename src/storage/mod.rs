@@ -24,3 +24,4 @@ pub mod store;
 pub mod tables;
 pub(crate) mod tail;
 pub mod txn;
+pub(crate) mod verify;
