@@ -5,7 +5,7 @@
 use std::ops::ControlFlow;
 
 use super::record::{
-    check_revision, compact_message, hash, range, session_scope, validate_session_id, IdemRecord,
+    check_revision, compact_nth, range, session_scope, validate_session_id, IdemRecord,
     SessionAppended,
 };
 use crate::error::{Error, Result};
@@ -36,16 +36,7 @@ impl WriteTxn<'_> {
         let new: Vec<(String, [u8; 16])> = items
             .iter()
             .enumerate()
-            .map(|(i, m)| {
-                let c = compact_message(m).map_err(|e| match e {
-                    Error::Invalid { what, reason } => {
-                        Error::invalid(what, format!("item {i}: {reason}"))
-                    }
-                    e => e,
-                })?;
-                let h = hash(&c);
-                Ok((c, h))
-            })
+            .map(|(i, m)| compact_nth(m, "item", i))
             .collect::<Result<_>>()?;
         let mut batch = xxhash_rust::xxh3::Xxh3::new();
         for (_, h) in &new {

@@ -90,6 +90,19 @@ pub fn compact_message(json: &str) -> Result<String> {
     Ok(out)
 }
 
+/// Item `i` of a batch ([`compact_message`], its error naming it as `what` `i`), with its hash.
+pub(super) fn compact_nth(m: &str, what: &str, i: usize) -> Result<(String, [u8; 16])> {
+    let c = compact_message(m).map_err(|e| match e {
+        Error::Invalid {
+            what: field,
+            reason,
+        } => Error::invalid(field, format!("{what} {i}: {reason}")),
+        e => e,
+    })?;
+    let h = hash(&c);
+    Ok((c, h))
+}
+
 pub(super) fn hash(msg: &str) -> [u8; 16] {
     xxhash_rust::xxh3::xxh3_128(msg.as_bytes()).to_le_bytes()
 }

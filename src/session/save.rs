@@ -2,10 +2,12 @@
 //! messages go to the archive, which the retention setting bounds. Also the write steps the
 //! append-style calls share: pushing and dropping messages, the next revision.
 
+use std::borrow::Cow;
+use std::collections::HashSet;
 use std::ops::ControlFlow;
 
 use super::record::{
-    check_revision, compact_message, decode_hash, decode_message, hash, range, read_record,
+    check_revision, compact_nth, decode_hash, decode_message, hash, range, read_record,
     session_scope, validate_session_id, Archived, SKey, SaveOutcome, SessionRecord,
 };
 use crate::error::{Error, Result};
@@ -140,90 +142,18 @@ impl WriteTxn<'_> {
         self.require(Access::Write, &session_scope(id))?;
         let existing = self.session_record(id)?;
         let mut rec = existing.clone().unwrap_or_else(|| self.new_record());
-        let stored: Vec<(u64, [u8; 16])> = {
-            let mut v = Vec::with_capacity(rec.count as usize);
-            if rec.count > 64 {
-                // Every stored hash is read: a server sends them in one statement, not in pages.
-                SESSION_HASHES.prefetch_range(&self.tx, range(id))?;
-            }
-            SESSION_HASHES.each(&self.tx, range(id), |(_, seq), val| {
-                v.push((seq, decode_hash(id, seq, val)?));
-                Ok(())
-            })?;
-            v
-        };
-        // A message whose bytes hash to a stored message is that message: already checked and
-        // compact. Only the others are parsed, so a save costs what changed, not the history.
-        // The common save appends to what is stored: its stored prefix is matched in order,
-        // and only the messages after it are looked up among the stored hashes (one by one
-        // when few, through a set when many).
-        let hashes: Vec<[u8; 16]> = messages.iter().map(|m| hash(m)).collect();
-        let prefix = stored
-            .iter()
-            .zip(&hashes)
-            .take_while(|(a, b)| a.1 == **b)
-            .count();
-        let after = hashes.len() - prefix;
-        let set: Option<std::collections::HashSet<[u8; 16]>> = (after.saturating_mul(stored.len())
-            > 4096)
-            .then(|| stored.iter().map(|x| x.1).collect());
-        let known = |i: usize, h: &[u8; 16]| {
-            i < prefix
-                || match &set {
-                    Some(set) => set.contains(h),
-                    None => stored.iter().any(|x| x.1 == *h),
-                }
-        };
-        let new: Vec<(std::borrow::Cow<'_, str>, [u8; 16])> = messages
-            .iter()
-            .zip(&hashes)
-            .enumerate()
-            .map(|(i, (m, h))| {
-                let h = *h;
-                if known(i, &h) {
-                    return Ok((std::borrow::Cow::Borrowed(*m), h));
-                }
-                let c = compact_message(m).map_err(|e| match e {
-                    Error::Invalid { what, reason } => {
-                        Error::invalid(what, format!("message {i}: {reason}"))
-                    }
-                    e => e,
-                })?;
-                let h = hash(&c);
-                Ok((std::borrow::Cow::Owned(c), h))
-            })
-            .collect::<Result<_>>()?;
+        let stored = self.stored_hashes(id, &rec)?;
+        let new = checked(messages, &stored)?;
         check_revision(existing.as_ref(), expected_revision)?;
-        let (s, n) = (stored.len(), new.len());
-        let p = stored
-            .iter()
-            .zip(&new)
-            .take_while(|(a, b)| a.1 == b.1)
-            .count();
-        // The first j >= p such that stored[j..] continues as new[p..]: keep that run in place.
-        let mut j = s;
-        if p < n {
-            let start = p.max(s.saturating_sub(n - p));
-            for cand in start..s {
-                let run = s - cand;
-                let same = stored
-                    .get(cand..s)
-                    .zip(new.get(p..p + run))
-                    .is_some_and(|(a, b)| a.iter().zip(b).all(|(x, y)| x.1 == y.1));
-                if same {
-                    j = cand;
-                    break;
-                }
-            }
-        }
-        let kept = p + (s - j);
+        let (p, j) = kept_runs(&stored, &new);
+        let kept = p + (stored.len() - j);
         let to_archive: Vec<u64> = stored
             .get(p..j)
             .unwrap_or_default()
             .iter()
             .map(|x| x.0)
             .collect();
-        let to_write = new.get(kept.min(n)..).unwrap_or_default();
+        let to_write = new.get(kept.min(new.len())..).unwrap_or_default();
         if existing.is_some() && to_archive.is_empty() && to_write.is_empty() {
             return Ok(SaveOutcome {
                 revision: rec.revision,
@@ -245,4 +175,85 @@ impl WriteTxn<'_> {
             archived: to_archive.len() as u64,
         })
     }
+
+    /// The sequence numbers and hashes of the session's live messages, oldest first.
+    fn stored_hashes(&self, id: &str, rec: &SessionRecord) -> Result<Vec<(u64, [u8; 16])>> {
+        let mut v = Vec::with_capacity(rec.count as usize);
+        if rec.count > 64 {
+            // Every stored hash is read: a server sends them in one statement, not in pages.
+            SESSION_HASHES.prefetch_range(&self.tx, range(id))?;
+        }
+        SESSION_HASHES.each(&self.tx, range(id), |(_, seq), val| {
+            v.push((seq, decode_hash(id, seq, val)?));
+            Ok(())
+        })?;
+        Ok(v)
+    }
+}
+
+/// The messages of a save, each compact and checked, with its hash.
+///
+/// A message whose bytes hash to a stored message is that message: already checked and
+/// compact. Only the others are parsed, so a save costs what changed, not the history. The
+/// common save appends to what is stored: its stored prefix is matched in order, and only the
+/// messages after it are looked up among the stored hashes (one by one when few, through a set
+/// when many).
+fn checked<'m>(
+    messages: &[&'m str],
+    stored: &[(u64, [u8; 16])],
+) -> Result<Vec<(Cow<'m, str>, [u8; 16])>> {
+    let hashes: Vec<[u8; 16]> = messages.iter().map(|m| hash(m)).collect();
+    let prefix = stored
+        .iter()
+        .zip(&hashes)
+        .take_while(|(a, b)| a.1 == **b)
+        .count();
+    let after = hashes.len() - prefix;
+    let set: Option<HashSet<[u8; 16]>> =
+        (after.saturating_mul(stored.len()) > 4096).then(|| stored.iter().map(|x| x.1).collect());
+    let known = |i: usize, h: &[u8; 16]| {
+        i < prefix
+            || match &set {
+                Some(set) => set.contains(h),
+                None => stored.iter().any(|x| x.1 == *h),
+            }
+    };
+    messages
+        .iter()
+        .zip(&hashes)
+        .enumerate()
+        .map(|(i, (m, h))| {
+            if known(i, h) {
+                return Ok((Cow::Borrowed(*m), *h));
+            }
+            let (c, h) = compact_nth(m, "message", i)?;
+            Ok((Cow::Owned(c), h))
+        })
+        .collect()
+}
+
+/// How a save lines up with what is stored: the common prefix `p`, and the first `j >= p` such
+/// that `stored[j..]` continues as `new[p..]` (that run is kept in place; `stored[p..j]` goes to
+/// the archive).
+fn kept_runs(stored: &[(u64, [u8; 16])], new: &[(Cow<'_, str>, [u8; 16])]) -> (usize, usize) {
+    let (s, n) = (stored.len(), new.len());
+    let p = stored
+        .iter()
+        .zip(new)
+        .take_while(|(a, b)| a.1 == b.1)
+        .count();
+    if p < n {
+        let start = p.max(s.saturating_sub(n - p));
+        for cand in start..s {
+            let run = s - cand;
+            let same = stored
+                .get(cand..s)
+                .zip(new.get(p..p + run))
+                .is_some_and(|(a, b)| a.iter().zip(b).all(|(x, y)| x.1 == y.1));
+            if same {
+                return (p, cand);
+            }
+        }
+    }
+    (p, s)
 }
