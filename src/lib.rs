@@ -64,7 +64,7 @@ pub use domain::text::validate_key;
 pub use domain::text::validate_scope;
 pub use error::{Error, Result};
 pub use memory::log::memory_line;
-pub use memory::note::{Appended, NewMemory};
+pub use memory::note::{Appended, NewMemory, Noted, NotedSeen};
 pub use memory::recall::{compile_pattern, Recall, RecallQuery};
 pub use memory::tree::{summary_line, MergePrompt, NapOutcome, PromptInput, ZoomEntry};
 pub use memory::wake::{WakeItem, WakeOptions, WakeView};

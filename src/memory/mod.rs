@@ -9,4 +9,5 @@ pub mod log;
 pub mod note;
 pub mod recall;
 pub mod tree;
+pub(crate) mod verify;
 pub mod wake;

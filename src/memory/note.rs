@@ -7,10 +7,14 @@ use serde::Serialize;
 use crate::domain::record::{IdemEntry, Kind, Memory, Status};
 use crate::domain::text::{validate_key, validate_line, validate_optional_field};
 use crate::error::{Error, Result};
+use crate::memory::lifecycle::{state_of, MemoryState};
+use crate::memory::log::get_memory;
+use crate::memory::tree::{prompts_of, MergePrompt};
+use crate::storage::access::Access;
 use crate::storage::codec::{decode, encode};
 use crate::storage::store::Store;
 use crate::storage::tables::{IDEMPOTENCY, LOG, PENDING};
-use crate::storage::txn::WriteTxn;
+use crate::storage::txn::{holding, read_scope, WriteTxn};
 
 /// A memory to append. Only the text is required; the rest of the envelope has defaults.
 ///
@@ -109,6 +113,29 @@ pub struct Appended {
     /// True when the idempotency key had been used already: nothing new was written and these
     /// are the ids of the earlier append.
     pub replayed: bool,
+}
+
+/// What `engram note` reports, read in the transaction that appended: the append and, when the
+/// principal may read the scope, how the memory is shown and what merge is due next.
+#[derive(Debug, Clone, Serialize)]
+pub struct Noted {
+    /// The append.
+    pub appended: Appended,
+    /// How it reads; `None` when the principal may write the scope but not read it.
+    pub seen: Option<NotedSeen>,
+}
+
+/// What a principal who may read the scope learns about the memory just noted.
+#[derive(Debug, Clone, Serialize)]
+pub struct NotedSeen {
+    /// The memory as stored (for a replay, the earlier one).
+    pub memory: Memory,
+    /// Its effective state (proposed, reads as instructions, ...).
+    pub state: MemoryState,
+    /// The next merge prompt, if one can be built.
+    pub next_prompt: Option<MergePrompt>,
+    /// Pending merges in the scope.
+    pub pending: u64,
 }
 
 impl WriteTxn<'_> {
@@ -279,7 +306,45 @@ impl WriteTxn<'_> {
     }
 }
 
+impl WriteTxn<'_> {
+    /// Appends one memory like [`WriteTxn::append`] and reads back, in the same transaction,
+    /// what `engram note` reports ([`Noted`]). The read of the memory is audited as a `show`.
+    pub fn note_report(&mut self, scope: &str, m: NewMemory, key: Option<&str>) -> Result<Noted> {
+        let appended = self.append(scope, vec![m], key)?;
+        if !self.may(Access::Read, scope)? {
+            return Ok(Noted {
+                appended,
+                seen: None,
+            });
+        }
+        let meta = holding(read_scope(&self.tx, scope)?, appended.first)?;
+        let memory = get_memory(&self.tx, meta.id, appended.first)?;
+        let state = state_of(&self.tx, meta.id, &memory)?;
+        let cfg = self.config()?;
+        let next_prompt = prompts_of(&self.tx, &meta, &cfg, 1)?.into_iter().next();
+        if cfg.audit {
+            self.record_read("show", scope, vec![format!("#{}", appended.first)])?;
+        }
+        Ok(Noted {
+            appended,
+            seen: Some(NotedSeen {
+                memory,
+                state,
+                next_prompt,
+                pending: meta.pending,
+            }),
+        })
+    }
+}
+
 impl Store {
+    /// Appends one memory and reports it, in one commit; see [`WriteTxn::note_report`].
+    pub fn note_report(&self, scope: &str, m: NewMemory, key: Option<&str>) -> Result<Noted> {
+        let scope = scope.to_string();
+        let key = key.map(str::to_string);
+        self.write_grouped(move |tx| tx.note_report(&scope, m.clone(), key.as_deref()))
+    }
+
     /// Appends one memory; see [`WriteTxn::note`].
     ///
     /// Concurrent calls from several threads share one commit (group commit; see

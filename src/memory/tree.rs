@@ -542,53 +542,7 @@ impl ReadTxn {
         let Some(meta) = self.scope_meta(scope)? else {
             return Ok(Vec::new());
         };
-        let cfg = self.config()?;
-        let kv = &self.tx;
-        let mut out = Vec::new();
-        PENDING.scan(
-            kv,
-            pending_range(meta.id),
-            Dir::Forward,
-            |(_, level, lo), _| {
-                if out.len() >= n {
-                    return Ok(ControlFlow::Break(()));
-                }
-                let b = stored_block("pending", meta.id, level, lo)?;
-                if let Some(inputs) = merge_inputs(kv, meta.id, b, &cfg)? {
-                    let events = kv;
-                    let mut lines = Vec::with_capacity(inputs.len());
-                    for i in &inputs {
-                        lines.push(match i {
-                            PromptInput::Memory(m) => crate::memory::lifecycle::marked_line(
-                                m,
-                                &crate::memory::lifecycle::state_of(&events, meta.id, m)?,
-                            ),
-                            PromptInput::Summary { block, summary } => {
-                                let is_stale =
-                                    STALE.contains(kv, (meta.id, block.level(), block.lo()))?;
-                                marked_summary_line(*block, summary, is_stale)
-                            }
-                        });
-                    }
-                    let rebuild = STALE.contains(kv, (meta.id, b.level(), b.lo()))?;
-                    out.push(MergePrompt {
-                        block: b,
-                        inputs,
-                        remaining: meta.pending.saturating_sub(1),
-                        entry_bytes: cfg.entry_bytes,
-                        lines,
-                        rebuild,
-                    });
-                }
-                if out.is_empty() && n == 1 {
-                    // The first pending block is the one offered; if it cannot be answered, the
-                    // store needs repair, not another block.
-                    return Ok(ControlFlow::Break(()));
-                }
-                Ok(ControlFlow::Continue(()))
-            },
-        )?;
-        Ok(out)
+        prompts_of(&self.tx, &meta, &self.config()?, n)
     }
 
     /// The two halves of `b`: raw memories, summaries, or `not compressed yet`. Halves past
@@ -786,6 +740,60 @@ impl Store {
 
 /// The block of a key read from `table`: a key that is not a valid block is damage to the
 /// store ([`Error::Corrupt`]), not a rejected input.
+/// Up to `n` prompts for the pending merges of the scope `meta` that can be answered now, in
+/// pending order, as of the transaction `kv` (a read, or a write that just appended).
+pub(crate) fn prompts_of(
+    kv: &(impl KvRead + ?Sized),
+    meta: &ScopeMeta,
+    cfg: &Config,
+    n: usize,
+) -> Result<Vec<MergePrompt>> {
+    let mut out = Vec::new();
+    PENDING.scan(
+        kv,
+        pending_range(meta.id),
+        Dir::Forward,
+        |(_, level, lo), _| {
+            if out.len() >= n {
+                return Ok(ControlFlow::Break(()));
+            }
+            let b = stored_block("pending", meta.id, level, lo)?;
+            if let Some(inputs) = merge_inputs(kv, meta.id, b, cfg)? {
+                let mut lines = Vec::with_capacity(inputs.len());
+                for i in &inputs {
+                    lines.push(match i {
+                        PromptInput::Memory(m) => crate::memory::lifecycle::marked_line(
+                            m,
+                            &crate::memory::lifecycle::state_of(kv, meta.id, m)?,
+                        ),
+                        PromptInput::Summary { block, summary } => {
+                            let is_stale =
+                                STALE.contains(kv, (meta.id, block.level(), block.lo()))?;
+                            marked_summary_line(*block, summary, is_stale)
+                        }
+                    });
+                }
+                let rebuild = STALE.contains(kv, (meta.id, b.level(), b.lo()))?;
+                out.push(MergePrompt {
+                    block: b,
+                    inputs,
+                    remaining: meta.pending.saturating_sub(1),
+                    entry_bytes: cfg.entry_bytes,
+                    lines,
+                    rebuild,
+                });
+            }
+            if out.is_empty() && n == 1 {
+                // The first pending block is the one offered; if it cannot be answered, the
+                // store needs repair, not another block.
+                return Ok(ControlFlow::Break(()));
+            }
+            Ok(ControlFlow::Continue(()))
+        },
+    )?;
+    Ok(out)
+}
+
 pub(crate) fn stored_block(table: &'static str, scope: u32, level: u8, lo: u64) -> Result<Block> {
     Block::new(level, lo).map_err(|e| Error::Corrupt {
         table,

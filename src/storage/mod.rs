@@ -36,6 +36,7 @@ pub mod redb;
 pub mod store;
 pub mod tables;
 pub mod txn;
+pub(crate) mod verify;
 
 /// The tables as redb stores them: [`redb::schema`], at the path it had before the engines got
 /// their folders.

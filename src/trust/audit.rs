@@ -11,7 +11,7 @@ use crate::storage::codec::{decode, encode};
 use crate::storage::kv::Dir;
 use crate::storage::store::Store;
 use crate::storage::tables::AUDIT;
-use crate::storage::txn::ReadTxn;
+use crate::storage::txn::{ReadTxn, WriteTxn};
 
 /// One audited read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,23 +46,7 @@ impl Store {
                 )));
             }
             let items = items(&r);
-            self.write(|tx| {
-                let who = tx.who()?;
-                // Keyed by time, not by "last + 1": concurrent audited reads on a server must
-                // not all rewrite one tail key (docs/design.md, audit).
-                let mut next = audit_key(tx.now_us());
-                while AUDIT.contains(&tx.tx, next)? {
-                    next = next.wrapping_add(1);
-                }
-                let e = AuditEntry {
-                    who,
-                    at_us: tx.now_us(),
-                    op: op.to_string(),
-                    scope: scope.to_string(),
-                    items: items.clone(),
-                };
-                AUDIT.put(&mut tx.tx, next, &encode(&e)?)
-            })?;
+            self.write(|tx| tx.record_read(op, scope, items.clone()))?;
         }
         Ok(r)
     }
@@ -88,6 +72,28 @@ impl Store {
 /// An audit key: the time in microseconds times 4,096, plus 12 bits that differ between
 /// processes and calls, so that concurrent readers rarely meet on one key (a taken key is
 /// probed past). Keys of older stores (0, 1, 2, ...) sort before every such key.
+impl WriteTxn<'_> {
+    /// Records in the read audit that this transaction's principal read `items` of `scope`
+    /// through `op`. The caller checks that the audit is on.
+    pub(crate) fn record_read(&mut self, op: &str, scope: &str, items: Vec<String>) -> Result<()> {
+        let who = self.who()?;
+        // Keyed by time, not by "last + 1": concurrent audited reads on a server must not all
+        // rewrite one tail key (docs/design.md, audit).
+        let mut next = audit_key(self.now_us());
+        while AUDIT.contains(&self.tx, next)? {
+            next = next.wrapping_add(1);
+        }
+        let e = AuditEntry {
+            who,
+            at_us: self.now_us(),
+            op: op.to_string(),
+            scope: scope.to_string(),
+            items,
+        };
+        AUDIT.put(&mut self.tx, next, &encode(&e)?)
+    }
+}
+
 fn audit_key(now_us: i64) -> u64 {
     static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

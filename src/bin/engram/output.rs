@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use engram::domain::text;
-use engram::Error;
+use engram::{Error, MergePrompt};
 
 use crate::cli::Context;
 
@@ -62,11 +62,26 @@ pub fn shell_quote(s: &str) -> String {
 /// Prints the scope's next merge prompt. Without one: when merges are pending but the next
 /// cannot be built, the command that finds out why; else, when `nothing`, that nothing is left.
 pub fn print_next_prompt(cx: &mut Context<'_>, nothing: bool) -> Result<(), Error> {
-    let (scope, cmd) = (cx.scope, cx.prefix.as_str());
-    match cx.store.next_prompt(scope)? {
+    let scope = cx.scope;
+    let (prompt, pending) = cx
+        .store
+        .read(|r| Ok((r.next_prompt(scope)?, r.pending_count(scope)?)))?;
+    print_prompt(cx, prompt.as_ref(), pending, nothing)
+}
+
+/// Prints `prompt`, the merge due next; without one, says when the `pending` merges cannot be
+/// built, or (when `nothing`) that nothing is left to compress.
+pub fn print_prompt(
+    cx: &mut Context<'_>,
+    prompt: Option<&MergePrompt>,
+    pending: u64,
+    nothing: bool,
+) -> Result<(), Error> {
+    let cmd = cx.prefix.as_str();
+    match prompt {
         Some(p) => write!(cx.out, "{}", p.render(cmd))?,
         None => {
-            if cx.store.read(|r| r.pending_count(scope))? > 0 {
+            if pending > 0 {
                 writeln!(
                     cx.out,
                     "The next pending merge cannot be built: run `{cmd} verify`."

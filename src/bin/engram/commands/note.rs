@@ -6,7 +6,7 @@ use engram::domain::text;
 use engram::{Error, Kind, NewMemory, Status};
 
 use crate::cli::Context;
-use crate::output::print_next_prompt;
+use crate::output::print_prompt;
 
 #[derive(Args, Debug)]
 pub struct NoteArgs {
@@ -49,17 +49,17 @@ pub struct NoteArgs {
 /// With `--json`: `{id, replayed}`, and when the principal may read the scope also `status`,
 /// `untrusted` and `next_merge` (the merge prompt due, or null).
 pub fn run(cx: &mut Context<'_>, a: &NoteArgs) -> Result<u8, Error> {
-    let scope = cx.scope;
     let mem = new_memory(cx, a)?;
     let untrusted = engram::trust::policy::reads_as_instructions(&mem.text);
-    let appended = cx.store.append(scope, vec![mem], a.key.as_deref())?;
-    let mut v = serde_json::json!({"id": appended.first, "replayed": appended.replayed});
+    let noted = cx.store.note_report(cx.scope, mem, a.key.as_deref())?;
+    let first = noted.appended.first;
+    let mut v = serde_json::json!({"id": first, "replayed": noted.appended.replayed});
     let text = cx.text_wanted();
     if text {
-        writeln!(cx.out, "Saved as #{}.", appended.first)?;
+        writeln!(cx.out, "Saved as #{first}.")?;
     }
-    if cx.store.read(|r| r.may(engram::Access::Read, scope))? {
-        let (m, st) = cx.store.show(scope, appended.first)?;
+    if let Some(seen) = &noted.seen {
+        let (m, st) = (&seen.memory, &seen.state);
         if text && st.status == Status::Proposed {
             writeln!(cx.out, "Stored as proposed ({}): it is shown marked until a principal runs `{} accept {}`.", m.kind, cx.prefix, m.id)?;
         }
@@ -69,10 +69,10 @@ pub fn run(cx: &mut Context<'_>, a: &NoteArgs) -> Result<u8, Error> {
         if cx.json_wanted() {
             v["status"] = serde_json::json!(st.status);
             v["untrusted"] = serde_json::json!(st.untrusted);
-            v["next_merge"] = serde_json::json!(cx.store.next_prompt(scope)?);
+            v["next_merge"] = serde_json::json!(seen.next_prompt);
         }
         if text {
-            print_next_prompt(cx, false)?;
+            print_prompt(cx, seen.next_prompt.as_ref(), seen.pending, false)?;
         }
     }
     cx.emit(&v)?;

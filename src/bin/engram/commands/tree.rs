@@ -6,7 +6,7 @@ use engram::domain::text;
 use engram::{Block, Error, NapOutcome, PromptInput};
 
 use crate::cli::Context;
-use crate::output::{block_list, plural, print_next_prompt};
+use crate::output::{block_list, plural, print_next_prompt, print_prompt};
 use crate::progress::Progress;
 
 #[derive(Args, Debug)]
@@ -82,16 +82,16 @@ pub fn nap(cx: &mut Context<'_>, a: &NapArgs) -> Result<u8, Error> {
 /// Prints the next merge prompt; with `--json`, `{next_merge, pending}` (the prompt or null, and
 /// how many merges are due).
 fn next_merge(cx: &mut Context<'_>) -> Result<(), Error> {
+    let scope = cx.scope;
+    let (prompt, pending) = cx
+        .store
+        .read(|r| Ok((r.next_prompt(scope)?, r.pending_count(scope)?)))?;
     if cx.json_wanted() {
-        let scope = cx.scope;
-        let v = serde_json::json!({
-            "next_merge": cx.store.next_prompt(scope)?,
-            "pending": cx.store.read(|r| r.pending_count(scope))?,
-        });
+        let v = serde_json::json!({"next_merge": prompt, "pending": pending});
         cx.emit(&v)?;
     }
     if cx.text_wanted() {
-        print_next_prompt(cx, true)?;
+        print_prompt(cx, prompt.as_ref(), pending, true)?;
     }
     Ok(())
 }

@@ -1,0 +1,289 @@
+//! The memory layer's part of `verify` ([`crate::Store::verify`]). Each scope's log must be
+//! dense (0..count) with each record naming its own position and linking only to earlier
+//! memories; every summary must be an aligned block inside the log, built from children that
+//! exist when it was built from children; `pending` must hold exactly the complete blocks that
+//! have no summary (or a stale one); `stale` and `claims` rows need a summary; the scope's
+//! counters must match its rows; idempotency keys must name memories inside the log.
+
+use std::collections::{BTreeMap, HashSet};
+
+use crate::domain::block::Block;
+use crate::domain::record::{BuiltFrom, IdemEntry, Summary};
+use crate::error::Result;
+use crate::memory::log::decode_memory;
+use crate::memory::tree::TreeKey;
+use crate::storage::codec::decode;
+use crate::storage::tables::{CLAIMS, IDEMPOTENCY, LOG, PENDING, STALE, TREE};
+use crate::storage::txn::ReadTxn;
+use crate::storage::verify::Scopes;
+
+/// Blocks of a scope (by scope id).
+type Blocks = HashSet<(u32, Block)>;
+
+/// What the memory checks counted.
+pub(crate) struct Counted {
+    /// Memories checked.
+    pub memories: u64,
+    /// Summaries checked.
+    pub summaries: u64,
+}
+
+/// The tree as `verify` read it.
+#[derive(Default)]
+struct Tree {
+    /// Blocks with a summary that decoded.
+    built: Blocks,
+    /// Summary rows per scope id.
+    per_scope: BTreeMap<u32, u64>,
+    /// Summary rows checked.
+    summaries: u64,
+}
+
+/// Checks the log, the tree, `pending`, `stale` and `claims` of every scope in `scopes`.
+pub(crate) fn verify_memory(
+    r: &ReadTxn,
+    scopes: &Scopes,
+    problem: &mut dyn FnMut(String),
+) -> Result<Counted> {
+    let memories = verify_log(r, scopes, problem)?;
+    let tree = verify_tree(r, scopes, problem)?;
+    let (pending, stale) = verify_marks(r, &tree.built, problem)?;
+    verify_blocks(scopes, &tree, &pending, &stale, problem);
+    for (sid, _) in &pending {
+        if !scopes.contains_key(sid) {
+            problem(format!(
+                "pending: a block belongs to unknown scope id {sid}"
+            ));
+        }
+    }
+    Ok(Counted {
+        memories,
+        summaries: tree.summaries,
+    })
+}
+
+/// The log: dense, self-identifying, decodable, and as long as each scope counts. Returns the
+/// number of records.
+fn verify_log(r: &ReadTxn, scopes: &Scopes, problem: &mut dyn FnMut(String)) -> Result<u64> {
+    let mut next: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut memories = 0;
+    LOG.each(&r.tx, .., |(sid, pos), v| {
+        let Some((name, _)) = scopes.get(&sid) else {
+            problem(format!("log: #{pos} belongs to unknown scope id {sid}"));
+            return Ok(());
+        };
+        let expected = next.entry(sid).or_insert(0);
+        if pos != *expected {
+            problem(format!(
+                "log of {name:?}: positions jump from #{} to #{pos}",
+                *expected
+            ));
+        }
+        *expected = pos + 1;
+        memories += 1;
+        match decode_memory(sid, pos, v) {
+            Ok(m) => {
+                if m.supersedes
+                    .iter()
+                    .chain(&m.conflicts_with)
+                    .any(|x| *x >= pos)
+                {
+                    problem(format!("log of {name:?}: #{pos} links to a later memory"));
+                }
+            }
+            Err(e) => problem(e.to_string()),
+        }
+        Ok(())
+    })?;
+    for (sid, (name, m)) in scopes {
+        let have = next.get(sid).copied().unwrap_or(0);
+        if have != m.count {
+            problem(format!(
+                "scope {name:?} counts {} memories but its log holds {have}",
+                m.count
+            ));
+        }
+    }
+    Ok(memories)
+}
+
+/// The tree: aligned blocks inside the log, decodable, built from children that exist.
+fn verify_tree(r: &ReadTxn, scopes: &Scopes, problem: &mut dyn FnMut(String)) -> Result<Tree> {
+    let mut tree = Tree::default();
+    let mut nodes: Vec<(u32, Block, Summary)> = Vec::new();
+    TREE.each(&r.tx, .., |(sid, level, lo), v| {
+        let b = match Block::new(level, lo) {
+            Ok(b) if level >= 1 => b,
+            _ => {
+                problem(format!(
+                    "tree: ({sid}, level {level}, {lo}) is not an aligned block of size 2 or more"
+                ));
+                return Ok(());
+            }
+        };
+        let Some((name, m)) = scopes.get(&sid) else {
+            problem(format!("tree: {b} belongs to unknown scope id {sid}"));
+            return Ok(());
+        };
+        if b.hi() > m.count {
+            problem(format!(
+                "tree of {name:?}: {b} reaches past the end of the log ({})",
+                m.count
+            ));
+        }
+        *tree.per_scope.entry(sid).or_insert(0) += 1;
+        tree.summaries += 1;
+        match decode::<Summary>("tree", &TreeKey(sid, b), v) {
+            Ok(s) => {
+                tree.built.insert((sid, b));
+                nodes.push((sid, b, s));
+            }
+            Err(e) => problem(e.to_string()),
+        }
+        Ok(())
+    })?;
+    for (sid, b, s) in &nodes {
+        if let (BuiltFrom::Children { .. }, Some((l, rr))) = (&s.built_from, b.halves()) {
+            for h in [l, rr] {
+                if !tree.built.contains(&(*sid, h)) {
+                    let name = scopes.get(sid).map(|x| x.0.clone()).unwrap_or_default();
+                    problem(format!(
+                        "tree of {name:?}: {b} was built from {h}, which has no summary"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(tree)
+}
+
+/// `pending`, `stale` and `claims`: blocks, and (but pending) blocks with a summary. Returns the
+/// pending and the stale blocks.
+fn verify_marks(
+    r: &ReadTxn,
+    built: &Blocks,
+    problem: &mut dyn FnMut(String),
+) -> Result<(Blocks, Blocks)> {
+    let kv = &r.tx;
+    let mut pending = Blocks::new();
+    PENDING.each(kv, .., |(sid, level, lo), _| {
+        match Block::new(level, lo) {
+            Ok(b) if level >= 1 => {
+                pending.insert((sid, b));
+            }
+            _ => problem(format!(
+                "pending: ({sid}, level {level}, {lo}) is not a block"
+            )),
+        }
+        Ok(())
+    })?;
+    let mut stale = Blocks::new();
+    STALE.each(kv, .., |(sid, level, lo), _| {
+        match Block::new(level, lo) {
+            Ok(b) if built.contains(&(sid, b)) => {
+                if !pending.contains(&(sid, b)) {
+                    problem(format!(
+                        "stale: {b} of scope id {sid} is stale but not pending"
+                    ));
+                }
+                stale.insert((sid, b));
+            }
+            _ => problem(format!(
+                "stale: ({sid}, level {level}, {lo}) has no summary"
+            )),
+        }
+        Ok(())
+    })?;
+    CLAIMS.each(kv, .., |(sid, level, lo), v| {
+        match Block::new(level, lo) {
+            Ok(b) if built.contains(&(sid, b)) => {
+                if let Err(e) =
+                    decode::<Vec<crate::domain::claims::Claim>>("claims", &TreeKey(sid, b), v)
+                {
+                    problem(e.to_string());
+                }
+            }
+            _ => problem(format!(
+                "claims: ({sid}, level {level}, {lo}) has no summary"
+            )),
+        }
+        Ok(())
+    })?;
+    Ok((pending, stale))
+}
+
+/// Per scope: every complete block is summarized or pending (both only when stale), no pending
+/// block lies outside the log, and the pending and summary counters match the rows.
+fn verify_blocks(
+    scopes: &Scopes,
+    tree: &Tree,
+    pending: &Blocks,
+    stale: &Blocks,
+    problem: &mut dyn FnMut(String),
+) {
+    for (sid, (name, m)) in scopes {
+        let mut want = 0u64;
+        let mut level = 1u8;
+        while level < 63 && (1u64 << level) <= m.count {
+            let size = 1u64 << level;
+            for k in 0..m.count / size {
+                let b = Block::raw(level, k * size);
+                let has = tree.built.contains(&(*sid, b));
+                let pend = pending.contains(&(*sid, b));
+                if has && pend && !stale.contains(&(*sid, b)) {
+                    problem(format!(
+                        "scope {name:?}: {b} is both summarized and pending, and not stale"
+                    ));
+                } else if !has && !pend {
+                    problem(format!(
+                        "scope {name:?}: {b} has no summary and is not pending"
+                    ));
+                }
+                want += u64::from(pend);
+            }
+            level += 1;
+        }
+        let actual = pending.iter().filter(|(s, _)| s == sid).count() as u64;
+        if actual != want {
+            problem(format!(
+                "scope {name:?}: {} pending blocks lie outside the log",
+                actual - want.min(actual)
+            ));
+        }
+        if m.pending != actual {
+            problem(format!(
+                "scope {name:?} counts {} pending but {actual} are stored",
+                m.pending
+            ));
+        }
+        let summaries = tree.per_scope.get(sid).copied().unwrap_or(0);
+        if m.summaries != summaries {
+            problem(format!(
+                "scope {name:?} counts {} summaries but {summaries} are stored",
+                m.summaries
+            ));
+        }
+    }
+}
+
+/// Idempotency keys: decodable, naming memories inside their scope's log.
+pub(crate) fn verify_idempotency(
+    r: &ReadTxn,
+    scopes: &Scopes,
+    problem: &mut dyn FnMut(String),
+) -> Result<()> {
+    IDEMPOTENCY.each(&r.tx, .., |(sid, key), v| {
+        match decode::<IdemEntry>("idempotency", &key, v) {
+            Ok(e) => {
+                let count = scopes.get(&sid).map(|s| s.1.count).unwrap_or(0);
+                if e.first.saturating_add(e.count) > count {
+                    problem(format!(
+                        "idempotency key {key:?} names memories past the end of the log"
+                    ));
+                }
+            }
+            Err(e) => problem(e.to_string()),
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,176 @@
+//! The append-style contract (OpenAI Agents SDK, LangChain): [`WriteTxn::session_append`] with
+//! an idempotency key, [`WriteTxn::session_pop`], [`WriteTxn::session_clear`], and
+//! [`WriteTxn::session_delete`] and [`WriteTxn::session_prune`].
+
+use std::ops::ControlFlow;
+
+use super::record::{
+    check_revision, compact_nth, range, session_scope, validate_session_id, IdemRecord,
+    SessionAppended,
+};
+use crate::error::{Error, Result};
+use crate::storage::access::Access;
+use crate::storage::codec::{decode, encode};
+use crate::storage::kv::Dir;
+use crate::storage::tables::{
+    SESSIONS, SESSION_ARCHIVE, SESSION_HASHES, SESSION_IDEMPOTENCY, SESSION_MESSAGES,
+};
+use crate::storage::txn::WriteTxn;
+
+impl WriteTxn<'_> {
+    /// Appends items to the session (created if absent) as one atomic batch. A retry with the
+    /// same idempotency key and the same items writes nothing and returns the earlier outcome
+    /// (`replayed`); the same key with other items is a [`Error::Conflict`].
+    pub fn session_append(
+        &mut self,
+        id: &str,
+        items: &[&str],
+        key: Option<&str>,
+        expected_revision: Option<u64>,
+    ) -> Result<SessionAppended> {
+        validate_session_id(id)?;
+        self.require(Access::Write, &session_scope(id))?;
+        if let Some(k) = key {
+            crate::domain::text::validate_key(k)?;
+        }
+        let new: Vec<(String, [u8; 16])> = items
+            .iter()
+            .enumerate()
+            .map(|(i, m)| compact_nth(m, "item", i))
+            .collect::<Result<_>>()?;
+        let mut batch = xxhash_rust::xxh3::Xxh3::new();
+        for (_, h) in &new {
+            batch.update(h);
+        }
+        let batch_hash = batch.digest128().to_le_bytes();
+        if let Some(k) = key {
+            let found = {
+                match SESSION_IDEMPOTENCY.get(&self.tx, (id, k))? {
+                    Some(v) => Some(decode::<IdemRecord>("session_idempotency", &k, &v)?),
+                    None => None,
+                }
+            };
+            if let Some(r) = found {
+                if r.hash == batch_hash {
+                    return Ok(SessionAppended {
+                        replayed: true,
+                        ..r.outcome
+                    });
+                }
+                return Err(Error::Conflict(format!(
+                    "idempotency key {k:?} was used for a different batch"
+                )));
+            }
+        }
+        let existing = self.session_record(id)?;
+        check_revision(existing.as_ref(), expected_revision)?;
+        let mut rec = existing.unwrap_or_else(|| self.new_record());
+        let first_index = rec.count;
+        if !new.is_empty() {
+            self.push_messages(id, &mut rec, &new)?;
+        }
+        rec.revision = self.next_revision(rec.revision);
+        rec.updated_us = self.now;
+        self.put_session(id, &rec)?;
+        let outcome = SessionAppended {
+            revision: rec.revision,
+            first_index,
+            count: new.len() as u64,
+            replayed: false,
+        };
+        if let Some(k) = key {
+            let r = IdemRecord {
+                outcome,
+                hash: batch_hash,
+            };
+            SESSION_IDEMPOTENCY.put(&mut self.tx, (id, k), &encode(&r)?)?;
+        }
+        Ok(outcome)
+    }
+
+    /// Removes and returns the newest item, or `None` when the session is empty or absent.
+    pub fn session_pop(
+        &mut self,
+        id: &str,
+        expected_revision: Option<u64>,
+    ) -> Result<Option<String>> {
+        validate_session_id(id)?;
+        self.require(Access::Write, &session_scope(id))?;
+        let existing = self.session_record(id)?;
+        check_revision(existing.as_ref(), expected_revision)?;
+        let Some(mut rec) = existing else {
+            return Ok(None);
+        };
+        let last = SESSION_HASHES.edge(&self.tx, range(id), Dir::Reverse, |(_, seq), _| Ok(seq))?;
+        let Some(seq) = last else { return Ok(None) };
+        let mut out = self.drop_messages(id, &mut rec, &[seq], false)?;
+        rec.revision = self.next_revision(rec.revision);
+        rec.updated_us = self.now;
+        self.put_session(id, &rec)?;
+        Ok(out.pop())
+    }
+
+    /// Removes every live item of the session (the archive stays; see
+    /// [`WriteTxn::session_prune`]). Returns how many were removed.
+    pub fn session_clear(&mut self, id: &str) -> Result<u64> {
+        validate_session_id(id)?;
+        self.require(Access::Write, &session_scope(id))?;
+        let Some(mut rec) = self.session_record(id)? else {
+            return Ok(0);
+        };
+        let n = rec.count;
+        SESSION_MESSAGES.delete_range(&mut self.tx, range(id))?;
+        SESSION_HASHES.delete_range(&mut self.tx, range(id))?;
+        rec.count = 0;
+        rec.bytes = 0;
+        rec.revision = self.next_revision(rec.revision);
+        rec.updated_us = self.now;
+        self.put_session(id, &rec)?;
+        Ok(n)
+    }
+
+    /// Deletes the session wholly: its messages, archive and idempotency keys. Deleting a
+    /// session that does not exist is not an error. Returns whether it existed.
+    pub fn session_delete(&mut self, id: &str) -> Result<bool> {
+        validate_session_id(id)?;
+        self.require(Access::Write, &session_scope(id))?;
+        if !SESSIONS.delete(&mut self.tx, id)? {
+            return Ok(false);
+        }
+        SESSION_MESSAGES.delete_range(&mut self.tx, range(id))?;
+        SESSION_HASHES.delete_range(&mut self.tx, range(id))?;
+        SESSION_ARCHIVE.delete_range(&mut self.tx, range(id))?;
+        let mut keys = Vec::new();
+        SESSION_IDEMPOTENCY.scan(&self.tx, (id, "").., Dir::Forward, |(sid, key), _| {
+            if sid != id {
+                return Ok(ControlFlow::Break(()));
+            }
+            keys.push(key.to_string());
+            Ok(ControlFlow::Continue(()))
+        })?;
+        for k in keys {
+            SESSION_IDEMPOTENCY.delete(&mut self.tx, (id, k.as_str()))?;
+        }
+        Ok(true)
+    }
+
+    /// Removes the session's archive. Returns how many archived messages were removed.
+    pub fn session_prune(&mut self, id: &str) -> Result<u64> {
+        validate_session_id(id)?;
+        self.require(Access::Write, &session_scope(id))?;
+        let Some(mut rec) = self.session_record(id)? else {
+            return Ok(0);
+        };
+        let n = rec.archived;
+        if n == 0 {
+            return Ok(0);
+        }
+        SESSION_ARCHIVE.delete_range(&mut self.tx, range(id))?;
+        rec.archived = 0;
+        rec.archived_bytes = 0;
+        rec.revision = self.next_revision(rec.revision);
+        rec.updated_us = self.now;
+        self.put_session(id, &rec)?;
+        Ok(n)
+    }
+}

@@ -1,0 +1,158 @@
+//! Reading sessions: a session's messages whole or its latest items, strictly or past damage
+//! ([`ReadTxn::session_load`], [`ReadTxn::session_items_lossy`], ...), its counters, the list of
+//! sessions, and the archive.
+
+use std::ops::ControlFlow;
+
+use super::record::{
+    decode_message, decode_record, range, read_record, session_scope, validate_session_id,
+    Archived, SKey, SessionInfo, SessionItems,
+};
+use crate::error::{Error, Result};
+use crate::storage::access::Access;
+use crate::storage::codec::decode;
+use crate::storage::kv::Dir;
+use crate::storage::tables::{SESSIONS, SESSION_ARCHIVE, SESSION_MESSAGES};
+use crate::storage::txn::ReadTxn;
+
+impl ReadTxn {
+    /// The session's messages, or `None` when it does not exist. A damaged message is an
+    /// error ([`Error::Corrupt`] naming it); [`ReadTxn::session_load_lossy`] reads past it.
+    pub fn session_load(&self, id: &str) -> Result<Option<Vec<String>>> {
+        Ok(self.load(id, false)?.map(|r| r.items))
+    }
+
+    /// [`ReadTxn::session_load`] that skips damaged messages and names them.
+    pub fn session_load_lossy(&self, id: &str) -> Result<Option<SessionItems>> {
+        self.load(id, true)
+    }
+
+    /// The latest `limit` items (all when `None`), oldest first. Empty for a missing session.
+    /// A damaged message is an error; [`ReadTxn::session_items_lossy`] reads past it.
+    pub fn session_items(&self, id: &str, limit: Option<usize>) -> Result<Vec<String>> {
+        Ok(self.messages(id, limit, false)?.items)
+    }
+
+    /// The latest `limit` messages (all when `None`), oldest first, skipping damaged ones: a
+    /// damaged message counts toward `limit` (the window is the latest `limit` records) and is
+    /// listed in [`SessionItems::unreadable`]. What the Agents SDK's contract asks: a corrupt
+    /// record must not hide the valid history.
+    pub fn session_items_lossy(&self, id: &str, limit: Option<usize>) -> Result<SessionItems> {
+        self.messages(id, limit, true)
+    }
+
+    fn load(&self, id: &str, lossy: bool) -> Result<Option<SessionItems>> {
+        validate_session_id(id)?;
+        self.require(Access::Read, &session_scope(id))?;
+        if read_record(&self.tx, id)?.is_none() {
+            return Ok(None);
+        }
+        self.read_messages(id, None, lossy).map(Some)
+    }
+
+    fn messages(&self, id: &str, limit: Option<usize>, lossy: bool) -> Result<SessionItems> {
+        validate_session_id(id)?;
+        self.require(Access::Read, &session_scope(id))?;
+        self.read_messages(id, limit, lossy)
+    }
+
+    /// The latest `limit` messages, oldest first, after the caller's checks; `lossy` skips and
+    /// names damaged ones instead of failing.
+    fn read_messages(&self, id: &str, limit: Option<usize>, lossy: bool) -> Result<SessionItems> {
+        let mut out = SessionItems {
+            items: Vec::new(),
+            unreadable: Vec::new(),
+        };
+        if limit.is_none() {
+            // The whole session is read: a server fetches it in one statement.
+            SESSION_MESSAGES.prefetch_range(&self.tx, range(id))?;
+        }
+        // The whole session reads forward (no reversal); the latest `limit` read backward.
+        let dir = if limit.is_some() {
+            Dir::Reverse
+        } else {
+            Dir::Forward
+        };
+        let limit = limit.unwrap_or(usize::MAX);
+        let mut seen = 0usize;
+        SESSION_MESSAGES.scan(&self.tx, range(id), dir, |(_, seq), v| {
+            if seen >= limit {
+                return Ok(ControlFlow::Break(()));
+            }
+            seen += 1;
+            match decode_message(id, seq, v) {
+                Ok(m) => out.items.push(m),
+                Err(Error::Corrupt { .. }) if lossy => out.unreadable.push(seq),
+                Err(e) => return Err(e),
+            }
+            Ok(ControlFlow::Continue(()))
+        })?;
+        if dir == Dir::Reverse {
+            out.items.reverse();
+            out.unreadable.reverse();
+        }
+        Ok(out)
+    }
+
+    /// The session's counters and times, without reading its messages.
+    pub fn session_info(&self, id: &str) -> Result<Option<SessionInfo>> {
+        validate_session_id(id)?;
+        self.require(Access::Read, &session_scope(id))?;
+        Ok(read_record(&self.tx, id)?.map(|r| SessionInfo::from(id, &r)))
+    }
+
+    /// Sessions whose id starts with `prefix`, sorted, strictly after `after` (a cursor: the
+    /// last id of the previous page), at most `limit`.
+    pub fn session_list(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<Vec<SessionInfo>> {
+        let unrestricted = self.asker.unrestricted(&self.tx)?;
+        let mut out = Vec::new();
+        let start = match after {
+            Some(a) if a >= prefix => a,
+            _ => prefix,
+        };
+        SESSIONS.scan(&self.tx, start.., Dir::Forward, |id, v| {
+            if limit.is_some_and(|l| out.len() >= l) || !id.starts_with(prefix) {
+                return Ok(ControlFlow::Break(()));
+            }
+            if after.is_some_and(|a| id <= a)
+                || !(unrestricted || self.may(Access::Read, &session_scope(id))?)
+            {
+                return Ok(ControlFlow::Continue(()));
+            }
+            let r = decode_record(id, v)?;
+            out.push(SessionInfo::from(id, &r));
+            Ok(ControlFlow::Continue(()))
+        })?;
+        Ok(out)
+    }
+
+    /// Every session id, sorted.
+    pub fn session_ids(&self) -> Result<Vec<String>> {
+        let unrestricted = self.asker.unrestricted(&self.tx)?;
+        let mut out = Vec::new();
+        SESSIONS.each(&self.tx, .., |id, _| {
+            if unrestricted || self.may(Access::Read, &session_scope(id))? {
+                out.push(id.to_string());
+            }
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// The messages saves have dropped from the session, oldest first.
+    pub fn session_archived(&self, id: &str) -> Result<Vec<Archived>> {
+        validate_session_id(id)?;
+        self.require(Access::Read, &session_scope(id))?;
+        let mut out = Vec::new();
+        SESSION_ARCHIVE.each(&self.tx, range(id), |(_, seq), v| {
+            out.push(decode("session_archive", &SKey(id, seq), v)?);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+}
