@@ -139,7 +139,8 @@ pub enum Action {
 }
 
 /// The arguments of `decide`: the scope and the action, then those of `accept`, `deprecate` and
-/// `retract` (flattened once: serde refuses the fields of a struct flattened twice as unknown).
+/// `retract`.
+// Not `Scoped<Decide>`: serde refuses the fields of a struct flattened twice as unknown.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Decide {
@@ -273,6 +274,11 @@ mod tests {
             scoped["scope"] = json!("s");
             assert_eq!(tool(name, scoped), Ok(cli(words)), "{name} {arguments}");
         }
+    }
+
+    /// The same for the tools that take no scope.
+    #[test]
+    fn an_unscoped_tool_call_and_its_command_line_give_the_same_arguments() {
         let unscoped: &[(&str, Value, &[&str])] = &[
             (
                 "session_load",
