@@ -231,9 +231,12 @@ pub struct Context<'a> {
     pub both: bool,
     /// The `--json` value of a command run with [`Context::both`].
     pub captured: Option<serde_json::Value>,
-    /// What `-` reads instead of stdin. The MCP server passes tool arguments this way, and never
-    /// lets a command read its own stdin (on stdio, that is the protocol).
-    pub stdin: Option<String>,
+    /// Set by the MCP server: the command runs a tool call, whose JSON arguments carry all it
+    /// takes (the text of `note`, the messages of `session save`, the answers of `nap`). So `-`
+    /// is the text `-`, not a request to read stdin, and no file or stdin is read: on stdio,
+    /// stdin is the protocol. This is where the two front ends differ; the arguments are the
+    /// same structs.
+    pub tool_call: bool,
 }
 
 impl<'a> Context<'a> {
@@ -275,20 +278,14 @@ impl<'a> Context<'a> {
             out,
             both: false,
             captured: None,
-            stdin: None,
+            tool_call: false,
         })
     }
 
     #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
     /// A context for one MCP tool call over an open store: text to `out` and the `--json` value
-    /// captured, `-` reading `stdin` (empty when `None`), hints naming `prefix`.
-    pub fn for_call(
-        store: Store,
-        scope: &'a str,
-        prefix: String,
-        out: &'a mut dyn Write,
-        stdin: Option<String>,
-    ) -> Self {
+    /// captured, hints naming `prefix`, nothing read but the arguments ([`Context::tool_call`]).
+    pub fn for_call(store: Store, scope: &'a str, prefix: String, out: &'a mut dyn Write) -> Self {
         Context {
             store,
             scope,
@@ -299,7 +296,7 @@ impl<'a> Context<'a> {
             out,
             both: true,
             captured: None,
-            stdin: Some(stdin.unwrap_or_default()),
+            tool_call: true,
         }
     }
 
@@ -323,25 +320,24 @@ impl<'a> Context<'a> {
         Ok(())
     }
 
-    /// The text argument as given, or (`-`) one line of stdin, or of [`Context::stdin`].
+    /// The text argument as given, or (`-`) one line of stdin. In a tool call, the text as
+    /// given, `-` included, less one trailing newline (as a line from stdin).
     pub fn text_arg(&self, t: &str) -> Result<String, Error> {
-        match (&self.stdin, t) {
-            (Some(s), "-") => Ok(s.strip_suffix('\n').unwrap_or(s).to_string()),
-            _ => crate::input::text_arg(t),
+        if self.tool_call {
+            return Ok(t.strip_suffix('\n').unwrap_or(t).to_string());
         }
+        crate::input::text_arg(t)
     }
 
-    /// A whole file, or (`-`) stdin, or [`Context::stdin`]; a context with [`Context::stdin`]
-    /// reads no file.
+    /// A whole file, or (`-`) stdin; in a tool call, neither.
     pub fn read_input(&self, file: &str) -> Result<String, Error> {
-        match &self.stdin {
-            Some(s) if file == "-" => Ok(s.clone()),
-            Some(_) => Err(Error::Invalid {
+        if self.tool_call {
+            return Err(Error::Invalid {
                 what: "file",
                 reason: "this server reads no file".into(),
-            }),
-            None => crate::input::read_input(file),
+            });
         }
+        crate::input::read_input(file)
     }
 
     /// Closes the store, reporting what dropping it cannot: redb writes its allocator state,

@@ -7,18 +7,27 @@ use clap::Args;
 use engram::domain::text;
 use engram::memory::lifecycle::{Event, EventKind, MemoryState};
 use engram::{Block, Error, Memory};
+#[cfg(feature = "mcp")]
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 use crate::cli::Context;
 
-#[derive(Args, Debug)]
+/// The arguments of `show` (the CLI verb and the MCP tool).
+#[derive(Args, Debug, Deserialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct ShowArgs {
-    /// The memory id
+    /// The memory id (the #N of a line)
     pub id: u64,
 }
 
-#[derive(Args, Debug)]
+/// The arguments of `why` (the CLI verb and the MCP tool).
+#[derive(Args, Debug, Deserialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct WhyArgs {
-    /// The block, e.g. 0-7
+    /// The block, as LO-HI (e.g. 0-7), as wake and merge prompts print it
     pub block: String,
 }
 

@@ -4,19 +4,28 @@
 use clap::Args;
 use engram::memory::lifecycle::Decision;
 use engram::Error;
+#[cfg(feature = "mcp")]
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 use crate::cli::Context;
 
-#[derive(Args, Debug)]
+/// The arguments of `accept`, `deprecate` and `retract` (and of the MCP tool `decide`).
+#[derive(Args, Debug, Deserialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct DecideArgs {
     /// The memory id
     pub id: u64,
-    /// Why
+    /// Why, recorded in the event
     #[arg(long)]
     pub why: Option<String>,
 }
 
-#[derive(Args, Debug)]
+/// The arguments of `redact` (the CLI verb and the MCP tool).
+#[derive(Args, Debug, Deserialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct RedactArgs {
     /// The memory id
     pub id: u64,

@@ -48,7 +48,7 @@ pub enum Command {
     /// Give a principal read or write access to a scope (SCOPE ending in / or : is a prefix)
     Grant(trust::GrantArgs),
     /// Take a grant back
-    Revoke(trust::RevokeArgs),
+    Revoke(trust::GrantArgs),
     /// List every grant (admin only)
     Grants,
     /// Show the scope's write policy, or change it: inference=proposed|accepted,
@@ -170,7 +170,7 @@ pub fn reads_only(command: &Command) -> bool {
         | Command::Man => true,
         Command::Policy(a) => a.settings.is_empty(),
         Command::Config(a) => a.setting.is_none(),
-        Command::Nap(a) => a.block.is_none() && a.apply.is_none(),
+        Command::Nap(a) => a.block.is_none() && a.apply.is_none() && a.answers.is_empty(),
         Command::Session(a) => session::reads_only(a),
         #[cfg(feature = "mcp")]
         Command::Token(a) => token::reads_only(a),

@@ -4,24 +4,36 @@ use crate::cli::{kinds, statuses, Names};
 use clap::Args;
 use engram::domain::text;
 use engram::{Error, Kind, NewMemory, Status};
+#[cfg(feature = "mcp")]
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 use crate::cli::Context;
 use crate::output::print_prompt;
 
-#[derive(Args, Debug)]
+/// The arguments of `note` (the CLI verb and the MCP tool).
+#[derive(Args, Debug, Deserialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct NoteArgs {
-    /// The memory (one line), or - to read it from stdin
+    /// The memory: one line that will still matter later, no control characters (on the
+    /// command line, - reads it from stdin)
     pub text: String,
-    /// Idempotency key: a retry with the same key returns the same id
+    /// Idempotency key: a retry with the same key and text writes nothing and returns the same
+    /// id. Pass one whenever you might retry
     #[arg(long)]
     pub key: Option<String>,
     /// What kind of claim it is
-    #[arg(long, default_value = "observation", value_parser = Names(kinds))]
+    #[arg(long, default_value_t = default_kind(), value_parser = Names(kinds))]
+    #[serde(default = "default_kind")]
+    #[cfg_attr(feature = "mcp", schemars(extend("enum" = kinds())))]
     pub kind: String,
     /// Its lifecycle status [default: by the scope's policy]
     #[arg(long, value_parser = Names(statuses))]
+    // Command line only: a tool call gets the status the scope's policy gives.
+    #[serde(skip)]
     pub status: Option<String>,
-    /// Who or what this came from
+    /// Who or what this came from (the user, a file, a tool)
     #[arg(long)]
     pub source: Option<String>,
     /// Where it came from (URL, path)
@@ -33,15 +45,24 @@ pub struct NoteArgs {
     /// When it stops being valid (YYYY-MM-DD or RFC 3339)
     #[arg(long)]
     pub valid_until: Option<String>,
-    /// Id of an earlier memory this one replaces (repeatable)
+    /// Ids of earlier memories this one replaces (the option is repeatable)
     #[arg(long)]
+    #[serde(default)]
     pub supersedes: Vec<u64>,
-    /// Id of an earlier memory this one contradicts (repeatable)
+    /// Ids of earlier memories this one contradicts (the option is repeatable)
     #[arg(long)]
+    #[serde(default)]
     pub conflicts_with: Vec<u64>,
     /// Store it even if it looks like a secret
     #[arg(long)]
+    // Command line only: a tool call never stores what looks like a secret.
+    #[serde(skip)]
     pub force: bool,
+}
+
+/// The kind of a memory whose kind is not given: the CLI's default and the tool's.
+pub fn default_kind() -> String {
+    Kind::Observation.as_str().into()
 }
 
 /// Appends the memory. When the principal may read the scope, also says whether it is shown
@@ -79,7 +100,7 @@ pub fn run(cx: &mut Context<'_>, a: &NoteArgs) -> Result<u8, Error> {
     Ok(0)
 }
 
-/// The memory the arguments describe (its text read from stdin for `-`).
+/// The memory the arguments describe (its text read from stdin for `-` on the command line).
 fn new_memory(cx: &Context<'_>, a: &NoteArgs) -> Result<NewMemory, Error> {
     let mut mem = NewMemory::new(cx.text_arg(&a.text)?).kind(a.kind.parse::<Kind>()?);
     if let Some(s) = &a.status {

@@ -4,15 +4,22 @@ use crate::cli::{kinds, Names};
 use clap::Args;
 use engram::domain::text;
 use engram::{Error, Kind, RecallQuery};
+#[cfg(feature = "mcp")]
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 use crate::cli::Context;
 use crate::output::plural;
 
-#[derive(Args, Debug)]
+/// The arguments of `recall` (the CLI verb and the MCP tool).
+#[derive(Args, Debug, Deserialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct RecallArgs {
-    /// The regex
+    /// A regular expression (case-insensitive) matched against each line `#id YYYY-MM-DD
+    /// text`; with words, plain words instead
     pub pattern: String,
-    /// Show at most N matches (the newest)
+    /// At most this many matches (the newest)
     #[arg(long)]
     pub limit: Option<usize>,
     /// Only memories observed on or after this date
@@ -24,18 +31,24 @@ pub struct RecallArgs {
     /// Only memories of this kind
     #[arg(long, value_parser = Names(kinds))]
     pub kind: Option<String>,
-    /// Take the pattern as plain words: all of them, in any order, as literals
+    /// Take the pattern as plain words: all of them, in any order, as literals (for
+    /// natural-language queries)
     #[arg(long)]
+    #[serde(default)]
     pub words: bool,
     /// Budget in bytes of the match lines shown [default: 20000]
     #[arg(long, value_name = "BYTES")]
+    // Not a tool argument: the server passes its own result budget.
+    #[serde(skip)]
     pub bytes: Option<usize>,
-    /// Only memories with an id below this one: the cursor a cut recall names
+    /// Only memories with an id below this one: the cursor a cut recall names (its
+    /// next_before), for older matches
     #[arg(long, value_name = "ID")]
     pub before: Option<u64>,
-    /// Search every scope you may read (each match names its scope); `--scope a,b` names
-    /// several
+    /// Search every scope you may read (each match names its scope); to search several, name
+    /// them all as the scope: a,b
     #[arg(long)]
+    #[serde(default)]
     pub all: bool,
 }
 

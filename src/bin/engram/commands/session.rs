@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 use engram::domain::text;
 use engram::Error;
+#[cfg(feature = "mcp")]
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 use crate::cli::Context;
 use crate::input::{parse_array, read_input, safe_file_id};
@@ -50,51 +53,74 @@ pub enum SessionCmd {
     ExportDir(ExportDirArgs),
 }
 
-#[derive(Args, Debug)]
+/// The arguments of `session list` (and of the MCP tool `session_list`).
+#[derive(Args, Debug, Deserialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct ListArgs {
     /// Only ids starting with this
     #[arg(long, default_value = "")]
+    #[serde(default)]
     pub prefix: String,
-    /// At most N
+    /// At most this many
     #[arg(long)]
     pub limit: Option<usize>,
-    /// Only ids after this one (the last id of the previous page)
+    /// Only ids after this one (the cursor: the last id of the previous page)
     #[arg(long)]
     pub after: Option<String>,
 }
 
-#[derive(Args, Debug)]
+/// The arguments of the session verbs that name only a session (and of the MCP tool
+/// `session_history`).
+#[derive(Args, Debug, Deserialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct IdArgs {
-    /// Session id
+    /// The session id
     pub id: String,
 }
 
-#[derive(Args, Debug)]
+/// The arguments of `session save` (and of the MCP tool `session_save`).
+#[derive(Args, Debug, Deserialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct SaveArgs {
-    /// Session id
+    /// The session id
     pub id: String,
-    /// Fail unless the session is at this revision (0: does not exist)
+    /// Fail (conflict) unless the session is at this revision (0: does not exist)
     #[arg(long)]
     pub expect_revision: Option<u64>,
+    /// The whole list of messages (JSON objects); what it drops goes to the archive
+    #[arg(skip)]
+    pub messages: Vec<serde_json::Value>,
 }
 
-#[derive(Args, Debug)]
+/// The arguments of `session append` (and of the MCP tool `session_append`).
+#[derive(Args, Debug, Deserialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct AppendArgs {
-    /// Session id
+    /// The session id (created if new)
     pub id: String,
-    /// Idempotency key: a retry with the same key writes nothing
+    /// Idempotency key: a retry with the same key appends nothing
     #[arg(long)]
     pub key: Option<String>,
-    /// Fail unless the session is at this revision (0: does not exist)
+    /// Fail (conflict) unless the session is at this revision (0: does not exist)
     #[arg(long)]
     pub expect_revision: Option<u64>,
+    /// The messages to add at the end (JSON objects)
+    #[arg(skip)]
+    pub items: Vec<serde_json::Value>,
 }
 
-#[derive(Args, Debug)]
+/// The arguments of `session items` (and of the MCP tool `session_load`).
+#[derive(Args, Debug, Deserialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct ItemsArgs {
-    /// Session id
+    /// The session id
     pub id: String,
-    /// At most N (the newest)
+    /// At most this many, the newest
     #[arg(long)]
     pub limit: Option<usize>,
 }
@@ -175,11 +201,20 @@ fn no_session(id: &str) -> Result<u8, Error> {
     Ok(1)
 }
 
-/// Replaces the session's messages with the JSON array on stdin.
+/// The messages a verb takes: the JSON array on stdin, each element's text exactly; in a tool
+/// call, those of its arguments (`given`).
+fn messages(cx: &Context<'_>, given: &[serde_json::Value]) -> Result<Vec<String>, Error> {
+    if cx.tool_call {
+        return Ok(given.iter().map(serde_json::Value::to_string).collect());
+    }
+    let items = parse_array(&cx.read_input("-")?, "stdin")?;
+    Ok(items.iter().map(|r| r.get().to_string()).collect())
+}
+
+/// Replaces the session's messages with the JSON array on stdin (a tool call's `messages`).
 fn save(cx: &mut Context<'_>, a: &SaveArgs) -> Result<u8, Error> {
-    let input = cx.read_input("-")?;
-    let items = parse_array(&input, "stdin")?;
-    let refs: Vec<&str> = items.iter().map(|r| r.get()).collect();
+    let items = messages(cx, &a.messages)?;
+    let refs: Vec<&str> = items.iter().map(String::as_str).collect();
     let o = cx.store.session_save(&a.id, &refs, a.expect_revision)?;
     cx.emit(&o)?;
     if cx.text_wanted() {
@@ -192,11 +227,10 @@ fn save(cx: &mut Context<'_>, a: &SaveArgs) -> Result<u8, Error> {
     Ok(0)
 }
 
-/// Appends the JSON array of items on stdin, as one atomic batch.
+/// Appends the JSON array of items on stdin (a tool call's `items`), as one atomic batch.
 fn append(cx: &mut Context<'_>, a: &AppendArgs) -> Result<u8, Error> {
-    let input = cx.read_input("-")?;
-    let items = parse_array(&input, "stdin")?;
-    let refs: Vec<&str> = items.iter().map(|r| r.get()).collect();
+    let items = messages(cx, &a.items)?;
+    let refs: Vec<&str> = items.iter().map(String::as_str).collect();
     let o = cx
         .store
         .session_append(&a.id, &refs, a.key.as_deref(), a.expect_revision)?;

@@ -4,41 +4,76 @@
 use clap::Args;
 use engram::domain::text;
 use engram::{Block, Error, NapOutcome, PromptInput};
+#[cfg(feature = "mcp")]
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 use crate::cli::Context;
 use crate::output::{block_list, plural, print_next_prompt, print_prompt};
 use crate::progress::Progress;
 
-#[derive(Args, Debug)]
+/// The arguments of `pending` (the CLI verb and the MCP tool).
+#[derive(Args, Debug, Deserialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct PendingArgs {
-    /// Show at most N
+    /// At most this many blocks
     #[arg(long)]
     pub limit: Option<usize>,
 }
 
-#[derive(Args, Debug)]
+/// The arguments of `nap` (the CLI verb and the MCP tool). The command line answers with
+/// `LO-HI TEXT` or a file of lines (`--apply`); a tool call with `answers`, a JSON list.
+#[derive(Args, Debug, Default, Deserialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct NapArgs {
     /// The block answered (as printed in the prompt)
+    #[serde(skip)]
     pub block: Option<String>,
     /// The one-line summary, or - to read it from stdin
+    #[serde(skip)]
     pub text: Option<String>,
-    /// Print up to N independent merge prompts to answer together with --apply
+    /// Instead: up to this many independent merge prompts, to answer together
     #[arg(long, value_name = "N", conflicts_with_all = ["block", "apply"])]
     pub batch: Option<usize>,
     /// Store a file of `LO-HI<TAB>summary` lines in one transaction (- for stdin)
     #[arg(long, value_name = "FILE", conflicts_with = "block")]
+    #[serde(skip)]
     pub apply: Option<String>,
+    /// The answers to store, in one transaction. Without any, the next merge prompt is
+    /// returned
+    #[arg(skip)]
+    #[serde(default)]
+    pub answers: Vec<Answer>,
 }
 
-#[derive(Args, Debug)]
+/// One answer to a merge prompt, in a tool call.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Answer {
+    /// The block answered, as the prompt names it (`LO-HI`).
+    pub block: String,
+    /// The one-line summary; cite the memories each claim rests on: `claim [#3, #7]`.
+    pub summary: String,
+}
+
+/// The arguments of `zoom` (the CLI verb and the MCP tool).
+#[derive(Args, Debug, Deserialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct ZoomArgs {
-    /// The block, e.g. 16-31
+    /// The block, as LO-HI (e.g. 16-31), as wake and merge prompts print it
     pub block: String,
 }
 
-#[derive(Args, Debug)]
+/// The arguments of `forget` (the CLI verb and the MCP tool).
+#[derive(Args, Debug, Deserialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct ForgetArgs {
-    /// The block, e.g. 2-3
+    /// The block, as LO-HI (e.g. 2-3), as wake and merge prompts print it
     pub block: String,
 }
 
@@ -54,14 +89,23 @@ pub fn pending(cx: &mut Context<'_>, a: &PendingArgs) -> Result<u8, Error> {
     Ok(0)
 }
 
-/// Prints merge prompts (`--batch N`), stores a file of answers (`--apply FILE`), stores one
-/// answer (`LO-HI TEXT`), or prints the next merge prompt.
+/// Prints merge prompts (`--batch N`), stores a file of answers (`--apply FILE`) or a tool's
+/// `answers`, stores one answer (`LO-HI TEXT`), or prints the next merge prompt.
 pub fn nap(cx: &mut Context<'_>, a: &NapArgs) -> Result<u8, Error> {
+    if !a.answers.is_empty() {
+        if a.batch.is_some() {
+            return Err(Error::Invalid {
+                what: "arguments",
+                reason: "give answers or batch, not both".into(),
+            });
+        }
+        return save_answers(cx, tool_answers(&a.answers)?);
+    }
     if let Some(n) = a.batch {
         return nap_batch(cx, n);
     }
     if let Some(file) = &a.apply {
-        return nap_apply(cx, file);
+        return save_answers(cx, parse_answers(&cx.read_input(file)?)?);
     }
     match (&a.block, &a.text) {
         (None, _) => next_merge(cx)?,
@@ -136,9 +180,8 @@ fn nap_batch(cx: &mut Context<'_>, n: usize) -> Result<u8, Error> {
     Ok(0)
 }
 
-/// Stores a file of `LO-HI<TAB>summary` lines in one transaction, then prints the next prompt.
-fn nap_apply(cx: &mut Context<'_>, file: &str) -> Result<u8, Error> {
-    let entries = parse_answers(&cx.read_input(file)?)?;
+/// Stores answers in one transaction, then prints the next prompt.
+fn save_answers(cx: &mut Context<'_>, entries: Vec<(Block, String)>) -> Result<u8, Error> {
     let what = format!("saving {} summaries (one transaction)", entries.len());
     let busy = Progress::start(cx.json, None, &what);
     let done = cx.store.nap_many(cx.scope, entries)?;
@@ -192,6 +235,20 @@ fn parse_answers(input: &str) -> Result<Vec<(Block, String)>, Error> {
             reason: format!("line {}: {}", i + 1, Error::from(e)),
         })?;
         entries.push((b, s.to_string()));
+    }
+    Ok(entries)
+}
+
+/// A tool's answers as blocks and summaries.
+fn tool_answers(answers: &[Answer]) -> Result<Vec<(Block, String)>, Error> {
+    let mut entries = Vec::new();
+    for (i, x) in answers.iter().enumerate() {
+        // Through `Error`, so that the reason names what is invalid (`invalid block: ...`).
+        let b: Block = x.block.parse().map_err(|e| Error::Invalid {
+            what: "answers",
+            reason: format!("answer {}: {}", i + 1, Error::from(e)),
+        })?;
+        entries.push((b, x.summary.clone()));
     }
     Ok(entries)
 }

@@ -5,39 +5,41 @@ use crate::cli::{accesses, Names};
 use clap::Args;
 use engram::domain::text;
 use engram::Error;
+#[cfg(feature = "mcp")]
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 use crate::cli::Context;
 use crate::output::json;
 
-#[derive(Args, Debug)]
+/// The arguments of `grant` and `revoke` (the CLI verbs and the MCP tools).
+#[derive(Args, Debug, Deserialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct GrantArgs {
     /// The principal, e.g. user:alice
     #[arg(value_name = "PRINCIPAL")]
+    // Named apart from the global options `--as` (`principal`) and `--scope`, as clap needs.
+    #[serde(rename = "principal")]
     pub who: String,
     /// What the grant allows
     #[arg(value_parser = Names(accesses))]
+    #[cfg_attr(feature = "mcp", schemars(extend("enum" = accesses())))]
     pub access: String,
-    /// The scope or prefix
+    /// The scope, or a prefix ending in / or :
     #[arg(value_name = "SCOPE")]
+    #[serde(rename = "scope")]
     pub target: String,
 }
 
-#[derive(Args, Debug)]
-pub struct RevokeArgs {
-    /// The principal
-    #[arg(value_name = "PRINCIPAL")]
-    pub who: String,
-    /// What the grant allows
-    #[arg(value_parser = Names(accesses))]
-    pub access: String,
-    /// The scope or prefix
-    #[arg(value_name = "SCOPE")]
-    pub target: String,
-}
-
-#[derive(Args, Debug)]
+/// The arguments of `policy` (the CLI verb and the MCP tool).
+#[derive(Args, Debug, Deserialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct PolicyArgs {
-    /// KEY=VALUE settings
+    /// KEY=VALUE settings to change: inference=proposed|accepted, require-source=KIND,...|none,
+    /// secrets=refuse|allow, citations=required|optional. None: only show the policy
+    #[serde(default)]
     pub settings: Vec<String>,
 }
 
@@ -62,7 +64,7 @@ pub fn grant(cx: &mut Context<'_>, a: &GrantArgs) -> Result<u8, Error> {
 }
 
 /// Takes a grant back; says so when there was none.
-pub fn revoke(cx: &mut Context<'_>, a: &RevokeArgs) -> Result<u8, Error> {
+pub fn revoke(cx: &mut Context<'_>, a: &GrantArgs) -> Result<u8, Error> {
     let (who, access, target) = (&a.who, &a.access, &a.target);
     let existed = cx.store.revoke(who, access.parse()?, target)?;
     cx.emit(&serde_json::json!({"principal": who, "access": access, "scope": target, "revoked": existed}))?;

@@ -2,23 +2,31 @@
 
 use clap::Args;
 use engram::{Error, WakeOptions};
+#[cfg(feature = "mcp")]
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 use crate::cli::Context;
 
-#[derive(Args, Debug)]
+/// The arguments of `wake` (the CLI verb and the MCP tool).
+#[derive(Args, Debug, Default, Deserialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct WakeArgs {
-    /// Which part to print (from 1)
+    /// Which part to print (from 1), when the first part said there are several
     pub part: Option<usize>,
-    /// The number of memories the first part reported (pins the snapshot)
+    /// The number of memories the first part reported (pins the snapshot across parts)
     pub total: Option<u64>,
     /// Budget in lines of memory [default: WAKE_LINES, 96]
     #[arg(long)]
     pub lines: Option<usize>,
-    /// Budget in bytes for the whole output [default: WAKE_BYTES, none]
+    /// Budget in bytes for the whole output [default: WAKE_BYTES, none; over MCP, the server's
+    /// result budget (--max-bytes), which is also the most]
     #[arg(long)]
     pub bytes: Option<usize>,
     /// Every scope you may read, one section each, sharing the budget
     #[arg(long)]
+    #[serde(default)]
     pub all: bool,
 }
 

@@ -1,31 +1,24 @@
-//! The arguments of each MCP tool (their JSON Schemas are derived from these structs; doc
-//! comments become descriptions), and how each becomes the CLI command it runs.
+//! The arguments of each MCP tool, declared once: a tool takes its CLI verb's own argument struct
+//! (in `commands/*.rs`, which derives clap's `Args`, serde's `Deserialize` and schemars'
+//! `JsonSchema`, its doc comments both the `--help` lines and the schema's descriptions, its
+//! defaults both clap's and the schema's), plus the scope the CLI takes as the global `--scope`.
+//! What differs between the two front ends is said where it differs: the fields a tool does not
+//! take carry `#[serde(skip)]`, the ones only a tool takes `#[arg(skip)]`, and `-` never reads
+//! stdin in a tool call ([`crate::cli::Context::tool_call`]).
 
 use engram::Error;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::commands::{inspect, lifecycle, note, recall, session, tree, trust, wake, Command};
+use crate::commands::session::{self, SessionCmd};
+use crate::commands::{lifecycle, recall, wake, Command};
 
-/// A tool call as the CLI command it runs: the command, the scope (`--scope`; several joined
-/// with commas) and what `-` reads (text and JSON passed as arguments, never the server's stdin).
+/// A tool call as the CLI command it runs, and its scope (`--scope`; several joined with commas).
 pub struct Call {
-    /// The command, as clap would have parsed it.
+    /// The command, with the arguments the tool was given.
     pub command: Command,
     /// The scope argument, when given.
     pub scope: Option<String>,
-    /// What `-` reads.
-    pub stdin: Option<String>,
-}
-
-impl Call {
-    fn new(command: Command, scope: Option<String>) -> Self {
-        Call {
-            command,
-            scope,
-            stdin: None,
-        }
-    }
 }
 
 /// Parses a tool's arguments (a missing `arguments` object counts as empty).
@@ -41,268 +34,99 @@ pub fn parse<T: for<'de> Deserialize<'de>>(v: serde_json::Value) -> Result<T, Er
     })
 }
 
-/// Arguments of `wake`.
+/// A verb's arguments with the scope it runs in.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct WakeIn {
+#[schemars(rename = "{T}")]
+pub struct Scoped<T> {
     /// The scope; the server's scope when omitted.
     pub scope: Option<String>,
-    /// Several scopes, one section each, sharing the budget.
+    /// The verb's own arguments.
+    #[serde(flatten)]
+    pub args: T,
+}
+
+/// A verb's arguments with the scope or scopes it reads (`wake`, `recall`).
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "{T}")]
+pub struct Scopes<T> {
+    /// The scope; the server's scope when omitted.
+    pub scope: Option<String>,
+    /// Several scopes instead: one section each, sharing the budget.
     pub scopes: Option<Vec<String>>,
-    /// Every scope you may read.
-    pub all: Option<bool>,
-    /// Budget in lines of memory (default 96).
-    pub lines: Option<usize>,
-    /// Budget in bytes (default and maximum: the server's result budget, 20,000).
-    pub bytes: Option<usize>,
-    /// Which part to read (from 1), when the first part said there are several.
-    pub part: Option<usize>,
-    /// The number of memories the first part reported (pins the snapshot across parts).
-    pub total: Option<u64>,
+    /// The verb's own arguments.
+    #[serde(flatten)]
+    pub args: T,
 }
 
-/// Builds `wake` (the byte budget is capped at the server's).
-pub fn wake(a: WakeIn, max_bytes: usize) -> Result<Call, Error> {
-    let scope = scopes(a.scope, a.scopes)?;
-    let bytes = Some(a.bytes.unwrap_or(max_bytes).min(max_bytes));
-    let args = wake::WakeArgs {
-        part: a.part,
-        total: a.total,
-        lines: a.lines,
-        bytes,
-        all: a.all.unwrap_or(false),
-    };
-    Ok(Call::new(Command::Wake(args), scope))
-}
-
-/// `scope` or `scopes` (not both) as the `--scope` value.
-fn scopes(scope: Option<String>, scopes: Option<Vec<String>>) -> Result<Option<String>, Error> {
-    match (scope, scopes) {
-        (Some(_), Some(_)) => Err(Error::Invalid {
-            what: "arguments",
-            reason: "give scope or scopes, not both".into(),
-        }),
-        (s, None) => Ok(s),
-        (None, Some(v)) if v.is_empty() => Ok(None),
-        (None, Some(v)) => Ok(Some(v.join(","))),
+impl<T> Scopes<T> {
+    /// `scope` or `scopes` (not both) as the `--scope` value, and the verb's arguments.
+    fn split(self) -> Result<(Option<String>, T), Error> {
+        let scope = match (self.scope, self.scopes) {
+            (Some(_), Some(_)) => {
+                return Err(Error::Invalid {
+                    what: "arguments",
+                    reason: "give scope or scopes, not both".into(),
+                })
+            }
+            (s, None) => s,
+            (None, Some(v)) if v.is_empty() => None,
+            (None, Some(v)) => Some(v.join(",")),
+        };
+        Ok((scope, self.args))
     }
 }
 
-/// Arguments of `note`.
+/// No arguments.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct NoteIn {
-    /// The memory: one line that will still matter later, no control characters.
-    pub text: String,
-    /// The scope; the server's scope when omitted.
-    pub scope: Option<String>,
-    /// statement, observation (default), inference, decision or task.
-    pub kind: Option<String>,
-    /// Who or what this came from (the user, a file, a tool).
-    pub source: Option<String>,
-    /// Where it came from (URL, path).
-    pub uri: Option<String>,
-    /// When it was observed (YYYY-MM-DD or RFC 3339; default now).
-    pub observed: Option<String>,
-    /// When it stops being valid (YYYY-MM-DD or RFC 3339).
-    pub valid_until: Option<String>,
-    /// Ids of earlier memories this one replaces.
-    pub supersedes: Option<Vec<u64>>,
-    /// Ids of earlier memories this one contradicts.
-    pub conflicts_with: Option<Vec<u64>>,
-    /// Idempotency key: a retry with the same key and text writes nothing and returns the same
-    /// id. Pass one whenever you might retry.
-    pub key: Option<String>,
-}
+pub struct NoArgs {}
 
-/// Builds `note` (the text goes through `-`, so that any text, `-` included, is taken as is).
-pub fn note(a: NoteIn) -> Call {
-    let args = note::NoteArgs {
-        text: "-".into(),
-        key: a.key,
-        kind: a.kind.unwrap_or_else(|| "observation".into()),
-        status: None,
-        source: a.source,
-        uri: a.uri,
-        observed: a.observed,
-        valid_until: a.valid_until,
-        supersedes: a.supersedes.unwrap_or_default(),
-        conflicts_with: a.conflicts_with.unwrap_or_default(),
-        force: false,
-    };
-    Call {
-        command: Command::Note(args),
-        scope: a.scope,
-        stdin: Some(a.text),
-    }
-}
-
-/// Arguments of `recall`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RecallIn {
-    /// A regular expression (case-insensitive) matched against each line `#id YYYY-MM-DD text`;
-    /// with `words`, plain words instead.
-    pub pattern: String,
-    /// Take the pattern as plain words: all must occur, in any order, as literals. Use this for
-    /// natural-language queries.
-    pub words: Option<bool>,
-    /// The scope; the server's scope when omitted.
-    pub scope: Option<String>,
-    /// Several scopes.
-    pub scopes: Option<Vec<String>>,
-    /// Every scope you may read.
-    pub all: Option<bool>,
-    /// At most this many matches (the newest).
-    pub limit: Option<usize>,
-    /// Only memories observed on or after this date.
-    pub since: Option<String>,
-    /// Only memories observed before this date.
-    pub until: Option<String>,
-    /// Only memories of this kind.
-    pub kind: Option<String>,
-    /// Only memories with an id below this one: pass the `next_before` of a cut result to read
-    /// older matches.
-    pub before: Option<u64>,
-}
-
-/// Builds `recall` (its lines within `bytes`).
-pub fn recall(a: RecallIn, bytes: usize) -> Result<Call, Error> {
-    let scope = scopes(a.scope, a.scopes)?;
-    let args = recall::RecallArgs {
-        pattern: a.pattern,
-        limit: a.limit,
-        since: a.since,
-        until: a.until,
-        kind: a.kind,
-        words: a.words.unwrap_or(false),
-        before: a.before,
-        bytes: Some(bytes),
-        all: a.all.unwrap_or(false),
-    };
-    Ok(Call::new(Command::Recall(args), scope))
-}
-
-/// Arguments of the tools that name a block (`zoom`, `why`, `forget`).
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct BlockIn {
-    /// The block, as `LO-HI` (e.g. 16-31), as wake and merge prompts print it.
-    pub block: String,
-    /// The scope; the server's scope when omitted.
-    pub scope: Option<String>,
-}
-
-/// Builds `zoom`.
-pub fn zoom(a: BlockIn) -> Call {
-    Call::new(Command::Zoom(tree::ZoomArgs { block: a.block }), a.scope)
-}
-
-/// Builds `why`.
-pub fn why(a: BlockIn) -> Call {
-    Call::new(Command::Why(inspect::WhyArgs { block: a.block }), a.scope)
-}
-
-/// Builds `forget`.
-pub fn forget(a: BlockIn) -> Call {
-    Call::new(
-        Command::Forget(tree::ForgetArgs { block: a.block }),
-        a.scope,
-    )
-}
-
-/// Arguments of `show`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ShowIn {
-    /// The memory id (the `#N` of a line).
-    pub id: u64,
-    /// The scope; the server's scope when omitted.
-    pub scope: Option<String>,
-}
-
-/// Builds `show`.
-pub fn show(a: ShowIn) -> Call {
-    Call::new(Command::Show(inspect::ShowArgs { id: a.id }), a.scope)
-}
-
-/// Arguments of `pending`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PendingIn {
-    /// The scope; the server's scope when omitted.
-    pub scope: Option<String>,
-    /// At most this many blocks.
-    pub limit: Option<usize>,
-}
-
-/// Builds `pending`.
-pub fn pending(a: PendingIn) -> Call {
-    Call::new(
-        Command::Pending(tree::PendingArgs { limit: a.limit }),
-        a.scope,
-    )
-}
-
-/// One answer to a merge prompt.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Answer {
-    /// The block answered, as the prompt names it (`LO-HI`).
-    pub block: String,
-    /// The one-line summary; cite the memories each claim rests on: `claim [#3, #7]`.
-    pub summary: String,
-}
-
-/// Arguments of `nap`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NapIn {
-    /// The answers to store, in one transaction. Without any, the next merge prompt is returned.
-    pub answers: Option<Vec<Answer>>,
-    /// Instead: up to this many independent merge prompts, to answer together.
-    pub batch: Option<usize>,
-    /// The scope; the server's scope when omitted.
-    pub scope: Option<String>,
-}
-
-/// Builds `nap`: the next prompt, a batch of prompts, or the answers as `nap --apply -`.
-pub fn nap(a: NapIn) -> Result<Call, Error> {
-    let answers = a.answers.unwrap_or_default();
-    let mut args = tree::NapArgs {
-        block: None,
-        text: None,
-        batch: a.batch,
-        apply: None,
-    };
-    if answers.is_empty() {
-        return Ok(Call::new(Command::Nap(args), a.scope));
-    }
-    if a.batch.is_some() {
-        return Err(Error::Invalid {
-            what: "arguments",
-            reason: "give answers or batch, not both".into(),
-        });
-    }
-    let mut lines = String::new();
-    for x in answers {
-        if x.block.contains(['\t', '\n']) || x.summary.contains(['\t', '\n']) {
-            return Err(Error::Invalid {
-                what: "summary",
-                reason: "a block and its summary are one line each, without tabs".into(),
-            });
-        }
-        lines.push_str(&format!("{}\t{}\n", x.block, x.summary));
-    }
-    args.apply = Some("-".into());
+/// Builds a verb that runs in a scope: `command` of the arguments, in the scope given.
+pub fn scoped<T>(v: serde_json::Value, command: fn(T) -> Command) -> Result<Call, Error>
+where
+    T: for<'de> Deserialize<'de>,
+{
+    let a: Scoped<T> = parse(v)?;
     Ok(Call {
-        command: Command::Nap(args),
+        command: command(a.args),
         scope: a.scope,
-        stdin: Some(lines),
     })
 }
 
-/// What `decide` records.
+/// Builds a verb that takes no scope (the sessions, the grants, the store's checks).
+pub fn unscoped<T>(v: serde_json::Value, command: fn(T) -> Command) -> Result<Call, Error>
+where
+    T: for<'de> Deserialize<'de>,
+{
+    Ok(Call {
+        command: command(parse(v)?),
+        scope: None,
+    })
+}
+
+/// Builds `wake` (the byte budget at most the server's, and the server's when not given).
+pub fn wake(v: serde_json::Value, max_bytes: usize) -> Result<Call, Error> {
+    let (scope, mut a): (_, wake::WakeArgs) = parse::<Scopes<_>>(v)?.split()?;
+    a.bytes = Some(a.bytes.unwrap_or(max_bytes).min(max_bytes));
+    Ok(Call {
+        command: Command::Wake(a),
+        scope,
+    })
+}
+
+/// Builds `recall` (its lines within `bytes`, the server's budget).
+pub fn recall(v: serde_json::Value, bytes: usize) -> Result<Call, Error> {
+    let (scope, mut a): (_, recall::RecallArgs) = parse::<Scopes<_>>(v)?.split()?;
+    a.bytes = Some(bytes);
+    Ok(Call {
+        command: Command::Recall(a),
+        scope,
+    })
+}
+
+/// What `decide` records: one tool for the CLI's three verbs.
 #[derive(Deserialize, JsonSchema, Clone, Copy)]
 #[serde(rename_all = "lowercase")]
 pub enum Action {
@@ -314,247 +138,231 @@ pub enum Action {
     Retract,
 }
 
-/// Arguments of `decide`.
+/// The arguments of `decide`: the scope and the action, then those of `accept`, `deprecate` and
+/// `retract`.
+// Not `Scoped<Decide>`: serde refuses the fields of a struct flattened twice as unknown.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct DecideIn {
-    /// The memory id.
-    pub id: u64,
-    /// accept (it is true), deprecate (no longer current) or retract (it was wrong).
-    pub action: Action,
-    /// Why, recorded in the event.
-    pub why: Option<String>,
+pub struct Decide {
     /// The scope; the server's scope when omitted.
     pub scope: Option<String>,
+    /// accept (it is true), deprecate (no longer current) or retract (it was wrong).
+    pub action: Action,
+    /// The arguments of the verb.
+    #[serde(flatten)]
+    pub args: lifecycle::DecideArgs,
 }
 
 /// Builds `accept`, `deprecate` or `retract`.
-pub fn decide(a: DecideIn) -> Call {
-    let args = lifecycle::DecideArgs {
-        id: a.id,
-        why: a.why,
+pub fn decide(v: serde_json::Value, _: usize) -> Result<Call, Error> {
+    let d: Decide = parse(v)?;
+    let command = match d.action {
+        Action::Accept => Command::Accept(d.args),
+        Action::Deprecate => Command::Deprecate(d.args),
+        Action::Retract => Command::Retract(d.args),
     };
-    let command = match a.action {
-        Action::Accept => Command::Accept(args),
-        Action::Deprecate => Command::Deprecate(args),
-        Action::Retract => Command::Retract(args),
-    };
-    Call::new(command, a.scope)
+    Ok(Call {
+        command,
+        scope: d.scope,
+    })
 }
 
-/// Arguments of `redact`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RedactIn {
-    /// The memory id.
-    pub id: u64,
-    /// Why (recorded in the event).
-    pub reason: String,
-    /// The scope; the server's scope when omitted.
-    pub scope: Option<String>,
+/// A `session` verb.
+pub fn session(cmd: SessionCmd) -> Command {
+    Command::Session(session::SessionArgs { cmd })
 }
 
-/// Builds `redact`.
-pub fn redact(a: RedactIn) -> Call {
-    let args = lifecycle::RedactArgs {
-        id: a.id,
-        reason: a.reason,
-    };
-    Call::new(Command::Redact(args), a.scope)
+/// `session_load`: `session load`, or with a limit `session items --limit N`.
+pub fn session_load(a: session::ItemsArgs) -> Command {
+    session(match a.limit {
+        Some(_) => SessionCmd::Items(a),
+        None => SessionCmd::Load(session::IdArgs { id: a.id }),
+    })
 }
 
-/// What a grant allows.
-#[derive(Deserialize, JsonSchema, Clone, Copy)]
-#[serde(rename_all = "lowercase")]
-pub enum Right {
-    /// Reading the scope.
-    Read,
-    /// Writing the scope.
-    Write,
-}
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+    use rmcp::handler::server::common::schema_for_type;
+    use serde_json::{json, Value};
 
-impl Right {
-    /// The CLI's word for it.
-    fn word(self) -> String {
-        match self {
-            Right::Read => "read".into(),
-            Right::Write => "write".into(),
+    use super::super::tools::TOOLS;
+    use super::Scoped;
+    use crate::cli::Cli;
+    use crate::commands::note::NoteArgs;
+
+    /// The command and scope a tool call builds, as text (budget 20,000 bytes).
+    fn tool(name: &str, arguments: Value) -> Result<String, String> {
+        let spec = TOOLS
+            .iter()
+            .find(|t| t.name == name)
+            .ok_or("no such tool")?;
+        let c = (spec.build)(arguments, 20_000).map_err(|e| e.to_string())?;
+        Ok(format!("{:?} in {:?}", c.command, c.scope))
+    }
+
+    /// The command and scope a command line parses to, as text.
+    fn cli(words: &[&str]) -> String {
+        let argv = ["engram", "--scope", "s"].iter().chain(words);
+        let c = Cli::try_parse_from(argv).unwrap();
+        format!("{:?} in {:?}", c.command, Some(c.scope))
+    }
+
+    /// A tool call and the command line of its verb give the same arguments, defaults included
+    /// (each pair: the tool, its JSON without the scope, the command line).
+    #[test]
+    fn a_tool_call_and_its_command_line_give_the_same_arguments() {
+        let cases: &[(&str, Value, &[&str])] = &[
+            ("wake", json!({}), &["wake", "--bytes", "20000"]),
+            (
+                "wake",
+                json!({"part": 2, "total": 7, "lines": 5}),
+                &["wake", "2", "7", "--lines", "5", "--bytes", "20000"],
+            ),
+            ("note", json!({"text": "x"}), &["note", "x"]),
+            (
+                "note",
+                json!({"text": "x", "kind": "decision", "supersedes": [3, 4], "key": "k", "source": "me"}),
+                &[
+                    "note",
+                    "x",
+                    "--kind",
+                    "decision",
+                    "--supersedes",
+                    "3",
+                    "--supersedes",
+                    "4",
+                    "--key",
+                    "k",
+                    "--source",
+                    "me",
+                ],
+            ),
+            (
+                "recall",
+                json!({"pattern": "a b", "words": true, "limit": 2}),
+                &[
+                    "recall", "a b", "--words", "--limit", "2", "--bytes", "20000",
+                ],
+            ),
+            ("zoom", json!({"block": "0-1"}), &["zoom", "0-1"]),
+            ("show", json!({"id": 3}), &["show", "3"]),
+            ("why", json!({"block": "0-1"}), &["why", "0-1"]),
+            ("pending", json!({}), &["pending"]),
+            ("nap", json!({}), &["nap"]),
+            ("nap", json!({"batch": 3}), &["nap", "--batch", "3"]),
+            ("forget", json!({"block": "2-3"}), &["forget", "2-3"]),
+            (
+                "decide",
+                json!({"id": 3, "action": "retract", "why": "w"}),
+                &["retract", "3", "--why", "w"],
+            ),
+            (
+                "redact",
+                json!({"id": 3, "reason": "r"}),
+                &["redact", "3", "--reason", "r"],
+            ),
+            ("policy", json!({}), &["policy"]),
+            (
+                "policy",
+                json!({"settings": ["inference=accepted"]}),
+                &["policy", "inference=accepted"],
+            ),
+        ];
+        for (name, arguments, words) in cases {
+            let mut scoped = arguments.clone();
+            scoped["scope"] = json!("s");
+            assert_eq!(tool(name, scoped), Ok(cli(words)), "{name} {arguments}");
         }
     }
-}
 
-/// Arguments of `grant` and `revoke`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct GrantIn {
-    /// The principal.
-    pub principal: String,
-    /// read or write.
-    pub access: Right,
-    /// A scope, or a prefix ending in `/` or `:`.
-    pub scope: String,
-}
+    /// The same for the tools that take no scope.
+    #[test]
+    fn an_unscoped_tool_call_and_its_command_line_give_the_same_arguments() {
+        let unscoped: &[(&str, Value, &[&str])] = &[
+            (
+                "session_load",
+                json!({"id": "i"}),
+                &["session", "load", "i"],
+            ),
+            (
+                "session_load",
+                json!({"id": "i", "limit": 2}),
+                &["session", "items", "i", "--limit", "2"],
+            ),
+            (
+                "session_save",
+                json!({"id": "i", "messages": []}),
+                &["session", "save", "i"],
+            ),
+            (
+                "session_append",
+                json!({"id": "i", "items": [], "key": "k"}),
+                &["session", "append", "i", "--key", "k"],
+            ),
+            ("session_list", json!({}), &["session", "list"]),
+            (
+                "session_history",
+                json!({"id": "i"}),
+                &["session", "history", "i"],
+            ),
+            (
+                "grant",
+                json!({"principal": "bob", "access": "read", "scope": "t/"}),
+                &["grant", "bob", "read", "t/"],
+            ),
+            (
+                "revoke",
+                json!({"principal": "bob", "access": "read", "scope": "t/"}),
+                &["revoke", "bob", "read", "t/"],
+            ),
+            ("grants", json!({}), &["grants"]),
+            ("stats", json!({}), &["stats"]),
+            ("verify", json!({}), &["verify"]),
+        ];
+        for (name, arguments, words) in unscoped {
+            let same = cli(words).replace("in Some(\"s\")", "in None");
+            assert_eq!(
+                tool(name, arguments.clone()),
+                Ok(same),
+                "{name} {arguments}"
+            );
+        }
+    }
 
-/// Builds `grant`.
-pub fn grant(a: GrantIn) -> Call {
-    let args = trust::GrantArgs {
-        who: a.principal,
-        access: a.access.word(),
-        target: a.scope,
-    };
-    Call::new(Command::Grant(args), None)
-}
+    /// The kind of a note given none is one default, in `--help` and in the tool's schema.
+    #[test]
+    fn the_note_kind_default_is_declared_once() {
+        let cmd = Cli::command();
+        let note = cmd.find_subcommand("note").unwrap();
+        let kind = note.get_arguments().find(|a| a.get_id() == "kind").unwrap();
+        let clap_default: Vec<_> = kind
+            .get_default_values()
+            .iter()
+            .map(|v| v.to_str())
+            .collect();
+        let schema = schema_for_type::<Scoped<NoteArgs>>();
+        let tool_default = &schema["properties"]["kind"]["default"];
+        assert_eq!(clap_default, [tool_default.as_str()]);
+        assert_eq!(tool_default, "observation");
+        assert!(schema["required"] == json!(["text"]), "{schema:?}");
+    }
 
-/// Builds `revoke`.
-pub fn revoke(a: GrantIn) -> Call {
-    let args = trust::RevokeArgs {
-        who: a.principal,
-        access: a.access.word(),
-        target: a.scope,
-    };
-    Call::new(Command::Revoke(args), None)
-}
-
-/// No arguments.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NoneIn {}
-
-/// Builds `grants`, `stats` or `verify`.
-pub fn bare(command: Command) -> Call {
-    Call::new(command, None)
-}
-
-/// Arguments of `policy`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PolicyIn {
-    /// The scope; the server's scope when omitted.
-    pub scope: Option<String>,
-    /// Settings to change: inference=proposed|accepted, require-source=KIND,...|none,
-    /// secrets=refuse|allow, citations=required|optional. None: only show the policy.
-    pub settings: Option<Vec<String>>,
-}
-
-/// Builds `policy`.
-pub fn policy(a: PolicyIn) -> Call {
-    let args = trust::PolicyArgs {
-        settings: a.settings.unwrap_or_default(),
-    };
-    Call::new(Command::Policy(args), a.scope)
-}
-
-/// Arguments of `session_load`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SessionIn {
-    /// The session id.
-    pub id: String,
-    /// Only the newest N messages.
-    pub limit: Option<usize>,
-}
-
-/// Arguments of `session_history`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SessionIdIn {
-    /// The session id.
-    pub id: String,
-}
-
-/// Builds `session_load` (`session items --limit N` with a limit).
-pub fn session_load(a: SessionIn) -> Call {
-    let cmd = match a.limit {
-        Some(limit) => session::SessionCmd::Items(session::ItemsArgs {
-            id: a.id,
-            limit: Some(limit),
-        }),
-        None => session::SessionCmd::Load(session::IdArgs { id: a.id }),
-    };
-    Call::new(Command::Session(session::SessionArgs { cmd }), None)
-}
-
-/// Builds `session_history`.
-pub fn session_history(a: SessionIdIn) -> Call {
-    let cmd = session::SessionCmd::History(session::IdArgs { id: a.id });
-    Call::new(Command::Session(session::SessionArgs { cmd }), None)
-}
-
-/// Arguments of `session_save`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SessionSaveIn {
-    /// The session id.
-    pub id: String,
-    /// The whole list of messages (JSON objects); what it drops goes to the archive.
-    pub messages: Vec<serde_json::Value>,
-    /// Fail with conflict unless the session is at this revision.
-    pub expect_revision: Option<u64>,
-}
-
-/// Builds `session_save`.
-pub fn session_save(a: SessionSaveIn) -> Result<Call, Error> {
-    let cmd = session::SessionCmd::Save(session::SaveArgs {
-        id: a.id,
-        expect_revision: a.expect_revision,
-    });
-    let mut call = Call::new(Command::Session(session::SessionArgs { cmd }), None);
-    call.stdin = Some(json_text(&a.messages)?);
-    Ok(call)
-}
-
-/// Arguments of `session_append`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SessionAppendIn {
-    /// The session id (created if new).
-    pub id: String,
-    /// The messages to add at the end (JSON objects).
-    pub items: Vec<serde_json::Value>,
-    /// Idempotency key: a retry with the same key appends nothing.
-    pub key: Option<String>,
-    /// Fail with conflict unless the session is at this revision.
-    pub expect_revision: Option<u64>,
-}
-
-/// Builds `session_append`.
-pub fn session_append(a: SessionAppendIn) -> Result<Call, Error> {
-    let cmd = session::SessionCmd::Append(session::AppendArgs {
-        id: a.id,
-        key: a.key,
-        expect_revision: a.expect_revision,
-    });
-    let mut call = Call::new(Command::Session(session::SessionArgs { cmd }), None);
-    call.stdin = Some(json_text(&a.items)?);
-    Ok(call)
-}
-
-/// Arguments of `session_list`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SessionListIn {
-    /// Only ids starting with this.
-    pub prefix: Option<String>,
-    /// At most this many.
-    pub limit: Option<usize>,
-    /// Only ids after this one (the cursor: the last id of the previous page).
-    pub after: Option<String>,
-}
-
-/// Builds `session_list`.
-pub fn session_list(a: SessionListIn) -> Call {
-    let cmd = session::SessionCmd::List(session::ListArgs {
-        prefix: a.prefix.unwrap_or_default(),
-        limit: a.limit,
-        after: a.after,
-    });
-    Call::new(Command::Session(session::SessionArgs { cmd }), None)
-}
-
-/// A JSON array of messages as text, for `-`.
-fn json_text(v: &[serde_json::Value]) -> Result<String, Error> {
-    serde_json::to_string(v).map_err(|e| Error::Invalid {
-        what: "JSON",
-        reason: e.to_string(),
-    })
+    /// Unknown arguments, those only the command line takes, and a scope given twice are
+    /// refused.
+    #[test]
+    fn arguments_a_tool_does_not_take_are_refused() {
+        for (name, arguments) in [
+            ("note", json!({"text": "x", "bogus": 1})),
+            ("note", json!({"text": "x", "force": true})),
+            ("note", json!({"text": "x", "status": "accepted"})),
+            ("recall", json!({"pattern": "x", "bytes": 5})),
+            ("nap", json!({"apply": "/etc/passwd"})),
+            ("decide", json!({"id": 1, "action": "accept", "bogus": 1})),
+            ("wake", json!({"scope": "a", "scopes": ["b"]})),
+            ("grants", json!({"x": 1})),
+        ] {
+            assert!(tool(name, arguments.clone()).is_err(), "{name} {arguments}");
+        }
+    }
 }

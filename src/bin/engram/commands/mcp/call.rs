@@ -149,7 +149,7 @@ pub fn run(server: &Server, store: Store, c: Call) -> Result<(u8, String, Option
     };
     let mut out = Vec::new();
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let mut cx = Context::for_call(store, &scope, prefix, &mut out, c.stdin);
+        let mut cx = Context::for_call(store, &scope, prefix, &mut out);
         let code = commands::run(&mut cx, &c.command)?;
         Ok::<_, Error>((code, cx.captured.take()))
     }));

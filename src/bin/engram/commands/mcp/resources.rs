@@ -14,6 +14,7 @@ use rmcp::ErrorData as McpError;
 use super::args::{self, Call};
 use super::call::{class, run};
 use super::{Caller, Server};
+use crate::commands::session::ItemsArgs;
 use crate::commands::{inspect, tree, wake, Command};
 
 /// The server's instructions: the rules of `engram init`, in tool terms.
@@ -93,15 +94,11 @@ fn parse_uri(server: &Server, uri: &str) -> Option<(Call, bool)> {
     let call = |command, scope: &str| Call {
         command,
         scope: Some(scope.to_string()),
-        stdin: None,
     };
     if let Some(scope) = rest.strip_suffix("/wake") {
         let w = wake::WakeArgs {
-            part: None,
-            total: None,
-            lines: None,
             bytes: Some(server.max_bytes),
-            all: false,
+            ..Default::default()
         };
         return Some((call(Command::Wake(w), scope), false));
     }
@@ -116,11 +113,17 @@ fn parse_uri(server: &Server, uri: &str) -> Option<(Call, bool)> {
         return Some((call(Command::Zoom(z), scope), true));
     }
     let id = rest.strip_prefix("session/")?;
-    let load = args::session_load(args::SessionIn {
+    let load = args::session_load(ItemsArgs {
         id: id.to_string(),
         limit: None,
     });
-    Some((load, true))
+    Some((
+        Call {
+            command: load,
+            scope: None,
+        },
+        true,
+    ))
 }
 
 /// Reads one resource as the caller.
@@ -223,31 +226,16 @@ pub fn prompt(
 }
 
 fn wake_call(scope: Option<String>) -> Call {
-    let w = wake::WakeArgs {
-        part: None,
-        total: None,
-        lines: None,
-        bytes: None,
-        all: false,
-    };
     Call {
-        command: Command::Wake(w),
+        command: Command::Wake(wake::WakeArgs::default()),
         scope,
-        stdin: None,
     }
 }
 
 fn merge_call(scope: Option<String>) -> Call {
-    let n = tree::NapArgs {
-        block: None,
-        text: None,
-        batch: None,
-        apply: None,
-    };
     Call {
-        command: Command::Nap(n),
+        command: Command::Nap(tree::NapArgs::default()),
         scope,
-        stdin: None,
     }
 }
 

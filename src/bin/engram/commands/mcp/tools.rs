@@ -8,8 +8,9 @@ use rmcp::handler::server::common::schema_for_type;
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::{json, Value};
 
-use super::args::{self, Call};
-use crate::commands::Command;
+use super::args::{self, Call, NoArgs, Scoped, Scopes};
+use crate::commands::session::{AppendArgs, IdArgs, ItemsArgs, ListArgs, SaveArgs, SessionCmd};
+use crate::commands::{inspect, lifecycle, note, recall, tree, trust, wake, Command};
 
 /// Which `--tools` group a tool belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -42,12 +43,13 @@ pub struct ToolSpec {
     pub destructive: bool,
     /// `idempotentHint`.
     pub idempotent: bool,
-    /// The JSON Schema of its arguments.
+    /// The JSON Schema of its arguments: that of the CLI verb's argument struct ([`args`]).
     pub input: fn() -> Arc<JsonObject>,
     /// The top-level fields of its `structuredContent` (the CLI's `--json`; an array is under
     /// `result`), and which are always present.
     pub output: (&'static [&'static str], &'static [&'static str]),
     /// Its arguments as the CLI command it runs (given the server's result budget in bytes).
+    /// Each parses the JSON into the verb's struct; nothing goes through clap.
     pub build: fn(Value, usize) -> Result<Call, Error>,
 }
 
@@ -81,16 +83,6 @@ fn output_schema(fields: &[&str], required: &[&str]) -> JsonObject {
 const RESULT: (&[&str], &[&str]) = (&["result"], &["result"]);
 const NEXT: &str = "next_merge";
 
-/// A tool's `build`: parse the arguments, then the builder (`tried`: one that can fail).
-macro_rules! build {
-    (tried $f:expr) => {
-        |v, _| $f(args::parse(v)?)
-    };
-    ($f:expr) => {
-        |v, _| Ok($f(args::parse(v)?))
-    };
-}
-
 /// Every tool, in the order `tools/list` returns them.
 pub const TOOLS: &[ToolSpec] = &[
     ToolSpec {
@@ -101,9 +93,9 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: true,
         destructive: false,
         idempotent: true,
-        input: schema_for_type::<args::WakeIn>,
+        input: schema_for_type::<Scopes<wake::WakeArgs>>,
         output: (&["scope", "total", "omitted", "items", "pending", "item_lines", "result"], &[]),
-        build: |v, max| args::wake(args::parse(v)?, max),
+        build: args::wake,
     },
     ToolSpec {
         name: "note",
@@ -113,9 +105,9 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: false,
         destructive: false,
         idempotent: false,
-        input: schema_for_type::<args::NoteIn>,
+        input: schema_for_type::<Scoped<note::NoteArgs>>,
         output: (&["id", "replayed", "status", "untrusted", NEXT], &["id", "replayed"]),
-        build: build!(args::note),
+        build: |v, _| args::scoped(v, Command::Note),
     },
     ToolSpec {
         name: "recall",
@@ -125,9 +117,9 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: true,
         destructive: false,
         idempotent: true,
-        input: schema_for_type::<args::RecallIn>,
+        input: schema_for_type::<Scopes<recall::RecallArgs>>,
         output: (&["matches", "total", "lines", "unreadable", "next_before", "result"], &[]),
-        build: |v, max| args::recall(args::parse(v)?, max),
+        build: args::recall,
     },
     ToolSpec {
         name: "zoom",
@@ -137,9 +129,9 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: true,
         destructive: false,
         idempotent: true,
-        input: schema_for_type::<args::BlockIn>,
+        input: schema_for_type::<Scoped<tree::ZoomArgs>>,
         output: RESULT,
-        build: build!(args::zoom),
+        build: |v, _| args::scoped(v, Command::Zoom),
     },
     ToolSpec {
         name: "show",
@@ -149,9 +141,9 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: true,
         destructive: false,
         idempotent: true,
-        input: schema_for_type::<args::ShowIn>,
+        input: schema_for_type::<Scoped<inspect::ShowArgs>>,
         output: (&["scope", "memory", "state"], &["scope", "memory", "state"]),
-        build: build!(args::show),
+        build: |v, _| args::scoped(v, Command::Show),
     },
     ToolSpec {
         name: "why",
@@ -161,9 +153,9 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: true,
         destructive: false,
         idempotent: true,
-        input: schema_for_type::<args::BlockIn>,
+        input: schema_for_type::<Scoped<inspect::WhyArgs>>,
         output: (&["block", "summary", "stale", "uncited", "claims"], &["block", "claims"]),
-        build: build!(args::why),
+        build: |v, _| args::scoped(v, Command::Why),
     },
     ToolSpec {
         name: "pending",
@@ -173,9 +165,9 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: true,
         destructive: false,
         idempotent: true,
-        input: schema_for_type::<args::PendingIn>,
+        input: schema_for_type::<Scoped<tree::PendingArgs>>,
         output: RESULT,
-        build: build!(args::pending),
+        build: |v, _| args::scoped(v, Command::Pending),
     },
     ToolSpec {
         name: "nap",
@@ -185,9 +177,9 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: false,
         destructive: false,
         idempotent: true,
-        input: schema_for_type::<args::NapIn>,
+        input: schema_for_type::<Scoped<tree::NapArgs>>,
         output: (&[NEXT, "pending", "saved", "settled", "result"], &[]),
-        build: build!(tried args::nap),
+        build: |v, _| args::scoped(v, Command::Nap),
     },
     ToolSpec {
         name: "forget",
@@ -197,9 +189,9 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: false,
         destructive: true,
         idempotent: true,
-        input: schema_for_type::<args::BlockIn>,
+        input: schema_for_type::<Scoped<tree::ForgetArgs>>,
         output: (&["forgot"], &["forgot"]),
-        build: build!(args::forget),
+        build: |v, _| args::scoped(v, Command::Forget),
     },
     ToolSpec {
         name: "decide",
@@ -209,9 +201,9 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: false,
         destructive: false,
         idempotent: false,
-        input: schema_for_type::<args::DecideIn>,
+        input: schema_for_type::<args::Decide>,
         output: (&["id", "status"], &["id", "status"]),
-        build: build!(args::decide),
+        build: args::decide,
     },
     ToolSpec {
         name: "session_load",
@@ -221,9 +213,9 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: true,
         destructive: false,
         idempotent: true,
-        input: schema_for_type::<args::SessionIn>,
+        input: schema_for_type::<ItemsArgs>,
         output: RESULT,
-        build: build!(args::session_load),
+        build: |v, _| args::unscoped(v, args::session_load),
     },
     ToolSpec {
         name: "session_save",
@@ -233,9 +225,9 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: false,
         destructive: true,
         idempotent: true,
-        input: schema_for_type::<args::SessionSaveIn>,
+        input: schema_for_type::<SaveArgs>,
         output: (&["revision", "kept", "written", "archived"], &["revision"]),
-        build: build!(tried args::session_save),
+        build: |v, _| args::unscoped(v, |a| args::session(SessionCmd::Save(a))),
     },
     ToolSpec {
         name: "session_append",
@@ -245,9 +237,9 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: false,
         destructive: false,
         idempotent: false,
-        input: schema_for_type::<args::SessionAppendIn>,
+        input: schema_for_type::<AppendArgs>,
         output: (&["revision", "first_index", "count", "replayed"], &["revision"]),
-        build: build!(tried args::session_append),
+        build: |v, _| args::unscoped(v, |a| args::session(SessionCmd::Append(a))),
     },
     ToolSpec {
         name: "session_list",
@@ -257,9 +249,9 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: true,
         destructive: false,
         idempotent: true,
-        input: schema_for_type::<args::SessionListIn>,
+        input: schema_for_type::<ListArgs>,
         output: RESULT,
-        build: build!(args::session_list),
+        build: |v, _| args::unscoped(v, |a| args::session(SessionCmd::List(a))),
     },
     ToolSpec {
         name: "session_history",
@@ -269,9 +261,9 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: true,
         destructive: false,
         idempotent: true,
-        input: schema_for_type::<args::SessionIdIn>,
+        input: schema_for_type::<IdArgs>,
         output: RESULT,
-        build: build!(args::session_history),
+        build: |v, _| args::unscoped(v, |a| args::session(SessionCmd::History(a))),
     },
     ToolSpec {
         name: "redact",
@@ -281,9 +273,9 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: false,
         destructive: true,
         idempotent: true,
-        input: schema_for_type::<args::RedactIn>,
+        input: schema_for_type::<Scoped<lifecycle::RedactArgs>>,
         output: (&["id", "status"], &["id", "status"]),
-        build: build!(args::redact),
+        build: |v, _| args::scoped(v, Command::Redact),
     },
     ToolSpec {
         name: "grant",
@@ -293,9 +285,9 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: false,
         destructive: false,
         idempotent: true,
-        input: schema_for_type::<args::GrantIn>,
+        input: schema_for_type::<trust::GrantArgs>,
         output: (&["principal", "access", "scope", "granted"], &["principal"]),
-        build: build!(args::grant),
+        build: |v, _| args::unscoped(v, Command::Grant),
     },
     ToolSpec {
         name: "revoke",
@@ -305,9 +297,9 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: false,
         destructive: false,
         idempotent: true,
-        input: schema_for_type::<args::GrantIn>,
+        input: schema_for_type::<trust::GrantArgs>,
         output: (&["principal", "access", "scope", "revoked"], &["principal"]),
-        build: build!(args::revoke),
+        build: |v, _| args::unscoped(v, Command::Revoke),
     },
     ToolSpec {
         name: "grants",
@@ -317,9 +309,9 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: true,
         destructive: false,
         idempotent: true,
-        input: schema_for_type::<args::NoneIn>,
+        input: schema_for_type::<NoArgs>,
         output: RESULT,
-        build: |v, _| args::parse::<args::NoneIn>(v).map(|_| args::bare(Command::Grants)),
+        build: |v, _| args::unscoped(v, |NoArgs {}| Command::Grants),
     },
     ToolSpec {
         name: "stats",
@@ -329,9 +321,9 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: true,
         destructive: false,
         idempotent: true,
-        input: schema_for_type::<args::NoneIn>,
+        input: schema_for_type::<NoArgs>,
         output: (&["scopes", "file_bytes", "memories", "bytes_per_memory"], &["scopes"]),
-        build: |v, _| args::parse::<args::NoneIn>(v).map(|_| args::bare(Command::Stats)),
+        build: |v, _| args::unscoped(v, |NoArgs {}| Command::Stats),
     },
     ToolSpec {
         name: "verify",
@@ -341,9 +333,9 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: true,
         destructive: false,
         idempotent: true,
-        input: schema_for_type::<args::NoneIn>,
+        input: schema_for_type::<NoArgs>,
         output: (&["problems", "scopes", "memories", "summaries", "sessions"], &[]),
-        build: |v, _| args::parse::<args::NoneIn>(v).map(|_| args::bare(Command::Verify)),
+        build: |v, _| args::unscoped(v, |NoArgs {}| Command::Verify),
     },
     ToolSpec {
         name: "policy",
@@ -353,9 +345,9 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: false,
         destructive: false,
         idempotent: true,
-        input: schema_for_type::<args::PolicyIn>,
+        input: schema_for_type::<Scoped<trust::PolicyArgs>>,
         output: (&[], &[]),
-        build: build!(args::policy),
+        build: |v, _| args::scoped(v, Command::Policy),
     },
 ];
 
