@@ -50,31 +50,57 @@
 
 mod error;
 
-pub mod domain;
-pub mod import;
-pub mod memory;
-pub mod session;
-pub mod storage;
-pub mod trust;
+// Every module is private: the public surface is the list below (and `format`), as in redb. A
+// path inside the crate names the module that defines an item, never this list
+// (`tests/api/layers.rs` refuses `crate::Name` for a re-exported name).
+mod domain;
+mod import;
+mod memory;
+mod session;
+mod storage;
+mod trust;
 mod verify;
 
 pub use domain::block::Block;
+pub use domain::claims::{parse_claims, uncited};
 pub use domain::record::{BuiltFrom, Kind, Memory, Node, Status, Summary};
-pub use domain::text::validate_key;
-pub use domain::text::validate_scope;
+/// The text rules engram applies: what a memory may hold, display-safe output, dates.
+pub use domain::text;
+pub use domain::text::{validate_key, validate_scope};
 pub use error::{Error, Result};
+pub use import::{parse_dated_lines, read_optmem};
+pub use memory::lifecycle::{marked_line, Decision, Event, EventKind, MemoryState, TOMBSTONE};
 pub use memory::log::memory_line;
 pub use memory::note::{Appended, NewMemory, Noted, NotedSeen};
 pub use memory::recall::{compile_pattern, Recall, RecallQuery};
 pub use memory::tree::{summary_line, MergePrompt, NapOutcome, PromptInput, ZoomEntry};
-pub use memory::wake::{WakeItem, WakeOptions, WakeView};
+pub use memory::wake::{cover, reference_cover, Cover, WakeItem, WakeOptions, WakeView};
 /// The storage engine, re-exported so that custom backends (`redb::StorageBackend`) match its version.
 pub use redb;
-pub use session::{Archived, SaveOutcome, SessionAppended, SessionInfo, SessionItems};
-pub use storage::access::Access;
+pub use session::{
+    compact_message, validate_session_id, Archived, SaveOutcome, SessionAppended, SessionInfo,
+    SessionItems, MAX_MESSAGE_BYTES, MAX_SESSION_ID_BYTES,
+};
+pub use storage::access::{pattern_matches, validate_principal, Access};
 pub use storage::config::{validate_config, Config, CONFIG_NAMES};
+pub use storage::options::Options;
+pub use storage::pg::url::{url_of, without_password};
 pub use storage::redb::tail::TailRepair;
-pub use storage::store::{Options, Store, DEFAULT_SCOPE};
+pub use storage::store::{Store, DEFAULT_SCOPE};
 pub use storage::txn::{ReadTxn, ScopeStats, WriteTxn};
 pub use trust::grants::Grant;
+pub use trust::policy::{
+    looks_like_secret, reads_as_instructions, INSTRUCTION_PATTERNS, SECRET_PATTERNS,
+};
 pub use verify::Report;
+
+/// The on-disk format, for tools and tests that read a store's bytes below the API: the tables
+/// as redb defines them, the format number, the order-preserving key encoding and the value
+/// envelope (docs/design.md, sections 2 to 5). Writing through these bypasses every check of
+/// [`Store`]; the fuzz targets and the format tests use them to build damaged stores.
+pub mod format {
+    pub use crate::storage::codec::{decode, decode_str, encode, payload, VALUE_VERSION};
+    pub use crate::storage::keys::{self, Key};
+    pub use crate::storage::kv::TableId;
+    pub use crate::storage::redb::schema::*;
+}

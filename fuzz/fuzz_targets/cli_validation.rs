@@ -4,7 +4,7 @@
 //! rules it was checked against.
 #![no_main]
 
-use engram::domain::text;
+use engram::text;
 use engram::{Block, Kind, Status, CONFIG_NAMES};
 use libfuzzer_sys::fuzz_target;
 
@@ -41,6 +41,6 @@ fuzz_target!(|data: &[u8]| {
     let _ = s.parse::<Kind>();
     let _ = s.parse::<Status>();
     let _ = engram::validate_key(&s);
-    let _ = engram::session::validate_session_id(&s);
+    let _ = engram::validate_session_id(&s);
     let _ = engram::compile_pattern(&s);
 });

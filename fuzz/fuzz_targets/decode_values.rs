@@ -1,8 +1,8 @@
-//! Arbitrary bytes into `engram::storage::codec::decode` for every value type a caller can name: never
+//! Arbitrary bytes into `engram::format::decode` for every value type a caller can name: never
 //! a panic, and a value that decodes re-encodes to the same bytes (the envelope is canonical).
 #![no_main]
 
-use engram::storage::codec::{decode, encode};
+use engram::format::{decode, encode};
 use engram::{Archived, BuiltFrom, Kind, Memory, SessionAppended, Status, Summary};
 use libfuzzer_sys::fuzz_target;
 use serde::de::DeserializeOwned;

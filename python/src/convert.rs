@@ -5,7 +5,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::error::{invalid, raise, OrPy};
-use engram::session::SessionInfo;
+use engram::SessionInfo;
 use engram::{Block, Error, Kind, MergePrompt, NapOutcome, NewMemory, PromptInput, Status};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;

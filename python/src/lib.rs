@@ -26,11 +26,8 @@ use store::PyStore;
 fn _engram(m: &Bound<'_, PyModule>) -> PyResult<()> {
     install_panic_hook();
     m.add_class::<PyStore>()?;
-    m.add("MAX_MESSAGE_BYTES", engram::session::MAX_MESSAGE_BYTES)?;
-    m.add(
-        "MAX_SESSION_ID_BYTES",
-        engram::session::MAX_SESSION_ID_BYTES,
-    )?;
+    m.add("MAX_MESSAGE_BYTES", engram::MAX_MESSAGE_BYTES)?;
+    m.add("MAX_SESSION_ID_BYTES", engram::MAX_SESSION_ID_BYTES)?;
     m.add("DEFAULT_SCOPE", engram::DEFAULT_SCOPE)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

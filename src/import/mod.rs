@@ -370,7 +370,7 @@ pub struct ImportSummary {
 
 impl Store {
     /// Imports `YYYY-MM-DD text` lines into `scope` in one transaction.
-    pub fn import_lines(&self, scope: &str, input: &str) -> Result<crate::Appended> {
+    pub fn import_lines(&self, scope: &str, input: &str) -> Result<crate::memory::note::Appended> {
         let cfg = self.config()?;
         let items = parse_dated_lines(input, cfg.entry_bytes)?;
         self.append(scope, items, None)

@@ -20,7 +20,6 @@ use crate::storage::tables;
 use crate::storage::txn::{ReadTxn, WriteTxn};
 
 pub use crate::storage::options::Options;
-pub use crate::storage::pg::url::{url_of, without_password};
 
 /// The scope used when none is named.
 pub const DEFAULT_SCOPE: &str = "default";

@@ -419,3 +419,37 @@ fn files_inside_a_folder_form_no_cycle_and_subfolders_stay_apart() {
         violations.join("\n")
     );
 }
+
+/// The crate root's modules: a path inside the library starts with one of these, never with a
+/// name the root re-exports (`crate::Store`), so that the root's `pub use` list is the public
+/// surface and nothing inside depends on it.
+const ROOT_MODULES: [&str; 9] = [
+    "domain", "error", "import", "memory", "session", "storage", "trust", "verify", "format",
+];
+
+#[test]
+fn no_path_inside_the_library_goes_through_a_crate_root_reexport() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut violations = Vec::new();
+    let mut paths = 0;
+    for f in files.iter().filter(|f| !f.ends_with("lib.rs")) {
+        let text = std::fs::read_to_string(f).expect("read source");
+        for (line, st) in statements(&text) {
+            for p in crate_paths(&st) {
+                paths += 1;
+                match p.first() {
+                    Some(first) if ROOT_MODULES.contains(&first.as_str()) => {}
+                    Some(first) => violations.push(format!(
+                        "{}:{line} names crate::{first}, a crate-root re-export",
+                        f.display()
+                    )),
+                    None => {}
+                }
+            }
+        }
+    }
+    assert!(paths > 200, "the scan found too few crate paths ({paths})");
+    assert!(violations.is_empty(), "{}", violations.join("\n"));
+}

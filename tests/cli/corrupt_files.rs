@@ -489,13 +489,13 @@ fn a_damaged_block_key_is_reported_as_damage() {
             .unwrap();
         let tx = rdb.begin_write().unwrap();
         if table == "pending" {
-            let mut t = tx.open_table(engram::storage::schema::PENDING).unwrap();
+            let mut t = tx.open_table(engram::format::PENDING).unwrap();
             t.insert((0u32, 2u8, 197u64), ()).unwrap();
         } else {
-            let mut t = tx.open_table(engram::storage::schema::TREE).unwrap();
+            let mut t = tx.open_table(engram::format::TREE).unwrap();
             t.insert((0u32, 1u8, 1u64), &b"x"[..]).unwrap();
         }
-        drop(tx.open_table(engram::storage::schema::META).unwrap());
+        drop(tx.open_table(engram::format::META).unwrap());
         tx.commit().unwrap();
         drop(rdb);
         let cmds: &[&[&str]] = if table == "pending" {

@@ -32,9 +32,7 @@ fn damaged_store(dir: &Path) -> std::path::PathBuf {
         .unwrap();
     let tx = db.begin_write().unwrap();
     {
-        let mut t = tx
-            .open_table(engram::storage::schema::SESSION_MESSAGES)
-            .unwrap();
+        let mut t = tx.open_table(engram::format::SESSION_MESSAGES).unwrap();
         let mut bytes = t.get(("s1", 2u64)).unwrap().unwrap().value().to_vec();
         let mid = bytes.len() / 2;
         bytes[mid] ^= 0x20;

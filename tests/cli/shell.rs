@@ -104,7 +104,7 @@ fn version_names_the_store_format_and_the_optional_parts() {
         lines[1],
         format!(
             "store format {} (one redb file, or one schema on a PostgreSQL server)",
-            engram::storage::schema::STORE_FORMAT
+            engram::format::STORE_FORMAT
         )
     );
     assert!(lines[2].starts_with("server backend (PostgreSQL): "), "{v}");

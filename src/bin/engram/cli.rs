@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Parser;
-use engram::domain::text;
+use engram::text;
 use engram::{Error, Options, Store};
 
 use crate::commands::{self, Command};
@@ -21,7 +21,7 @@ store format {} (one redb file, or one schema on a PostgreSQL server)
 server backend (PostgreSQL): {}
 MCP server: {}",
         env!("CARGO_PKG_VERSION"),
-        engram::storage::schema::STORE_FORMAT,
+        engram::format::STORE_FORMAT,
         if cfg!(feature = "postgres") {
             "built in"
         } else {
@@ -160,7 +160,7 @@ impl Cli {
     /// How stores open: the busy timeout and the principal (checked).
     pub fn options(&self) -> Result<Options, Error> {
         if let Some(p) = &self.principal {
-            engram::storage::access::validate_principal(p)?;
+            engram::validate_principal(p)?;
         }
         Ok(Options::default()
             .busy_timeout(Duration::from_millis(self.busy_timeout_ms))
@@ -190,10 +190,10 @@ impl Cli {
     fn command_prefix_without_scope(&self) -> String {
         let mut cmd = program();
         if let Ok(db) = self.db_path() {
-            if let Some(url) = engram::storage::store::url_of(&db) {
+            if let Some(url) = engram::url_of(&db) {
                 // Never the password: a printed command finds it where this one did
                 // (PGPASSWORD, or the URL the user keeps in ENGRAM_DB).
-                let shown = engram::storage::store::without_password(url);
+                let shown = engram::without_password(url);
                 cmd.push_str(&format!(" --db {}", shell_quote(&shown)));
             } else if default_db_path().as_ref() != Some(&db) {
                 let db = std::path::absolute(&db).unwrap_or(db);
@@ -261,7 +261,7 @@ impl<'a> Context<'a> {
             });
         }
         let init = matches!(cli.command, Command::Init);
-        let server = engram::storage::store::url_of(&path).is_some();
+        let server = engram::url_of(&path).is_some();
         let store = if init && (server || !Store::exists(&path)) {
             Store::create_with(&path, opts)?
         } else {

@@ -16,7 +16,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches};
-use engram::domain::text;
+use engram::text;
 use engram::Error;
 
 use crate::cli::{Cli, Context};

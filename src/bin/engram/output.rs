@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use engram::domain::text;
+use engram::text;
 use engram::{Error, MergePrompt};
 
 use crate::cli::Context;

@@ -1,4 +1,4 @@
-//! Property tests of the wake cover, `engram::memory::wake::cover` and `engram::memory::wake::reference_cover`.
+//! Property tests of the wake cover, `engram::cover` and `engram::reference_cover`.
 //! They guard the invariants wake is built on: the cover tiles `[omitted, T)` exactly with
 //! aligned power-of-two blocks, oldest first; it never takes more than `budget` lines (counting
 //! the line that names left-out memories) whatever subset of summaries is missing; every block of
@@ -13,8 +13,8 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
-use engram::memory::wake::{cover, reference_cover, Cover};
 use engram::Block;
+use engram::{cover, reference_cover, Cover};
 use proptest::prelude::*;
 
 fn cases() -> u32 {

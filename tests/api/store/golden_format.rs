@@ -1,7 +1,7 @@
 //! Guards the on-disk value format (store format 1, value version 1). Every value engram stores is
 //! a version byte, a postcard payload and a little-endian CRC32 of the payload, and the payload's
 //! layout is fixed by the field order of the types in `src/record.rs`; docs/design.md specifies
-//! it byte by byte. The first tests pin the exact bytes `engram::storage::codec::encode` produces for fixed
+//! it byte by byte. The first tests pin the exact bytes `engram::format::encode` produces for fixed
 //! values (and that they decode back), so that reordering a field, changing a field's type,
 //! inserting an enum variant or swapping the serializer fails here. The last test opens a copy of
 //! `tests/fixtures/format1.redb`, a real store written by the format-1 code and committed, and
@@ -13,8 +13,8 @@
 
 use std::path::{Path, PathBuf};
 
-use engram::storage::codec::{decode, encode, VALUE_VERSION};
-use engram::storage::schema::{CONFIG, LOG, META, SCOPES, STORE_FORMAT, TREE};
+use engram::format::{decode, encode, VALUE_VERSION};
+use engram::format::{CONFIG, LOG, META, SCOPES, STORE_FORMAT, TREE};
 use engram::{
     BuiltFrom, Error, Kind, Memory, NewMemory, RecallQuery, Status, Store, Summary, WakeOptions,
 };
@@ -240,7 +240,7 @@ const ACME_TEXTS: [&str; 6] = [
 
 /// Microseconds of midnight UTC on `2024-MM-DD`.
 fn day(month: u32, d: u32) -> i64 {
-    engram::domain::text::parse_time(&format!("2024-{month:02}-{d:02}")).unwrap()
+    engram::text::parse_time(&format!("2024-{month:02}-{d:02}")).unwrap()
 }
 
 /// How `tests/fixtures/format1.redb` was written, kept to document its content. It runs only when

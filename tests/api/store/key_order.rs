@@ -1,4 +1,4 @@
-//! The key encoding of the storage seam (`engram::storage::keys`) preserves redb's order: for
+//! The key encoding of the storage seam (`engram::format::keys`) preserves redb's order: for
 //! random keys of every key shape engram stores, inserting the typed keys into a real redb table
 //! and reading them back in redb's order gives exactly the encodings sorted bytewise (`memcmp`),
 //! with no two distinct keys sharing an encoding; and every encoding decodes back to its key.
@@ -8,11 +8,11 @@
 //!
 //! Case count: `ENGRAM_PROPTEST_CASES` (default 256) per shape, 9 shapes.
 
+use engram::format::TableId;
+use engram::format::{keys, Key};
 use engram::redb::{
     backends::InMemoryBackend, Database, ReadableDatabase, ReadableTable, TableDefinition,
 };
-use engram::storage::keys::{self, Key};
-use engram::storage::kv::TableId;
 use proptest::prelude::*;
 
 fn cases() -> u32 {

@@ -6,7 +6,7 @@
 //! does what the reference behaviour says (or fails with the right kind of error and changes
 //! nothing), that scopes never leak into each other, and that after every step the memory count,
 //! the pending list, the next prompt, the summaries and the statistics agree with the model; zoom,
-//! recall and wake output (the cover computed with `engram::memory::wake::cover` over the model's
+//! recall and wake output (the cover computed with `engram::cover` over the model's
 //! summaries, rendered line by line) are compared whenever they are asked for, and
 //! `Store::verify` finds no problem at the end.
 //!
@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use engram::memory::wake::cover;
+use engram::cover;
 use engram::{
     Block, BuiltFrom, Error, Kind, NapOutcome, NewMemory, PromptInput, RecallQuery, Store,
     WakeOptions, WakeView, ZoomEntry,

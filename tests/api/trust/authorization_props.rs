@@ -24,7 +24,7 @@ fn cases() -> u32 {
 }
 
 fn covered(p: &str, s: &str) -> bool {
-    engram::storage::access::pattern_matches(p, s)
+    engram::pattern_matches(p, s)
 }
 
 proptest! {

@@ -3,7 +3,7 @@
 //! take effect at once, citations lead back to exactly their records, redacted text appears
 //! nowhere, and text that reads as instructions is never shown unmarked.
 
-use engram::memory::lifecycle::Decision;
+use engram::Decision;
 use engram::{Access, Block, Error, Kind, NewMemory, RecallQuery, Store, WakeOptions};
 
 fn store() -> (tempfile::TempDir, Store) {
@@ -312,12 +312,12 @@ fn a_redacted_memorys_text_appears_nowhere_after_redaction() {
     );
     assert_eq!(s.pending("r", None).unwrap(), vec![b("0-1")]);
     let (m, st) = s.show("r", id).unwrap();
-    assert_eq!(m.text, engram::memory::lifecycle::TOMBSTONE);
+    assert_eq!(m.text, engram::TOMBSTONE);
     assert!(
         st.redacted
             && matches!(
                 st.events.last().unwrap().kind,
-                engram::memory::lifecycle::EventKind::Redact { .. }
+                engram::EventKind::Redact { .. }
             )
     );
     assert_eq!(s.count("r").unwrap(), 2, "the position is kept");
@@ -369,7 +369,7 @@ fn a_malicious_memory_never_appears_unmarked() {
         .render("engram")
         .lines()
         .for_each(check);
-    assert!(!engram::trust::policy::reads_as_instructions(
+    assert!(!engram::reads_as_instructions(
         "the user prefers the previous layout"
     ));
 }

@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use engram::domain::text::date_of;
+use engram::text::date_of;
 use postgres::{Client, NoTls, Statement};
 
 use crate::data::{self, RECALL_BYTES, WAKE_LINES};
@@ -183,7 +183,7 @@ impl Sql {
                 .expect("a memory key")
                 + 1
         });
-        let cover = engram::memory::wake::reference_cover(t, WAKE_LINES);
+        let cover = engram::reference_cover(t, WAKE_LINES);
         let keys: Vec<String> = cover
             .iter()
             .map(|&b| {

@@ -30,7 +30,7 @@ pub fn machine() -> String {
         .unwrap_or(0);
     format!(
         "{cores} cores ({cpu}), {mem} memory, {}",
-        engram::domain::text::rfc3339_of(engram::domain::text::now_us())
+        engram::text::rfc3339_of(engram::text::now_us())
     )
 }
 

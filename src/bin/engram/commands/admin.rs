@@ -1,7 +1,7 @@
 //! `config`, `stats` and `verify`: the store's settings, its counts, and its integrity.
 
 use clap::Args;
-use engram::domain::text;
+use engram::text;
 use engram::Error;
 
 use crate::cli::Context;

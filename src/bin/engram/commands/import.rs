@@ -108,8 +108,8 @@ pub fn export(cx: &mut Context<'_>) -> Result<u8, Error> {
 /// both give the same export and the same rows. Runs without `--db`: it names both stores.
 pub fn copy(cli: &Cli, a: &CopyArgs, out: &mut dyn std::io::Write) -> Result<u8, Error> {
     let opts = cli.options()?;
-    let shown = |p: &std::path::Path| match engram::storage::store::url_of(p) {
-        Some(u) => engram::storage::store::without_password(u),
+    let shown = |p: &std::path::Path| match engram::url_of(p) {
+        Some(u) => engram::without_password(u),
         None => std::path::absolute(p)
             .unwrap_or_else(|_| p.to_path_buf())
             .display()

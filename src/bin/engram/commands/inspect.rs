@@ -4,9 +4,9 @@
 use std::io::Write;
 
 use clap::Args;
-use engram::domain::text;
-use engram::memory::lifecycle::{Event, EventKind, MemoryState};
+use engram::text;
 use engram::{Block, Error, Memory};
+use engram::{Event, EventKind, MemoryState};
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -40,7 +40,7 @@ pub fn show(cx: &mut Context<'_>, a: &ShowArgs) -> Result<u8, Error> {
         return Ok(0);
     }
     let out = &mut *cx.out;
-    writeln!(out, "{}", engram::memory::lifecycle::marked_line(&mem, &st))?;
+    writeln!(out, "{}", engram::marked_line(&mem, &st))?;
     writeln!(out, "scope: {scope}")?;
     writeln!(out, "kind: {}", mem.kind)?;
     writeln!(out, "status: {} (recorded as {})", st.status, mem.status)?;

@@ -2,7 +2,7 @@
 //! rewritten).
 
 use clap::Args;
-use engram::memory::lifecycle::Decision;
+use engram::Decision;
 use engram::Error;
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;

@@ -2,7 +2,7 @@
 
 use crate::cli::{kinds, statuses, Names};
 use clap::Args;
-use engram::domain::text;
+use engram::text;
 use engram::{Error, Kind, NewMemory, Status};
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
@@ -71,7 +71,7 @@ pub fn default_kind() -> String {
 /// `untrusted` and `next_merge` (the merge prompt due, or null).
 pub fn run(cx: &mut Context<'_>, a: &NoteArgs) -> Result<u8, Error> {
     let mem = new_memory(cx, a)?;
-    let untrusted = engram::trust::policy::reads_as_instructions(&mem.text);
+    let untrusted = engram::reads_as_instructions(&mem.text);
     let noted = cx.store.note_report(cx.scope, mem, a.key.as_deref())?;
     let first = noted.appended.first;
     let mut v = serde_json::json!({"id": first, "replayed": noted.appended.replayed});

@@ -2,7 +2,7 @@
 
 use crate::cli::{kinds, Names};
 use clap::Args;
-use engram::domain::text;
+use engram::text;
 use engram::{Error, Kind, RecallQuery};
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;

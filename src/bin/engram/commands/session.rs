@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
-use engram::domain::text;
+use engram::text;
 use engram::Error;
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
@@ -376,14 +376,14 @@ fn read_session_file(path: &Path) -> Result<(String, Vec<String>), Error> {
             reason: format!("{}: the name is not UTF-8", path.display()),
         });
     };
-    engram::session::validate_session_id(&id)?;
+    engram::validate_session_id(&id)?;
     let text = read_input(&path.to_string_lossy())?;
     let items = parse_array(&text, &path.display().to_string())?;
     let msgs = items
         .iter()
         .enumerate()
         .map(|(i, r)| {
-            engram::session::compact_message(r.get()).map_err(|e| Error::Invalid {
+            engram::compact_message(r.get()).map_err(|e| Error::Invalid {
                 what: "session file",
                 reason: format!("{} message {i}: {e}", path.display()),
             })

@@ -2,7 +2,7 @@
 //! --http`. A token is printed once, when it is added; the store keeps only its SHA-256.
 
 use clap::{Args, Subcommand};
-use engram::domain::text;
+use engram::text;
 use engram::Error;
 use sha2::Digest;
 

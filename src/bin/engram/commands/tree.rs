@@ -2,7 +2,7 @@
 //! answering merge prompts, dropping summaries, opening a block).
 
 use clap::Args;
-use engram::domain::text;
+use engram::text;
 use engram::{Block, Error, NapOutcome, PromptInput};
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
@@ -258,7 +258,7 @@ fn nap_answer(cx: &mut Context<'_>, block: &str, t: &str) -> Result<(), Error> {
     let b: Block = block.parse()?;
     let t = cx.text_arg(t)?;
     let outcome = cx.store.nap(cx.scope, b, &t)?;
-    let uncited = engram::domain::claims::uncited(&engram::domain::claims::parse_claims(&t));
+    let uncited = engram::uncited(&engram::parse_claims(&t));
     let saved = outcome != NapOutcome::AlreadySettled;
     let v = serde_json::json!({
         "block": b.to_string(), "saved": saved, "uncited": saved && uncited,

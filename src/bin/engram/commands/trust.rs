@@ -3,7 +3,7 @@
 
 use crate::cli::{accesses, Names};
 use clap::Args;
-use engram::domain::text;
+use engram::text;
 use engram::Error;
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;

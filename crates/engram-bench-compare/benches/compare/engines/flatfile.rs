@@ -1,6 +1,6 @@
 //! OptMem's flat files: `LOG.txt` of 320-byte records appended with `O_APPEND` + `fdatasync`,
 //! `TREE/<s>` of 288-byte records. Wake computes the same cover
-//! (`engram::memory::wake::reference_cover`) and reads its records by offset (`pread`); recall runs the
+//! (`engram::reference_cover`) and reads its records by offset (`pread`); recall runs the
 //! same regex over every record of the log, read in 1.3 MB chunks (the scan floor). Concurrent
 //! writers write their record under a mutex (so ids stay dense) and `fdatasync` outside it, so
 //! the kernel may cover several writers with one sync. OptMem has no sessions.
@@ -13,7 +13,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use ::engram::domain::text::date_of;
+use ::engram::text::date_of;
 use ::engram::Block;
 
 use super::{with_suffix, Entry, Lacks, MemoryEngine, Pattern, Writer, FLATFILE};
@@ -198,7 +198,7 @@ impl FlatReader {
 
     fn wake(&self) -> String {
         let t = self.count();
-        let cover = ::engram::memory::wake::reference_cover(t, WAKE_LINES);
+        let cover = ::engram::reference_cover(t, WAKE_LINES);
         let mut out = data::wake_begin(t, cover.len());
         let mut buf = [0u8; LOG_RECORD];
         for b in cover {

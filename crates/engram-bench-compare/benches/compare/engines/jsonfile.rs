@@ -10,7 +10,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use ::engram::domain::text::date_of;
+use ::engram::text::date_of;
 
 use super::{with_suffix, Entry, Lacks, MemoryEngine, Pattern, SessionEngine, Writer, JSONFILE};
 use crate::data;

@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use ::engram::domain::text::date_of;
 use ::engram::redb::{self, ReadableDatabase, ReadableTable, StorageBackend};
+use ::engram::text::date_of;
 use ::engram::{Memory, Summary};
 
 use crate::data::{self, WAKE_LINES};
@@ -172,8 +172,8 @@ pub fn insert(db: &redb::Database, i: u64) {
 
 type LogTable = redb::TableDefinition<'static, (u32, u64), &'static [u8]>;
 type TreeTable = redb::TableDefinition<'static, (u32, u8, u64), &'static [u8]>;
-const LOG_T: LogTable = ::engram::storage::schema::LOG;
-const TREE_T: TreeTable = ::engram::storage::schema::TREE;
+const LOG_T: LogTable = ::engram::format::LOG;
+const TREE_T: TreeTable = ::engram::format::TREE;
 
 /// The layers of redb's floor under recall, each adding one part of engram's per-record work.
 pub const RECALL_LAYERS: [&str; 5] = [
@@ -219,21 +219,19 @@ impl Floor {
         let rtx = self.db.begin_read().expect("read");
         let log = rtx.open_table(LOG_T).expect("log");
         let tree = rtx.open_table(TREE_T).expect("tree");
-        let cover = ::engram::memory::wake::reference_cover(t, WAKE_LINES);
+        let cover = ::engram::reference_cover(t, WAKE_LINES);
         let mut out = data::wake_begin(t, cover.len());
         for b in cover {
             if b.size() == 1 {
                 let v = log.get((0, b.lo())).expect("get").expect("memory");
-                let m: Memory =
-                    ::engram::storage::codec::decode("log", &b, v.value()).expect("decode");
+                let m: Memory = ::engram::format::decode("log", &b, v.value()).expect("decode");
                 let _ = writeln!(out, "#{} {} {}", m.id, date_of(m.observed_us), m.text);
             } else {
                 let v = tree
                     .get((0, b.level(), b.lo()))
                     .expect("get")
                     .expect("summary");
-                let s: Summary =
-                    ::engram::storage::codec::decode("tree", &b, v.value()).expect("decode");
+                let s: Summary = ::engram::format::decode("tree", &b, v.value()).expect("decode");
                 let _ = writeln!(out, "#{b} {}", s.text);
             }
         }
@@ -252,12 +250,12 @@ impl Floor {
             let bytes = v.value();
             acc += bytes.len() as u64;
             if depth >= 1 {
-                let p = ::engram::storage::codec::payload("log", &k.value().1, bytes).expect("crc");
+                let p = ::engram::format::payload("log", &k.value().1, bytes).expect("crc");
                 acc += p.len() as u64;
             }
             if depth >= 2 {
                 let m: Memory =
-                    ::engram::storage::codec::decode("log", &k.value().1, bytes).expect("decode");
+                    ::engram::format::decode("log", &k.value().1, bytes).expect("decode");
                 if depth >= 3 {
                     line.clear();
                     let _ = write!(line, "#{} {} {}", m.id, date_of(m.observed_us), m.text);
@@ -294,13 +292,13 @@ impl SessionFloor {
     pub fn load(&self, id: &str) -> Vec<String> {
         let rtx = self.db.begin_read().expect("read");
         let t = rtx
-            .open_table(::engram::storage::schema::SESSION_MESSAGES)
+            .open_table(::engram::format::SESSION_MESSAGES)
             .expect("session_messages");
         let mut out = Vec::new();
         for item in t.range((id, 0)..=(id, u64::MAX)).expect("range") {
             let (_, v) = item.expect("entry");
-            let m = ::engram::storage::codec::decode_str("session_messages", &id, v.value())
-                .expect("message");
+            let m =
+                ::engram::format::decode_str("session_messages", &id, v.value()).expect("message");
             out.push(m.to_string());
         }
         out
@@ -310,13 +308,13 @@ impl SessionFloor {
     pub fn list(&self) -> Vec<String> {
         let rtx = self.db.begin_read().expect("read");
         let t = rtx
-            .open_table(::engram::storage::schema::SESSIONS)
+            .open_table(::engram::format::SESSIONS)
             .expect("sessions");
         let mut out = Vec::new();
         for item in t.iter().expect("iter") {
             let (k, v) = item.expect("entry");
             let id = k.value();
-            ::engram::storage::codec::payload("sessions", &id, v.value()).expect("record");
+            ::engram::format::payload("sessions", &id, v.value()).expect("record");
             out.push(id.to_string());
         }
         out

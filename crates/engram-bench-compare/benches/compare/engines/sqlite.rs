@@ -10,7 +10,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ::engram::domain::text::date_of;
+use ::engram::text::date_of;
 use rusqlite::{params, Connection};
 
 use super::{with_suffix, Entry, Lacks, MemoryEngine, Pattern, SessionEngine, Writer, SQLITE};
@@ -169,7 +169,7 @@ fn wake(c: &Connection) -> String {
         })
         .expect("count");
     let t = t as u64;
-    let cover = ::engram::memory::wake::reference_cover(t, WAKE_LINES);
+    let cover = ::engram::reference_cover(t, WAKE_LINES);
     let mut out = data::wake_begin(t, cover.len());
     {
         let mut mem = tx

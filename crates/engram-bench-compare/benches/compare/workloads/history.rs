@@ -148,7 +148,7 @@ fn wake(plan: &Plan, hs: &[History], rep: &mut Report) {
         ));
         // The cover alone, which every engine computes: the floor under any wake.
         let cns = median_ns(plan.wake_iters, || {
-            std::hint::black_box(::engram::memory::wake::reference_cover(t, WAKE_LINES));
+            std::hint::black_box(::engram::reference_cover(t, WAKE_LINES));
         });
         rep.diag(format!(
             "{w}: computing the cover alone (reference_cover, no I/O) takes {:.1} us",
@@ -235,7 +235,7 @@ fn date_cost(plan: &Plan, t: u64, engram_ns: f64, rep: &mut Report) {
     let dns = median_ns(plan.recall_iters, || {
         let mut n = 0u64;
         for i in (0..t).rev() {
-            n += ::engram::domain::text::date_of(data::observed(i)).len() as u64;
+            n += ::engram::text::date_of(data::observed(i)).len() as u64;
         }
         std::hint::black_box(n);
     });

@@ -2,7 +2,7 @@
 //! text lines as the content and its `--json` value as the structured content, both within the
 //! byte budget; any failure an `isError` result with its class, never a crash of the server.
 
-use engram::domain::text;
+use engram::text;
 use engram::{Error, Store};
 use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use serde_json::{json, Value};
