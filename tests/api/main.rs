@@ -25,6 +25,10 @@ mod crash {
     mod torn_tail;
 }
 
+mod security {
+    mod recall_words;
+}
+
 mod session {
     mod contract;
     mod model;

@@ -7,16 +7,23 @@
 
 mod common;
 
+#[cfg(feature = "mcp")]
+mod bearer_scheme;
 mod commands;
 mod copy;
 mod corrupt_files;
+mod forged_lines;
 mod hostile;
+#[cfg(feature = "mcp")]
+mod http_limits;
+mod messages;
 mod optmem_import;
 mod pg_errors;
 mod pg_failover;
 mod pg_hosts;
 mod pg_kill;
 mod race;
+mod readme_tour;
 mod reads;
 mod recall_paging;
 mod run_lines;

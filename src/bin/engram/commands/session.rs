@@ -326,7 +326,11 @@ fn import_dir(cx: &mut Context<'_>, a: &ImportDirArgs) -> Result<u8, Error> {
         }
         Ok(())
     })?;
-    writeln!(cx.out, "Imported {n} sessions from {}.", dir.display())?;
+    writeln!(
+        cx.out,
+        "Imported {n} sessions from {}.",
+        crate::output::path_shown(dir)
+    )?;
     Ok(0)
 }
 
@@ -388,7 +392,7 @@ fn export_dir(cx: &mut Context<'_>, a: &ExportDirArgs) -> Result<u8, Error> {
         cx.out,
         "Exported {} sessions to {}.",
         ids.len(),
-        dir.display()
+        crate::output::path_shown(dir)
     )?;
     Ok(0)
 }

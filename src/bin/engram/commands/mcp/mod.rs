@@ -3,11 +3,13 @@
 //! ([`args`]) on the shared store, with the text of its lines as the result's content and its
 //! `--json` value as the structured content. [`tools`] lists the tools, [`call`] runs one,
 //! [`resources`] serves resources, prompts and the instructions, [`subscribe`] the wake
-//! resources' subscriptions, [`http`] the HTTP transport and its bearer tokens. See
+//! resources' subscriptions, [`http`] the HTTP transport and its bearer tokens, [`guard`] its
+//! connection limits and timeouts. See
 //! docs/mcp.md.
 
 mod args;
 mod call;
+mod guard;
 mod http;
 mod resources;
 mod subscribe;
