@@ -33,5 +33,7 @@ mod session_processes;
 mod shell;
 mod sigkill;
 #[cfg(feature = "mcp")]
+mod subscriptions;
+#[cfg(feature = "mcp")]
 mod token;
 mod trust;

@@ -197,9 +197,21 @@ impl Drop for HttpServer {
 
 /// A new bearer token for `principal` (`engram token add`).
 pub fn token(e: &Env, principal: &str) -> String {
-    let out = e.ok(&["token", "add", principal]);
-    out.split_whitespace()
-        .find(|w| w.starts_with("engram_"))
-        .unwrap_or_else(|| panic!("no token in {out}"))
-        .to_string()
+    token_and_id(e, principal).0
+}
+
+/// A new bearer token for `principal` and the id `engram token revoke` takes.
+pub fn token_and_id(e: &Env, principal: &str) -> (String, String) {
+    let mut c = e.cmd();
+    c.args(["token", "add", principal]);
+    let r = super::run_raw(c, None);
+    assert_eq!(r.code, 0, "{r:?}");
+    let out = String::from_utf8_lossy(&r.out);
+    let err = String::from_utf8_lossy(&r.err);
+    let tok = out.split_whitespace().find(|w| w.starts_with("engram_"));
+    let id = err.split_whitespace().skip_while(|w| *w != "token").nth(1);
+    match (tok, id) {
+        (Some(t), Some(i)) => (t.to_string(), i.to_string()),
+        _ => panic!("no token or id in {r:?}"),
+    }
 }

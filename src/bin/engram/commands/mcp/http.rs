@@ -20,6 +20,11 @@ use super::guard::{ConnSlot, GuardedListener};
 use super::{Caller, EngramMcp, Server};
 use crate::commands::token::token_hash;
 
+/// The hash of the token a request carried, so that a long-lived subscription can check
+/// before each notification that the token was not revoked since.
+#[derive(Clone, Debug)]
+pub struct TokenHash(pub String);
+
 /// What the middleware needs: the store (for token hashes) and the allowed origins.
 struct Gate {
     server: Arc<Server>,
@@ -116,15 +121,17 @@ async fn authenticate(State(gate): State<Arc<Gate>>, mut req: Request, next: Nex
         return refuse(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
     };
     let server = Arc::clone(&gate.server);
+    let hash = token_hash(&token);
+    let looked_up = hash.clone();
     let found =
-        tokio::task::spawn_blocking(move || server.store()?.token_principal(&token_hash(&token)))
-            .await;
+        tokio::task::spawn_blocking(move || server.store()?.token_principal(&looked_up)).await;
     match found {
         Ok(Ok(Some(principal))) => {
             if let Some(ConnectInfo(conn)) = req.extensions().get::<ConnectInfo<ConnSlot>>() {
                 conn.authenticated();
             }
             req.extensions_mut().insert(Caller(Some(principal)));
+            req.extensions_mut().insert(TokenHash(hash));
             next.run(req).await
         }
         Ok(Ok(None)) => refuse(StatusCode::UNAUTHORIZED, "unknown or revoked token\n"),

@@ -115,6 +115,24 @@ impl EngramMcp {
         }
     }
 
+    /// Who subscribes with this request: the caller, its token's hash and its session.
+    fn subscriber(&self, ctx: &RequestContext<RoleServer>) -> subscribe::Subscriber {
+        let parts = ctx.extensions.get::<axum::http::request::Parts>();
+        let token = parts
+            .and_then(|p| p.extensions.get::<http::TokenHash>())
+            .map(|t| t.0.clone());
+        let session = parts
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        subscribe::Subscriber {
+            caller: self.caller(ctx),
+            token,
+            session,
+        }
+    }
+
     /// Runs blocking store work on tokio's blocking pool.
     async fn blocking<R: Send + 'static>(
         &self,
@@ -232,7 +250,8 @@ impl ServerHandler for EngramMcp {
                 None,
             ));
         }
-        subscribe::subscribe_legacy(&self.0.updates, r.uri, ctx.peer);
+        let who = self.subscriber(&ctx);
+        subscribe::subscribe_legacy(&self.0, who, r.uri, ctx.peer);
         Ok(())
     }
 
@@ -240,9 +259,9 @@ impl ServerHandler for EngramMcp {
     async fn unsubscribe(
         &self,
         r: UnsubscribeRequestParams,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.0.updates.unsubscribe(&r.uri);
+        self.0.updates.unsubscribe(&self.subscriber(&ctx), &r.uri);
         Ok(())
     }
 
@@ -254,7 +273,8 @@ impl ServerHandler for EngramMcp {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
-        let caller = self.caller(context.request_context());
+        let who = self.subscriber(context.request_context());
+        let caller = who.caller.clone();
         let uris = context
             .accepted()
             .resource_subscriptions
@@ -267,7 +287,7 @@ impl ServerHandler for EngramMcp {
                     .collect::<Vec<_>>()
             })
             .await?;
-        subscribe::listen(&self.0.updates, context, readable).await;
+        subscribe::listen(&self.0, who, context, readable).await;
         Ok(())
     }
 
