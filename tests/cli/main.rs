@@ -16,6 +16,7 @@ mod forged_lines;
 mod hostile;
 #[cfg(feature = "mcp")]
 mod http_limits;
+mod input_limits;
 mod messages;
 mod optmem_import;
 mod pg_errors;

@@ -43,17 +43,13 @@ pub fn read_stdin_line() -> Result<String, Error> {
     Ok(s)
 }
 
-/// Reads a whole file, or stdin when `file` is `-`, as UTF-8 text.
+/// Reads a whole file, or stdin when `file` is `-`, as UTF-8 text: at most
+/// [`engram::import::MAX_INPUT_BYTES`], and a file only when it is a regular one.
 pub fn read_input(file: &str) -> Result<String, Error> {
     let bytes = if file == "-" {
-        let mut b = Vec::new();
-        std::io::stdin().lock().read_to_end(&mut b)?;
-        b
+        engram::import::read_bounded(std::io::stdin().lock(), "input", "stdin")?
     } else {
-        std::fs::read(file).map_err(|e| Error::Invalid {
-            what: "file",
-            reason: format!("cannot read {file}: {e}"),
-        })?
+        engram::import::read_file(std::path::Path::new(file), "file")?
     };
     String::from_utf8(bytes).map_err(|e| Error::Invalid {
         what: "file",
