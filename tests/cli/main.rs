@@ -23,6 +23,7 @@ mod pg_errors;
 mod pg_failover;
 mod pg_hosts;
 mod pg_kill;
+mod planted_links;
 mod race;
 mod readme_tour;
 mod reads;
