@@ -17,6 +17,8 @@ mod hostile;
 #[cfg(feature = "mcp")]
 mod http_limits;
 mod input_limits;
+#[cfg(feature = "mcp")]
+mod mcp_message_limit;
 mod messages;
 mod optmem_import;
 mod pg_errors;

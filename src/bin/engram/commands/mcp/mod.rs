@@ -4,7 +4,7 @@
 //! `--json` value as the structured content. [`tools`] lists the tools, [`call`] runs one,
 //! [`resources`] serves resources, prompts and the instructions, [`subscribe`] the wake
 //! resources' subscriptions, [`http`] the HTTP transport and its bearer tokens, [`guard`] its
-//! connection limits and timeouts. See
+//! connection limits and timeouts, [`stdio`] the stdio transport and its message limit. See
 //! docs/mcp.md.
 
 mod args;
@@ -12,6 +12,7 @@ mod call;
 mod guard;
 mod http;
 mod resources;
+mod stdio;
 mod subscribe;
 mod tools;
 
@@ -28,7 +29,7 @@ use rmcp::model::{
     UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
-use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 
 pub use tools::Group;
 
@@ -345,21 +346,8 @@ pub fn serve(
     rt.block_on(async move {
         match &a.http {
             Some(addr) => http::serve(handler, addr, &a.allow_origin).await,
-            None => stdio(handler).await,
+            None => stdio::serve(handler).await,
         }
     })?;
     Ok(0)
-}
-
-/// Serves one client over stdin and stdout until it goes away.
-async fn stdio(handler: EngramMcp) -> Result<(), Error> {
-    let running = handler
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| Error::Io(std::io::Error::other(e.to_string())))?;
-    running
-        .waiting()
-        .await
-        .map_err(|e| Error::Io(std::io::Error::other(e.to_string())))?;
-    Ok(())
 }
