@@ -58,7 +58,7 @@ mod verify;
 pub use domain::block::Block;
 pub use domain::record::{BuiltFrom, Kind, Memory, Node, Status, Summary};
 pub use domain::text::validate_key;
-pub use domain::text::validate_scope;
+pub use domain::text::{validate_scope, validate_scopes};
 pub use error::{Error, Result};
 pub use memory::log::memory_line;
 pub use memory::note::{Appended, NewMemory};

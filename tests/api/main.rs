@@ -26,6 +26,7 @@ mod crash {
 }
 
 mod security {
+    mod argument_lists;
     mod recall_words;
 }
 

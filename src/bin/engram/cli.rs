@@ -248,9 +248,7 @@ impl<'a> Context<'a> {
         if cli.scope != engram::DEFAULT_SCOPE {
             prefix.push_str(&format!(" --scope {}", shell_quote(&cli.scope)));
         }
-        for s in cli.scope.split(',') {
-            engram::validate_scope(s)?;
-        }
+        engram::validate_scopes(&cli.scope)?;
         if cli.scope.contains(',') && !commands::several_scopes(&cli.command) {
             return Err(Error::Invalid {
                 what: "scope",
