@@ -17,6 +17,7 @@ mod hostile;
 #[cfg(feature = "mcp")]
 mod http_limits;
 mod input_limits;
+mod json_nesting;
 #[cfg(feature = "mcp")]
 mod mcp_message_limit;
 mod messages;

@@ -60,11 +60,23 @@ pub fn read_input(file: &str) -> Result<String, Error> {
     })
 }
 
-/// Parses a JSON array of objects, keeping each element's text exactly.
+/// Parses a JSON array of objects, keeping each element's text exactly. Each element may nest at
+/// most [`engram::domain::json::MAX_JSON_DEPTH`] levels (checked before parsing).
 pub fn parse_array(
     input: &str,
     what: &str,
 ) -> Result<Vec<Box<serde_json::value::RawValue>>, Error> {
+    use engram::domain::json::{nesting_depth, MAX_JSON_DEPTH};
+    let depth = nesting_depth(input);
+    if depth > MAX_JSON_DEPTH + 1 {
+        return Err(Error::Invalid {
+            what: "JSON",
+            reason: format!(
+                "{what}: a message nests {} levels deep; at most {MAX_JSON_DEPTH} are accepted",
+                depth - 1
+            ),
+        });
+    }
     serde_json::from_str::<Vec<Box<serde_json::value::RawValue>>>(input).map_err(|e| {
         Error::Invalid {
             what: "JSON",
