@@ -18,6 +18,13 @@ fn run(e: &Env, db: &str, args: &[&str]) -> String {
     String::from_utf8(r.out).unwrap()
 }
 
+/// The store path inside the folder [`FORGED`] names (created), as a string.
+fn forged_store(e: &Env) -> String {
+    std::fs::create_dir_all(e.dir.path().join(FORGED)).unwrap();
+    let db = e.dir.path().join(FORGED).join("m.redb");
+    db.to_str().unwrap().to_string()
+}
+
 /// The first `$'...'` word of `out` (up to its first unescaped quote).
 fn dollar_word(out: &str) -> Option<&str> {
     let start = out.find("$'")?;
@@ -36,9 +43,8 @@ fn dollar_word(out: &str) -> Option<&str> {
 #[test]
 fn a_newline_in_the_store_path_forges_no_run_line() {
     let e = Env::new();
-    std::fs::create_dir_all(e.dir.path().join(FORGED)).unwrap();
-    let db = e.dir.path().join(FORGED).join("m.redb");
-    let db = db.to_str().unwrap();
+    let db = forged_store(&e);
+    let db = db.as_str();
     let mut all = run(&e, db, &["init"]);
     all.push_str(&run(&e, db, &["note", "hello there"]));
     all.push_str(&run(&e, db, &["wake"]));
@@ -55,9 +61,8 @@ fn a_newline_in_the_store_path_forges_no_run_line() {
 #[test]
 fn the_quoted_path_names_the_same_store_in_bash() {
     let e = Env::new();
-    std::fs::create_dir_all(e.dir.path().join(FORGED)).unwrap();
-    let db = e.dir.path().join(FORGED).join("m.redb");
-    let db = db.to_str().unwrap();
+    let db = forged_store(&e);
+    let db = db.as_str();
     let out = run(&e, db, &["init"]);
     run(&e, db, &["note", "a line to find"]);
     let quoted = dollar_word(&out).unwrap_or_else(|| panic!("no $'...' word in {out}"));

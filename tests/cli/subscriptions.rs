@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::common::mcp::{initialize_body, token, token_and_id, HttpServer};
+use crate::common::mcp::{initialize_body, status_of, token, token_and_id, HttpServer};
 use crate::common::Env;
 
 const UPDATED: &str = "notifications/resources/updated";
@@ -101,12 +101,7 @@ fn read_head(t: &mut TcpStream) -> (u16, String) {
         head.push(b[0]);
     }
     let text = String::from_utf8_lossy(&head).into_owned();
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (status, text)
+    (status_of(&text), text)
 }
 
 /// What the stream says within `within`, stopping early once `until` appears.

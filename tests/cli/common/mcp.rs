@@ -172,12 +172,16 @@ pub fn read_status(s: &mut TcpStream) -> (u16, String) {
         }
     }
     let text = String::from_utf8_lossy(&resp).into_owned();
-    let status = text
+    (status_of(&text), text)
+}
+
+/// The status code of a response that starts with its status line (0 when there is none).
+pub fn status_of(response: &str) -> u16 {
+    response
         .split(' ')
         .nth(1)
         .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (status, text)
+        .unwrap_or(0)
 }
 
 /// The `initialize` request body.
