@@ -46,8 +46,7 @@ async fn pump_in(
     let mut r = BufReader::with_capacity(64 << 10, input);
     let mut line = Vec::new();
     let mut over = false;
-    loop {
-        let Ok(buf) = r.fill_buf().await else { break };
+    while let Ok(buf) = r.fill_buf().await {
         if buf.is_empty() {
             break;
         }
