@@ -66,16 +66,17 @@ mod verify;
 
 pub use domain::block::Block;
 pub use domain::claims::{parse_claims, uncited};
+pub use domain::json::{check_depth, nesting_depth, MAX_JSON_DEPTH};
 pub use domain::record::{BuiltFrom, Kind, Memory, Node, Status, Summary};
 /// The text rules engram applies: what a memory may hold, display-safe output, dates.
 pub use domain::text;
-pub use domain::text::{validate_key, validate_scope};
+pub use domain::text::{validate_key, validate_scope, validate_scopes};
 pub use error::{Error, Result};
-pub use import::{parse_dated_lines, read_optmem};
+pub use import::{parse_dated_lines, read_bounded, read_file, read_optmem, MAX_INPUT_BYTES};
 pub use memory::lifecycle::{marked_line, Decision, Event, EventKind, MemoryState, TOMBSTONE};
 pub use memory::log::memory_line;
-pub use memory::note::{Appended, NewMemory, Noted, NotedSeen};
-pub use memory::recall::{compile_pattern, Recall, RecallQuery};
+pub use memory::note::{Appended, NewMemory, Noted, NotedSeen, MAX_LINKS};
+pub use memory::recall::{compile_pattern, compile_query, Recall, RecallQuery, MAX_WORDS};
 pub use memory::tree::{summary_line, MergePrompt, NapOutcome, PromptInput, ZoomEntry};
 pub use memory::wake::{cover, reference_cover, Cover, WakeItem, WakeOptions, WakeView};
 /// The storage engine, re-exported so that custom backends (`redb::StorageBackend`) match its version.

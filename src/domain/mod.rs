@@ -5,5 +5,6 @@
 
 pub mod block;
 pub mod claims;
+pub mod json;
 pub mod record;
 pub mod text;

@@ -209,6 +209,21 @@ pub fn validate_key(key: &str) -> Result<()> {
     validate_field("idempotency key", key, 256)
 }
 
+/// The most scopes one request may name (`--scope a,b,...`, MCP `scopes`); `--all` is not
+/// bounded by it.
+pub const MAX_SCOPES: usize = 64;
+
+/// Checks a comma-separated list of scopes: each valid, at most [`MAX_SCOPES`] of them.
+pub fn validate_scopes(list: &str) -> Result<()> {
+    if list.split(',').count() > MAX_SCOPES {
+        return Err(Error::invalid(
+            "scope",
+            format!("more than {MAX_SCOPES} scopes named; use --all, or fewer"),
+        ));
+    }
+    list.split(',').try_for_each(validate_scope)
+}
+
 /// Checks a scope name: 1 to 128 bytes of ASCII letters, digits and `_ . : / @ -`.
 pub fn validate_scope(name: &str) -> Result<()> {
     if name.is_empty() || name.len() > 128 {

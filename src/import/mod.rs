@@ -8,7 +8,7 @@
 pub mod copy;
 
 use std::collections::{BTreeMap, HashSet};
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Read, Write};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -83,6 +83,41 @@ pub struct OptMemStore {
     pub torn_bytes: u64,
 }
 
+/// The most bytes engram reads from one input: a file given on the command line, stdin, an
+/// OptMem `LOG.txt` or level file, a session file of `session import-dir` (docs/security.md).
+pub const MAX_INPUT_BYTES: u64 = 256 << 20;
+
+/// Reads a whole regular file of at most [`MAX_INPUT_BYTES`]. Anything else is refused before
+/// it is read: a directory, a FIFO (which would block), a device (`/dev/zero` never ends) or a
+/// socket, also behind a symbolic link; so is a longer file, without reading past the limit.
+pub fn read_file(path: &Path, what: &'static str) -> Result<Vec<u8>> {
+    let shown = crate::domain::text::display_safe(&path.to_string_lossy()).into_owned();
+    let cannot = |e: std::io::Error| Error::invalid(what, format!("cannot read {shown}: {e}"));
+    let meta = std::fs::metadata(path).map_err(cannot)?;
+    if !meta.is_file() {
+        return Err(Error::invalid(
+            what,
+            format!("{shown} is not a regular file (a directory, FIFO, device or socket)"),
+        ));
+    }
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    read_bounded(file, what, &shown)
+}
+
+/// Reads `r` to its end, refusing it (after [`MAX_INPUT_BYTES`] and one more byte) when it holds
+/// more; `name` says what it is in the error.
+pub fn read_bounded(r: impl Read, what: &'static str, name: &str) -> Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    r.take(MAX_INPUT_BYTES + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > MAX_INPUT_BYTES {
+        return Err(Error::invalid(
+            what,
+            format!("{name} holds more than {} MiB", MAX_INPUT_BYTES >> 20),
+        ));
+    }
+    Ok(buf)
+}
+
 const LOG_RECORD: usize = 320;
 const TREE_RECORD: usize = 288;
 
@@ -90,12 +125,7 @@ const TREE_RECORD: usize = 288;
 /// is ignored; any other bad record is an error naming its position.
 pub fn read_optmem(dir: &Path) -> Result<OptMemStore> {
     let log_path = dir.join("LOG.txt");
-    let bytes = std::fs::read(&log_path).map_err(|e| {
-        Error::invalid(
-            "OptMem store",
-            format!("cannot read {}: {e}", log_path.display()),
-        )
-    })?;
+    let bytes = read_file(&log_path, "OptMem store")?;
     let full = bytes.len() / LOG_RECORD;
     let torn_bytes = (bytes.len() % LOG_RECORD) as u64;
     let mut memories = Vec::with_capacity(full);
@@ -147,7 +177,7 @@ pub fn read_optmem(dir: &Path) -> Result<OptMemStore> {
         }
         sizes.sort_unstable();
         for size in sizes {
-            let data = std::fs::read(tree_dir.join(size.to_string()))?;
+            let data = read_file(&tree_dir.join(size.to_string()), "OptMem store")?;
             for (k, rec) in data.chunks_exact(TREE_RECORD).enumerate() {
                 let lo = k as u64 * size;
                 let bad = |why: &str| Error::Corrupt {

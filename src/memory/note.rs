@@ -16,6 +16,8 @@ use crate::storage::store::Store;
 use crate::storage::tables::{IDEMPOTENCY, LOG, PENDING};
 use crate::storage::txn::{holding, read_scope, WriteTxn};
 
+/// The most memories one note may supersede or conflict with, together (docs/security.md).
+pub const MAX_LINKS: usize = 64;
 /// A memory to append. Only the text is required; the rest of the envelope has defaults.
 ///
 /// ```
@@ -38,7 +40,8 @@ pub struct NewMemory {
     pub source: Option<String>,
     /// Source URI.
     pub source_uri: Option<String>,
-    /// Ids it supersedes (must be earlier memories of the same scope).
+    /// Ids it supersedes (must be earlier memories of the same scope; with
+    /// [`NewMemory::conflicts_with`], at most [`MAX_LINKS`]).
     pub supersedes: Vec<u64>,
     /// Ids it conflicts with (earlier memories of the same scope).
     pub conflicts_with: Vec<u64>,
@@ -232,6 +235,12 @@ impl WriteTxn<'_> {
         let mut added_pending = 0u64;
         for (i, m) in items.iter().enumerate() {
             let id = first + i as u64;
+            if m.supersedes.len() + m.conflicts_with.len() > MAX_LINKS {
+                return Err(Error::invalid(
+                    "link",
+                    format!("#{id} names more than {MAX_LINKS} memories it supersedes or conflicts with"),
+                ));
+            }
             for r in m.supersedes.iter().chain(&m.conflicts_with) {
                 if *r >= id {
                     return Err(Error::invalid(

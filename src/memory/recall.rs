@@ -19,7 +19,7 @@ use crate::storage::txn::ReadTxn;
 pub struct RecallQuery {
     /// The regex, matched case-insensitively against `#id YYYY-MM-DD text`.
     pub pattern: String,
-    /// Show at most this many matches (newest first when cut).
+    /// Show at most this many matches (newest first when cut); 0 is refused.
     pub limit: Option<usize>,
     /// Only memories observed at or after this time (microseconds).
     pub since_us: Option<i64>,
@@ -116,20 +116,57 @@ impl Recall {
     }
 }
 
-/// Compiles what a line must match: the pattern as one regex, or (`words`) one literal per
-/// whitespace-separated word, all of which must occur, in any order.
-pub fn compile_query(p: &str, words: bool) -> Result<Vec<regex::Regex>> {
-    if !words {
-        return Ok(vec![compile_pattern(p)?]);
+/// The most distinct words a `words` query may hold (docs/security.md): a longer list is
+/// refused, so that one request cannot compile and run an unbounded matcher.
+pub const MAX_WORDS: usize = 64;
+
+/// What a line must match: the pattern as one regex, or (`words`) every word of a list, as
+/// literals in any order, found in one pass over the line.
+#[derive(Debug, Clone)]
+pub enum Query {
+    /// One regex.
+    Regex(regex::Regex),
+    /// Each pattern of the set, a literal word, must occur.
+    Words(regex::RegexSet),
+}
+
+impl Query {
+    /// Whether `line` matches.
+    pub fn is_match(&self, line: &str) -> bool {
+        match self {
+            Query::Regex(re) => re.is_match(line),
+            Query::Words(set) => set.matches(line).matched_all(),
+        }
     }
-    let literals: Vec<regex::Regex> = p
-        .split_whitespace()
-        .map(|w| compile_pattern(&regex::escape(w)))
-        .collect::<Result<_>>()?;
-    if literals.is_empty() {
+}
+
+/// Compiles what a line must match: the pattern as one regex, or (`words`) each distinct
+/// whitespace-separated word as a literal, all of which must occur, in any order. At most
+/// [`MAX_WORDS`] distinct words (compared case-insensitively).
+pub fn compile_query(p: &str, words: bool) -> Result<Query> {
+    if !words {
+        return Ok(Query::Regex(compile_pattern(p)?));
+    }
+    let mut seen = std::collections::BTreeMap::new();
+    for w in p.split_whitespace() {
+        seen.entry(w.to_lowercase()).or_insert(w);
+        if seen.len() > MAX_WORDS {
+            return Err(Error::invalid(
+                "words",
+                format!("more than {MAX_WORDS} distinct words; narrow the query"),
+            ));
+        }
+    }
+    if seen.is_empty() {
         return Err(Error::invalid("words", "there is no word to look for"));
     }
-    Ok(literals)
+    regex::RegexSetBuilder::new(seen.values().map(|w| regex::escape(w)))
+        .case_insensitive(true)
+        .size_limit(4 << 20)
+        .dfa_size_limit(4 << 20)
+        .build()
+        .map(Query::Words)
+        .map_err(|e| Error::invalid("words", e.to_string().replace('\n', " ")))
 }
 
 /// Compiles a recall pattern: case-insensitive, linear time, with a bound on its compiled size.
@@ -149,7 +186,10 @@ pub fn compile_pattern(p: &str) -> Result<regex::Regex> {
 impl ReadTxn {
     /// Finds memories whose line matches the query, streaming the log newest first.
     pub fn recall(&self, scope: &str, q: &RecallQuery) -> Result<Recall> {
-        let res = compile_query(&q.pattern, q.words)?;
+        if q.limit == Some(0) {
+            return Err(Error::invalid("limit", "it must be at least 1"));
+        }
+        let query = compile_query(&q.pattern, q.words)?;
         let mut found = Vec::new();
         let mut total = 0u64;
         let Some(meta) = self.scope_meta(scope)? else {
@@ -197,7 +237,7 @@ impl ReadTxn {
             line.push_str(&day_cache.1);
             line.push(' ');
             line.push_str(&display_safe(m.text));
-            if !res.iter().all(|re| re.is_match(&line)) {
+            if !query.is_match(&line) {
                 return Ok(ControlFlow::Continue(()));
             }
             total += 1;

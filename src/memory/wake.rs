@@ -391,7 +391,8 @@ impl WakeView {
                 let mut s = String::with_capacity(frame + body);
                 let _ = writeln!(
                     s,
-                    "Your memory, part {k} of {n}, oldest first ({t} memories)."
+                    "Your memory, part {k} of {n}, oldest first ({t} {}).",
+                    if t == 1 { "memory" } else { "memories" }
                 );
                 for l in g {
                     s.push_str(l);
@@ -673,8 +674,9 @@ impl ReadTxn {
                 let v = self.wake_view(s, share.max(1), None)?;
                 let cmd = format!("{} --scope {s}", opts.cmd);
                 text.push_str(&format!(
-                    "Your memory in scope {s}, oldest first ({} memories).\n",
-                    v.total
+                    "Your memory in scope {s}, oldest first ({} {}).\n",
+                    v.total,
+                    if v.total == 1 { "memory" } else { "memories" }
                 ));
                 if v.total == 0 {
                     text.push_str("(no memories yet)\n");

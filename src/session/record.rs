@@ -57,6 +57,8 @@ pub fn compact_message(json: &str) -> Result<String> {
     if !trimmed.starts_with('{') {
         return Err(Error::invalid("message", "must be a JSON object"));
     }
+    // Bounded before parsing, so that whatever is stored can be served back (issue 27, point 9).
+    crate::domain::json::check_depth(trimmed, crate::domain::json::MAX_JSON_DEPTH, "message")?;
     serde_json::from_str::<serde::de::IgnoredAny>(trimmed)
         .map_err(|e| Error::invalid("message", format!("not valid JSON: {e}")))?;
     let mut out = String::with_capacity(trimmed.len());

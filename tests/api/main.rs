@@ -25,6 +25,11 @@ mod crash {
     mod torn_tail;
 }
 
+mod security {
+    mod argument_lists;
+    mod recall_words;
+}
+
 mod session {
     mod contract;
     mod model;

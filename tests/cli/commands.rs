@@ -115,7 +115,10 @@ fn header(part: &str) -> (usize, usize, u64) {
         .unwrap_or_else(|| panic!("bad header {h:?}"));
     let (k, rest) = rest.split_once(" of ").expect("of");
     let (n, rest) = rest.split_once(", oldest first (").expect("oldest first");
-    let t = rest.strip_suffix(" memories).").expect("memories).");
+    let t = rest
+        .strip_suffix(" memories).")
+        .or_else(|| rest.strip_suffix(" memory)."))
+        .expect("memories).");
     (
         k.parse().expect("k"),
         n.parse().expect("n"),

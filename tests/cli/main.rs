@@ -7,16 +7,28 @@
 
 mod common;
 
+#[cfg(feature = "mcp")]
+mod bearer_scheme;
 mod commands;
 mod copy;
 mod corrupt_files;
+mod forged_lines;
 mod hostile;
+#[cfg(feature = "mcp")]
+mod http_limits;
+mod input_limits;
+mod json_nesting;
+#[cfg(feature = "mcp")]
+mod mcp_message_limit;
+mod messages;
 mod optmem_import;
 mod pg_errors;
 mod pg_failover;
 mod pg_hosts;
 mod pg_kill;
+mod planted_links;
 mod race;
+mod readme_tour;
 mod reads;
 mod recall_paging;
 mod run_lines;
@@ -25,6 +37,8 @@ mod session_damage;
 mod session_processes;
 mod shell;
 mod sigkill;
+#[cfg(feature = "mcp")]
+mod subscriptions;
 #[cfg(feature = "mcp")]
 mod token;
 mod trust;

@@ -241,7 +241,7 @@ fn import_keeps_ids_dates_texts_and_summaries() {
     assert!(prompt.contains(&format!("#6 {} {}\n", date(6), memory_text(6))));
     assert!(e
         .ok(&["verify"])
-        .starts_with("OK: 1 scopes, 40 memories, 33 summaries"));
+        .starts_with("OK: 1 scope, 40 memories, 33 summaries"));
 
     // Wake uses the imported summaries, and shows each one's text on its own block.
     let want = src.summaries();

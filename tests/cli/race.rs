@@ -91,7 +91,7 @@ fn sixteen_concurrent_notes_get_ids_0_to_15() {
     assert_eq!(e.ok(&["pending"]).lines().count(), 15);
     assert!(e
         .ok(&["verify"])
-        .starts_with("OK: 1 scopes, 16 memories, 0 summaries"));
+        .starts_with("OK: 1 scope, 16 memories, 0 summaries"));
 }
 
 #[test]
@@ -139,7 +139,7 @@ fn concurrent_naps_and_notes_keep_the_store_consistent() {
     assert!(e.ok(&["zoom", "0-3"]).starts_with("#0-1 answer "));
     assert!(e
         .ok(&["verify"])
-        .starts_with("OK: 1 scopes, 16 memories, 1 summaries"));
+        .starts_with("OK: 1 scope, 16 memories, 1 summary"));
 }
 
 #[test]

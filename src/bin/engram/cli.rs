@@ -251,9 +251,7 @@ impl<'a> Context<'a> {
         if cli.scope != engram::DEFAULT_SCOPE {
             prefix.push_str(&format!(" --scope {}", shell_quote(&cli.scope)));
         }
-        for s in cli.scope.split(',') {
-            engram::validate_scope(s)?;
-        }
+        engram::validate_scopes(&cli.scope)?;
         if cli.scope.contains(',') && !commands::several_scopes(&cli.command) {
             return Err(Error::Invalid {
                 what: "scope",
@@ -262,11 +260,15 @@ impl<'a> Context<'a> {
         }
         let init = matches!(cli.command, Command::Init);
         let server = engram::url_of(&path).is_some();
+        if !server {
+            check_store_file(&path)?;
+        }
         let store = if init && (server || !Store::exists(&path)) {
-            Store::create_with(&path, opts)?
+            Store::create_with(&path, opts)
         } else {
-            open_store(&path, opts, init || commands::reads_only(&cli.command))?
-        };
+            open_store(&path, opts, init || commands::reads_only(&cli.command))
+        }
+        .map_err(|e| refused_by_file_system(&path, e))?;
         let created = store.was_created();
         Ok(Context {
             store,
@@ -373,6 +375,52 @@ fn default_db_path() -> Option<PathBuf> {
     match std::env::var_os("HOME") {
         Some(h) if !h.is_empty() => Some(Path::new(&h).join(".engram").join("memory.redb")),
         _ => None,
+    }
+}
+
+/// Refuses a store path that is not a regular file (or nothing yet): a directory, a FIFO, a
+/// device, a socket or a dangling symbolic link is named as such, never as a missing store.
+fn check_store_file(path: &Path) -> Result<(), Error> {
+    let shown = crate::output::path_shown(path);
+    let invalid = |reason: String| Error::Invalid {
+        what: "store path",
+        reason,
+    };
+    let link = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(refused_by_file_system(path, Error::Io(e))),
+    };
+    let target = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && link.is_symlink() => {
+            return Err(invalid(format!(
+                "{shown} is a symbolic link to a file that does not exist; point it at a store, or remove it"
+            )))
+        }
+        Err(e) => return Err(refused_by_file_system(path, Error::Io(e))),
+    };
+    let kind = if target.is_file() {
+        return Ok(());
+    } else if target.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file (a FIFO, a device or a socket)"
+    };
+    Err(invalid(format!(
+        "{shown} is {kind}; a store is one file: pass --db PATH/memory.redb"
+    )))
+}
+
+/// An I/O error that is the file system refusing this user: [`Error::Denied`] naming the path
+/// (exit 6), instead of a bare `Permission denied`.
+fn refused_by_file_system(path: &Path, e: Error) -> Error {
+    match e {
+        Error::Io(io) if io.kind() == std::io::ErrorKind::PermissionDenied => Error::Denied(format!(
+            "the file system does not let this user open {} ({io}); run as a user who may, or ask its owner",
+            crate::output::path_shown(path)
+        )),
+        e => e,
     }
 }
 

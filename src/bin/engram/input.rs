@@ -43,17 +43,13 @@ pub fn read_stdin_line() -> Result<String, Error> {
     Ok(s)
 }
 
-/// Reads a whole file, or stdin when `file` is `-`, as UTF-8 text.
+/// Reads a whole file, or stdin when `file` is `-`, as UTF-8 text: at most
+/// [`engram::MAX_INPUT_BYTES`], and a file only when it is a regular one.
 pub fn read_input(file: &str) -> Result<String, Error> {
     let bytes = if file == "-" {
-        let mut b = Vec::new();
-        std::io::stdin().lock().read_to_end(&mut b)?;
-        b
+        engram::read_bounded(std::io::stdin().lock(), "input", "stdin")?
     } else {
-        std::fs::read(file).map_err(|e| Error::Invalid {
-            what: "file",
-            reason: format!("cannot read {file}: {e}"),
-        })?
+        engram::read_file(std::path::Path::new(file), "file")?
     };
     String::from_utf8(bytes).map_err(|e| Error::Invalid {
         what: "file",
@@ -64,11 +60,23 @@ pub fn read_input(file: &str) -> Result<String, Error> {
     })
 }
 
-/// Parses a JSON array of objects, keeping each element's text exactly.
+/// Parses a JSON array of objects, keeping each element's text exactly. Each element may nest at
+/// most [`engram::MAX_JSON_DEPTH`] levels (checked before parsing).
 pub fn parse_array(
     input: &str,
     what: &str,
 ) -> Result<Vec<Box<serde_json::value::RawValue>>, Error> {
+    use engram::{nesting_depth, MAX_JSON_DEPTH};
+    let depth = nesting_depth(input);
+    if depth > MAX_JSON_DEPTH + 1 {
+        return Err(Error::Invalid {
+            what: "JSON",
+            reason: format!(
+                "{what}: a message nests {} levels deep; at most {MAX_JSON_DEPTH} are accepted",
+                depth - 1
+            ),
+        });
+    }
     serde_json::from_str::<Vec<Box<serde_json::value::RawValue>>>(input).map_err(|e| {
         Error::Invalid {
             what: "JSON",

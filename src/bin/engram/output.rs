@@ -47,16 +47,45 @@ pub fn block_list(blocks: &[String]) -> String {
     }
 }
 
-/// `s` as a POSIX shell word: as it is when it needs no quoting, else in single quotes.
+/// `s` as a shell word: as it is when it needs no quoting, in single quotes when it holds no
+/// control character, else (a newline in a path could forge a `Run:` line) as `$'...'` with
+/// every control or line-breaking character escaped, so that the word stays on one line.
 pub fn shell_quote(s: &str) -> String {
     if !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "_./:@-+=,".contains(c))
     {
         s.to_string()
-    } else {
+    } else if printable(s) {
         format!("'{}'", s.replace('\'', "'\\''"))
+    } else {
+        let mut q = String::from("$'");
+        for c in s.chars() {
+            let mut one = [0u8; 4];
+            match c {
+                '\\' | '\'' => {
+                    q.push('\\');
+                    q.push(c);
+                }
+                c if printable(c.encode_utf8(&mut one)) => q.push(c),
+                c if c.is_ascii() => q.push_str(&format!("\\x{:02x}", u32::from(c))),
+                c => q.push_str(&format!("\\u{:04x}", u32::from(c))),
+            }
+        }
+        q.push('\'');
+        q
     }
+}
+
+/// Whether `s` holds no control or line-breaking character.
+fn printable(s: &str) -> bool {
+    matches!(text::display_safe(s), std::borrow::Cow::Borrowed(_))
+}
+
+/// A path as printed on a line of its own: control and line-breaking characters shown as U+FFFD,
+/// so that a file name cannot forge an output line.
+pub fn path_shown(p: &std::path::Path) -> String {
+    text::display_safe(&p.to_string_lossy()).into_owned()
 }
 
 /// Prints the scope's next merge prompt. Without one: when merges are pending but the next

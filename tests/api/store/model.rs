@@ -424,8 +424,13 @@ fn expected_text(view: &WakeView, pending: u64) -> String {
         return "No memories yet. Record the first with: engram note \"<something worth keeping>\"\nYou are awake.\n".into();
     }
     let mut s = format!(
-        "Your memory, part 1 of 1, oldest first ({} memories).\n",
-        view.total
+        "Your memory, part 1 of 1, oldest first ({} {}).\n",
+        view.total,
+        if view.total == 1 {
+            "memory"
+        } else {
+            "memories"
+        }
     );
     for l in view.lines("engram") {
         s.push_str(&l);

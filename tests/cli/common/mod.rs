@@ -2,6 +2,8 @@
 //! binary with a clean environment, and a run that feeds stdin and collects the output.
 #![allow(dead_code)]
 
+#[cfg(feature = "mcp")]
+pub mod mcp;
 pub mod pg;
 
 use std::io::Write;

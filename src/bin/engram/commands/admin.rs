@@ -68,7 +68,7 @@ pub fn stats(cx: &mut Context<'_>) -> Result<u8, Error> {
             s.scope, s.memories, s.summaries, s.pending
         )?;
     }
-    let at = cx.store.path().display();
+    let at = crate::output::path_shown(cx.store.path());
     match (file_bytes, per) {
         (Some(b), Some(per)) => writeln!(
             cx.out,
@@ -92,11 +92,11 @@ pub fn verify(cx: &mut Context<'_>) -> Result<u8, Error> {
         if r.ok() {
             writeln!(
                 cx.out,
-                "OK: {} scopes, {} memories, {} summaries, {} sessions verified{}.",
-                r.scopes,
-                r.memories,
-                r.summaries,
-                r.sessions,
+                "OK: {}, {}, {}, {} verified{}.",
+                plural(r.scopes as u64, "scope", "scopes"),
+                plural(r.memories, "memory", "memories"),
+                plural(r.summaries, "summary", "summaries"),
+                plural(r.sessions, "session", "sessions"),
                 if r.engine_intact {
                     ""
                 } else {

@@ -47,7 +47,7 @@ pub fn import(cx: &mut Context<'_>, a: &ImportArgs) -> Result<u8, Error> {
             "Imported {} memories and {} summaries from {}",
             src.memories.len(),
             src.summaries.len(),
-            dir.display()
+            crate::output::path_shown(dir)
         )?;
         if src.torn_bytes > 0 {
             write!(
@@ -109,11 +109,10 @@ pub fn export(cx: &mut Context<'_>) -> Result<u8, Error> {
 pub fn copy(cli: &Cli, a: &CopyArgs, out: &mut dyn std::io::Write) -> Result<u8, Error> {
     let opts = cli.options()?;
     let shown = |p: &std::path::Path| match engram::url_of(p) {
-        Some(u) => engram::without_password(u),
-        None => std::path::absolute(p)
-            .unwrap_or_else(|_| p.to_path_buf())
-            .display()
-            .to_string(),
+        Some(u) => engram::text::display_safe(&engram::without_password(u)).into_owned(),
+        None => {
+            crate::output::path_shown(&std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()))
+        }
     };
     let (from, to) = (shown(&a.src), shown(&a.dst));
     if from == to {

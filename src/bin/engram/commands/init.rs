@@ -10,7 +10,7 @@ const INSTRUCTIONS: &str = include_str!("../instructions.md");
 
 /// Says whether the store was created or already existed, then prints the instructions.
 pub fn run(cx: &mut Context<'_>) -> Result<u8, Error> {
-    let path = cx.store.path().display();
+    let path = crate::output::path_shown(cx.store.path());
     if cx.created {
         writeln!(cx.out, "Created engram store at {path}.")?;
     } else {

@@ -360,7 +360,11 @@ fn import_dir(cx: &mut Context<'_>, a: &ImportDirArgs) -> Result<u8, Error> {
         }
         Ok(())
     })?;
-    writeln!(cx.out, "Imported {n} sessions from {}.", dir.display())?;
+    writeln!(
+        cx.out,
+        "Imported {n} sessions from {}.",
+        crate::output::path_shown(dir)
+    )?;
     Ok(0)
 }
 
@@ -392,7 +396,8 @@ fn read_session_file(path: &Path) -> Result<(String, Vec<String>), Error> {
     Ok((id, msgs))
 }
 
-/// Writes every session as `DIR/<id>.json` (each through a temporary file, then renamed);
+/// Writes every session as `DIR/<id>.json` (each through a new file of a random name, then
+/// renamed: [`write_beside`]);
 /// refuses before writing anything if an id could not be a file name inside `DIR`.
 fn export_dir(cx: &mut Context<'_>, a: &ExportDirArgs) -> Result<u8, Error> {
     let dir = &a.dir;
@@ -412,9 +417,7 @@ fn export_dir(cx: &mut Context<'_>, a: &ExportDirArgs) -> Result<u8, Error> {
     let progress = Progress::start(cx.json, Some(ids.len() as u64), "exporting sessions");
     for id in &ids {
         let msgs = cx.store.session_load(id)?.unwrap_or_default();
-        let tmp = dir.join(format!(".{id}.json.tmp"));
-        write_private(&tmp, json_array(&msgs).as_bytes())?;
-        std::fs::rename(&tmp, dir.join(format!("{id}.json")))?;
+        write_beside(dir, &format!("{id}.json"), json_array(&msgs).as_bytes())?;
         progress.inc(1);
     }
     drop(progress);
@@ -422,22 +425,34 @@ fn export_dir(cx: &mut Context<'_>, a: &ExportDirArgs) -> Result<u8, Error> {
         cx.out,
         "Exported {} sessions to {}.",
         ids.len(),
-        dir.display()
+        crate::output::path_shown(dir)
     )?;
     Ok(0)
 }
 
-/// Writes `bytes` to `path` (mode 0600 on Unix) and syncs it.
-fn write_private(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+/// Writes `bytes` as `dir/name`: into a new file of a random name beside it (mode 0600 on Unix,
+/// created exclusively, so that a file or symbolic link planted there is never opened), synced,
+/// then renamed over `name` (which replaces a link there instead of following it).
+fn write_beside(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), Error> {
+    let mut r = [0u8; 8];
+    getrandom::fill(&mut r)
+        .map_err(|e| Error::Io(std::io::Error::other(format!("no randomness: {e}"))))?;
+    let r: String = r.iter().map(|b| format!("{b:02x}")).collect();
+    let tmp = dir.join(format!(".{name}.{r}.tmp"));
     let mut o = std::fs::OpenOptions::new();
-    o.write(true).create(true).truncate(true);
+    o.write(true).create_new(true);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
         o.mode(0o600);
     }
-    let mut f = o.open(path)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    Ok(())
+    let mut f = o.open(&tmp)?;
+    let done = f
+        .write_all(bytes)
+        .and_then(|()| f.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, dir.join(name)));
+    if done.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    Ok(done?)
 }

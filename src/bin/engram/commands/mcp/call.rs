@@ -14,14 +14,17 @@ use crate::cli::Context;
 use crate::commands;
 
 /// The class of an error, as a tool result names it: invalid, conflict, not_found, busy,
-/// corrupt or denied (the CLI's exit codes 2, 1, 3, 4, 5, 6; an id or block past the end of
-/// the log is not_found; a failure of the storage engine corrupt, of the system busy).
+/// corrupt, denied, server or ambiguous (the CLI's exit codes 2, 1, 3, 4, 5, 6, 7, 8; an id or
+/// block past the end of the log is not_found; a failure of the storage engine corrupt, of the
+/// system busy).
 pub fn class(e: &Error) -> &'static str {
     match e {
         Error::Storage(_) => "corrupt",
         Error::Io(_) => "busy",
         Error::Unsupported(_) => "invalid",
         Error::OutOfRange { .. } => "not_found",
+        Error::Server(_) => "server",
+        Error::Ambiguous(_) => "ambiguous",
         e => match e.exit_code() {
             2 => "invalid",
             3 => "not_found",
@@ -34,11 +37,26 @@ pub fn class(e: &Error) -> &'static str {
 }
 
 /// An `isError` result: `class: message` as text, `{error: {class, message}}` as structure.
+/// A message that starts with its class already (`denied: ...`) does not repeat it.
 pub fn error_result(class: &str, message: &str) -> CallToolResult {
-    let message = text::display_safe(message).into_owned();
+    let message = text::display_safe(unlabelled(class, message)).into_owned();
     let mut r = CallToolResult::error(vec![ContentBlock::text(format!("{class}: {message}"))]);
     r.structured_content = Some(json!({"error": {"class": class, "message": message}}));
     r
+}
+
+/// `message` without a leading `class: ` (an error's text may start with its own class).
+fn unlabelled<'a>(class: &str, message: &'a str) -> &'a str {
+    message
+        .strip_prefix(class)
+        .and_then(|m| m.strip_prefix(": "))
+        .unwrap_or(message)
+}
+
+/// `class: message` for an error, the class said once.
+pub fn labelled(e: &Error) -> String {
+    let class = class(e);
+    format!("{class}: {}", unlabelled(class, &e.to_string()))
 }
 
 /// The caller's store handle and whether the caller is the admin.
@@ -133,9 +151,7 @@ fn run_tool(server: &Server, caller: &Caller, name: &str, arguments: Value) -> C
 /// A panic (a damaged file the engine could not report as an error) becomes `corrupt`.
 pub fn run(server: &Server, store: Store, c: Call) -> Result<(u8, String, Option<Value>), Error> {
     let scope = c.scope.unwrap_or_else(|| server.scope.clone());
-    for s in scope.split(',') {
-        engram::validate_scope(s)?;
-    }
+    engram::validate_scopes(&scope)?;
     if scope.contains(',') && !commands::several_scopes(&c.command) {
         return Err(Error::Invalid {
             what: "scope",

@@ -3,10 +3,12 @@
 //! grants decide what it may read and write). No token or an unknown one: 401. A revoked token
 //! is unknown from the next request on: each request looks its hash up in the store. A request
 //! with an `Origin` header that is not allowed (`--allow-origin`): 403, before the token is read.
+//! The listener is [`super::guard`]'s: connections are capped and timed out, and a connection
+//! that sent a valid token here is marked so that it is never shed.
 
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -14,8 +16,14 @@ use engram::Error;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
+use super::guard::{ConnSlot, GuardedListener};
 use super::{Caller, EngramMcp, Server};
 use crate::commands::token::token_hash;
+
+/// The hash of the token a request carried, so that a long-lived subscription can check
+/// before each notification that the token was not revoked since.
+#[derive(Clone, Debug)]
+pub struct TokenHash(pub String);
 
 /// What the middleware needs: the store (for token hashes) and the allowed origins.
 struct Gate {
@@ -38,7 +46,9 @@ pub async fn serve(handler: EngramMcp, addr: &str, origins: &[String]) -> Result
             reason: format!("cannot listen on {addr}: {e}"),
         })?;
     let local = listener.local_addr()?;
+    let listener = GuardedListener::new(listener);
     let ct = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(listener.reaper(ct.child_token()));
     let mut hosts = vec!["localhost".to_string(), "127.0.0.1".into(), "::1".into()];
     hosts.push(local.ip().to_string());
     let config = StreamableHttpServerConfig::default()
@@ -59,12 +69,15 @@ pub async fn serve(handler: EngramMcp, addr: &str, origins: &[String]) -> Result
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(gate, authenticate));
     eprintln!("engram: serving MCP at http://{local}/mcp");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            let _ = tokio::signal::ctrl_c().await;
-            ct.cancel();
-        })
-        .await?;
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<ConnSlot>(),
+    )
+    .with_graceful_shutdown(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        ct.cancel();
+    })
+    .await?;
     Ok(())
 }
 
@@ -78,6 +91,14 @@ fn refuse(status: StatusCode, why: &'static str) -> Response {
         );
     }
     r
+}
+
+/// The token of an `Authorization` value: the scheme `Bearer` in any case (RFC 9110, 11.1),
+/// then blanks, then the token.
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once([' ', '\t'])?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 /// Checks the Origin, then the bearer token; attaches the token's principal as the [`Caller`].
@@ -94,18 +115,23 @@ async fn authenticate(State(gate): State<Arc<Gate>>, mut req: Request, next: Nex
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(|t| t.trim().to_string());
+        .and_then(bearer)
+        .map(str::to_string);
     let Some(token) = token else {
         return refuse(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
     };
     let server = Arc::clone(&gate.server);
+    let hash = token_hash(&token);
+    let looked_up = hash.clone();
     let found =
-        tokio::task::spawn_blocking(move || server.store()?.token_principal(&token_hash(&token)))
-            .await;
+        tokio::task::spawn_blocking(move || server.store()?.token_principal(&looked_up)).await;
     match found {
         Ok(Ok(Some(principal))) => {
+            if let Some(ConnectInfo(conn)) = req.extensions().get::<ConnectInfo<ConnSlot>>() {
+                conn.authenticated();
+            }
             req.extensions_mut().insert(Caller(Some(principal)));
+            req.extensions_mut().insert(TokenHash(hash));
             next.run(req).await
         }
         Ok(Ok(None)) => refuse(StatusCode::UNAUTHORIZED, "unknown or revoked token\n"),

@@ -3,13 +3,16 @@
 //! ([`args`]) on the shared store, with the text of its lines as the result's content and its
 //! `--json` value as the structured content. [`tools`] lists the tools, [`call`] runs one,
 //! [`resources`] serves resources, prompts and the instructions, [`subscribe`] the wake
-//! resources' subscriptions, [`http`] the HTTP transport and its bearer tokens. See
+//! resources' subscriptions, [`http`] the HTTP transport and its bearer tokens, [`guard`] its
+//! connection limits and timeouts, [`stdio`] the stdio transport and its message limit. See
 //! docs/mcp.md.
 
 mod args;
 mod call;
+mod guard;
 mod http;
 mod resources;
+mod stdio;
 mod subscribe;
 mod tools;
 
@@ -26,7 +29,7 @@ use rmcp::model::{
     UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
-use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 
 pub use tools::Group;
 
@@ -110,6 +113,24 @@ impl EngramMcp {
         match from_http {
             Some(c) => c.clone(),
             None => Caller(self.0.principal.clone()),
+        }
+    }
+
+    /// Who subscribes with this request: the caller, its token's hash and its session.
+    fn subscriber(&self, ctx: &RequestContext<RoleServer>) -> subscribe::Subscriber {
+        let parts = ctx.extensions.get::<axum::http::request::Parts>();
+        let token = parts
+            .and_then(|p| p.extensions.get::<http::TokenHash>())
+            .map(|t| t.0.clone());
+        let session = parts
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        subscribe::Subscriber {
+            caller: self.caller(ctx),
+            token,
+            session,
         }
     }
 
@@ -230,7 +251,8 @@ impl ServerHandler for EngramMcp {
                 None,
             ));
         }
-        subscribe::subscribe_legacy(&self.0.updates, r.uri, ctx.peer);
+        let who = self.subscriber(&ctx);
+        subscribe::subscribe_legacy(&self.0, who, r.uri, ctx.peer);
         Ok(())
     }
 
@@ -238,9 +260,9 @@ impl ServerHandler for EngramMcp {
     async fn unsubscribe(
         &self,
         r: UnsubscribeRequestParams,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.0.updates.unsubscribe(&r.uri);
+        self.0.updates.unsubscribe(&self.subscriber(&ctx), &r.uri);
         Ok(())
     }
 
@@ -252,7 +274,8 @@ impl ServerHandler for EngramMcp {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
-        let caller = self.caller(context.request_context());
+        let who = self.subscriber(context.request_context());
+        let caller = who.caller.clone();
         let uris = context
             .accepted()
             .resource_subscriptions
@@ -265,7 +288,7 @@ impl ServerHandler for EngramMcp {
                     .collect::<Vec<_>>()
             })
             .await?;
-        subscribe::listen(&self.0.updates, context, readable).await;
+        subscribe::listen(&self.0, who, context, readable).await;
         Ok(())
     }
 
@@ -323,21 +346,8 @@ pub fn serve(
     rt.block_on(async move {
         match &a.http {
             Some(addr) => http::serve(handler, addr, &a.allow_origin).await,
-            None => stdio(handler).await,
+            None => stdio::serve(handler).await,
         }
     })?;
     Ok(0)
-}
-
-/// Serves one client over stdin and stdout until it goes away.
-async fn stdio(handler: EngramMcp) -> Result<(), Error> {
-    let running = handler
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| Error::Io(std::io::Error::other(e.to_string())))?;
-    running
-        .waiting()
-        .await
-        .map_err(|e| Error::Io(std::io::Error::other(e.to_string())))?;
-    Ok(())
 }

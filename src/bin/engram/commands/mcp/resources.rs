@@ -12,7 +12,7 @@ use rmcp::model::{
 use rmcp::ErrorData as McpError;
 
 use super::args::{self, Call};
-use super::call::{class, run};
+use super::call::{class, labelled, run};
 use super::{Caller, Server};
 use crate::commands::session::ItemsArgs;
 use crate::commands::{inspect, tree, wake, Command};
@@ -134,11 +134,11 @@ pub fn read(server: &Server, caller: &Caller, uri: &str) -> Result<ReadResourceR
         parse_uri(server, uri).ok_or_else(|| not_found(format!("no resource {uri}")))?;
     let store = server
         .store()
-        .map_err(|e| McpError::internal_error(format!("{}: {e}", class(&e)), None))?
+        .map_err(|e| McpError::internal_error(labelled(&e), None))?
         .as_principal(caller.0.as_deref());
     let (code, out, captured) = run(server, store, c).map_err(|e| match class(&e) {
-        "invalid" | "not_found" | "denied" => not_found(format!("{}: {e}", class(&e))),
-        k => McpError::internal_error(format!("{k}: {e}"), None),
+        "invalid" | "not_found" | "denied" => not_found(labelled(&e)),
+        _ => McpError::internal_error(labelled(&e), None),
     })?;
     if code != 0 && code != 5 {
         return Err(not_found(out.trim().to_string()));
@@ -245,7 +245,7 @@ fn verb_text(server: &Server, caller: &Caller, c: Call) -> Result<String, McpErr
         let store = server.store()?.as_principal(caller.0.as_deref());
         Ok(run(server, store, c)?.1)
     };
-    go().map_err(|e| McpError::invalid_params(format!("{}: {e}", class(&e)), None))
+    go().map_err(|e| McpError::invalid_params(labelled(&e), None))
 }
 
 /// How to write a good note.

@@ -2,10 +2,13 @@
 //! process changes a scope, each subscriber to that scope's wake gets
 //! `notifications/resources/updated`. Both eras: `resources/subscribe` (before 2026-07-28) and
 //! `subscriptions/listen` (2026-07-28). Writes of other processes are not seen (no polling).
-//! Only a caller who may read the scope may subscribe to it.
+//! Only a caller who may read the scope may subscribe to it, and before every notification the
+//! subscriber is checked again: a revoked token ends the subscription, a revoked grant stops the
+//! notifications of that scope. A legacy subscription belongs to its session and principal: an
+//! `unsubscribe` ends only the caller's own.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use engram::{Access, Error};
 use rmcp::model::{ResourceUpdatedNotificationParam, SubscriptionFilter};
@@ -16,10 +19,25 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Caller, Server};
 
+/// Who subscribes: the caller, the hash of the token it used (HTTP) and its session
+/// (`Mcp-Session-Id`; empty over stdio, where one process serves one client).
+#[derive(Clone, Debug)]
+pub struct Subscriber {
+    /// Who the subscriber acts as.
+    pub caller: Caller,
+    /// The hash of its bearer token, checked again before each notification.
+    pub token: Option<String>,
+    /// Its MCP session.
+    pub session: String,
+}
+
+/// What a legacy subscription is keyed by: session, principal, URI.
+type Key = (String, Option<String>, String);
+
 /// The scopes written by this process, as they are written, and the open legacy subscriptions.
 pub struct Updates {
     written: broadcast::Sender<String>,
-    legacy: Mutex<HashMap<String, CancellationToken>>,
+    legacy: Mutex<HashMap<Key, CancellationToken>>,
 }
 
 impl Default for Updates {
@@ -48,14 +66,36 @@ impl Updates {
         let _ = self.written.send(wake_uri(scope));
     }
 
-    /// Ends the legacy subscriptions of this process to `uri`.
-    pub fn unsubscribe(&self, uri: &str) {
+    /// Ends the subscriber's own legacy subscription to `uri` (no one else's).
+    pub fn unsubscribe(&self, who: &Subscriber, uri: &str) {
         if let Ok(mut m) = self.legacy.lock() {
-            if let Some(t) = m.remove(uri) {
+            if let Some(t) = m.remove(&key(who, uri)) {
                 t.cancel();
             }
         }
     }
+}
+
+/// The key of a legacy subscription.
+fn key(who: &Subscriber, uri: &str) -> Key {
+    (who.session.clone(), who.caller.0.clone(), uri.to_string())
+}
+
+/// Whether the subscriber may still hear of `uri`: its token (if any) still names its principal,
+/// and that principal may still read the scope.
+async fn still_allowed(server: &Arc<Server>, who: &Subscriber, uri: &str) -> bool {
+    let (server, who, uri) = (Arc::clone(server), who.clone(), uri.to_string());
+    tokio::task::spawn_blocking(move || {
+        if let Some(hash) = &who.token {
+            let now = server.store().and_then(|s| s.token_principal(hash));
+            if !matches!(now, Ok(Some(p)) if Some(&p) == who.caller.0.as_ref()) {
+                return false;
+            }
+        }
+        matches!(may_subscribe(&server, &who.caller, &uri), Ok(true))
+    })
+    .await
+    .unwrap_or(false)
 }
 
 /// Whether the caller may subscribe to `uri`: a wake resource of a scope it may read.
@@ -68,12 +108,18 @@ pub fn may_subscribe(server: &Server, caller: &Caller, uri: &str) -> Result<bool
     store.read(|r| r.may(Access::Read, scope))
 }
 
-/// A legacy subscription (`resources/subscribe`): notifies `peer` until it is gone or
-/// unsubscribes.
-pub fn subscribe_legacy(updates: &Updates, uri: String, peer: Peer<RoleServer>) {
+/// A legacy subscription (`resources/subscribe`): notifies `peer` until it is gone,
+/// unsubscribes, or may no longer read the scope.
+pub fn subscribe_legacy(
+    server: &Arc<Server>,
+    who: Subscriber,
+    uri: String,
+    peer: Peer<RoleServer>,
+) {
+    let updates = &server.updates;
     let stop = CancellationToken::new();
     if let Ok(mut m) = updates.legacy.lock() {
-        let token = m.entry(uri.clone()).or_default();
+        let token = m.entry(key(&who, &uri)).or_default();
         if token.is_cancelled() {
             *token = CancellationToken::new();
         }
@@ -85,12 +131,16 @@ pub fn subscribe_legacy(updates: &Updates, uri: String, peer: Peer<RoleServer>) 
         });
     }
     let mut rx = updates.written.subscribe();
+    let server = Arc::clone(server);
     tokio::spawn(async move {
         loop {
             tokio::select! {
                 _ = stop.cancelled() => break,
                 got = rx.recv() => match got {
                     Ok(u) if u == uri => {
+                        if !still_allowed(&server, &who, &uri).await {
+                            break;
+                        }
                         let p = ResourceUpdatedNotificationParam::new(uri.clone());
                         if peer.notify_resource_updated(p).await.is_err() {
                             break;
@@ -119,20 +169,29 @@ pub fn accepted(requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
 }
 
 /// Runs one `subscriptions/listen` stream until the client cancels it; `readable` are the
-/// accepted URIs the caller may read (the others are never notified).
-pub async fn listen(updates: &Updates, context: SubscriptionContext, readable: Vec<String>) {
-    let mut rx = updates.written.subscribe();
+/// accepted URIs the caller may read (the others are never notified). Each notification is
+/// checked again first: a URI the subscriber may no longer read is dropped from the stream.
+pub async fn listen(
+    server: &Arc<Server>,
+    who: Subscriber,
+    context: SubscriptionContext,
+    mut readable: Vec<String>,
+) {
+    let mut rx = server.updates.written.subscribe();
     loop {
         tokio::select! {
             _ = context.cancelled() => break,
             got = rx.recv() => match got {
-                Ok(uri) => {
-                    if readable.contains(&uri)
-                        && context.sink().notify_resource_updated(uri).await.is_err()
-                    {
+                Ok(uri) if readable.contains(&uri) => {
+                    if !still_allowed(server, &who, &uri).await {
+                        readable.retain(|u| *u != uri);
+                        continue;
+                    }
+                    if context.sink().notify_resource_updated(uri).await.is_err() {
                         break;
                     }
                 }
+                Ok(_) => {}
                 Err(broadcast::error::RecvError::Lagged(_)) => {}
                 Err(broadcast::error::RecvError::Closed) => break,
             },

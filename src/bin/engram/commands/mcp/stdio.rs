@@ -1,0 +1,137 @@
+//! The stdio transport with a bound on each message: a line over [`MAX_MESSAGE_BYTES`] is never
+//! handed to rmcp (which would drop it without a word, leaving the client waiting forever); it
+//! is answered with a JSON-RPC error carrying the request's id (read from the line's start) and
+//! noted on stderr, and the server goes on with the next line. Everything else passes through
+//! unchanged: stdin to rmcp through one pipe, rmcp's lines and the refusals to stdout through
+//! one writer, so that they never interleave.
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
+use tokio::sync::mpsc;
+
+use engram::Error;
+use rmcp::ServiceExt;
+
+use super::EngramMcp;
+
+/// The most bytes one message (one line) may take, as over HTTP.
+pub const MAX_MESSAGE_BYTES: usize = 4 << 20;
+
+/// How much of a refused line is kept to find its id.
+const HEAD_BYTES: usize = 4096;
+
+/// Serves one client over stdin and stdout until it goes away.
+pub async fn serve(handler: EngramMcp) -> Result<(), Error> {
+    let (to_rmcp, rmcp_in) = tokio::io::duplex(64 << 10);
+    let (rmcp_out, from_rmcp) = tokio::io::duplex(64 << 10);
+    let (refusals, refused) = mpsc::unbounded_channel();
+    let reader = tokio::spawn(pump_in(tokio::io::stdin(), to_rmcp, refusals));
+    let writer = tokio::spawn(pump_out(from_rmcp, refused, tokio::io::stdout()));
+    let io = |e: String| Error::Io(std::io::Error::other(e));
+    let running = handler
+        .serve((rmcp_in, rmcp_out))
+        .await
+        .map_err(|e| io(e.to_string()))?;
+    let waited = running.waiting().await.map_err(|e| io(e.to_string()));
+    reader.abort();
+    let _ = writer.await;
+    waited.map(|_| ())
+}
+
+/// Copies stdin to rmcp line by line; a line over the limit becomes a refusal instead.
+async fn pump_in(
+    input: impl AsyncRead + Unpin,
+    mut to: DuplexStream,
+    refusals: mpsc::UnboundedSender<String>,
+) {
+    let mut r = BufReader::with_capacity(64 << 10, input);
+    let mut line = Vec::new();
+    let mut over = false;
+    while let Ok(buf) = r.fill_buf().await {
+        if buf.is_empty() {
+            break;
+        }
+        let end = buf.iter().position(|&b| b == b'\n');
+        let chunk = &buf[..end.map_or(buf.len(), |i| i + 1)];
+        if !over && line.len() + chunk.len() > MAX_MESSAGE_BYTES + 1 {
+            over = true;
+            line.extend_from_slice(&chunk[..chunk.len().min(HEAD_BYTES)]);
+            line.truncate(HEAD_BYTES);
+        } else if !over {
+            line.extend_from_slice(chunk);
+        }
+        let n = chunk.len();
+        r.consume(n);
+        if end.is_some() {
+            if over {
+                let _ = refusals.send(refusal(&line));
+            } else if to.write_all(&line).await.is_err() {
+                break;
+            }
+            line.clear();
+            over = false;
+        }
+    }
+    if !over && !line.is_empty() {
+        let _ = to.write_all(&line).await;
+    }
+}
+
+/// Writes rmcp's lines and the refusals to stdout, each whole, until both are done.
+async fn pump_out(
+    from: DuplexStream,
+    mut refused: mpsc::UnboundedReceiver<String>,
+    mut out: impl AsyncWrite + Unpin,
+) {
+    let mut r = BufReader::new(from);
+    let mut buf = Vec::new();
+    let (mut rmcp_open, mut refusals_open) = (true, true);
+    while rmcp_open || refusals_open {
+        tokio::select! {
+            n = r.read_until(b'\n', &mut buf), if rmcp_open => match n {
+                Ok(n) if n > 0 => {
+                    if out.write_all(&buf).await.is_err() || out.flush().await.is_err() {
+                        return;
+                    }
+                    buf.clear();
+                }
+                _ => rmcp_open = false,
+            },
+            m = refused.recv(), if refusals_open => match m {
+                Some(m) => {
+                    let line = format!("{m}\n");
+                    if out.write_all(line.as_bytes()).await.is_err() || out.flush().await.is_err() {
+                        return;
+                    }
+                }
+                None => refusals_open = false,
+            },
+        }
+    }
+}
+
+/// The JSON-RPC error for a line over the limit, with the id found at its start (or null).
+fn refusal(head: &[u8]) -> String {
+    eprintln!("engram: refused an MCP message of more than {MAX_MESSAGE_BYTES} bytes");
+    let id = id_of(&String::from_utf8_lossy(head)).unwrap_or(serde_json::Value::Null);
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message": format!(
+        "the message takes more than {MAX_MESSAGE_BYTES} bytes, this server's limit; send less (docs/security.md)"
+    )}})
+    .to_string()
+}
+
+/// The `"id"` of a JSON-RPC message from the start of its text: a number or a string that
+/// comes before `"params"`, as clients write them.
+fn id_of(head: &str) -> Option<serde_json::Value> {
+    let before = head.split("\"params\"").next()?;
+    let (_, rest) = before.split_once("\"id\"")?;
+    let rest = rest.trim_start().strip_prefix(':')?.trim_start();
+    if let Some(s) = rest.strip_prefix('"') {
+        let end = s.find('"')?;
+        return Some(serde_json::Value::String(s.get(..end)?.to_string()));
+    }
+    let digits: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '-')
+        .collect();
+    digits.parse::<i64>().ok().map(serde_json::Value::from)
+}

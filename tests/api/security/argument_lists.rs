@@ -1,0 +1,33 @@
+//! Every list a client can send is bounded (issue 27, point 4): more than `MAX_SCOPES` named
+//! scopes, or a note that supersedes or conflicts with more than `MAX_LINKS` memories, is
+//! refused before anything is read or written; the limits themselves are accepted.
+
+use engram::text::MAX_SCOPES;
+use engram::MAX_LINKS;
+use engram::{validate_scopes, Error, NewMemory, Store};
+
+#[test]
+fn more_scopes_than_the_limit_are_refused() {
+    let at: Vec<String> = (0..MAX_SCOPES).map(|i| format!("s{i}")).collect();
+    assert!(validate_scopes(&at.join(",")).is_ok());
+    let over: Vec<String> = (0..200_000).map(|i| format!("s{i}")).collect();
+    let err = validate_scopes(&over.join(",")).unwrap_err();
+    assert!(matches!(err, Error::Invalid { .. }), "{err:?}");
+}
+
+#[test]
+fn a_note_with_too_many_links_is_refused_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::create(crate::backend::location(dir.path(), "t.redb")).unwrap();
+    let many: Vec<NewMemory> = (0..100).map(|i| NewMemory::new(format!("m{i}"))).collect();
+    s.append("u", many, None).unwrap();
+    let ids: Vec<u64> = (0..100).collect();
+    let over = NewMemory::new("supersedes a hundred")
+        .supersedes(ids[..MAX_LINKS].to_vec())
+        .conflicts_with(vec![99]);
+    let err = s.note("u", over).unwrap_err();
+    assert!(matches!(err, Error::Invalid { .. }), "{err:?}");
+    assert_eq!(s.read(|r| r.count("u")).unwrap(), 100);
+    let at = NewMemory::new("supersedes the limit").supersedes(ids[..MAX_LINKS].to_vec());
+    assert_eq!(s.note("u", at).unwrap(), 100);
+}
