@@ -64,20 +64,24 @@ mod storage;
 mod trust;
 mod verify;
 
-pub use domain::block::Block;
-pub use domain::claims::{parse_claims, uncited};
+pub use domain::block::{Block, InvalidBlock};
+pub use domain::claims::{parse_claims, uncited, Claim};
 pub use domain::json::{check_depth, nesting_depth, MAX_JSON_DEPTH};
 pub use domain::record::{BuiltFrom, Kind, Memory, Node, Status, Summary};
 /// The text rules engram applies: what a memory may hold, display-safe output, dates.
 pub use domain::text;
 pub use domain::text::{validate_key, validate_scope, validate_scopes};
 pub use error::{Error, Result};
-pub use import::{parse_dated_lines, read_bounded, read_file, read_optmem, MAX_INPUT_BYTES};
+pub use import::copy::Copied;
+pub use import::{
+    parse_dated_lines, read_bounded, read_file, read_optmem, ExportLine, ImportSummary,
+    OptMemStore, MAX_INPUT_BYTES,
+};
 pub use memory::lifecycle::{marked_line, Decision, Event, EventKind, MemoryState, TOMBSTONE};
 pub use memory::log::memory_line;
 pub use memory::note::{Appended, NewMemory, Noted, NotedSeen, MAX_LINKS};
-pub use memory::recall::{compile_pattern, compile_query, Recall, RecallQuery, MAX_WORDS};
-pub use memory::tree::{summary_line, MergePrompt, NapOutcome, PromptInput, ZoomEntry};
+pub use memory::recall::{compile_pattern, compile_query, Query, Recall, RecallQuery, MAX_WORDS};
+pub use memory::tree::{summary_line, MergePrompt, NapOutcome, PromptInput, Why, ZoomEntry};
 pub use memory::wake::{cover, reference_cover, Cover, WakeItem, WakeOptions, WakeView};
 /// The storage engine, re-exported so that custom backends (`redb::StorageBackend`) match its version.
 pub use redb;
@@ -92,10 +96,12 @@ pub use storage::pg::url::{url_of, without_password};
 pub use storage::redb::tail::TailRepair;
 pub use storage::store::{Store, DEFAULT_SCOPE};
 pub use storage::txn::{ReadTxn, ScopeStats, WriteTxn};
+pub use trust::audit::AuditEntry;
 pub use trust::grants::Grant;
 pub use trust::policy::{
-    looks_like_secret, reads_as_instructions, INSTRUCTION_PATTERNS, SECRET_PATTERNS,
+    looks_like_secret, reads_as_instructions, Policy, INSTRUCTION_PATTERNS, SECRET_PATTERNS,
 };
+pub use trust::tokens::TokenInfo;
 pub use verify::Report;
 
 /// The on-disk format, for tools and tests that read a store's bytes below the API: the tables

@@ -21,7 +21,7 @@ pub(crate) fn is_forbidden_format(c: char) -> bool {
 /// no bidirectional override.
 ///
 /// ```
-/// use engram::domain::text::validate_line;
+/// use engram::text::validate_line;
 /// assert!(validate_line("the build uses cargo nextest", 280).is_ok());
 /// assert!(validate_line("two\nlines", 280).is_err());
 /// assert!(validate_line("sep\u{2028}arated", 280).is_err());
@@ -156,7 +156,7 @@ pub fn rfc3339_of(us: i64) -> String {
 /// Parses `YYYY-MM-DD` (midnight UTC) or an RFC 3339 timestamp into microseconds.
 ///
 /// ```
-/// use engram::domain::text::parse_time;
+/// use engram::text::parse_time;
 /// assert_eq!(parse_time("1970-01-02").unwrap(), 86_400_000_000);
 /// assert!(parse_time("2024-02-30").is_err());
 /// ```

@@ -182,7 +182,7 @@ fn cover_impl(
 /// memories), never refuses; with every summary present it equals [`reference_cover`].
 ///
 /// ```
-/// use engram::memory::wake::cover;
+/// use engram::cover;
 /// let c = cover(10, 4, &mut |_| Ok(true)).unwrap();
 /// let s: Vec<String> = c.blocks.iter().map(|b| b.to_string()).collect();
 /// assert_eq!(s, ["0-3", "4-7", "#8", "#9"]);

@@ -42,3 +42,4 @@ mod subscriptions;
 #[cfg(feature = "mcp")]
 mod token;
 mod trust;
+mod url_secrets;

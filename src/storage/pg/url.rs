@@ -10,13 +10,26 @@ pub fn url_of(path: &Path) -> Option<&str> {
         .filter(|s| s.starts_with("postgresql://") || s.starts_with("postgres://"))
 }
 
-/// A server URL as it may be shown: without the password of its user info, if it has one.
+/// Query parameters that carry a secret, dropped from a shown URL (libpq's names).
+const SECRET_PARAMS: [&str; 2] = ["password", "sslpassword"];
+
+/// A server URL as it may be shown: its parts rebuilt one by one, with the password of its user
+/// info and every secret query parameter (`password`, `sslpassword`) left out, however the
+/// password is written (with `/` or `?` in it).
 ///
 /// ```
-/// use engram::storage::store::without_password;
+/// use engram::without_password;
 /// assert_eq!(
 ///     without_password("postgresql://ann:secret@db.example:5432/mem?schema=team"),
 ///     "postgresql://ann@db.example:5432/mem?schema=team"
+/// );
+/// assert_eq!(
+///     without_password("postgresql://adv:pa/ss@127.0.0.1:5432/postgres?schema=s"),
+///     "postgresql://adv@127.0.0.1:5432/postgres?schema=s"
+/// );
+/// assert_eq!(
+///     without_password("postgresql://postgres@h/db?schema=q&password=S3cret!&sslpassword=k"),
+///     "postgresql://postgres@h/db?schema=q"
 /// );
 /// assert_eq!(without_password("/home/ann/.engram/memory.redb"), "/home/ann/.engram/memory.redb");
 /// ```
@@ -24,12 +37,29 @@ pub fn without_password(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let Some(at) = authority.rfind('@') else {
-        return url.to_string();
+    // The user info ends at the first `@`, as the connection's own parser (tokio-postgres)
+    // reads it: a password may hold `/`, `?` or `:`, and an `@` in it must be percent-encoded.
+    let (user, after) = match rest.split_once('@') {
+        Some((info, after)) => (format!("{}@", info.split(':').next().unwrap_or("")), after),
+        None => (String::new(), rest),
     };
-    let (userinfo, hosts) = authority.split_at(at);
-    let user = userinfo.split(':').next().unwrap_or("");
-    format!("{scheme}://{user}{hosts}{tail}")
+    let (head, query) = match after.split_once('?') {
+        Some((h, q)) => (h, Some(q)),
+        None => (after, None),
+    };
+    let mut out = format!("{scheme}://{user}{head}");
+    if let Some(q) = query {
+        let kept: Vec<&str> = q
+            .split('&')
+            .filter(|kv| {
+                let key = kv.split('=').next().unwrap_or("");
+                !SECRET_PARAMS.iter().any(|s| key.eq_ignore_ascii_case(s))
+            })
+            .collect();
+        if !kept.is_empty() {
+            out.push('?');
+            out.push_str(&kept.join("&"));
+        }
+    }
+    out
 }
