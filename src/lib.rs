@@ -63,6 +63,7 @@ pub use error::{Error, Result};
 pub use memory::log::memory_line;
 pub use memory::note::{Appended, NewMemory};
 pub use memory::recall::{compile_pattern, Recall, RecallQuery};
+pub use memory::search::{Hit, RankParams, SearchMode, SearchQuery, SearchResult};
 pub use memory::tree::{summary_line, MergePrompt, NapOutcome, PromptInput, ZoomEntry};
 pub use memory::wake::{WakeItem, WakeOptions, WakeView};
 /// The storage engine, re-exported so that custom backends (`redb::StorageBackend`) match its version.

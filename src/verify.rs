@@ -257,6 +257,8 @@ impl Store {
             }
 
             crate::session::verify_sessions(r, &mut problem, &mut report.sessions)?;
+            let indexed = scopes.values().map(|(n, m)| (n.as_str(), m.id, m.count));
+            crate::storage::index::build::check_all(kv, indexed, &mut problem)?;
             IDEMPOTENCY.each(kv, .., |(sid, key), v| {
                 match decode::<IdemEntry>("idempotency", &key, v) {
                     Ok(e) => {

@@ -240,6 +240,12 @@ impl WriteTxn<'_> {
                 level += 1;
             }
         }
+        crate::storage::index::write::add_memories(
+            &mut self.tx,
+            meta.id,
+            first,
+            items.iter().map(|m| m.text.as_str()),
+        )?;
         let count = items.len() as u64;
         meta.count += count;
         meta.pending += added_pending;

@@ -9,7 +9,7 @@ use std::ops::{Bound, ControlFlow};
 
 use crate::error::Result;
 
-/// The 19 tables of [`crate::storage::schema`]; each backend maps an id to its own table.
+/// The 22 tables of [`crate::storage::schema`]; each backend maps an id to its own table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[allow(missing_docs)]
 pub enum TableId {
@@ -32,11 +32,14 @@ pub enum TableId {
     Claims,
     Audit,
     Tokens,
+    SearchTail,
+    SearchPostings,
+    Vectors,
 }
 
 impl TableId {
     /// Every table, in the order of [`crate::storage::schema::TABLE_NAMES`].
-    pub const ALL: [TableId; 19] = [
+    pub const ALL: [TableId; 22] = [
         TableId::Meta,
         TableId::Config,
         TableId::Scopes,
@@ -56,6 +59,9 @@ impl TableId {
         TableId::Claims,
         TableId::Audit,
         TableId::Tokens,
+        TableId::SearchTail,
+        TableId::SearchPostings,
+        TableId::Vectors,
     ];
 
     /// The table's name in the file (and in errors).
@@ -80,6 +86,9 @@ impl TableId {
             TableId::Claims => "claims",
             TableId::Audit => "audit",
             TableId::Tokens => "tokens",
+            TableId::SearchTail => "search_tail",
+            TableId::SearchPostings => "search_postings",
+            TableId::Vectors => "vectors",
         }
     }
 

@@ -12,6 +12,7 @@ pub mod backend;
 pub mod codec;
 pub mod config;
 pub(crate) mod group;
+pub mod index;
 pub mod keys;
 pub mod kv;
 #[cfg(feature = "postgres")]

@@ -53,8 +53,19 @@ pub const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
 /// digits) -> the principal it authenticates, who added it, when. The token itself is never stored.
 pub const TOKENS: TableDefinition<&str, &[u8]> = TableDefinition::new("tokens");
 
+/// The ranked-search index, its recent documents: (scope id, document) -> the document's terms
+/// and length; (scope id, `u64::MAX`) -> the scope's index statistics. See docs/design.md.
+pub const SEARCH_TAIL: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new("search_tail");
+/// The ranked-search index, folded: (scope id, term, first document) -> a block of postings.
+pub const SEARCH_POSTINGS: TableDefinition<(u32, &str, u64), &[u8]> =
+    TableDefinition::new("search_postings");
+/// Embeddings: (scope id, memory id) -> the vector; (scope id, `u64::MAX`) -> the dimension.
+pub const VECTORS: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new("vectors");
+
 /// The store format this build writes (the `format` entry of [`META`]).
-pub const STORE_FORMAT: u32 = 1;
+/// Format 2 adds the search index ([`SEARCH_TAIL`], [`SEARCH_POSTINGS`]) and [`VECTORS`], which
+/// every write keeps: an older engram refuses the store rather than write past its index.
+pub const STORE_FORMAT: u32 = 2;
 
 /// Names of all tables, for verify and docs.
 pub const TABLE_NAMES: &[&str] = &[
@@ -77,4 +88,7 @@ pub const TABLE_NAMES: &[&str] = &[
     "claims",
     "audit",
     "tokens",
+    "search_tail",
+    "search_postings",
+    "vectors",
 ];

@@ -511,7 +511,7 @@ impl Store {
             _ => store.read(|r| tables::META.get(&r.tx, "format"))?,
         };
         if let Some(v) = format {
-            check_format_value(&v)?;
+            store.upgrade(check_format_value(&v)?)?;
             Ok(store)
         } else if create {
             let mut store = Self::initialize(store)?;
@@ -669,8 +669,15 @@ impl Store {
             #[cfg(feature = "postgres")]
             Backend::Server(_) => return Ok(()),
         };
-        let missing = engine.guard("reading the store header", |db| self.read_format(db))?;
-        if missing {
+        let (missing, format) =
+            engine.guard("reading the store header", |db| self.read_format(db))?;
+        // A read-only handle reads a format-1 store as it is (without the search tables, which
+        // only search needs); its next read-write open adds them and builds the index.
+        let only_index = format < STORE_FORMAT
+            && missing
+                .iter()
+                .all(|t| crate::storage::index::TABLES.contains(t));
+        if !missing.is_empty() && !(self.opts.read_only && only_index) {
             if self.opts.read_only {
                 return Err(Error::ReadOnly(
                     "it lacks tables that this engram adds on its first read-write open".into(),
@@ -678,11 +685,32 @@ impl Store {
             }
             self.write(|tx| tx.ensure_tables())?;
         }
+        self.upgrade(format)
+    }
+
+    /// Builds the search index of a store of an older format (format 1) from its log and tree
+    /// and marks it format 2, in one write transaction; a read-only handle leaves the store as
+    /// it is (search then asks for `engram reindex`).
+    fn upgrade(&self, format: u32) -> Result<()> {
+        if format < STORE_FORMAT && !self.opts.read_only {
+            self.write(|tx| {
+                // Another process may have upgraded it since this one read the format.
+                let now = match tables::META.get_for_update(&mut tx.tx, "format")? {
+                    Some(v) => decode::<u32>("meta", &"format", &v)?,
+                    None => format,
+                };
+                if now < STORE_FORMAT {
+                    crate::storage::index::build::rebuild_all(&mut tx.tx, &mut |_, _| {})?;
+                }
+                Ok(())
+            })?;
+        }
         Ok(())
     }
 
-    /// Checks the format number; returns whether tables of a newer engram are missing.
-    fn read_format(&self, db: &Db) -> Result<bool> {
+    /// Checks the format number; returns the tables of this engram that the file lacks, and
+    /// the format.
+    fn read_format(&self, db: &Db) -> Result<(Vec<&'static str>, u32)> {
         let rtx = db.begin_read()?;
         let meta = match rtx.open_table(META) {
             Ok(t) => t,
@@ -716,11 +744,19 @@ impl Store {
                 self.path.display()
             )));
         };
-        check_format_value(v.value())?;
+        let format = check_format_value(v.value())?;
         drop(v);
         drop(meta);
-        let tables = rtx.list_tables()?.count();
-        Ok(schema::TABLE_NAMES.len() > tables)
+        let have: Vec<String> = rtx
+            .list_tables()?
+            .map(|t| redb::TableHandle::name(&t).to_string())
+            .collect();
+        let missing = schema::TABLE_NAMES
+            .iter()
+            .copied()
+            .filter(|n| !have.iter().any(|h| h == n))
+            .collect();
+        Ok((missing, format))
     }
 
     /// Another handle to the same open store that acts as `principal` (`None`: the admin).
@@ -1000,14 +1036,14 @@ fn open_bounded(opts: &Options, path: &Path) -> Result<Db> {
 }
 
 /// Checks a store's `meta.format` value: a newer format than this build's is refused.
-fn check_format_value(v: &[u8]) -> Result<()> {
+fn check_format_value(v: &[u8]) -> Result<u32> {
     let format: u32 = decode("meta", &"format", v)?;
     if format > STORE_FORMAT {
         return Err(Error::Unsupported(format!(
             "store format {format} is newer than this engram (format {STORE_FORMAT}); upgrade engram"
         )));
     }
-    Ok(())
+    Ok(format)
 }
 
 /// A panic inside the storage engine, which redb may raise on a damaged file, as a typed error.

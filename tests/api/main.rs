@@ -25,6 +25,10 @@ mod crash {
     mod torn_tail;
 }
 
+mod search {
+    mod behaviour;
+}
+
 mod session {
     mod contract;
     mod model;
