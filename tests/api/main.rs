@@ -27,6 +27,7 @@ mod crash {
 
 mod search {
     mod behaviour;
+    mod index_props;
 }
 
 mod session {
