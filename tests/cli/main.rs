@@ -20,6 +20,7 @@ mod race;
 mod reads;
 mod recall_paging;
 mod run_lines;
+mod search;
 mod session;
 mod session_damage;
 mod session_processes;

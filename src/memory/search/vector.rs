@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::ops::ControlFlow;
 
+use crate::domain::record::ScopeMeta;
 use crate::error::{Error, Result};
 use crate::memory::search::score::Scored;
 use crate::storage::codec::{decode, encode};
@@ -131,31 +132,42 @@ pub fn fuse(lex: &HashMap<u64, Scored>, near: &[(u64, f64)], k: f64) -> HashMap<
     out
 }
 
+/// An embedding as [`crate::NewMemory`] carries it: compared bit for bit, so that it is `Eq`.
+#[derive(Debug, Clone, Default)]
+pub struct Embedding(pub Vec<f32>);
+
+impl PartialEq for Embedding {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.len() == other.0.len() && self.0.iter().zip(&other.0).all(|(a, b)| a.to_bits() == b.to_bits())
+    }
+}
+
+impl Eq for Embedding {}
+
+/// Stores `v` as memory `id`'s vector in scope `meta` (named `scope`), checking it and the
+/// scope's dimension (fixed by its first vector).
+pub(crate) fn put(tx: &mut WriteTxn<'_>, meta: &ScopeMeta, scope: &str, id: u64, v: &[f32]) -> Result<()> {
+    validate(v)?;
+    match dimension(&tx.tx, meta.id)? {
+        Some(d) if d as usize != v.len() => {
+            return Err(Error::invalid(
+                "vector",
+                format!("it has {} numbers; scope {scope:?} holds vectors of {d}", v.len()),
+            ));
+        }
+        Some(_) => {}
+        None => VECTORS.put(&mut tx.tx, (meta.id, DIM_KEY), &encode(&(v.len() as u32))?)?,
+    }
+    VECTORS.put(&mut tx.tx, (meta.id, id), &encode(&v)?)
+}
+
 impl WriteTxn<'_> {
     /// Stores the embedding of memory `id` of `scope`, replacing any. The scope's first vector
     /// fixes its dimension; another dimension is [`Error::Invalid`].
     pub fn set_vector(&mut self, scope: &str, id: u64, v: &[f32]) -> Result<()> {
         self.require(crate::storage::access::Access::Write, scope)?;
-        validate(v)?;
         let meta = crate::storage::txn::holding(self.scope_meta(scope)?, id)?;
-        match dimension(&self.tx, meta.id)? {
-            Some(d) if d as usize != v.len() => {
-                return Err(Error::invalid(
-                    "vector",
-                    format!(
-                        "it has {} numbers; scope {scope:?} holds vectors of {d}",
-                        v.len()
-                    ),
-                ));
-            }
-            Some(_) => {}
-            None => VECTORS.put(
-                &mut self.tx,
-                (meta.id, DIM_KEY),
-                &encode(&(v.len() as u32))?,
-            )?,
-        }
-        VECTORS.put(&mut self.tx, (meta.id, id), &encode(&v)?)
+        put(self, &meta, scope, id, v)
     }
 }
 

@@ -42,6 +42,10 @@ pub struct NoteArgs {
     /// Store it even if it looks like a secret
     #[arg(long)]
     pub force: bool,
+    /// Its embedding, for `search --vector`: a file (or - for stdin) of numbers, as a JSON array
+    /// or separated by spaces or commas
+    #[arg(long, value_name = "FILE")]
+    pub vector: Option<String>,
 }
 
 /// Appends the memory. When the principal may read the scope, also says whether it is shown
@@ -96,6 +100,15 @@ fn new_memory(cx: &Context<'_>, a: &NoteArgs) -> Result<NewMemory, Error> {
     }
     if let Some(v) = &a.valid_until {
         mem = mem.valid_until_us(text::parse_time(v)?);
+    }
+    if let Some(f) = &a.vector {
+        if f == "-" && a.text == "-" {
+            return Err(Error::Invalid {
+                what: "vector",
+                reason: "the text and the vector cannot both come from stdin".into(),
+            });
+        }
+        mem = mem.vector(super::search::parse_vector(&cx.read_input(f)?)?);
     }
     Ok(mem
         .supersedes(a.supersedes.clone())

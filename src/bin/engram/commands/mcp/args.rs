@@ -129,6 +129,7 @@ pub fn note(a: NoteIn) -> Call {
         supersedes: a.supersedes.unwrap_or_default(),
         conflicts_with: a.conflicts_with.unwrap_or_default(),
         force: false,
+        vector: None,
     };
     Call {
         command: Command::Note(args),
