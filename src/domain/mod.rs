@@ -7,3 +7,4 @@ pub mod block;
 pub mod claims;
 pub mod record;
 pub mod text;
+pub mod tokenize;
