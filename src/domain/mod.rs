@@ -5,5 +5,7 @@
 
 pub mod block;
 pub mod claims;
+pub mod rank;
 pub mod record;
 pub mod text;
+pub mod tokenize;
