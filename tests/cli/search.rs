@@ -97,7 +97,7 @@ fn vectors_go_in_with_note_and_rank_with_search() {
 fn reindex_rebuilds_and_the_store_verifies() {
     let e = Env::init();
     notes(&e, &["alpha", "beta"]);
-    assert_eq!(e.lines(&["reindex"]), ["Indexed 2 documents in 1 scopes."]);
+    assert_eq!(e.lines(&["reindex"]), ["Indexed 2 documents in 1 scope."]);
     e.ok(&["verify"]);
     assert_eq!(
         e.lines(&["search", "beta"])[0].split(' ').next(),

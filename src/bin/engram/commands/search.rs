@@ -7,6 +7,7 @@ use engram::domain::text;
 use engram::{Error, Kind, SearchMode, SearchQuery};
 
 use crate::cli::Context;
+use crate::output::plural;
 use crate::progress::Progress;
 
 #[derive(Args, Debug)]
@@ -134,7 +135,8 @@ pub fn reindex(cx: &mut Context<'_>) -> Result<u8, Error> {
     drop(bar);
     cx.emit(&serde_json::json!({"scopes": scopes, "documents": docs}))?;
     if cx.text_wanted() {
-        writeln!(cx.out, "Indexed {docs} documents in {scopes} scopes.")?;
+        let (d, s) = (plural(docs, "document", "documents"), plural(scopes, "scope", "scopes"));
+        writeln!(cx.out, "Indexed {d} in {s}.")?;
     }
     Ok(0)
 }
