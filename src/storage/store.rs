@@ -56,6 +56,19 @@ pub struct Options {
     /// it has a torn tail, or it lacks tables of this engram) is recovered by one read-write
     /// open before the read-only one, when the user may write it. Default false.
     pub read_only: bool,
+    /// Called while the first read-write open of a format-1 store builds its search index, with
+    /// (scopes done, scopes in all): a command line draws a bar with it. Default none.
+    pub on_upgrade: Option<UpgradeProgress>,
+}
+
+/// A callback for [`Options::on_upgrade`].
+#[derive(Clone)]
+pub struct UpgradeProgress(pub Arc<dyn Fn(u64, u64) + Send + Sync>);
+
+impl std::fmt::Debug for UpgradeProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("UpgradeProgress")
+    }
 }
 
 impl Default for Options {
@@ -67,6 +80,7 @@ impl Default for Options {
             principal: None,
             check_on_open: false,
             read_only: false,
+            on_upgrade: None,
         }
     }
 }
@@ -95,6 +109,11 @@ impl Options {
     /// Sets [`Options::read_only`].
     pub fn read_only(mut self, yes: bool) -> Self {
         self.read_only = yes;
+        self
+    }
+    /// Sets [`Options::on_upgrade`].
+    pub fn on_upgrade(mut self, f: impl Fn(u64, u64) + Send + Sync + 'static) -> Self {
+        self.on_upgrade = Some(UpgradeProgress(Arc::new(f)));
         self
     }
     /// Sets [`Options::cache_bytes`].
@@ -701,7 +720,12 @@ impl Store {
                     None => format,
                 };
                 if now < STORE_FORMAT {
-                    crate::storage::index::build::rebuild_all(&mut tx.tx, &mut |_, _| {})?;
+                    let tell = self.opts.on_upgrade.clone();
+                    crate::storage::index::build::rebuild_all(&mut tx.tx, &mut |done, all| {
+                        if let Some(t) = &tell {
+                            (t.0)(done, all);
+                        }
+                    })?;
                 }
                 Ok(())
             })?;
@@ -752,11 +776,20 @@ impl Store {
             .list_tables()?
             .map(|t| redb::TableHandle::name(&t).to_string())
             .collect();
-        let missing = schema::TABLE_NAMES
+        // A table name this engram does not know means a damaged table directory (or a newer
+        // engram's table): then nothing is created, and a read of a missing table reports it.
+        let missing = if have
             .iter()
-            .copied()
-            .filter(|n| !have.iter().any(|h| h == n))
-            .collect();
+            .any(|h| !schema::TABLE_NAMES.contains(&h.as_str()))
+        {
+            Vec::new()
+        } else {
+            schema::TABLE_NAMES
+                .iter()
+                .copied()
+                .filter(|n| !have.iter().any(|h| h == n))
+                .collect()
+        };
         Ok((missing, format))
     }
 

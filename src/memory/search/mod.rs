@@ -198,6 +198,10 @@ impl Store {
         if scopes.is_empty() {
             return Err(Error::invalid("scope", "no scope to search"));
         }
+        // A scope named twice is ranked once.
+        let mut seen = std::collections::HashSet::new();
+        let scopes: Vec<String> = scopes.iter().filter(|s| seen.insert(*s)).cloned().collect();
+        let scopes = scopes.as_slice();
         self.audited(
             "search",
             &scopes.join(","),

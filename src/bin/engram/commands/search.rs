@@ -135,7 +135,10 @@ pub fn reindex(cx: &mut Context<'_>) -> Result<u8, Error> {
     drop(bar);
     cx.emit(&serde_json::json!({"scopes": scopes, "documents": docs}))?;
     if cx.text_wanted() {
-        let (d, s) = (plural(docs, "document", "documents"), plural(scopes, "scope", "scopes"));
+        let (d, s) = (
+            plural(docs, "document", "documents"),
+            plural(scopes, "scope", "scopes"),
+        );
         writeln!(cx.out, "Indexed {d} in {s}.")?;
     }
     Ok(0)
