@@ -67,10 +67,14 @@ mod verify;
 pub use domain::block::{Block, InvalidBlock};
 pub use domain::claims::{parse_claims, uncited, Claim};
 pub use domain::json::{check_depth, nesting_depth, MAX_JSON_DEPTH};
+/// Ranked search's formulas (BM25 and neighbour propagation) with the measured defaults.
+pub use domain::rank;
 pub use domain::record::{BuiltFrom, Kind, Memory, Node, Status, Summary};
 /// The text rules engram applies: what a memory may hold, display-safe output, dates.
 pub use domain::text;
 pub use domain::text::{validate_key, validate_scope, validate_scopes};
+/// Ranked search's tokenizer: the terms a text or a query yields.
+pub use domain::tokenize;
 pub use error::{Error, Result};
 pub use import::copy::Copied;
 pub use import::{
@@ -81,6 +85,7 @@ pub use memory::lifecycle::{marked_line, Decision, Event, EventKind, MemoryState
 pub use memory::log::memory_line;
 pub use memory::note::{Appended, NewMemory, Noted, NotedSeen, MAX_LINKS};
 pub use memory::recall::{compile_pattern, compile_query, Query, Recall, RecallQuery, MAX_WORDS};
+pub use memory::search::{Hit, RankParams, SearchMode, SearchQuery, SearchResult};
 pub use memory::tree::{summary_line, MergePrompt, NapOutcome, PromptInput, Why, ZoomEntry};
 pub use memory::wake::{cover, reference_cover, Cover, WakeItem, WakeOptions, WakeView};
 /// The storage engine, re-exported so that custom backends (`redb::StorageBackend`) match its version.
@@ -91,7 +96,7 @@ pub use session::{
 };
 pub use storage::access::{pattern_matches, validate_principal, Access};
 pub use storage::config::{validate_config, Config, CONFIG_NAMES};
-pub use storage::options::Options;
+pub use storage::options::{Options, UpgradeProgress};
 pub use storage::pg::url::{url_of, without_password};
 pub use storage::redb::tail::TailRepair;
 pub use storage::store::{Store, DEFAULT_SCOPE};

@@ -6,5 +6,7 @@
 pub mod block;
 pub mod claims;
 pub mod json;
+pub mod rank;
 pub mod record;
 pub mod text;
+pub mod tokenize;

@@ -341,6 +341,7 @@ impl WriteTxn<'_> {
         meta.count = t;
         meta.summaries = summaries.len() as u64;
         meta.pending = pending_count;
+        crate::storage::index::build::rebuild(&mut self.tx, meta.id, t)?;
         self.put_scope(scope, &meta)
     }
 

@@ -24,7 +24,7 @@ use crate::storage::txn::{ReadTxn, WriteTxn};
 use crate::trust::policy::reads_as_instructions;
 
 /// The text a redacted memory keeps.
-pub const TOMBSTONE: &str = "[redacted]";
+pub const TOMBSTONE: &str = crate::storage::index::TOMBSTONE;
 
 /// What happened to a memory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -309,6 +309,11 @@ impl WriteTxn<'_> {
             return Ok(());
         }
         let text_hash = format!("{:032x}", xxhash_rust::xxh3::xxh3_128(rec.text.as_bytes()));
+        // Purge the text from the search index before it is gone, and its embedding (docs/design.md,
+        // section 12).
+        let b = Block::single(id);
+        crate::storage::index::write::replace(&mut self.tx, sid, b, Some(&rec.text), None)?;
+        crate::storage::tables::VECTORS.delete(&mut self.tx, (sid, id))?;
         rec.text = TOMBSTONE.to_string();
         LOG.put(&mut self.tx, (sid, id), &encode(&rec)?)?;
         self.record_event(sid, id, EventKind::Redact { text_hash }, Some(reason))?;

@@ -1,6 +1,6 @@
 //! **Layer 3, memory**: one scope's raw log ([`log`]), appends ([`note`]), [`recall`], lifecycle events
 //! ([`lifecycle`]),
-//! the summary tree with its merge prompts ([`tree`]), and wake ([`wake`]). A sibling of
+//! the summary tree with its merge prompts ([`tree`]), wake ([`wake`]), and ranked [`search`]. A sibling of
 //! [`crate::session`], which it never uses; it may use [`crate::domain`], [`crate::storage`] and
 //! [`crate::trust`].
 
@@ -8,6 +8,7 @@ pub mod lifecycle;
 pub mod log;
 pub mod note;
 pub mod recall;
+pub mod search;
 pub mod tree;
 pub(crate) mod verify;
 pub mod wake;

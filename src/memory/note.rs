@@ -49,6 +49,8 @@ pub struct NewMemory {
     pub valid_until_us: Option<i64>,
     /// Store it even if it looks like a secret and the scope's policy refuses secrets.
     pub force: bool,
+    /// Its embedding, stored with it for vector and hybrid search (one dimension per scope).
+    pub vector: Option<crate::memory::search::vector::Embedding>,
 }
 
 impl NewMemory {
@@ -102,6 +104,11 @@ impl NewMemory {
     /// Sets the expiry time (microseconds since the epoch, UTC).
     pub fn valid_until_us(mut self, t: i64) -> Self {
         self.valid_until_us = Some(t);
+        self
+    }
+    /// Sets the embedding (see [`crate::Store::search`]).
+    pub fn vector(mut self, v: Vec<f32>) -> Self {
+        self.vector = Some(crate::memory::search::vector::Embedding(v));
         self
     }
 }
@@ -276,6 +283,17 @@ impl WriteTxn<'_> {
                 level += 1;
             }
         }
+        for (id, m) in (first..).zip(&items) {
+            if let Some(v) = &m.vector {
+                crate::memory::search::vector::put(self, &meta, scope, id, &v.0)?;
+            }
+        }
+        crate::storage::index::write::add_memories(
+            &mut self.tx,
+            meta.id,
+            first,
+            items.iter().map(|m| m.text.as_str()),
+        )?;
         let count = items.len() as u64;
         meta.count += count;
         meta.pending += added_pending;

@@ -380,6 +380,8 @@ impl WriteTxn<'_> {
             inputs_crc: inputs_crc(&inputs),
         };
         let key = (sid, b.level(), b.lo());
+        let old = summary_text(&self.tx, sid, b);
+        crate::storage::index::write::replace(&mut self.tx, sid, b, old.as_deref(), Some(text))?;
         let replaced = TREE.insert(&mut self.tx, key, &encode(&s)?)?;
         CLAIMS.put(&mut self.tx, key, &encode(&claims)?)?;
         STALE.delete(&mut self.tx, key)?;
@@ -478,7 +480,15 @@ impl WriteTxn<'_> {
         let mut newly_pending = 0u64;
         while let Some(c) = cur.filter(|c| c.hi() <= meta.count) {
             let key = (meta.id, c.level(), c.lo());
+            let old = summary_text(&self.tx, meta.id, c);
             if TREE.delete(&mut self.tx, key)? {
+                crate::storage::index::write::replace(
+                    &mut self.tx,
+                    meta.id,
+                    c,
+                    old.as_deref(),
+                    None,
+                )?;
                 STALE.delete(&mut self.tx, key)?;
                 CLAIMS.delete(&mut self.tx, key)?;
                 if !PENDING.insert(&mut self.tx, key, &[])? {
@@ -493,6 +503,12 @@ impl WriteTxn<'_> {
         self.put_scope(scope, &meta)?;
         Ok(removed)
     }
+}
+
+/// The text of the summary at `key`, to take out of the search index; `None` when there is none
+/// or it cannot be read (then `verify` reports what the index still holds).
+fn summary_text(kv: &(impl KvRead + ?Sized), sid: u32, b: Block) -> Option<String> {
+    get_summary(kv, sid, b).ok().flatten().map(|s| s.text)
 }
 
 impl ReadTxn {

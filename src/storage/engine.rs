@@ -96,15 +96,41 @@ pub(crate) fn initialize(engine: &impl Engine, principal: Option<&str>) -> Resul
     })
 }
 
-/// Checks a store's `meta.format` value: a newer format than this build's is refused.
-pub(crate) fn check_format_value(v: &[u8]) -> Result<()> {
+/// Checks a store's `meta.format` value: a newer format than this build's is refused; returns
+/// the format.
+pub(crate) fn check_format_value(v: &[u8]) -> Result<u32> {
     let format: u32 = decode("meta", &"format", v)?;
     if format > STORE_FORMAT {
         return Err(Error::Unsupported(format!(
             "store format {format} is newer than this engram (format {STORE_FORMAT}); upgrade engram"
         )));
     }
-    Ok(())
+    Ok(format)
+}
+
+/// Builds the search index of a store of an older format (format 1) from its log and tree and
+/// marks it format 2, in one write transaction; a read-only handle leaves the store as it is
+/// (search then asks for `engram reindex`).
+pub(crate) fn upgrade(engine: &impl Engine, opts: &Options, format: u32) -> Result<()> {
+    if format >= STORE_FORMAT || opts.read_only {
+        return Ok(());
+    }
+    engine.write(opts.principal.as_deref(), |tx| {
+        // Another process may have upgraded it since this one read the format.
+        let now = match META.get_for_update(&mut tx.tx, "format")? {
+            Some(v) => decode::<u32>("meta", &"format", &v)?,
+            None => format,
+        };
+        if now < STORE_FORMAT {
+            let tell = opts.on_upgrade.clone();
+            crate::storage::index::build::rebuild_all(&mut tx.tx, &mut |done, all| {
+                if let Some(t) = &tell {
+                    (t.0)(done, all);
+                }
+            })?;
+        }
+        Ok(())
+    })
 }
 
 /// The refusal of a write on a read-only handle.

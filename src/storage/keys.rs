@@ -264,6 +264,21 @@ impl Key for (&'static str, u8, &'static str) {
     }
 }
 
+impl Key for (u32, &'static str, u64) {
+    type Enc<'a> = (u32, &'a str, u64);
+    type Dec<'a> = (u32, Cow<'a, str>, u64);
+    fn encode(k: (u32, &str, u64), out: &mut Vec<u8>) {
+        put_u32(out, k.0);
+        put_str_mid(out, k.1);
+        put_u64(out, k.2);
+    }
+    fn decode(b: &[u8]) -> Option<(u32, Cow<'_, str>, u64)> {
+        let mut r = Reader { b };
+        let (a, s, c) = (r.u32()?, r.str_mid()?, r.u64()?);
+        r.end((a, s, c))
+    }
+}
+
 thread_local! {
     /// Reused buffers for the keys and bounds the typed tables encode, so that a get or a scan
     /// allocates nothing in the steady state (a nested call finds a buffer taken and allocates).

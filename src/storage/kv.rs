@@ -12,7 +12,7 @@ use std::ops::{Bound, ControlFlow};
 
 use crate::error::Result;
 
-/// The 19 tables of [`crate::storage::tables`]; each engine maps an id to its own table.
+/// The 22 tables of [`crate::storage::tables`]; each engine maps an id to its own table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[allow(missing_docs)]
 pub enum TableId {
@@ -35,11 +35,14 @@ pub enum TableId {
     Claims,
     Audit,
     Tokens,
+    SearchTail,
+    SearchPostings,
+    Vectors,
 }
 
 impl TableId {
     /// Every table, in the order of [`crate::storage::tables::TABLE_NAMES`].
-    pub const ALL: [TableId; 19] = [
+    pub const ALL: [TableId; 22] = [
         TableId::Meta,
         TableId::Config,
         TableId::Scopes,
@@ -59,6 +62,9 @@ impl TableId {
         TableId::Claims,
         TableId::Audit,
         TableId::Tokens,
+        TableId::SearchTail,
+        TableId::SearchPostings,
+        TableId::Vectors,
     ];
 
     /// The table's name in the file (and in errors).
@@ -83,6 +89,9 @@ impl TableId {
             TableId::Claims => "claims",
             TableId::Audit => "audit",
             TableId::Tokens => "tokens",
+            TableId::SearchTail => "search_tail",
+            TableId::SearchPostings => "search_postings",
+            TableId::Vectors => "vectors",
         }
     }
 

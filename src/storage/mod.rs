@@ -28,6 +28,7 @@ pub mod codec;
 pub mod config;
 pub mod engine;
 pub(crate) mod group;
+pub mod index;
 pub mod keys;
 pub mod kv;
 pub mod options;

@@ -1,6 +1,7 @@
 //! How a store is opened: [`Options`], which every engine reads (the busy timeout, redb's cache
 //! and concurrency mode, the principal, read-only). `crate::storage::store` re-exports it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How a [`crate::Store`] is opened, on either engine.
@@ -29,6 +30,19 @@ pub struct Options {
     /// it has a torn tail, or it lacks tables of this engram) is recovered by one read-write
     /// open before the read-only one, when the user may write it. Default false.
     pub read_only: bool,
+    /// Called while the first read-write open of a format-1 store builds its search index, with
+    /// (scopes done, scopes in all): a command line draws a bar with it. Default none.
+    pub on_upgrade: Option<UpgradeProgress>,
+}
+
+/// A callback for [`Options::on_upgrade`].
+#[derive(Clone)]
+pub struct UpgradeProgress(pub Arc<dyn Fn(u64, u64) + Send + Sync>);
+
+impl std::fmt::Debug for UpgradeProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("UpgradeProgress")
+    }
 }
 
 impl Default for Options {
@@ -40,6 +54,7 @@ impl Default for Options {
             principal: None,
             check_on_open: false,
             read_only: false,
+            on_upgrade: None,
         }
     }
 }
@@ -68,6 +83,11 @@ impl Options {
     /// Sets [`Options::read_only`].
     pub fn read_only(mut self, yes: bool) -> Self {
         self.read_only = yes;
+        self
+    }
+    /// Sets [`Options::on_upgrade`].
+    pub fn on_upgrade(mut self, f: impl Fn(u64, u64) + Send + Sync + 'static) -> Self {
+        self.on_upgrade = Some(UpgradeProgress(Arc::new(f)));
         self
     }
     /// Sets [`Options::cache_bytes`].

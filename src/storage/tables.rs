@@ -1,4 +1,4 @@
-//! The typed descriptors of the 19 tables, for call sites: `LOG.get(kv, (scope, id))`. Each
+//! The typed descriptors of the 22 tables, for call sites: `LOG.get(kv, (scope, id))`. Each
 //! names its [`TableId`] and its key shape (see [`crate::storage::keys`]); the redb definitions
 //! of the same tables, with the same key types, are in [`crate::storage::redb::schema`]. Values are
 //! envelope bytes ([`crate::storage::codec`]); `pending` and `stale` store empty values.
@@ -44,9 +44,21 @@ pub const CLAIMS: Table<(u32, u8, u64)> = Table::new(TableId::Claims);
 pub const AUDIT: Table<u64> = Table::new(TableId::Audit);
 /// HTTP bearer tokens: SHA-256 of the token, in hex -> principal, who added it, when.
 pub const TOKENS: Table<&str> = Table::new(TableId::Tokens);
+/// The search index's recent documents and statistics: (scope id, document) -> terms, length.
+pub const SEARCH_TAIL: Table<(u32, u64)> = Table::new(TableId::SearchTail);
+/// The search index's folded postings: (scope id, term, first document) -> a block of postings.
+pub const SEARCH_POSTINGS: Table<(u32, &str, u64)> = Table::new(TableId::SearchPostings);
+/// Embeddings: (scope id, memory id) -> vector; (scope id, `u64::MAX`) -> the dimension.
+pub const VECTORS: Table<(u32, u64)> = Table::new(TableId::Vectors);
 
 /// The store format this build writes (the `format` entry of [`META`]), on every engine.
-pub const STORE_FORMAT: u32 = 1;
+/// Format 2 adds the search index ([`SEARCH_TAIL`], [`SEARCH_POSTINGS`]) and [`VECTORS`], which
+/// every write keeps: an older engram refuses the store rather than write past its index.
+pub const STORE_FORMAT: u32 = 2;
+
+/// The tables format 2 added: the search index and the vectors (a read-only handle reads a
+/// format-1 store without them).
+pub const SEARCH_TABLES: [&str; 3] = ["search_tail", "search_postings", "vectors"];
 
 /// Names of all tables, for verify and docs.
 pub const TABLE_NAMES: &[&str] = &[
@@ -69,4 +81,7 @@ pub const TABLE_NAMES: &[&str] = &[
     "claims",
     "audit",
     "tokens",
+    "search_tail",
+    "search_postings",
+    "vectors",
 ];

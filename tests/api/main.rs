@@ -29,6 +29,11 @@ mod security {
     mod argument_lists;
     mod recall_words;
 }
+mod search {
+    mod behaviour;
+    mod golden_format2;
+    mod index_props;
+}
 
 mod session {
     mod contract;

@@ -32,6 +32,7 @@ mod readme_tour;
 mod reads;
 mod recall_paging;
 mod run_lines;
+mod search;
 mod session;
 mod session_damage;
 mod session_processes;

@@ -18,6 +18,7 @@ const READS: &[&[&str]] = &[
     &["wake"],
     &["wake", "--all"],
     &["recall", "deploy"],
+    &["search", "deploy"],
     &["zoom", "0-1"],
     &["show", "1"],
     &["why", "0-1"],

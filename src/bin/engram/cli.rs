@@ -245,7 +245,7 @@ impl<'a> Context<'a> {
     /// reads opens it read-only; any other opens it read-write.
     pub fn open(cli: &'a Cli, out: &'a mut dyn Write) -> Result<Self, Error> {
         let path = cli.db_path()?;
-        let opts = cli.options()?;
+        let opts = crate::progress::on_upgrade(cli.options()?, cli.json);
         let prefix_without_scope = cli.command_prefix_without_scope();
         let mut prefix = prefix_without_scope.clone();
         if cli.scope != engram::DEFAULT_SCOPE {
@@ -255,7 +255,7 @@ impl<'a> Context<'a> {
         if cli.scope.contains(',') && !commands::several_scopes(&cli.command) {
             return Err(Error::Invalid {
                 what: "scope",
-                reason: "several scopes (a,b) are only for wake and recall".into(),
+                reason: "several scopes (a,b) are only for wake, recall and search".into(),
             });
         }
         let init = matches!(cli.command, Command::Init);

@@ -73,3 +73,19 @@ impl std::io::Write for CountLines<'_> {
         self.inner.flush()
     }
 }
+
+/// [`engram::Options::on_upgrade`] drawing a bar (on a terminal, not with `--json`) while the
+/// first read-write open of an older store builds its search index, cleared when it is built.
+pub fn on_upgrade(opts: engram::Options, json: bool) -> engram::Options {
+    let bar: std::sync::Mutex<Option<Progress>> = std::sync::Mutex::new(None);
+    opts.on_upgrade(move |done, all| {
+        if let Ok(mut b) = bar.lock() {
+            let what = "building the search index: scopes";
+            b.get_or_insert_with(|| Progress::start(json, Some(all), what))
+                .inc(1);
+            if done >= all {
+                *b = None;
+            }
+        }
+    })
+}

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::storage::any_kv::{ReadKv, WriteKv};
 use crate::storage::engine::{
-    check_format_value, initialize, read_only_handle, read_txn, write_txn, Engine, Opened,
+    check_format_value, initialize, read_only_handle, read_txn, upgrade, write_txn, Engine, Opened,
 };
 use crate::storage::options::Options;
 use crate::storage::pg::conn::{classify, server_error, Attempt, Fault, Server, COMMITS};
@@ -124,7 +124,7 @@ impl Engine for PgEngine {
         let shown = PathBuf::from(engine.server.shown());
         let created = match format {
             Some(v) => {
-                check_format_value(&v)?;
+                upgrade(&engine, opts, check_format_value(&v)?)?;
                 false
             }
             None if create => {

@@ -15,13 +15,15 @@ use redb::{Database, TableError, TransactionError, WriteTransaction};
 use crate::domain::text::now_us;
 use crate::error::{Error, Result};
 use crate::storage::any_kv::{ReadKv, WriteKv};
-use crate::storage::engine::{check_format_value, initialize, read_txn, write_txn, Engine, Opened};
+use crate::storage::engine::{
+    check_format_value, initialize, read_txn, upgrade, write_txn, Engine, Opened,
+};
 use crate::storage::options::Options;
 use crate::storage::redb::file::{
     builder, engine_panic, exists, make_parent, may_not_write, open_bounded, Db,
 };
 use crate::storage::redb::kv::{RedbRead, RedbWrite};
-use crate::storage::redb::schema::{self, META};
+use crate::storage::redb::schema::{self, META, STORE_FORMAT};
 use crate::storage::redb::tail::{self, TailRepair};
 use crate::storage::txn::{ReadTxn, WriteTxn};
 
@@ -383,10 +385,18 @@ fn open_file(
     })
 }
 
-/// Checks the format of an open file, and adds the tables of a newer engram it lacks.
+/// Checks the format of an open file, adds the tables of a newer engram it lacks, and builds
+/// the search index of a format-1 store (section 12 of docs/design.md).
 fn check_format(engine: &RedbEngine, path: &Path, opts: &Options) -> Result<()> {
-    let missing = engine.guard("reading the store header", |db| read_format(db, path))?;
-    if missing {
+    let (missing, format) = engine.guard("reading the store header", |db| read_format(db, path))?;
+    // A read-only handle reads a format-1 store as it is (without the search tables, which only
+    // search needs); its next read-write open adds them and builds the index.
+    let only_index = format < STORE_FORMAT
+        && missing
+            .iter()
+            .all(|t| crate::storage::tables::SEARCH_TABLES.contains(t));
+    let readable_as_is = missing.is_empty() || (opts.read_only && only_index);
+    if !readable_as_is {
         if opts.read_only {
             return Err(Error::ReadOnly(
                 "it lacks tables that this engram adds on its first read-write open".into(),
@@ -394,11 +404,12 @@ fn check_format(engine: &RedbEngine, path: &Path, opts: &Options) -> Result<()> 
         }
         engine.write(opts.principal.as_deref(), |tx| tx.ensure_tables())?;
     }
-    Ok(())
+    upgrade(engine, opts, format)
 }
 
-/// Checks the format number; returns whether tables of a newer engram are missing.
-fn read_format(db: &Db, path: &Path) -> Result<bool> {
+/// Checks the format number; returns the tables of this engram that the file lacks, and the
+/// format.
+fn read_format(db: &Db, path: &Path) -> Result<(Vec<&'static str>, u32)> {
     let rtx = db.begin_read()?;
     let meta = match rtx.open_table(META) {
         Ok(t) => t,
@@ -432,9 +443,26 @@ fn read_format(db: &Db, path: &Path) -> Result<bool> {
             path.display()
         )));
     };
-    check_format_value(v.value())?;
+    let format = check_format_value(v.value())?;
     drop(v);
     drop(meta);
-    let tables = rtx.list_tables()?.count();
-    Ok(schema::TABLE_NAMES.len() > tables)
+    let have: Vec<String> = rtx
+        .list_tables()?
+        .map(|t| redb::TableHandle::name(&t).to_string())
+        .collect();
+    // A table name this engram does not know means a damaged table directory (or a newer
+    // engram's table): then nothing is created, and a read of a missing table reports it.
+    let missing = if have
+        .iter()
+        .any(|h| !schema::TABLE_NAMES.contains(&h.as_str()))
+    {
+        Vec::new()
+    } else {
+        schema::TABLE_NAMES
+            .iter()
+            .copied()
+            .filter(|n| !have.iter().any(|h| h == n))
+            .collect()
+    };
+    Ok((missing, format))
 }

@@ -110,6 +110,15 @@ impl RedbKey for (&'static str, u8, &'static str) {
     }
 }
 
+impl RedbKey for (u32, &'static str, u64) {
+    fn view<'a>(d: &'a (u32, Cow<'_, str>, u64)) -> (u32, &'a str, u64) {
+        (d.0, d.1.as_ref(), d.2)
+    }
+    fn put(k: (u32, &str, u64), out: &mut Vec<u8>) {
+        <Self as Key>::encode(k, out)
+    }
+}
+
 /// A value type of format 1 as bytes: `&[u8]` as is, `()` as empty.
 pub(crate) trait RedbVal: redb::Value + 'static {
     /// The bytes of a value.
@@ -368,12 +377,15 @@ redb_tables! {
     Claims => CLAIMS: (u32, u8, u64), &'static [u8];
     Audit => AUDIT: u64, &'static [u8];
     Tokens => TOKENS: &'static str, &'static [u8];
+    SearchTail => SEARCH_TAIL: (u32, u64), &'static [u8];
+    SearchPostings => SEARCH_POSTINGS: (u32, &'static str, u64), &'static [u8];
+    Vectors => VECTORS: (u32, u64), &'static [u8];
 }
 
 /// A read transaction of redb as a [`KvRead`], each table opened once.
 pub struct RedbRead {
     tx: ReadTransaction,
-    tables: [OnceCell<ReadT>; 19],
+    tables: [OnceCell<ReadT>; 22],
 }
 
 impl RedbRead {
@@ -429,7 +441,7 @@ impl KvRead for RedbRead {
 /// `RedbWrite::close` (or the end of the transaction).
 pub struct RedbWrite<'t> {
     tx: &'t WriteTransaction,
-    tables: [RefCell<Option<WriteT<'t>>>; 19],
+    tables: [RefCell<Option<WriteT<'t>>>; 22],
 }
 
 fn in_use(id: TableId) -> Error {

@@ -55,4 +55,13 @@ pub const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
 /// digits) -> the principal it authenticates, who added it, when. The token itself is never stored.
 pub const TOKENS: TableDefinition<&str, &[u8]> = TableDefinition::new("tokens");
 
+/// The ranked-search index, its recent documents: (scope id, document) -> the document's terms
+/// and length; (scope id, `u64::MAX`) -> the scope's index statistics. See docs/design.md.
+pub const SEARCH_TAIL: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new("search_tail");
+/// The ranked-search index, folded: (scope id, term, first document) -> a block of postings.
+pub const SEARCH_POSTINGS: TableDefinition<(u32, &str, u64), &[u8]> =
+    TableDefinition::new("search_postings");
+/// Embeddings: (scope id, memory id) -> the vector; (scope id, `u64::MAX`) -> the dimension.
+pub const VECTORS: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new("vectors");
+
 pub use crate::storage::tables::{STORE_FORMAT, TABLE_NAMES};

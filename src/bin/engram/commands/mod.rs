@@ -11,6 +11,7 @@ mod lifecycle;
 pub mod mcp;
 mod note;
 mod recall;
+mod search;
 mod session;
 mod shell;
 #[cfg(feature = "mcp")]
@@ -66,6 +67,8 @@ pub enum Command {
     Zoom(tree::ZoomArgs),
     /// Find memories whose line `#id date text` matches a regex (case-insensitive)
     Recall(recall::RecallArgs),
+    /// Find memories and summaries by what they are about, best first (ranked, not a regex)
+    Search(search::SearchArgs),
     /// Drop the summary of a block and of every block built on it, so they can be rebuilt
     Forget(tree::ForgetArgs),
     /// Import `YYYY-MM-DD text` lines (FILE or -), an OptMem store (--optmem DIR), or an export (--jsonl FILE)
@@ -80,6 +83,8 @@ pub enum Command {
     Stats,
     /// Check the file and every invariant; exits non-zero with a report if anything is wrong
     Verify,
+    /// Rebuild the search index from the log and the summaries (admin only)
+    Reindex,
     /// Conversation histories: JSON arrays of message objects on stdin and stdout
     Session(session::SessionArgs),
     /// Serve the store to MCP clients (coding agents): stdio, or Streamable HTTP with --http
@@ -127,6 +132,7 @@ pub fn run(cx: &mut Context<'_>, command: &Command) -> Result<u8, Error> {
         Command::Wake(a) => wake::run(cx, a),
         Command::Zoom(a) => tree::zoom(cx, a),
         Command::Recall(a) => recall::run(cx, a),
+        Command::Search(a) => search::run(cx, a),
         Command::Forget(a) => tree::forget(cx, a),
         Command::Import(a) => import::import(cx, a),
         Command::Export => import::export(cx),
@@ -138,6 +144,7 @@ pub fn run(cx: &mut Context<'_>, command: &Command) -> Result<u8, Error> {
         Command::Config(a) => admin::config(cx, a),
         Command::Stats => admin::stats(cx),
         Command::Verify => admin::verify(cx),
+        Command::Reindex => search::reindex(cx),
         Command::Session(a) => session::run(cx, a),
         #[cfg(feature = "mcp")]
         Command::Mcp(_) => Err(Error::Invalid {
@@ -163,6 +170,7 @@ pub fn reads_only(command: &Command) -> bool {
         | Command::Wake(_)
         | Command::Zoom(_)
         | Command::Recall(_)
+        | Command::Search(_)
         | Command::Export
         | Command::Stats
         | Command::Verify
@@ -184,6 +192,7 @@ pub fn reads_only(command: &Command) -> bool {
         | Command::Revoke(_)
         | Command::Forget(_)
         | Command::Copy(_)
+        | Command::Reindex
         | Command::Import(_) => false,
         #[cfg(feature = "mcp")]
         Command::Mcp(_) => false,
@@ -192,5 +201,8 @@ pub fn reads_only(command: &Command) -> bool {
 
 /// Whether the command takes several scopes (`--scope a,b`).
 pub fn several_scopes(command: &Command) -> bool {
-    matches!(command, Command::Wake(_) | Command::Recall(_))
+    matches!(
+        command,
+        Command::Wake(_) | Command::Recall(_) | Command::Search(_)
+    )
 }

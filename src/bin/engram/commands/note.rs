@@ -58,6 +58,13 @@ pub struct NoteArgs {
     // Command line only: a tool call never stores what looks like a secret.
     #[serde(skip)]
     pub force: bool,
+    /// Its embedding, for `search --vector`: a file (or - for stdin) of numbers, as a JSON array
+    /// or separated by spaces or commas
+    #[arg(long, value_name = "FILE")]
+    // Command line only: a tool call names no file (MCP's own `search` tool is H8's; a vector
+    // field for tool calls is future work).
+    #[serde(skip)]
+    pub vector: Option<String>,
 }
 
 /// The kind of a memory whose kind is not given: the CLI's default and the tool's.
@@ -117,6 +124,15 @@ fn new_memory(cx: &Context<'_>, a: &NoteArgs) -> Result<NewMemory, Error> {
     }
     if let Some(v) = &a.valid_until {
         mem = mem.valid_until_us(text::parse_time(v)?);
+    }
+    if let Some(f) = &a.vector {
+        if f == "-" && a.text == "-" {
+            return Err(Error::Invalid {
+                what: "vector",
+                reason: "the text and the vector cannot both come from stdin".into(),
+            });
+        }
+        mem = mem.vector(super::search::parse_vector(&cx.read_input(f)?)?);
     }
     Ok(mem
         .supersedes(a.supersedes.clone())

@@ -1,0 +1,421 @@
+//! Tokenizing text for ranked search: the terms a memory is indexed under and a query asks for.
+//!
+//! One function, [`tokens`], used on both sides so a query term matches an indexed one exactly:
+//!
+//! 1. **Words** by Unicode word segmentation (UAX #29, `unicode-segmentation`'s
+//!    `unicode_words`): punctuation and spaces separate words; `don't`, `3.5` and `U.S.A` stay
+//!    one word each; a word needs at least one letter or digit.
+//! 2. **Case folding**: full Unicode lowercase (`str::to_lowercase`), and the typographic
+//!    apostrophe U+2019 read as `'` so `Caroline’s` and `Caroline's` are one term. Accents are
+//!    **kept**: `café` and `cafe` are different terms. Stripping them would conflate words that
+//!    differ only by an accent in the languages that have them (Spanish `año`/`ano`, French
+//!    `pêche`/`péché`) and needs a normalization table; English, the language this index stems,
+//!    rarely carries one.
+//! 3. **Stemming** of English by the Snowball English algorithm (`rust-stemmers`), only for
+//!    words of letters (and apostrophes): `running` and `runs` are `run`, `Caroline's` is
+//!    `carolin`; numbers and mixed words (`2023`, `mp3`) are kept as they are.
+//! 4. **CJK** text is tokenized, not dropped: UAX #29 makes each Han ideograph and each Hiragana
+//!    character its own word (Chinese and Japanese put no spaces between words), so a query
+//!    finds them character by character; a Katakana run stays one word; Hangul words are
+//!    separated by spaces like English. These are never stemmed.
+//! 5. **Bounds**, so hostile text cannot blow up an index: a term is cut to at most
+//!    [`MAX_TERM_BYTES`] bytes (at a character boundary, the same cut on both sides, so a long
+//!    identifier still matches itself) and a text yields at most [`MAX_TOKENS`] terms (every
+//!    valid entry, at most 4,096 bytes, stays under it).
+//!
+//! An index keeps every term; [`query_terms`] is what a query asks for: its terms without generic
+//! English stop words, each once (see `domain::rank` for the measurement).
+
+use rust_stemmers::{Algorithm, Stemmer};
+use unicode_segmentation::UnicodeSegmentation;
+
+/// The longest term in bytes; longer words are cut to this at a character boundary.
+pub const MAX_TERM_BYTES: usize = 64;
+
+/// The most terms one text yields; the rest of a longer text is not indexed.
+pub const MAX_TOKENS: usize = 2048;
+
+/// The most distinct terms a query asks for; the rest are ignored.
+pub const MAX_QUERY_TERMS: usize = 64;
+
+/// Generic English stop words a query leaves out (NLTK's English list, lowercase, before
+/// stemming). Queries only: an index keeps every term, so this list can change without a reindex.
+/// Measured on LoCoMo held out: recall_any@10 of the recipe 0.729 without it, 0.794 with
+/// it (same grid); Lucene's 33-word list did not help (BM25 0.648 against 0.656 without).
+pub const STOP_WORDS: &[&str] = &[
+    "i",
+    "me",
+    "my",
+    "myself",
+    "we",
+    "our",
+    "ours",
+    "ourselves",
+    "you",
+    "you're",
+    "you've",
+    "you'll",
+    "you'd",
+    "your",
+    "yours",
+    "yourself",
+    "yourselves",
+    "he",
+    "him",
+    "his",
+    "himself",
+    "she",
+    "she's",
+    "her",
+    "hers",
+    "herself",
+    "it",
+    "it's",
+    "its",
+    "itself",
+    "they",
+    "them",
+    "their",
+    "theirs",
+    "themselves",
+    "what",
+    "which",
+    "who",
+    "whom",
+    "this",
+    "that",
+    "that'll",
+    "these",
+    "those",
+    "am",
+    "is",
+    "are",
+    "was",
+    "were",
+    "be",
+    "been",
+    "being",
+    "have",
+    "has",
+    "had",
+    "having",
+    "do",
+    "does",
+    "did",
+    "doing",
+    "a",
+    "an",
+    "the",
+    "and",
+    "but",
+    "if",
+    "or",
+    "because",
+    "as",
+    "until",
+    "while",
+    "of",
+    "at",
+    "by",
+    "for",
+    "with",
+    "about",
+    "against",
+    "between",
+    "into",
+    "through",
+    "during",
+    "before",
+    "after",
+    "above",
+    "below",
+    "to",
+    "from",
+    "up",
+    "down",
+    "in",
+    "out",
+    "on",
+    "off",
+    "over",
+    "under",
+    "again",
+    "further",
+    "then",
+    "once",
+    "here",
+    "there",
+    "when",
+    "where",
+    "why",
+    "how",
+    "all",
+    "any",
+    "both",
+    "each",
+    "few",
+    "more",
+    "most",
+    "other",
+    "some",
+    "such",
+    "no",
+    "nor",
+    "not",
+    "only",
+    "own",
+    "same",
+    "so",
+    "than",
+    "too",
+    "very",
+    "s",
+    "t",
+    "can",
+    "will",
+    "just",
+    "don",
+    "don't",
+    "should",
+    "should've",
+    "now",
+    "d",
+    "ll",
+    "m",
+    "o",
+    "re",
+    "ve",
+    "y",
+    "ain",
+    "aren",
+    "aren't",
+    "couldn",
+    "couldn't",
+    "didn",
+    "didn't",
+    "doesn",
+    "doesn't",
+    "hadn",
+    "hadn't",
+    "hasn",
+    "hasn't",
+    "haven",
+    "haven't",
+    "isn",
+    "isn't",
+    "ma",
+    "mightn",
+    "mightn't",
+    "mustn",
+    "mustn't",
+    "needn",
+    "needn't",
+    "shan",
+    "shan't",
+    "shouldn",
+    "shouldn't",
+    "wasn",
+    "wasn't",
+    "weren",
+    "weren't",
+    "won",
+    "won't",
+    "wouldn",
+    "wouldn't",
+];
+
+/// The terms of `text`, in order, repeated as often as they occur (term frequency is the count).
+///
+/// ```
+/// use engram::domain::tokenize::tokens;
+/// assert_eq!(tokens("Caroline: I’m running to the Support-Group!"),
+///            ["carolin", "i'm", "run", "to", "the", "support", "group"]);
+/// assert_eq!(tokens("東京 café 2023"), ["東", "京", "café", "2023"]);
+/// ```
+pub fn tokens(text: &str) -> Vec<String> {
+    let stemmer = Stemmer::create(Algorithm::English);
+    folded_words(text).map(|w| stem(&stemmer, &w)).collect()
+}
+
+/// The terms a query asks for: its [`tokens`] without generic English stop words
+/// ([`STOP_WORDS`], matched before stemming), each once, in first-seen order, at most
+/// [`MAX_QUERY_TERMS`]. A query made only of stop words keeps them all.
+///
+/// ```
+/// use engram::domain::tokenize::query_terms;
+/// assert_eq!(query_terms("When did Caroline go to the support group?"),
+///            ["carolin", "go", "support", "group"]);
+/// assert_eq!(query_terms("what is it"), ["what", "is", "it"]);
+/// ```
+pub fn query_terms(query: &str) -> Vec<String> {
+    let stemmer = Stemmer::create(Algorithm::English);
+    let words: Vec<String> = folded_words(query).collect();
+    let content: Vec<&String> = words
+        .iter()
+        .filter(|w| !STOP_WORDS.contains(&w.as_str()))
+        .collect();
+    let chosen = if content.is_empty() {
+        words.iter().collect()
+    } else {
+        content
+    };
+    let mut terms: Vec<String> = Vec::new();
+    for w in chosen {
+        let t = stem(&stemmer, w);
+        if !terms.contains(&t) {
+            terms.push(t);
+        }
+        if terms.len() == MAX_QUERY_TERMS {
+            break;
+        }
+    }
+    terms
+}
+
+/// The words of `text`, case-folded and cut to [`MAX_TERM_BYTES`], at most [`MAX_TOKENS`].
+fn folded_words(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.unicode_words().take(MAX_TOKENS).map(|word| {
+        let folded = word.to_lowercase().replace('\u{2019}', "'");
+        truncate(&folded, MAX_TERM_BYTES).to_owned()
+    })
+}
+
+/// One folded word as a term: stemmed when it is an English-like word, and bounded.
+fn stem(stemmer: &Stemmer, word: &str) -> String {
+    let stemmed = if is_stemmable(word) {
+        truncate(&stemmer.stem(word), MAX_TERM_BYTES).to_owned()
+    } else {
+        String::new()
+    };
+    if stemmed.is_empty() {
+        word.to_owned()
+    } else {
+        stemmed
+    }
+}
+
+/// Whether Snowball English applies: letters (and apostrophes) only, none of them CJK.
+fn is_stemmable(word: &str) -> bool {
+    word.chars()
+        .all(|c| (c.is_alphabetic() && !is_cjk(c)) || c == '\'')
+}
+
+/// Han, Hiragana, Katakana and Hangul: scripts the English stemmer must not touch.
+fn is_cjk(c: char) -> bool {
+    matches!(c,
+        '\u{1100}'..='\u{11FF}'   // Hangul Jamo
+        | '\u{2E80}'..='\u{2FDF}' // CJK radicals
+        | '\u{3040}'..='\u{30FF}' // Hiragana, Katakana
+        | '\u{3100}'..='\u{31FF}' // Bopomofo, Hangul compatibility Jamo, Katakana extensions
+        | '\u{3400}'..='\u{4DBF}' // CJK extension A
+        | '\u{4E00}'..='\u{9FFF}' // CJK unified ideographs
+        | '\u{AC00}'..='\u{D7AF}' // Hangul syllables
+        | '\u{F900}'..='\u{FAFF}' // CJK compatibility ideographs
+        | '\u{FF66}'..='\u{FF9F}' // half-width Katakana
+        | '\u{20000}'..='\u{3FFFF}' // CJK extensions B and later
+    )
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
+fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let end = (0..=max)
+        .rev()
+        .find(|&i| s.is_char_boundary(i))
+        .unwrap_or(0);
+    s.get(..end).unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_are_folded_and_stemmed() {
+        assert_eq!(
+            tokens("Running, RUNS and ran: the runner's cafés"),
+            ["run", "run", "and", "ran", "the", "runner", "café"]
+        );
+    }
+
+    #[test]
+    fn apostrophes_and_numbers_keep_words_whole() {
+        assert_eq!(tokens("don't"), tokens("don’t"));
+        assert_eq!(
+            tokens("v3.5 at 10:30, 2023-05-07"),
+            ["v3.5", "at", "10", "30", "2023", "05", "07"]
+        );
+        assert_eq!(tokens("U.S.A e.g"), ["u.s.a", "e.g"]);
+    }
+
+    #[test]
+    fn query_and_text_meet_on_the_same_terms() {
+        let text = tokens("Caroline went to the LGBTQ support group yesterday");
+        for term in tokens("When did Caroline go to the support groups?") {
+            if ["when", "did", "go"].contains(&term.as_str()) {
+                continue;
+            }
+            assert!(text.contains(&term), "{term} missing from {text:?}");
+        }
+    }
+
+    #[test]
+    fn accents_are_kept_and_non_latin_scripts_are_not_stemmed() {
+        assert_eq!(tokens("Café CAFÉ cafe"), ["café", "café", "cafe"]);
+        assert_eq!(tokens("Straße ΣΟΦΊΑ"), ["straße", "σοφία"]);
+        assert_eq!(tokens("Москва"), ["москва"]);
+    }
+
+    #[test]
+    fn cjk_is_tokenized_not_dropped() {
+        assert_eq!(
+            tokens("東京タワーに行きました"),
+            ["東", "京", "タワー", "に", "行", "き", "ま", "し", "た"]
+        );
+        assert_eq!(tokens("서울 여행"), ["서울", "여행"]);
+        assert!(tokens("中文分词").len() == 4);
+    }
+
+    #[test]
+    fn punctuation_and_emoji_alone_yield_nothing() {
+        assert!(tokens("").is_empty());
+        assert!(tokens(" ... !!! -- 🎉🎉 \u{200B}").is_empty());
+    }
+
+    #[test]
+    fn a_long_word_is_cut_at_a_character_boundary() {
+        let long = "é".repeat(100);
+        let t = tokens(&long);
+        assert_eq!(t.len(), 1);
+        assert!(t[0].len() <= MAX_TERM_BYTES);
+        assert_eq!(t[0], "é".repeat(MAX_TERM_BYTES / 2));
+        // The same cut on both sides: the long word still finds itself.
+        assert_eq!(tokens(&format!("see {long}!"))[1], t[0]);
+    }
+
+    #[test]
+    fn a_long_text_yields_at_most_max_tokens() {
+        let text = "a ".repeat(MAX_TOKENS * 3);
+        assert_eq!(tokens(&text).len(), MAX_TOKENS);
+    }
+
+    #[test]
+    fn every_valid_entry_is_indexed_whole() {
+        // The densest valid entry (MAX_ENTRY_BYTES of one-letter words) fits under MAX_TOKENS.
+        let entry = "a ".repeat(crate::domain::text::MAX_ENTRY_BYTES / 2);
+        assert_eq!(
+            tokens(&entry).len(),
+            crate::domain::text::MAX_ENTRY_BYTES / 2
+        );
+    }
+
+    #[test]
+    fn truncate_never_splits_a_character() {
+        assert_eq!(truncate("abc", 2), "ab");
+        assert_eq!(truncate("aé", 2), "a");
+        assert_eq!(truncate("東", 2), "");
+        assert_eq!(truncate("東", 3), "東");
+    }
+}

@@ -1,0 +1,241 @@
+//! Ranked search over one scope or several: the query ([`SearchQuery`]), its result
+//! ([`SearchResult`]), and [`crate::Store::search`]. Each scope is ranked with its own
+//! statistics ([`score`]), fused with the vector ranking when the query carries a vector
+//! ([`vector`]), and the scopes are merged by score; filters and the lifecycle are applied while
+//! taking the top hits, so only the records shown are read. The index itself is
+//! [`crate::storage::index`]. docs/design.md, section 12.
+
+use serde::Serialize;
+
+use crate::domain::block::Block;
+use crate::domain::record::Kind;
+use crate::error::{Error, Result};
+use crate::storage::store::Store;
+
+pub mod score;
+pub mod take;
+pub mod vector;
+
+/// How a query ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum SearchMode {
+    /// BM25 over the words (the default without a vector).
+    Lexical,
+    /// Reciprocal rank fusion of the lexical and the vector ranking (the default with a vector).
+    Hybrid,
+    /// Cosine similarity to the query's vector only.
+    Vector,
+}
+
+/// Ranking parameters. The defaults are the recipe measured on LoCoMo
+/// ([`crate::domain::rank`]); setting them is for benchmarks that choose them by
+/// cross-validation.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RankParams {
+    /// BM25's term-frequency saturation.
+    pub k1: f64,
+    /// BM25's length normalization.
+    pub b: f64,
+    /// Share of the best neighbouring memory's direct score added to a memory's (0: none).
+    pub neighbour_weight: f64,
+    /// How many neighbours on each side contribute.
+    pub neighbours: u32,
+    /// Reciprocal rank fusion's constant.
+    pub rrf_k: f64,
+}
+
+impl Default for RankParams {
+    fn default() -> Self {
+        use crate::domain::rank;
+        RankParams {
+            k1: rank::K1,
+            b: rank::B,
+            neighbour_weight: rank::NEIGHBOUR_WEIGHT,
+            neighbours: u32::try_from(rank::NEIGHBOUR_RADIUS).unwrap_or(u32::MAX),
+            rrf_k: 60.0,
+        }
+    }
+}
+
+/// A search query. Only the text is required (or a vector, in vector mode).
+#[derive(Debug, Clone)]
+pub struct SearchQuery {
+    /// The words to look for (any of them; more matches rank higher).
+    pub text: String,
+    /// Show at most this many hits (default 10).
+    pub limit: usize,
+    /// Skip this many hits first: the cursor of the next page ([`SearchResult::next_offset`]).
+    pub offset: usize,
+    /// Only memories observed at or after this time (microseconds); summaries whose block ends
+    /// before it are left out.
+    pub since_us: Option<i64>,
+    /// Only memories observed before this time (microseconds).
+    pub until_us: Option<i64>,
+    /// Only memories of this kind (summaries are left out).
+    pub kind: Option<Kind>,
+    /// Byte budget of the shown lines (default 20,000), as recall's.
+    pub max_bytes: usize,
+    /// Also rank retracted, superseded and deprecated memories (marked).
+    pub include_inactive: bool,
+    /// The query's embedding, for hybrid or vector ranking.
+    pub vector: Option<Vec<f32>>,
+    /// The ranking; default lexical, or hybrid when a vector is given.
+    pub mode: Option<SearchMode>,
+    /// Ranking parameters (advanced: benchmarks).
+    pub params: RankParams,
+}
+
+impl SearchQuery {
+    /// A query for `text` with the defaults.
+    pub fn new(text: impl Into<String>) -> Self {
+        SearchQuery {
+            text: text.into(),
+            limit: 10,
+            offset: 0,
+            since_us: None,
+            until_us: None,
+            kind: None,
+            max_bytes: 20_000,
+            include_inactive: false,
+            vector: None,
+            mode: None,
+            params: RankParams::default(),
+        }
+    }
+
+    /// The mode in force.
+    pub fn effective_mode(&self) -> SearchMode {
+        self.mode.unwrap_or(if self.vector.is_some() {
+            SearchMode::Hybrid
+        } else {
+            SearchMode::Lexical
+        })
+    }
+}
+
+/// One hit: a memory, or a summary, which names its block.
+#[derive(Debug, Clone, Serialize)]
+pub struct Hit {
+    /// The scope it is in.
+    pub scope: String,
+    /// The memory (a block of size 1) or the summarized block.
+    #[serde(serialize_with = "block_str")]
+    pub block: Block,
+    /// Its id, for a memory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<u64>,
+    /// The line as shown: `#id date [markers] text`, or `#lo-hi text` for a summary.
+    pub line: String,
+    /// The score it ranked by (higher first).
+    pub score: f64,
+    /// The query's terms it contains.
+    pub terms: Vec<String>,
+    /// Retracted, superseded or deprecated (only with [`SearchQuery::include_inactive`]).
+    pub inactive: bool,
+}
+
+fn block_str<S: serde::Serializer>(b: &Block, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.collect_str(b)
+}
+
+/// What a search found.
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchResult {
+    /// The hits, best first.
+    pub hits: Vec<Hit>,
+    /// Documents that matched the query, before filters (all scopes searched).
+    pub candidates: u64,
+    /// When more hits follow: the offset of the next page, for [`SearchQuery::offset`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<usize>,
+}
+
+impl SearchResult {
+    /// Renders the text output: each hit's line (prefixed by its scope with `with_scope`), then
+    /// `N hits.`, `Best N hits; more with --offset K.` or `No hit.`
+    pub fn render(&self, with_scope: bool) -> String {
+        let mut out = String::new();
+        for h in &self.hits {
+            if with_scope {
+                out.push_str(&h.scope);
+                out.push(' ');
+            }
+            out.push_str(&h.line);
+            out.push('\n');
+        }
+        let n = self.hits.len();
+        let s = if n == 1 { "" } else { "s" };
+        match (n, self.next_offset) {
+            (0, None) => out.push_str("No hit.\n"),
+            (_, None) => out.push_str(&format!("{n} hit{s}.\n")),
+            (_, Some(k)) => out.push_str(&format!("Best {n} hit{s}; more with --offset {k}.\n")),
+        }
+        out
+    }
+}
+
+impl Store {
+    /// Ranks the memories and summaries of `scope` against the query; see [`SearchQuery`].
+    /// A store of format 1 (not upgraded yet, open read-only) answers [`Error::Unsupported`]
+    /// asking for `engram reindex`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = engram::Store::create(dir.path().join("m.redb")).unwrap();
+    /// store.note("default", engram::NewMemory::new("Caroline went to the support group")).unwrap();
+    /// store.note("default", engram::NewMemory::new("the build uses cargo")).unwrap();
+    /// let r = store.search("default", &engram::SearchQuery::new("support group")).unwrap();
+    /// assert_eq!(r.hits[0].id, Some(0));
+    /// ```
+    pub fn search(&self, scope: &str, q: &SearchQuery) -> Result<SearchResult> {
+        self.search_scopes(&[scope.to_string()], q)
+    }
+
+    /// [`Store::search`] over several scopes in one snapshot: each ranked with its own
+    /// statistics, merged by score. Every scope must be readable by the principal (else
+    /// [`Error::Denied`]); pass the readable ones (`ReadTxn::scopes`) to search them all.
+    pub fn search_scopes(&self, scopes: &[String], q: &SearchQuery) -> Result<SearchResult> {
+        if scopes.is_empty() {
+            return Err(Error::invalid("scope", "no scope to search"));
+        }
+        // A scope named twice is ranked once.
+        let mut seen = std::collections::HashSet::new();
+        let scopes: Vec<String> = scopes.iter().filter(|s| seen.insert(*s)).cloned().collect();
+        let scopes = scopes.as_slice();
+        self.audited(
+            "search",
+            &scopes.join(","),
+            |r| take::search(r, scopes, q),
+            |r| {
+                r.hits
+                    .iter()
+                    .map(|h| format!("{} #{}", h.scope, h.block))
+                    .collect()
+            },
+        )
+    }
+}
+
+impl Store {
+    /// Rebuilds the search index of every scope from the log and the tree, in one write
+    /// transaction, and marks the store format 2 (`engram reindex`; the first read-write open of
+    /// a format-1 store does the same). Admin only. `progress(done, total)` counts scopes.
+    /// Returns the number of documents indexed.
+    pub fn reindex(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<u64> {
+        self.write(|tx| {
+            tx.require_admin("reindex")?;
+            crate::storage::index::build::rebuild_all(&mut tx.tx, progress)
+        })
+    }
+}
+
+impl crate::storage::txn::ReadTxn {
+    /// What the search index holds for `scope`, logically (every posting, every document's
+    /// length), tail and blocks together: for tests and diagnostics.
+    pub fn search_index(&self, scope: &str) -> Result<crate::storage::index::build::Content> {
+        match self.scope_meta(scope)? {
+            Some(m) => Ok(crate::storage::index::build::stored(&self.tx, m.id)?.0),
+            None => Ok(Default::default()),
+        }
+    }
+}

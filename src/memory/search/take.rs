@@ -1,0 +1,181 @@
+//! A search's hits: the scopes ranked (each with its own statistics), merged by score, then
+//! walked best first, reading only the records it shows: filters, the lifecycle, the offset,
+//! the limit and the byte budget are applied on the way.
+
+use std::collections::HashMap;
+
+use crate::domain::block::Block;
+use crate::domain::record::{ScopeMeta, Status};
+use crate::domain::tokenize::query_terms;
+use crate::error::{Error, Result};
+use crate::memory::lifecycle::{marked_line, state_of};
+use crate::memory::log::get_memory;
+use crate::memory::search::score::{lexical, Scored};
+use crate::memory::search::{vector, Hit, SearchMode, SearchQuery, SearchResult};
+use crate::memory::tree::{get_summary, marked_summary_line};
+use crate::storage::codec::decode;
+use crate::storage::index::doc_block;
+use crate::storage::schema::STORE_FORMAT;
+use crate::storage::tables::{META, STALE};
+use crate::storage::txn::ReadTxn;
+
+/// A ranked document: score, the scope's position in the query, document, matched terms.
+type Ranked = (f64, usize, u64, u64);
+
+/// Fails unless the store has its search index (format 2).
+fn require_index(r: &ReadTxn) -> Result<()> {
+    let format = match META.get(&r.tx, "format")? {
+        Some(v) => decode::<u32>("meta", &"format", &v)?,
+        None => 0,
+    };
+    if format < STORE_FORMAT {
+        return Err(Error::Unsupported(
+            "this store was written by an older engram and has no search index yet: run `engram reindex` (or open it once read-write)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// One scope's ranking in the query's mode.
+fn rank_scope(
+    r: &ReadTxn,
+    meta: &ScopeMeta,
+    terms: &[String],
+    q: &SearchQuery,
+) -> Result<HashMap<u64, Scored>> {
+    let mode = q.effective_mode();
+    let lex = match mode {
+        SearchMode::Vector => HashMap::new(),
+        _ => lexical(&r.tx, meta.id, meta.count, terms, &q.params)?,
+    };
+    let Some(v) = q.vector.as_deref().filter(|_| mode != SearchMode::Lexical) else {
+        return Ok(lex);
+    };
+    let near = vector::nearest(&r.tx, meta.id, v)?;
+    Ok(match mode {
+        SearchMode::Vector => vector::as_scored(&near),
+        _ => vector::fuse(&lex, &near, q.params.rrf_k),
+    })
+}
+
+/// Runs the query over `scopes` in one snapshot (each must be readable).
+pub(crate) fn search(r: &ReadTxn, scopes: &[String], q: &SearchQuery) -> Result<SearchResult> {
+    require_index(r)?;
+    let terms = query_terms(&q.text);
+    if terms.is_empty() && (q.vector.is_none() || q.effective_mode() == SearchMode::Lexical) {
+        return Err(Error::invalid("query", "there is no word to look for"));
+    }
+    let mut metas = Vec::with_capacity(scopes.len());
+    let mut ranked: Vec<Ranked> = Vec::new();
+    for (i, s) in scopes.iter().enumerate() {
+        let meta = r.scope_meta(s)?;
+        if let Some(m) = &meta {
+            let scored = rank_scope(r, m, &terms, q)?;
+            ranked.extend(scored.into_iter().map(|(doc, s)| (s.score, i, doc, s.mask)));
+        }
+        metas.push(meta);
+    }
+    // Best first; among equals, the older document (a recency tie-break did not help held out:
+    // crate::domain::rank), then the scope named first.
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.2.cmp(&b.2)).then(a.1.cmp(&b.1)));
+    let mut out = SearchResult {
+        hits: Vec::new(),
+        candidates: ranked.len() as u64,
+        next_offset: None,
+    };
+    let (mut skipped, mut bytes) = (0usize, 0usize);
+    for (score, i, doc, mask) in ranked {
+        let (Some(Some(meta)), Some(scope)) = (metas.get(i), scopes.get(i)) else {
+            continue;
+        };
+        let Some((line, inactive)) = shown(r, meta, doc, q)? else {
+            continue;
+        };
+        if skipped < q.offset {
+            skipped += 1;
+            continue;
+        }
+        if out.hits.len() >= q.limit || bytes + line.len() >= q.max_bytes {
+            out.next_offset = Some(q.offset + out.hits.len());
+            break;
+        }
+        bytes += line.len() + 1;
+        let terms = (0..terms.len())
+            .filter(|b| mask & (1u64 << b) != 0)
+            .filter_map(|b| terms.get(b).cloned())
+            .collect();
+        let block = doc_block(doc)?;
+        let id = (block.size() == 1).then_some(block.lo());
+        out.hits.push(Hit {
+            scope: scope.clone(),
+            block,
+            id,
+            line,
+            score,
+            terms,
+            inactive,
+        });
+    }
+    Ok(out)
+}
+
+/// The line of document `doc` and whether it is inactive, or `None` when the query's filters
+/// or the lifecycle leave it out.
+fn shown(
+    r: &ReadTxn,
+    meta: &ScopeMeta,
+    doc: u64,
+    q: &SearchQuery,
+) -> Result<Option<(String, bool)>> {
+    let b = doc_block(doc)?;
+    if b.hi() > meta.count {
+        return Ok(None);
+    }
+    if b.size() > 1 {
+        return summary_shown(r, meta, b, q);
+    }
+    let m = get_memory(&r.tx, meta.id, b.lo())?;
+    if q.kind.is_some_and(|k| k != m.kind)
+        || q.since_us.is_some_and(|s| m.observed_us < s)
+        || q.until_us.is_some_and(|u| m.observed_us >= u)
+    {
+        return Ok(None);
+    }
+    let st = state_of(&r.tx, meta.id, &m)?;
+    let inactive = matches!(
+        st.status,
+        Status::Retracted | Status::Superseded | Status::Deprecated
+    );
+    if (inactive && !q.include_inactive) || st.redacted {
+        return Ok(None);
+    }
+    Ok(Some((marked_line(&m, &st), inactive)))
+}
+
+/// A summary's line, unless a kind is asked (summaries have none) or its block lies wholly
+/// outside the dates asked.
+fn summary_shown(
+    r: &ReadTxn,
+    meta: &ScopeMeta,
+    b: Block,
+    q: &SearchQuery,
+) -> Result<Option<(String, bool)>> {
+    if q.kind.is_some() {
+        return Ok(None);
+    }
+    if let Some(s) = q.since_us {
+        if get_memory(&r.tx, meta.id, b.hi().saturating_sub(1))?.observed_us < s {
+            return Ok(None);
+        }
+    }
+    if let Some(u) = q.until_us {
+        if get_memory(&r.tx, meta.id, b.lo())?.observed_us >= u {
+            return Ok(None);
+        }
+    }
+    let Some(s) = get_summary(&r.tx, meta.id, b)? else {
+        return Ok(None);
+    };
+    let stale = STALE.contains(&r.tx, (meta.id, b.level(), b.lo()))?;
+    Ok(Some((marked_summary_line(b, &s, stale), false)))
+}

@@ -1,0 +1,233 @@
+//! Keeping the index in step with the texts, inside the write transaction that changes them:
+//! [`add`] when a memory is appended or a summary written, [`remove`] before a text is redacted
+//! or a summary dropped or replaced. A note costs one tail entry and the statistics (both on the
+//! scope's last leaf of `search_tail`); every [`super::TAIL_MAX`]-th document folds the tail.
+
+use std::collections::BTreeMap;
+use std::ops::ControlFlow;
+
+use crate::domain::block::Block;
+use crate::error::Result;
+use crate::storage::codec::encode;
+use crate::storage::index::{
+    block_doc, decode_block, decode_forward, encode_block, read_stats, write_stats, Forward,
+    Posting, BLOCK_MAX, STATS_DOC, TAIL_MAX,
+};
+use crate::storage::kv::{Dir, KvWrite};
+use crate::storage::tables::{SEARCH_POSTINGS, SEARCH_TAIL};
+
+/// Indexes documents of scope `sid`, none of them indexed yet, as `(document, text)`: one tail
+/// entry each (none for a text without terms), the statistics written once.
+pub fn add<S: KvWrite + ?Sized>(kv: &mut S, sid: u32, docs: &[(u64, &str)]) -> Result<()> {
+    let mut st = read_stats(kv, sid)?;
+    for &(doc, text) in docs {
+        let Some(f) = Forward::of(text) else { continue };
+        SEARCH_TAIL.put(kv, (sid, doc), &encode(&f)?)?;
+        st.docs += 1;
+        st.total_len += u64::from(f.len);
+        st.tail += 1;
+        if st.tail >= TAIL_MAX {
+            fold(kv, sid)?;
+            st.tail = 0;
+        }
+    }
+    write_stats(kv, sid, &st)
+}
+
+/// Removes document `doc` of scope `sid`, whose indexed text is `text`, from the index: its tail
+/// entry, or its posting under each of the text's terms. Afterwards nothing refers to it.
+pub fn remove<S: KvWrite + ?Sized>(kv: &mut S, sid: u32, doc: u64, text: &str) -> Result<()> {
+    let mut st = read_stats(kv, sid)?;
+    let len = match SEARCH_TAIL.take(kv, (sid, doc))? {
+        Some(v) => {
+            st.tail = st.tail.saturating_sub(1);
+            Some(decode_forward(sid, doc, &v)?.len)
+        }
+        None => {
+            let mut len = None;
+            for (term, _) in Forward::of(text).map(|f| f.terms).unwrap_or_default() {
+                if let Some(p) = remove_posting(kv, sid, &term, doc)? {
+                    len = Some(p.len);
+                }
+            }
+            len
+        }
+    };
+    if let Some(len) = len {
+        st.docs = st.docs.saturating_sub(1);
+        st.total_len = st.total_len.saturating_sub(u64::from(len));
+        write_stats(kv, sid, &st)?;
+    }
+    Ok(())
+}
+
+/// The block of `term` that holds (or would hold) `doc`: the last one starting at or before it,
+/// else the first one; its first document and postings.
+fn block_for<S: KvWrite + ?Sized>(
+    kv: &S,
+    sid: u32,
+    term: &str,
+    doc: u64,
+) -> Result<Option<(u64, Vec<Posting>)>> {
+    let read = |(_, _, first): (u32, std::borrow::Cow<'_, str>, u64), v: &[u8]| {
+        Ok((first, decode_block(sid, term, first, v)?))
+    };
+    if let Some(b) =
+        SEARCH_POSTINGS.edge(kv, (sid, term, 0)..=(sid, term, doc), Dir::Reverse, read)?
+    {
+        return Ok(Some(b));
+    }
+    SEARCH_POSTINGS.edge(
+        kv,
+        (sid, term, doc)..=(sid, term, u64::MAX),
+        Dir::Forward,
+        read,
+    )
+}
+
+/// Writes `postings` (in document order) as blocks of at most [`BLOCK_MAX`], each keyed by its
+/// first document.
+pub(crate) fn put_blocks<S: KvWrite + ?Sized>(
+    kv: &mut S,
+    sid: u32,
+    term: &str,
+    postings: &[Posting],
+) -> Result<()> {
+    for chunk in postings.chunks(BLOCK_MAX) {
+        if let Some(p) = chunk.first() {
+            SEARCH_POSTINGS.put(kv, (sid, term, p.doc), &encode_block(chunk)?)?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes `doc`'s posting under `term`; the posting, if there was one.
+fn remove_posting<S: KvWrite + ?Sized>(
+    kv: &mut S,
+    sid: u32,
+    term: &str,
+    doc: u64,
+) -> Result<Option<Posting>> {
+    let Some((first, mut postings)) = block_for(kv, sid, term, doc)? else {
+        return Ok(None);
+    };
+    let Ok(i) = postings.binary_search_by_key(&doc, |p| p.doc) else {
+        return Ok(None);
+    };
+    let p = postings.remove(i);
+    SEARCH_POSTINGS.delete(kv, (sid, term, first))?;
+    put_blocks(kv, sid, term, &postings)?;
+    Ok(Some(p))
+}
+
+/// Moves every tail entry of scope `sid` into the posting blocks. The caller resets the tail
+/// count in the statistics.
+pub fn fold<S: KvWrite + ?Sized>(kv: &mut S, sid: u32) -> Result<()> {
+    let mut by_term: BTreeMap<String, Vec<Posting>> = BTreeMap::new();
+    SEARCH_TAIL.each(kv, (sid, 0)..(sid, STATS_DOC), |(_, doc), v| {
+        let f = decode_forward(sid, doc, v)?;
+        for (term, tf) in f.terms {
+            let p = Posting {
+                doc,
+                tf,
+                len: f.len,
+            };
+            by_term.entry(term).or_default().push(p);
+        }
+        Ok(())
+    })?;
+    SEARCH_TAIL.delete_range(kv, (sid, 0)..(sid, STATS_DOC))?;
+    for (term, new) in by_term {
+        merge(kv, sid, &term, &new)?;
+    }
+    Ok(())
+}
+
+/// Merges `new` postings (in document order, none indexed under `term` yet) into `term`'s
+/// blocks: each run goes into the block that covers it, which is rewritten once.
+fn merge<S: KvWrite + ?Sized>(kv: &mut S, sid: u32, term: &str, new: &[Posting]) -> Result<()> {
+    let mut rest = new;
+    while let Some(p0) = rest.first() {
+        let (mut merged, next) = match block_for(kv, sid, term, p0.doc)? {
+            None => (Vec::new(), None),
+            Some((first, postings)) => {
+                let next = match first.checked_add(1) {
+                    Some(f) => SEARCH_POSTINGS.edge(
+                        kv,
+                        (sid, term, f)..=(sid, term, u64::MAX),
+                        Dir::Forward,
+                        |(_, _, f), _| Ok(f),
+                    )?,
+                    None => None,
+                };
+                SEARCH_POSTINGS.delete(kv, (sid, term, first))?;
+                (postings, next)
+            }
+        };
+        let take = next
+            .map_or(rest.len(), |b| rest.partition_point(|p| p.doc < b))
+            .max(1);
+        let (now, later) = rest.split_at(take.min(rest.len()));
+        merged.extend_from_slice(now);
+        merged.sort_unstable_by_key(|p| p.doc);
+        merged.dedup_by_key(|p| p.doc);
+        put_blocks(kv, sid, term, &merged)?;
+        rest = later;
+    }
+    Ok(())
+}
+
+/// Visits each posting of `term` in scope `sid`'s blocks, in document order (not the tail).
+pub fn each_posting<S: crate::storage::kv::KvRead + ?Sized>(
+    kv: &S,
+    sid: u32,
+    term: &str,
+    mut f: impl FnMut(Posting),
+) -> Result<()> {
+    SEARCH_POSTINGS.scan(
+        kv,
+        (sid, term, 0)..=(sid, term, u64::MAX),
+        Dir::Forward,
+        |(_, _, first), v| {
+            decode_block(sid, term, first, v)?
+                .into_iter()
+                .for_each(&mut f);
+            Ok(ControlFlow::Continue(()))
+        },
+    )
+}
+
+/// Indexes the memories `first, first + 1, ...` of scope `sid`, just appended with these texts.
+pub fn add_memories<'a, S: KvWrite + ?Sized>(
+    kv: &mut S,
+    sid: u32,
+    first: u64,
+    texts: impl IntoIterator<Item = &'a str>,
+) -> Result<()> {
+    let docs: Vec<(u64, &str)> = (first..)
+        .zip(texts)
+        .filter_map(|(id, t)| block_doc(Block::single(id)).map(|d| (d, t)))
+        .collect();
+    add(kv, sid, &docs)
+}
+
+/// Keeps the index of block `b` of scope `sid` (a memory, or a summary) in step with a change of
+/// its text from `old` to `new` (`None`: no text, or none that could be read).
+pub fn replace<S: KvWrite + ?Sized>(
+    kv: &mut S,
+    sid: u32,
+    b: Block,
+    old: Option<&str>,
+    new: Option<&str>,
+) -> Result<()> {
+    let Some(doc) = block_doc(b) else {
+        return Ok(());
+    };
+    if let Some(old) = old {
+        remove(kv, sid, doc, old)?;
+    }
+    match new {
+        Some(new) => add(kv, sid, &[(doc, new)]),
+        None => Ok(()),
+    }
+}

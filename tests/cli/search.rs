@@ -1,0 +1,106 @@
+//! Guards `engram search` and `engram reindex` as a user sees them: ranked `#id date text`
+//! lines best first with the count line, the scope before each hit across scopes, a summary hit
+//! as its block line, `--limit` and the `--offset` cursor, `--json` with scores and matched
+//! terms, `note --vector` with `search --vector -`, and `reindex` leaving a store that verifies.
+
+use crate::common::{run_raw, Env};
+
+fn notes(e: &Env, texts: &[&str]) {
+    for t in texts {
+        e.ok(&["note", t]);
+    }
+}
+
+#[test]
+fn search_prints_ranked_lines_and_a_count() {
+    let e = Env::init();
+    notes(
+        &e,
+        &[
+            "lunch was pasta",
+            "the deploy goes through staging",
+            "staging is down",
+        ],
+    );
+    let out = e.lines(&["search", "deploy staging", "--neighbour-weight", "0"]);
+    assert_eq!(out.len(), 3, "{out:?}");
+    assert!(
+        out[0].starts_with("#1 ") && out[0].ends_with(" the deploy goes through staging"),
+        "{out:?}"
+    );
+    assert!(out[1].starts_with("#2 "), "{out:?}");
+    assert_eq!(out[2], "2 hits.");
+    assert_eq!(e.lines(&["search", "zebra"]), ["No hit."]);
+}
+
+#[test]
+fn limit_and_offset_page_through_the_hits() {
+    let e = Env::init();
+    notes(&e, &["cat one", "cat two", "cat three"]);
+    let first = e.lines(&["search", "cat", "--limit", "2"]);
+    assert_eq!(first.len(), 3, "{first:?}");
+    assert_eq!(first[2], "Best 2 hits; more with --offset 2.");
+    let rest = e.lines(&["search", "cat", "--limit", "2", "--offset", "2"]);
+    assert_eq!(rest.len(), 2, "{rest:?}");
+    assert!(!first.contains(&rest[0]));
+}
+
+#[test]
+fn json_gives_scores_terms_and_scopes() {
+    let e = Env::init();
+    e.ok(&["--scope", "a", "note", "red apples"]);
+    e.ok(&["--scope", "b", "note", "green apples"]);
+    let v: serde_json::Value =
+        serde_json::from_str(&e.ok(&["--json", "search", "apples", "--all"])).unwrap();
+    let hits = v["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), 2);
+    assert!(hits.iter().all(|h| h["score"].as_f64().unwrap() > 0.0));
+    assert_eq!(
+        hits[0]["terms"],
+        serde_json::json!(["appl"]),
+        "the stemmed term"
+    );
+    let text = e.lines(&["search", "apples", "--scope", "a,b"]);
+    assert!(
+        text[0].starts_with("a #0 ") || text[0].starts_with("b #0 "),
+        "{text:?}"
+    );
+}
+
+#[test]
+fn a_summary_hit_prints_its_block() {
+    let e = Env::init();
+    notes(&e, &["one", "two"]);
+    e.ok(&["nap", "0-1", "the zeppelin review"]);
+    assert_eq!(
+        e.lines(&["search", "zeppelin"]),
+        ["#0-1 the zeppelin review", "1 hit."]
+    );
+}
+
+#[test]
+fn vectors_go_in_with_note_and_rank_with_search() {
+    let e = Env::init();
+    let a = e.file("a.json", b"[1, 0, 0]");
+    let b = e.file("b.txt", b"0 1 0");
+    e.ok(&["note", "first thing", "--vector", &a]);
+    e.ok(&["note", "second thing", "--vector", &b]);
+    let mut c = e.cmd();
+    c.args(["search", "thing", "--vector", "-", "--mode", "vector"]);
+    let r = run_raw(c, Some(b"0.1, 0.9, 0"));
+    assert_eq!(r.code, 0, "{r:?}");
+    let out = String::from_utf8(r.out).unwrap();
+    assert!(out.starts_with("#1 "), "{out}");
+}
+
+#[test]
+fn reindex_rebuilds_and_the_store_verifies() {
+    let e = Env::init();
+    notes(&e, &["alpha", "beta"]);
+    assert_eq!(e.lines(&["reindex"]), ["Indexed 2 documents in 1 scope."]);
+    e.ok(&["verify"]);
+    assert_eq!(
+        e.lines(&["search", "beta"])[0].split(' ').next(),
+        Some("#1")
+    );
+}
