@@ -47,6 +47,7 @@
 
 mod error;
 
+pub mod checkpoint;
 pub mod domain;
 pub mod import;
 pub mod memory;

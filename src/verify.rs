@@ -6,6 +6,8 @@
 //! exist when it was built from children; `pending` must hold exactly the complete blocks that
 //! have no summary; the counters must match. For sessions: every message decodes and matches
 //! its stored hash, every row belongs to a session, and each session's counters match its rows.
+//! For LangGraph's checkpoints: every value decodes, every channel version a checkpoint names is
+//! stored, and every list value's items are (`crate::checkpoint`).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -257,6 +259,7 @@ impl Store {
             }
 
             crate::session::verify_sessions(r, &mut problem, &mut report.sessions)?;
+            crate::checkpoint::check_checkpoints(kv, &mut problem)?;
             IDEMPOTENCY.each(kv, .., |(sid, key), v| {
                 match decode::<IdemEntry>("idempotency", &key, v) {
                     Ok(e) => {

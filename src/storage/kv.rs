@@ -9,7 +9,7 @@ use std::ops::{Bound, ControlFlow};
 
 use crate::error::Result;
 
-/// The 19 tables of [`crate::storage::schema`]; each backend maps an id to its own table.
+/// The 24 tables of [`crate::storage::schema`]; each backend maps an id to its own table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[allow(missing_docs)]
 pub enum TableId {
@@ -32,11 +32,16 @@ pub enum TableId {
     Claims,
     Audit,
     Tokens,
+    Checkpoints,
+    CheckpointChannels,
+    CheckpointItems,
+    CheckpointWrites,
+    StoreItems,
 }
 
 impl TableId {
     /// Every table, in the order of [`crate::storage::schema::TABLE_NAMES`].
-    pub const ALL: [TableId; 19] = [
+    pub const ALL: [TableId; 24] = [
         TableId::Meta,
         TableId::Config,
         TableId::Scopes,
@@ -56,6 +61,11 @@ impl TableId {
         TableId::Claims,
         TableId::Audit,
         TableId::Tokens,
+        TableId::Checkpoints,
+        TableId::CheckpointChannels,
+        TableId::CheckpointItems,
+        TableId::CheckpointWrites,
+        TableId::StoreItems,
     ];
 
     /// The table's name in the file (and in errors).
@@ -80,6 +90,11 @@ impl TableId {
             TableId::Claims => "claims",
             TableId::Audit => "audit",
             TableId::Tokens => "tokens",
+            TableId::Checkpoints => "checkpoints",
+            TableId::CheckpointChannels => "checkpoint_channels",
+            TableId::CheckpointItems => "checkpoint_items",
+            TableId::CheckpointWrites => "checkpoint_writes",
+            TableId::StoreItems => "store_items",
         }
     }
 

@@ -53,6 +53,22 @@ pub const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
 /// digits) -> the principal it authenticates, who added it, when. The token itself is never stored.
 pub const TOKENS: TableDefinition<&str, &[u8]> = TableDefinition::new("tokens");
 
+/// LangGraph checkpoints: (thread id, namespace, checkpoint id) -> the checkpoint record.
+pub const CHECKPOINTS: TableDefinition<(&str, &str, &str), &[u8]> =
+    TableDefinition::new("checkpoints");
+/// Channel values of checkpoints: (thread id, namespace, channel, version) -> the value, or the
+/// runs of list items that make it up.
+pub const CHECKPOINT_CHANNELS: TableDefinition<(&str, &str, &str, &str), &[u8]> =
+    TableDefinition::new("checkpoint_channels");
+/// Items of list channel values: (thread id, namespace, channel, item number) -> one item.
+pub const CHECKPOINT_ITEMS: TableDefinition<(&str, &str, &str, u64), &[u8]> =
+    TableDefinition::new("checkpoint_items");
+/// Pending writes: (thread id, namespace, checkpoint id, task id, index) -> the write.
+pub const CHECKPOINT_WRITES: TableDefinition<(&str, &str, &str, &str, u64), &[u8]> =
+    TableDefinition::new("checkpoint_writes");
+/// LangGraph's long-term store: (namespace, key) -> the item.
+pub const STORE_ITEMS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("store_items");
+
 /// The store format this build writes (the `format` entry of [`META`]).
 pub const STORE_FORMAT: u32 = 1;
 
@@ -77,4 +93,9 @@ pub const TABLE_NAMES: &[&str] = &[
     "claims",
     "audit",
     "tokens",
+    "checkpoints",
+    "checkpoint_channels",
+    "checkpoint_items",
+    "checkpoint_writes",
+    "store_items",
 ];

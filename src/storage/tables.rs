@@ -1,4 +1,4 @@
-//! The typed descriptors of the 19 tables, for call sites: `LOG.get(kv, (scope, id))`. Each
+//! The typed descriptors of the 24 tables, for call sites: `LOG.get(kv, (scope, id))`. Each
 //! names its [`TableId`] and its key shape (see [`crate::storage::keys`]); the redb definitions
 //! of the same tables, with the same key types, are in [`crate::storage::schema`]. Values are
 //! envelope bytes ([`crate::storage::codec`]); `pending` and `stale` store empty values.
@@ -44,3 +44,15 @@ pub const CLAIMS: Table<(u32, u8, u64)> = Table::new(TableId::Claims);
 pub const AUDIT: Table<u64> = Table::new(TableId::Audit);
 /// HTTP bearer tokens: SHA-256 of the token, in hex -> principal, who added it, when.
 pub const TOKENS: Table<&str> = Table::new(TableId::Tokens);
+/// LangGraph checkpoints: (thread id, namespace, checkpoint id) -> the checkpoint record.
+pub const CHECKPOINTS: Table<(&str, &str, &str)> = Table::new(TableId::Checkpoints);
+/// Channel values: (thread id, namespace, channel, version) -> the value or its item runs.
+pub const CHECKPOINT_CHANNELS: Table<(&str, &str, &str, &str)> =
+    Table::new(TableId::CheckpointChannels);
+/// Items of list channel values: (thread id, namespace, channel, item number) -> one item.
+pub const CHECKPOINT_ITEMS: Table<(&str, &str, &str, u64)> = Table::new(TableId::CheckpointItems);
+/// Pending writes: (thread id, namespace, checkpoint id, task id, index) -> the write.
+pub const CHECKPOINT_WRITES: Table<(&str, &str, &str, &str, u64)> =
+    Table::new(TableId::CheckpointWrites);
+/// LangGraph's long-term store: (namespace, key) -> the item.
+pub const STORE_ITEMS: Table<(&str, &str)> = Table::new(TableId::StoreItems);
