@@ -35,7 +35,7 @@ use crate::error::{Error, Result};
 
 pub(crate) use check::check_checkpoints;
 pub use manage::Prune;
-pub use read::ListQuery;
+pub use read::{CheckpointStats, ListQuery};
 
 /// A value as LangGraph's serializer gives it (`serde.dumps_typed`): a type string and bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -310,3 +310,42 @@ pub(crate) fn list_items(
     }
     Ok(items)
 }
+
+/// Rows and value bytes of the checkpoint tables ([`ReadTxn::checkpoint_stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CheckpointStats {
+    /// Checkpoint records.
+    pub checkpoints: u64,
+    /// Stored channel values (one per channel and version).
+    pub channel_values: u64,
+    /// Stored list items.
+    pub items: u64,
+    /// Pending writes.
+    pub writes: u64,
+    /// Bytes of all those values (envelopes included, keys not).
+    pub value_bytes: u64,
+}
+
+impl ReadTxn {
+    /// What the checkpoint tables hold, for every thread the principal may read.
+    pub fn checkpoint_stats(&self) -> Result<CheckpointStats> {
+        let mut s = CheckpointStats::default();
+        let tables = [
+            (crate::storage::kv::TableId::Checkpoints, &mut s.checkpoints),
+            (crate::storage::kv::TableId::CheckpointChannels, &mut s.channel_values),
+            (crate::storage::kv::TableId::CheckpointItems, &mut s.items),
+            (crate::storage::kv::TableId::CheckpointWrites, &mut s.writes),
+        ];
+        let mut bytes = 0u64;
+        for (table, n) in tables {
+            let unbounded = std::ops::Bound::Unbounded;
+            self.tx.scan(table, unbounded, unbounded, Dir::Forward, &mut |_, v| {
+                *n += 1;
+                bytes += v.len() as u64;
+                Ok(ControlFlow::Continue(()))
+            })?;
+        }
+        s.value_bytes = bytes;
+        Ok(s)
+    }
+}

@@ -25,6 +25,10 @@ mod crash {
     mod torn_tail;
 }
 
+mod checkpoint {
+    mod storage;
+}
+
 mod session {
     mod contract;
     mod model;
