@@ -12,6 +12,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use std::str::FromStr;
 
 use crate::error::{invalid, OrPy};
+use crate::msgpack::{array_header, split_array};
 use crate::store::PyStore;
 
 /// A `(type, bytes)` pair.
@@ -31,7 +32,12 @@ fn typed_py<'py>(py: Python<'py>, t: &Typed) -> PyResult<Bound<'py, PyTuple>> {
     )
 }
 
-/// `None` (empty), a `(type, bytes)` pair, or a list of pairs.
+/// The serializer's type of MessagePack values.
+const MSGPACK: &str = "msgpack";
+
+/// `None` (empty), a `(type, bytes)` pair, a list of pairs (stored item by item), or a
+/// `(type, bytes, True)` triple: a list serialized whole, which is split into its elements when
+/// it is a MessagePack array (and stored whole otherwise).
 fn channel_value(obj: &Bound<'_, PyAny>) -> PyResult<ChannelValue> {
     if obj.is_none() {
         return Ok(ChannelValue::Empty);
@@ -40,7 +46,30 @@ fn channel_value(obj: &Bound<'_, PyAny>) -> PyResult<ChannelValue> {
         let items = list.iter().map(|i| typed(&i)).collect::<PyResult<Vec<_>>>()?;
         return Ok(ChannelValue::List(items));
     }
+    if let Ok((kind, bytes, true)) = obj.extract::<(String, Bound<'_, PyBytes>, bool)>() {
+        let b = bytes.as_bytes();
+        if kind == MSGPACK {
+            if let Some(parts) = split_array(b) {
+                let items = parts.into_iter().map(|p| Typed::new(MSGPACK, p)).collect();
+                return Ok(ChannelValue::List(items));
+            }
+        }
+        return Ok(ChannelValue::Whole(Typed::new(kind, b)));
+    }
     Ok(ChannelValue::Whole(typed(obj)?))
+}
+
+/// A stored list as one value when every item is MessagePack: the array they were split from.
+fn joined(items: &[Typed]) -> Option<Typed> {
+    if !items.iter().all(|t| t.kind == MSGPACK) {
+        return None;
+    }
+    let mut b = array_header(items.len());
+    b.reserve(items.iter().map(|t| t.bytes.len()).sum());
+    for t in items {
+        b.extend_from_slice(&t.bytes);
+    }
+    Some(Typed::new(MSGPACK, b))
 }
 
 fn channel_value_py<'py>(py: Python<'py>, v: &ChannelValue) -> PyResult<Bound<'py, PyAny>> {
@@ -48,6 +77,9 @@ fn channel_value_py<'py>(py: Python<'py>, v: &ChannelValue) -> PyResult<Bound<'p
         ChannelValue::Empty => py.None().into_bound(py),
         ChannelValue::Whole(t) => typed_py(py, t)?.into_any(),
         ChannelValue::List(items) => {
+            if let Some(t) = joined(items) {
+                return Ok(typed_py(py, &t)?.into_any());
+            }
             let l = PyList::empty(py);
             for t in items {
                 l.append(typed_py(py, t)?)?;

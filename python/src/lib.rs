@@ -16,6 +16,7 @@ mod checkpoint;
 mod convert;
 mod error;
 mod handles;
+mod msgpack;
 mod store;
 
 use pyo3::prelude::*;
