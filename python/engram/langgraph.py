@@ -522,7 +522,10 @@ class EngramStore(BaseStore):
         scores: list[float | None] = [None] * len(found)
         if op.query:
             scores = self._scores(op.query, found, queries)
-            order = sorted(range(len(found)), key=lambda i: -(scores[i] or 0.0))
+            # Scored items by score, then those without a vector (as InMemoryStore does).
+            order = sorted(
+                range(len(found)), key=lambda i: (scores[i] is None, -(scores[i] or 0.0))
+            )
             found = [found[i] for i in order]
             scores = [scores[i] for i in order]
         if not plain:
