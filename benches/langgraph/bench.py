@@ -113,7 +113,7 @@ def pg_size(url: str, schema: str, tables: list[str]):
         with psycopg.connect(url, autocommit=True) as c:
             c.execute("CHECKPOINT")
             row = c.execute(
-                "SELECT coalesce(sum(pg_total_relation_size(format('%I.%I', schemaname, tablename)::regclass)), 0)"
+                "SELECT coalesce(sum(pg_total_relation_size(format('%%I.%%I', schemaname, tablename)::regclass)), 0)"
                 " FROM pg_tables WHERE schemaname = %s AND tablename = ANY(%s)",
                 (schema, tables),
             ).fetchone()

@@ -43,7 +43,10 @@ fn channel_value(obj: &Bound<'_, PyAny>) -> PyResult<ChannelValue> {
         return Ok(ChannelValue::Empty);
     }
     if let Ok(list) = obj.cast::<PyList>() {
-        let items = list.iter().map(|i| typed(&i)).collect::<PyResult<Vec<_>>>()?;
+        let items = list
+            .iter()
+            .map(|i| typed(&i))
+            .collect::<PyResult<Vec<_>>>()?;
         return Ok(ChannelValue::List(items));
     }
     if let Ok((kind, bytes, true)) = obj.extract::<(String, Bound<'_, PyBytes>, bool)>() {
@@ -98,7 +101,11 @@ fn entry_py<'py>(py: Python<'py>, e: &CheckpointEntry) -> PyResult<Bound<'py, Py
     }
     let writes = PyList::empty(py);
     for w in &e.writes {
-        writes.append((w.task_id.as_str(), w.channel.as_str(), typed_py(py, &w.value)?))?;
+        writes.append((
+            w.task_id.as_str(),
+            w.channel.as_str(),
+            typed_py(py, &w.value)?,
+        ))?;
     }
     (
         e.thread.as_str(),
@@ -224,7 +231,10 @@ impl PyLangGraph {
         ns: &str,
         id: Option<&str>,
     ) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        let e = self.store.get().run(py, |s| s.checkpoint_get(thread, ns, id))?;
+        let e = self
+            .store
+            .get()
+            .run(py, |s| s.checkpoint_get(thread, ns, id))?;
         e.map(|e| entry_py(py, &e)).transpose()
     }
 
@@ -282,9 +292,9 @@ impl PyLangGraph {
 
     /// Copies a thread; how many checkpoints.
     fn copy_thread(&self, py: Python<'_>, source: &str, target: &str) -> PyResult<u64> {
-        self.store
-            .get()
-            .run(py, |s| s.write(|tx| tx.checkpoint_copy_thread(source, target)))
+        self.store.get().run(py, |s| {
+            s.write(|tx| tx.checkpoint_copy_thread(source, target))
+        })
     }
 
     /// Prunes threads (`keep_latest` or `delete`); how many checkpoints were deleted.
@@ -298,7 +308,10 @@ impl PyLangGraph {
 
     /// `{"checkpoints", "channel_values", "items", "writes", "value_bytes"}`.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = self.store.get().run(py, |s| s.read(|r| r.checkpoint_stats()))?;
+        let s = self
+            .store
+            .get()
+            .run(py, |s| s.read(|r| r.checkpoint_stats()))?;
         let d = PyDict::new(py);
         d.set_item("checkpoints", s.checkpoints)?;
         d.set_item("channel_values", s.channel_values)?;
@@ -389,8 +402,6 @@ impl PyLangGraph {
 
     /// Deletes every expired item; how many.
     fn store_sweep(&self, py: Python<'_>) -> PyResult<u64> {
-        self.store
-            .get()
-            .run(py, |s| s.write(|tx| tx.store_sweep()))
+        self.store.get().run(py, |s| s.write(|tx| tx.store_sweep()))
     }
 }

@@ -34,7 +34,11 @@ pub(crate) fn array_header(n: usize) -> Vec<u8> {
 
 fn be(b: &[u8], at: usize, width: usize) -> Option<usize> {
     let bytes = b.get(at..at.checked_add(width)?)?;
-    Some(bytes.iter().fold(0usize, |acc, &x| (acc << 8) | usize::from(x)))
+    Some(
+        bytes
+            .iter()
+            .fold(0usize, |acc, &x| (acc << 8) | usize::from(x)),
+    )
 }
 
 /// `(element count, offset of the first element)` of an array header at the start of `b`.

@@ -4,9 +4,9 @@
 
 use std::collections::HashSet;
 
+use crate::checkpoint::items::StoreItem;
 use crate::checkpoint::read::list_items;
 use crate::checkpoint::{CKey, CheckpointRecord, StoredChannel, Typed, VKey, WriteRecord};
-use crate::checkpoint::items::StoreItem;
 use crate::error::Result;
 use crate::storage::codec::decode;
 use crate::storage::kv::KvRead;
@@ -79,7 +79,10 @@ fn check_rows(
             problem(e.to_string());
         }
         if !threads.contains(t.as_ref()) {
-            problem(format!("checkpoint item {} belongs to no checkpoint", VKey(&t, &ns, &c, &i)));
+            problem(format!(
+                "checkpoint item {} belongs to no checkpoint",
+                VKey(&t, &ns, &c, &i)
+            ));
         }
         Ok(())
     })?;

@@ -63,7 +63,10 @@ pub fn join_namespace(namespace: &[&str]) -> Result<String> {
             return Err(Error::invalid("namespace", "a label is empty"));
         }
         if l.chars().any(char::is_control) {
-            return Err(Error::invalid("namespace", "a label contains a control character"));
+            return Err(Error::invalid(
+                "namespace",
+                "a label contains a control character",
+            ));
         }
     }
     let joined = namespace.join("\u{1f}");
@@ -155,7 +158,11 @@ impl WriteTxn<'_> {
 
     /// The live item at `key`, its expiry moved to now + its TTL (LangGraph's
     /// `refresh_on_read`).
-    pub fn store_get_refreshed(&mut self, namespace: &[&str], key: &str) -> Result<Option<StoreItem>> {
+    pub fn store_get_refreshed(
+        &mut self,
+        namespace: &[&str],
+        key: &str,
+    ) -> Result<Option<StoreItem>> {
         let ns = join_namespace(namespace)?;
         self.require(Access::Read, &store_scope(namespace))?;
         let Some(v) = STORE_ITEMS.get(&self.tx, (&ns, key))? else {
@@ -177,7 +184,10 @@ impl WriteTxn<'_> {
         let mut dead = Vec::new();
         let now = self.now;
         STORE_ITEMS.each(&self.tx, .., |(ns, key), v| {
-            if decode_item(&ns, key, v)?.expires_us.is_some_and(|e| e <= now) {
+            if decode_item(&ns, key, v)?
+                .expires_us
+                .is_some_and(|e| e <= now)
+            {
                 dead.push((ns.to_string(), key.to_string()));
             }
             Ok(())
@@ -198,7 +208,10 @@ impl ReadTxn {
             return Ok(None);
         };
         let item = decode_item(&ns, key, &v)?;
-        Ok(item.expires_us.map_or(true, |e| e > now_us()).then_some(item))
+        Ok(item
+            .expires_us
+            .map_or(true, |e| e > now_us())
+            .then_some(item))
     }
 
     /// The live items of `prefix` and the namespaces below it, in (namespace, key) order,

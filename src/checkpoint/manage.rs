@@ -109,10 +109,14 @@ impl WriteTxn<'_> {
             CHECKPOINTS.put(&mut self.tx, (target, ns, id), v)?;
         }
         let mut chans: Vec<(String, String, String, Vec<u8>)> = Vec::new();
-        CHECKPOINT_CHANNELS.each(&self.tx, (s, "", "", "")..(n, "", "", ""), |(_, ns, c, ver), v| {
-            chans.push((ns.to_string(), c.to_string(), ver.to_string(), v.to_vec()));
-            Ok(())
-        })?;
+        CHECKPOINT_CHANNELS.each(
+            &self.tx,
+            (s, "", "", "")..(n, "", "", ""),
+            |(_, ns, c, ver), v| {
+                chans.push((ns.to_string(), c.to_string(), ver.to_string(), v.to_vec()));
+                Ok(())
+            },
+        )?;
         for (ns, c, ver, v) in chans {
             CHECKPOINT_CHANNELS.put(&mut self.tx, (target, &ns, &c, &ver), &v)?;
         }
@@ -124,10 +128,14 @@ impl WriteTxn<'_> {
         let next = after(source);
         let (s, n) = (source, next.as_str());
         let mut items: Vec<(String, String, u64, Vec<u8>)> = Vec::new();
-        CHECKPOINT_ITEMS.each(&self.tx, (s, "", "", 0)..(n, "", "", 0), |(_, ns, c, i), v| {
-            items.push((ns.to_string(), c.to_string(), i, v.to_vec()));
-            Ok(())
-        })?;
+        CHECKPOINT_ITEMS.each(
+            &self.tx,
+            (s, "", "", 0)..(n, "", "", 0),
+            |(_, ns, c, i), v| {
+                items.push((ns.to_string(), c.to_string(), i, v.to_vec()));
+                Ok(())
+            },
+        )?;
         for (ns, c, i, v) in items {
             CHECKPOINT_ITEMS.put(&mut self.tx, (target, &ns, &c, i), &v)?;
         }
@@ -136,7 +144,13 @@ impl WriteTxn<'_> {
             &self.tx,
             (s, "", "", "", 0)..(n, "", "", "", 0),
             |(_, ns, id, task, idx), v| {
-                writes.push((ns.to_string(), id.to_string(), task.to_string(), idx, v.to_vec()));
+                writes.push((
+                    ns.to_string(),
+                    id.to_string(),
+                    task.to_string(),
+                    idx,
+                    v.to_vec(),
+                ));
                 Ok(())
             },
         )?;
@@ -184,11 +198,15 @@ impl WriteTxn<'_> {
     fn collect_garbage(&mut self, t: &str, ns: &str) -> Result<()> {
         let next = after(ns);
         let mut live: HashSet<(String, String)> = HashSet::new();
-        CHECKPOINTS.each(&self.tx, (t, ns, "")..(t, next.as_str(), ""), |(_, _, id), v| {
-            let rec: CheckpointRecord = decode("checkpoints", &CKey(t, ns, id), v)?;
-            live.extend(rec.versions);
-            Ok(())
-        })?;
+        CHECKPOINTS.each(
+            &self.tx,
+            (t, ns, "")..(t, next.as_str(), ""),
+            |(_, _, id), v| {
+                let rec: CheckpointRecord = decode("checkpoints", &CKey(t, ns, id), v)?;
+                live.extend(rec.versions);
+                Ok(())
+            },
+        )?;
         let mut dead = Vec::new();
         let mut runs: HashMap<String, Vec<(u64, u64)>> = HashMap::new();
         CHECKPOINT_CHANNELS.each(

@@ -43,7 +43,35 @@ pub struct Typed {
     /// The serializer's type tag (`"msgpack"`, `"json"`, `"bytes"`, `"null"`, ...).
     pub kind: String,
     /// The serialized bytes, stored as they are.
+    #[serde(with = "raw_bytes")]
     pub bytes: Vec<u8>,
+}
+
+/// `Vec<u8>` as serde bytes: the same postcard bytes as a sequence of `u8` (varint length, then
+/// the bytes), read and written in one piece instead of byte by byte.
+mod raw_bytes {
+    use serde::{Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(v)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Vec<u8>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("bytes")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Vec<u8>, E> {
+                Ok(v.to_vec())
+            }
+            fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
+                Ok(v)
+            }
+        }
+        d.deserialize_byte_buf(V)
+    }
 }
 
 impl Typed {
@@ -224,7 +252,12 @@ impl fmt::Display for CKey<'_> {
 }
 
 /// A channel or item key as errors show it: `thread/ns/channel@version`.
-pub(crate) struct VKey<'a>(pub &'a str, pub &'a str, pub &'a str, pub &'a dyn fmt::Display);
+pub(crate) struct VKey<'a>(
+    pub &'a str,
+    pub &'a str,
+    pub &'a str,
+    pub &'a dyn fmt::Display,
+);
 
 impl fmt::Display for VKey<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

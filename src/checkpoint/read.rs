@@ -8,7 +8,7 @@ use std::ops::ControlFlow;
 
 use crate::checkpoint::write::each_item;
 use crate::checkpoint::{
-    after, idx_of, thread_scope, ChannelValue, CKey, CheckpointEntry, CheckpointRecord,
+    after, idx_of, thread_scope, CKey, ChannelValue, CheckpointEntry, CheckpointRecord,
     PendingWrite, StoredChannel, Typed, VKey, WriteRecord,
 };
 use crate::error::{Error, Result};
@@ -52,8 +52,8 @@ fn matches(t: &str, ns: &str, id: &str, rec: &CheckpointRecord, q: &ListQuery) -
     if q.filter.is_empty() {
         return Ok(true);
     }
-    let meta: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_str(&rec.metadata_json).map_err(|e| {
+    let meta: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&rec.metadata_json)
+        .map_err(|e| {
             Error::corrupt(
                 "checkpoints",
                 CKey(t, ns, id),
@@ -124,24 +124,29 @@ impl ReadTxn {
         };
         let mut out = Vec::new();
         let limit = q.limit.unwrap_or(usize::MAX);
-        CHECKPOINTS.scan(&self.tx, (t, ns, "")..hi_key, Dir::Reverse, |(_, _, id), v| {
-            if out.len() >= limit {
-                return Ok(ControlFlow::Break(()));
-            }
-            if q.id.as_deref().is_some_and(|want| want != id) {
-                return Ok(ControlFlow::Continue(()));
-            }
-            let rec = decode_record(t, ns, id, v)?;
-            if matches(t, ns, id, &rec, q)? {
-                out.push(Found {
-                    thread: t.to_string(),
-                    ns: ns.to_string(),
-                    id: id.to_string(),
-                    rec,
-                });
-            }
-            Ok(ControlFlow::Continue(()))
-        })?;
+        CHECKPOINTS.scan(
+            &self.tx,
+            (t, ns, "")..hi_key,
+            Dir::Reverse,
+            |(_, _, id), v| {
+                if out.len() >= limit {
+                    return Ok(ControlFlow::Break(()));
+                }
+                if q.id.as_deref().is_some_and(|want| want != id) {
+                    return Ok(ControlFlow::Continue(()));
+                }
+                let rec = decode_record(t, ns, id, v)?;
+                if matches(t, ns, id, &rec, q)? {
+                    out.push(Found {
+                        thread: t.to_string(),
+                        ns: ns.to_string(),
+                        id: id.to_string(),
+                        rec,
+                    });
+                }
+                Ok(ControlFlow::Continue(()))
+            },
+        )?;
         Ok(out)
     }
 
@@ -149,39 +154,42 @@ impl ReadTxn {
     fn scan_wide(&self, q: &ListQuery) -> Result<Vec<Found>> {
         let mut out = Vec::new();
         let mut allowed: HashMap<String, bool> = HashMap::new();
-        let mut visit = |(t, ns, id): (std::borrow::Cow<'_, str>, std::borrow::Cow<'_, str>, &str),
-                         v: &[u8]|
-         -> Result<()> {
-            if q.ns.as_deref().is_some_and(|want| want != ns)
-                || q.id.as_deref().is_some_and(|want| want != id)
-                || q.before.as_deref().is_some_and(|b| id >= b)
-            {
-                return Ok(());
-            }
-            if !allowed.contains_key(t.as_ref()) {
-                let ok = self.may(Access::Read, &thread_scope(&t))?;
-                allowed.insert(t.to_string(), ok);
-            }
-            if allowed.get(t.as_ref()) != Some(&true) {
-                return Ok(());
-            }
-            let rec = decode_record(&t, &ns, id, v)?;
-            if matches(&t, &ns, id, &rec, q)? {
-                out.push(Found {
-                    thread: t.to_string(),
-                    ns: ns.to_string(),
-                    id: id.to_string(),
-                    rec,
-                });
-            }
-            Ok(())
-        };
+        let mut visit =
+            |(t, ns, id): (std::borrow::Cow<'_, str>, std::borrow::Cow<'_, str>, &str),
+             v: &[u8]|
+             -> Result<()> {
+                if q.ns.as_deref().is_some_and(|want| want != ns)
+                    || q.id.as_deref().is_some_and(|want| want != id)
+                    || q.before.as_deref().is_some_and(|b| id >= b)
+                {
+                    return Ok(());
+                }
+                if !allowed.contains_key(t.as_ref()) {
+                    let ok = self.may(Access::Read, &thread_scope(&t))?;
+                    allowed.insert(t.to_string(), ok);
+                }
+                if allowed.get(t.as_ref()) != Some(&true) {
+                    return Ok(());
+                }
+                let rec = decode_record(&t, &ns, id, v)?;
+                if matches(&t, &ns, id, &rec, q)? {
+                    out.push(Found {
+                        thread: t.to_string(),
+                        ns: ns.to_string(),
+                        id: id.to_string(),
+                        rec,
+                    });
+                }
+                Ok(())
+            };
         match &q.thread {
             Some(t) => {
                 let next = after(t);
-                CHECKPOINTS.each(&self.tx, (t.as_str(), "", "")..(next.as_str(), "", ""), |k, v| {
-                    visit(k, v)
-                })?
+                CHECKPOINTS.each(
+                    &self.tx,
+                    (t.as_str(), "", "")..(next.as_str(), "", ""),
+                    |k, v| visit(k, v),
+                )?
             }
             None => CHECKPOINTS.each(&self.tx, .., |k, v| visit(k, v))?,
         }
@@ -298,14 +306,21 @@ pub(crate) fn list_items(
     let (t, ns, ch) = key;
     let mut items = Vec::with_capacity(usize::try_from(count).unwrap_or(0).min(1 << 16));
     each_item(kv, key, runs, |i, v| {
-        items.push(decode::<Typed>("checkpoint_items", &VKey(t, ns, ch, &i), v)?);
+        items.push(decode::<Typed>(
+            "checkpoint_items",
+            &VKey(t, ns, ch, &i),
+            v,
+        )?);
         Ok(())
     })?;
     if items.len() as u64 != count {
         return Err(Error::corrupt(
             "checkpoint_channels",
             VKey(t, ns, ch, &"list"),
-            format!("the list holds {count} items but {} are stored", items.len()),
+            format!(
+                "the list holds {count} items but {} are stored",
+                items.len()
+            ),
         ));
     }
     Ok(items)
@@ -332,18 +347,22 @@ impl ReadTxn {
         let mut s = CheckpointStats::default();
         let tables = [
             (crate::storage::kv::TableId::Checkpoints, &mut s.checkpoints),
-            (crate::storage::kv::TableId::CheckpointChannels, &mut s.channel_values),
+            (
+                crate::storage::kv::TableId::CheckpointChannels,
+                &mut s.channel_values,
+            ),
             (crate::storage::kv::TableId::CheckpointItems, &mut s.items),
             (crate::storage::kv::TableId::CheckpointWrites, &mut s.writes),
         ];
         let mut bytes = 0u64;
         for (table, n) in tables {
             let unbounded = std::ops::Bound::Unbounded;
-            self.tx.scan(table, unbounded, unbounded, Dir::Forward, &mut |_, v| {
-                *n += 1;
-                bytes += v.len() as u64;
-                Ok(ControlFlow::Continue(()))
-            })?;
+            self.tx
+                .scan(table, unbounded, unbounded, Dir::Forward, &mut |_, v| {
+                    *n += 1;
+                    bytes += v.len() as u64;
+                    Ok(ControlFlow::Continue(()))
+                })?;
         }
         s.value_bytes = bytes;
         Ok(s)

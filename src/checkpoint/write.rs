@@ -132,7 +132,9 @@ impl WriteTxn<'_> {
             }
             _ => (Vec::new(), 0),
         };
-        let fresh = items.get(usize::try_from(kept).unwrap_or(usize::MAX)..).unwrap_or(&[]);
+        let fresh = items
+            .get(usize::try_from(kept).unwrap_or(usize::MAX)..)
+            .unwrap_or(&[]);
         if !fresh.is_empty() {
             let first = self.next_item(t, ns, ch)?;
             for (i, it) in (first..).zip(fresh) {

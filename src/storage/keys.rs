@@ -321,7 +321,13 @@ impl Key for (&'static str, &'static str, &'static str, &'static str, u64) {
     }
     fn decode(b: &[u8]) -> Option<Self::Dec<'_>> {
         let mut r = Reader { b };
-        let v = (r.str_mid()?, r.str_mid()?, r.str_mid()?, r.str_mid()?, r.u64()?);
+        let v = (
+            r.str_mid()?,
+            r.str_mid()?,
+            r.str_mid()?,
+            r.str_mid()?,
+            r.u64()?,
+        );
         r.end(v)
     }
 }

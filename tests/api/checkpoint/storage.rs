@@ -21,7 +21,11 @@ fn step(thread: &str, n: u32) -> NewCheckpoint {
     let items: Vec<Typed> = (0..=n).map(|i| t(&format!("message {i}"))).collect();
     let mut changed = vec![
         ("messages".into(), ver(n + 1), ChannelValue::List(items)),
-        ("count".into(), ver(n + 1), ChannelValue::Whole(t(&n.to_string()))),
+        (
+            "count".into(),
+            ver(n + 1),
+            ChannelValue::Whole(t(&n.to_string())),
+        ),
     ];
     if n == 0 {
         changed.push(("config".into(), ver(1), ChannelValue::Whole(t("fixed"))));
@@ -68,9 +72,18 @@ fn a_growing_list_stores_one_item_per_step_and_everything_round_trips() {
     assert_eq!(got.id, "cp-00049");
     assert_eq!(got.parent.as_deref(), Some("cp-00048"));
     let want: Vec<Typed> = (0..50).map(|i| t(&format!("message {i}"))).collect();
-    assert_eq!(got.values[2], ("messages".to_string(), ChannelValue::List(want)));
-    assert_eq!(got.values[0], ("config".to_string(), ChannelValue::Whole(t("fixed"))));
-    let old = store.checkpoint_get("a", "", Some("cp-00003")).unwrap().unwrap();
+    assert_eq!(
+        got.values[2],
+        ("messages".to_string(), ChannelValue::List(want))
+    );
+    assert_eq!(
+        got.values[0],
+        ("config".to_string(), ChannelValue::Whole(t("fixed")))
+    );
+    let old = store
+        .checkpoint_get("a", "", Some("cp-00003"))
+        .unwrap()
+        .unwrap();
     assert!(matches!(&old.values[2].1, ChannelValue::List(v) if v.len() == 4));
 
     // An edited list is stored again, whole; the old versions still read back.
@@ -95,14 +108,32 @@ fn writes_keep_the_first_regular_write_and_list_filters_bounds_and_limits() {
         value: t(v),
         task_path: String::new(),
     };
-    store.checkpoint_put_writes("a", "", "cp-00029", &[w("t2", 0, "x"), w("t1", 0, "y")]).unwrap();
-    store.checkpoint_put_writes("a", "", "cp-00029", &[w("t1", 0, "again")]).unwrap();
-    store.checkpoint_put_writes("a", "", "cp-00029", &[w("t1", -3, "interrupt")]).unwrap();
-    store.checkpoint_put_writes("a", "", "cp-00029", &[w("t1", -3, "replaced")]).unwrap();
+    store
+        .checkpoint_put_writes("a", "", "cp-00029", &[w("t2", 0, "x"), w("t1", 0, "y")])
+        .unwrap();
+    store
+        .checkpoint_put_writes("a", "", "cp-00029", &[w("t1", 0, "again")])
+        .unwrap();
+    store
+        .checkpoint_put_writes("a", "", "cp-00029", &[w("t1", -3, "interrupt")])
+        .unwrap();
+    store
+        .checkpoint_put_writes("a", "", "cp-00029", &[w("t1", -3, "replaced")])
+        .unwrap();
     let got = store.checkpoint_get("a", "", None).unwrap().unwrap();
-    let vals: Vec<(&str, i64, &[u8])> =
-        got.writes.iter().map(|w| (w.task_id.as_str(), w.idx, w.value.bytes.as_slice())).collect();
-    assert_eq!(vals, vec![("t1", -3, &b"replaced"[..]), ("t1", 0, b"y"), ("t2", 0, b"x")]);
+    let vals: Vec<(&str, i64, &[u8])> = got
+        .writes
+        .iter()
+        .map(|w| (w.task_id.as_str(), w.idx, w.value.bytes.as_slice()))
+        .collect();
+    assert_eq!(
+        vals,
+        vec![
+            ("t1", -3, &b"replaced"[..]),
+            ("t1", 0, b"y"),
+            ("t2", 0, b"x")
+        ]
+    );
 
     let q = ListQuery {
         thread: Some("a".into()),
@@ -112,13 +143,23 @@ fn writes_keep_the_first_regular_write_and_list_filters_bounds_and_limits() {
         limit: Some(3),
         ..ListQuery::default()
     };
-    let ids: Vec<String> = store.checkpoint_list(&q).unwrap().into_iter().map(|e| e.id).collect();
+    let ids: Vec<String> = store
+        .checkpoint_list(&q)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
     assert_eq!(ids, ["cp-00019", "cp-00018", "cp-00017"]);
     let q = ListQuery {
         filter: vec![("step".into(), 7.into())],
         ..ListQuery::default()
     };
-    let ids: Vec<String> = store.checkpoint_list(&q).unwrap().into_iter().map(|e| e.id).collect();
+    let ids: Vec<String> = store
+        .checkpoint_list(&q)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
     assert_eq!(ids, ["cp-00007"]);
     assert!(store.verify().unwrap().ok());
 }
@@ -130,19 +171,30 @@ fn copy_prune_and_delete_leave_no_orphans() {
     for n in 0..20 {
         store.checkpoint_put(&step("a", n)).unwrap();
     }
-    store.write(|tx| tx.checkpoint_copy_thread("a", "b")).unwrap();
+    store
+        .write(|tx| tx.checkpoint_copy_thread("a", "b"))
+        .unwrap();
     assert_eq!(rows(&store, TableId::CheckpointItems), 40);
-    store.write(|tx| tx.checkpoint_prune(&["b"], Prune::KeepLatest)).unwrap();
-    let left = store.checkpoint_list(&ListQuery { thread: Some("b".into()), ..ListQuery::default() });
+    store
+        .write(|tx| tx.checkpoint_prune(&["b"], Prune::KeepLatest))
+        .unwrap();
+    let left = store.checkpoint_list(&ListQuery {
+        thread: Some("b".into()),
+        ..ListQuery::default()
+    });
     assert_eq!(left.unwrap().len(), 1);
     // The latest list still needs all 20 items of b.
     assert_eq!(rows(&store, TableId::CheckpointItems), 40);
     assert_eq!(rows(&store, TableId::CheckpointChannels), 41 + 3);
-    let gone = store.write(|tx| tx.checkpoint_delete_for_runs(&["run-0"])).unwrap();
+    let gone = store
+        .write(|tx| tx.checkpoint_delete_for_runs(&["run-0"]))
+        .unwrap();
     assert_eq!(gone, 10);
     assert!(store.verify().unwrap().ok());
     store.write(|tx| tx.checkpoint_delete_thread("a")).unwrap();
-    store.write(|tx| tx.checkpoint_prune(&["b"], Prune::DeleteAll)).unwrap();
+    store
+        .write(|tx| tx.checkpoint_prune(&["b"], Prune::DeleteAll))
+        .unwrap();
     for table in [
         TableId::Checkpoints,
         TableId::CheckpointChannels,
@@ -152,4 +204,17 @@ fn copy_prune_and_delete_leave_no_orphans() {
         assert_eq!(rows(&store, table), 0, "{}", table.name());
     }
     assert!(store.verify().unwrap().ok());
+}
+
+#[test]
+fn a_typed_value_is_encoded_as_postcard_bytes() {
+    // The bytes of `Typed` are a varint length and the raw bytes, as a Vec<u8> would be.
+    let v = Typed::new("msgpack", vec![1u8, 2, 200]);
+    let enc = engram::storage::codec::encode(&v).unwrap();
+    assert_eq!(
+        &enc[1..enc.len() - 4],
+        &[7, b'm', b's', b'g', b'p', b'a', b'c', b'k', 3, 1, 2, 200]
+    );
+    let back: Typed = engram::storage::codec::decode("t", &"k", &enc).unwrap();
+    assert_eq!(back, v);
 }
