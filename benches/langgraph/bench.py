@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import platform
+import random
 import statistics
 import sys
 import tempfile
@@ -35,7 +36,13 @@ MARKS = (100, 500, 2000)
 
 
 def message(i: int) -> dict:
-    body = f"message {i}: " + "".join(chr(97 + (i * 7 + j) % 26) for j in range(1000))
+    """About 1 KB of text that compresses as prose does, not better: random words of random
+    letters (PostgreSQL compresses large values, SQLite and engram do not)."""
+    rng = random.Random(i)
+    words = []
+    while sum(len(w) + 1 for w in words) < 1000:
+        words.append("".join(rng.choice("etaoinshrdlucmfwypvbgkjqxz") for _ in range(rng.randint(2, 9))))
+    body = f"message {i}: " + " ".join(words)
     return {"role": "ai" if i % 2 else "user", "content": body[:1000], "id": f"m-{i}"}
 
 

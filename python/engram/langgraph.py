@@ -80,11 +80,28 @@ def _json_default(o: Any) -> Any:
     return repr(o)
 
 
+class _Closable:
+    """``close()`` (idempotent; closes the engram store only when the adapter opened it) and
+    the context manager, over the adapter's ``_closing``."""
+
+    _closing: Closing
+
+    def close(self) -> None:
+        """Closes the adapter (and the engram store, when it opened it). Idempotent."""
+        self._closing.close()
+
+    def __enter__(self):  # type: ignore[no-untyped-def]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 # ---------------------------------------------------------------------------------------------
 # The checkpointer
 
 
-class EngramSaver(BaseCheckpointSaver[str]):
+class EngramSaver(_Closable, BaseCheckpointSaver[str]):
     """A LangGraph checkpointer kept in an engram store.
 
     ``path``: the store file (created if missing) or a ``postgresql://`` URL, default
@@ -307,16 +324,6 @@ class EngramSaver(BaseCheckpointSaver[str]):
         self._closing.check()
         return self._lg.stats()
 
-    def close(self) -> None:
-        """Closes the saver (and the store, when it opened it). Idempotent."""
-        self._closing.close()
-
-    def __enter__(self) -> EngramSaver:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
 
 # ---------------------------------------------------------------------------------------------
 # The long-term store
@@ -373,7 +380,7 @@ def _cosine(a: list[float], b: list[float]) -> float:
     return dot / (na * nb) if na and nb else 0.0
 
 
-class EngramStore(BaseStore):
+class EngramStore(_Closable, BaseStore):
     """A LangGraph ``BaseStore`` kept in an engram store.
 
     ``index``: LangGraph's ``IndexConfig`` (``embed``, ``dims``, ``fields``) for vector search;
@@ -590,16 +597,6 @@ class EngramStore(BaseStore):
 
     async def asweep(self) -> int:
         return await asyncio.to_thread(self.sweep)
-
-    def close(self) -> None:
-        """Closes the store adapter (and the engram store, when it opened it). Idempotent."""
-        self._closing.close()
-
-    def __enter__(self) -> EngramStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _matches(kind: str, path: Sequence[str], ns: tuple[str, ...]) -> bool:

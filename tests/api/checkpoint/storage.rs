@@ -58,13 +58,19 @@ fn rows(store: &Store, table: TableId) -> u64 {
     }
 }
 
+/// A new store in `dir` holding `steps` steps of thread `a`.
+fn store_with_steps(dir: &tempfile::TempDir, steps: u32) -> Store {
+    let store = Store::create(dir.path().join("s.redb")).unwrap();
+    for n in 0..steps {
+        store.checkpoint_put(&step("a", n)).unwrap();
+    }
+    store
+}
+
 #[test]
 fn a_growing_list_stores_one_item_per_step_and_everything_round_trips() {
     let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::create(dir.path().join("s.redb")).unwrap();
-    for n in 0..50 {
-        store.checkpoint_put(&step("a", n)).unwrap();
-    }
+    let mut store = store_with_steps(&dir, 50);
     assert_eq!(rows(&store, TableId::CheckpointItems), 50);
     // config once, count and messages once per step.
     assert_eq!(rows(&store, TableId::CheckpointChannels), 1 + 50 + 50);
@@ -97,10 +103,7 @@ fn a_growing_list_stores_one_item_per_step_and_everything_round_trips() {
 #[test]
 fn writes_keep_the_first_regular_write_and_list_filters_bounds_and_limits() {
     let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::create(dir.path().join("s.redb")).unwrap();
-    for n in 0..30 {
-        store.checkpoint_put(&step("a", n)).unwrap();
-    }
+    let mut store = store_with_steps(&dir, 30);
     let w = |task: &str, idx: i64, v: &str| PendingWrite {
         task_id: task.into(),
         idx,
@@ -167,10 +170,7 @@ fn writes_keep_the_first_regular_write_and_list_filters_bounds_and_limits() {
 #[test]
 fn copy_prune_and_delete_leave_no_orphans() {
     let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::create(dir.path().join("s.redb")).unwrap();
-    for n in 0..20 {
-        store.checkpoint_put(&step("a", n)).unwrap();
-    }
+    let mut store = store_with_steps(&dir, 20);
     store
         .write(|tx| tx.checkpoint_copy_thread("a", "b"))
         .unwrap();
