@@ -208,10 +208,7 @@ impl ReadTxn {
             return Ok(None);
         };
         let item = decode_item(&ns, key, &v)?;
-        Ok(item
-            .expires_us
-            .map_or(true, |e| e > now_us())
-            .then_some(item))
+        Ok(item.expires_us.is_none_or(|e| e > now_us()).then_some(item))
     }
 
     /// The live items of `prefix` and the namespaces below it, in (namespace, key) order,
