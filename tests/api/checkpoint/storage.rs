@@ -58,6 +58,12 @@ fn rows(store: &Store, table: TableId) -> u64 {
     }
 }
 
+/// The ids `q` lists, in order.
+fn listed(store: &Store, q: &ListQuery) -> Vec<String> {
+    let found = store.checkpoint_list(q).unwrap();
+    found.into_iter().map(|e| e.id).collect()
+}
+
 /// A new store in `dir` holding `steps` steps of thread `a`.
 fn store_with_steps(dir: &tempfile::TempDir, steps: u32) -> Store {
     let store = Store::create(dir.path().join("s.redb")).unwrap();
@@ -146,23 +152,13 @@ fn writes_keep_the_first_regular_write_and_list_filters_bounds_and_limits() {
         limit: Some(3),
         ..ListQuery::default()
     };
-    let ids: Vec<String> = store
-        .checkpoint_list(&q)
-        .unwrap()
-        .into_iter()
-        .map(|e| e.id)
-        .collect();
+    let ids = listed(&store, &q);
     assert_eq!(ids, ["cp-00019", "cp-00018", "cp-00017"]);
     let q = ListQuery {
         filter: vec![("step".into(), 7.into())],
         ..ListQuery::default()
     };
-    let ids: Vec<String> = store
-        .checkpoint_list(&q)
-        .unwrap()
-        .into_iter()
-        .map(|e| e.id)
-        .collect();
+    let ids = listed(&store, &q);
     assert_eq!(ids, ["cp-00007"]);
     assert!(store.verify().unwrap().ok());
 }
