@@ -33,13 +33,16 @@ build_key="$(
 # The frameworks the adapters are tested against. optillm itself requires torch,
 # transformers and much more; its memory plugin only imports numpy and scikit-learn, so it is
 # installed without its dependencies beside those two.
-extras="pure-agents,openai-agents,langchain,test"
+extras="pure-agents,openai-agents,langchain,langgraph,test"
+# LangGraph, pinned: its conformance suite, and the savers engram is measured against.
+langgraph_pins="langgraph==1.2.22 langgraph-checkpoint==4.3.2 langgraph-checkpoint-conformance==0.0.2 langgraph-checkpoint-sqlite==3.1.2 langgraph-checkpoint-postgres==3.2.0 psycopg[binary]==3.3.9"
 # The official MCP client, pinned: tests/test_mcp.py drives `engram mcp` through it.
 mcp_client="mcp==2.3.0"
-deps_key="v2 $extras optillm-nodeps numpy scikit-learn $mcp_client"
+deps_key="v3 $extras optillm-nodeps numpy scikit-learn $mcp_client $langgraph_pins"
 if [ "$(cat "$venv/.engram-deps" 2>/dev/null)" != "$deps_key" ]; then
   echo "== installing ./python[$extras] and the optillm memory plugin"
-  pip install --quiet "./python[$extras]" numpy scikit-learn "$mcp_client"
+  # shellcheck disable=SC2086 # the pins are separate words
+  pip install --quiet "./python[$extras]" numpy scikit-learn "$mcp_client" $langgraph_pins
   pip install --quiet --no-deps optillm
   echo "$deps_key" >"$venv/.engram-deps"
   # That built and installed the extension from the current sources.

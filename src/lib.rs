@@ -56,6 +56,7 @@ mod error;
 // Every module is private: the public surface is the list below (and `format`), as in redb. A
 // path inside the crate names the module that defines an item, never this list
 // (`tests/api/layers.rs` refuses `crate::Name` for a re-exported name).
+mod checkpoint;
 mod domain;
 mod import;
 mod memory;

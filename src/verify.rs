@@ -4,7 +4,9 @@
 //! store's rows ([`crate::storage`]: format, settings, scopes), each scope's memory
 //! ([`crate::memory`]: the log, the tree, pending blocks, counters), the sessions
 //! ([`crate::session`]: every message decodes and matches its stored hash, every row belongs to
-//! a session, each session's counters match its rows), and the memory's idempotency keys. Every
+//! a session, each session's counters match its rows), LangGraph's checkpoints
+//! ([`crate::checkpoint`]: every value decodes, every channel version a checkpoint names is
+//! stored), and the memory's idempotency keys. Every
 //! problem found is one sentence in the [`Report`], in that order.
 
 use serde::Serialize;
@@ -72,6 +74,7 @@ impl Store {
             // The search index equals the one rebuilt from the log and the tree (section 12).
             let indexed = scopes.values().map(|(n, m)| (n.as_str(), m.id, m.count));
             crate::storage::index::build::check_all(&r.tx, indexed, &mut problem)?;
+            crate::checkpoint::check_checkpoints(&r.tx, &mut problem)?;
             memory::verify::verify_idempotency(r, &scopes, &mut problem)
         })?;
         Ok(report)

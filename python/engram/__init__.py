@@ -8,6 +8,7 @@ event loop never blocks. Adapters for agent frameworks live in submodules:
 - ``engram.pure_agents.EngramMemory``: a ``pure_agents.Memory``
 - ``engram.openai_agents.EngramSession``: an OpenAI Agents SDK ``Session``
 - ``engram.langchain.EngramChatMessageHistory``: a LangChain ``BaseChatMessageHistory``
+- ``engram.langgraph.EngramSaver`` and ``EngramStore``: LangGraph's checkpointer and store
 - ``engram.optillm``: a persistent store for optillm's memory plugin
 
 See docs/python.md.

@@ -1,7 +1,8 @@
 //! `engram._engram`: the Python extension over the engram library.
 //!
-//! One class, `Store`, with the memory verbs (note, wake, zoom, recall, pending, nap, forget,
-//! export) and the session verbs, all returning plain Python values. Every call that touches the
+//! Two classes: `Store`, with the memory verbs (note, wake, zoom, recall, pending, nap, forget,
+//! export) and the session verbs, all returning plain Python values; and `LangGraphStorage`, the
+//! storage of `engram.langgraph` over a `Store`. Every call that touches the
 //! file runs with the interpreter detached (the GIL released), so Python threads and the asyncio
 //! loop keep running while engram waits for a lock or an fsync. A `Store` is `Sync` and can be
 //! shared between threads; handles to the same file in one process share one redb database.
@@ -11,9 +12,11 @@
 
 #![deny(unsafe_code)]
 
+mod checkpoint;
 mod convert;
 mod error;
 mod handles;
+mod msgpack;
 mod store;
 
 use pyo3::prelude::*;
@@ -26,6 +29,7 @@ use store::PyStore;
 fn _engram(m: &Bound<'_, PyModule>) -> PyResult<()> {
     install_panic_hook();
     m.add_class::<PyStore>()?;
+    m.add_class::<checkpoint::PyLangGraph>()?;
     m.add("MAX_MESSAGE_BYTES", engram::MAX_MESSAGE_BYTES)?;
     m.add("MAX_SESSION_ID_BYTES", engram::MAX_SESSION_ID_BYTES)?;
     m.add("DEFAULT_SCOPE", engram::DEFAULT_SCOPE)?;

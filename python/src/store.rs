@@ -88,7 +88,7 @@ impl PyStore {
 
     /// Runs `f` on the store with the GIL released; raises `engram.ClosedError` after
     /// `close()`.
-    fn run<T: Send>(
+    pub(crate) fn run<T: Send>(
         &self,
         py: Python<'_>,
         f: impl FnOnce(&Store) -> Result<T, Error> + Send,

@@ -35,6 +35,7 @@ BLOCK = textwrap.dedent(
         ("engram.pure_agents", "pure_agents", "pure-agents"),
         ("engram.openai_agents", "agents", "openai-agents"),
         ("engram.langchain", "langchain_core", "langchain"),
+        ("engram.langgraph", "langgraph", "langgraph"),
         ("engram.optillm", "optillm", "optillm"),
     ],
 )

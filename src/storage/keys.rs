@@ -1,7 +1,7 @@
 //! The one order-preserving ("memcomparable") byte encoding of every key engram stores, and the
 //! typed table descriptors ([`Table`]) that call sites use so that they never handle key bytes.
 //!
-//! Each key is a tuple of up to three elements, encoded element by element:
+//! Each key is a tuple of up to five elements, encoded element by element:
 //!
 //! | element | encoding |
 //! |---|---|
@@ -276,6 +276,74 @@ impl Key for (u32, &'static str, u64) {
         let mut r = Reader { b };
         let (a, s, c) = (r.u32()?, r.str_mid()?, r.u64()?);
         r.end((a, s, c))
+    }
+}
+
+impl Key for (&'static str, &'static str, &'static str) {
+    type Enc<'a> = (&'a str, &'a str, &'a str);
+    type Dec<'a> = (Cow<'a, str>, Cow<'a, str>, &'a str);
+    fn encode(k: (&str, &str, &str), out: &mut Vec<u8>) {
+        put_str_mid(out, k.0);
+        put_str_mid(out, k.1);
+        put_str_last(out, k.2);
+    }
+    fn decode(b: &[u8]) -> Option<(Cow<'_, str>, Cow<'_, str>, &str)> {
+        let mut r = Reader { b };
+        Some((r.str_mid()?, r.str_mid()?, r.str_last()?))
+    }
+}
+
+impl Key for (&'static str, &'static str, &'static str, &'static str) {
+    type Enc<'a> = (&'a str, &'a str, &'a str, &'a str);
+    type Dec<'a> = (Cow<'a, str>, Cow<'a, str>, Cow<'a, str>, &'a str);
+    fn encode(k: (&str, &str, &str, &str), out: &mut Vec<u8>) {
+        put_str_mid(out, k.0);
+        put_str_mid(out, k.1);
+        put_str_mid(out, k.2);
+        put_str_last(out, k.3);
+    }
+    fn decode(b: &[u8]) -> Option<Self::Dec<'_>> {
+        let mut r = Reader { b };
+        Some((r.str_mid()?, r.str_mid()?, r.str_mid()?, r.str_last()?))
+    }
+}
+
+impl Key for (&'static str, &'static str, &'static str, u64) {
+    type Enc<'a> = (&'a str, &'a str, &'a str, u64);
+    type Dec<'a> = (Cow<'a, str>, Cow<'a, str>, Cow<'a, str>, u64);
+    fn encode(k: (&str, &str, &str, u64), out: &mut Vec<u8>) {
+        put_str_mid(out, k.0);
+        put_str_mid(out, k.1);
+        put_str_mid(out, k.2);
+        put_u64(out, k.3);
+    }
+    fn decode(b: &[u8]) -> Option<Self::Dec<'_>> {
+        let mut r = Reader { b };
+        let v = (r.str_mid()?, r.str_mid()?, r.str_mid()?, r.u64()?);
+        r.end(v)
+    }
+}
+
+impl Key for (&'static str, &'static str, &'static str, &'static str, u64) {
+    type Enc<'a> = (&'a str, &'a str, &'a str, &'a str, u64);
+    type Dec<'a> = (Cow<'a, str>, Cow<'a, str>, Cow<'a, str>, Cow<'a, str>, u64);
+    fn encode(k: (&str, &str, &str, &str, u64), out: &mut Vec<u8>) {
+        put_str_mid(out, k.0);
+        put_str_mid(out, k.1);
+        put_str_mid(out, k.2);
+        put_str_mid(out, k.3);
+        put_u64(out, k.4);
+    }
+    fn decode(b: &[u8]) -> Option<Self::Dec<'_>> {
+        let mut r = Reader { b };
+        let v = (
+            r.str_mid()?,
+            r.str_mid()?,
+            r.str_mid()?,
+            r.str_mid()?,
+            r.u64()?,
+        );
+        r.end(v)
     }
 }
 

@@ -12,7 +12,7 @@ use std::ops::{Bound, ControlFlow};
 
 use crate::error::Result;
 
-/// The 22 tables of [`crate::storage::tables`]; each engine maps an id to its own table.
+/// The 27 tables of [`crate::storage::tables`]; each engine maps an id to its own table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[allow(missing_docs)]
 pub enum TableId {
@@ -38,11 +38,16 @@ pub enum TableId {
     SearchTail,
     SearchPostings,
     Vectors,
+    Checkpoints,
+    CheckpointChannels,
+    CheckpointItems,
+    CheckpointWrites,
+    StoreItems,
 }
 
 impl TableId {
     /// Every table, in the order of [`crate::storage::tables::TABLE_NAMES`].
-    pub const ALL: [TableId; 22] = [
+    pub const ALL: [TableId; 27] = [
         TableId::Meta,
         TableId::Config,
         TableId::Scopes,
@@ -65,6 +70,11 @@ impl TableId {
         TableId::SearchTail,
         TableId::SearchPostings,
         TableId::Vectors,
+        TableId::Checkpoints,
+        TableId::CheckpointChannels,
+        TableId::CheckpointItems,
+        TableId::CheckpointWrites,
+        TableId::StoreItems,
     ];
 
     /// The table's name in the file (and in errors).
@@ -92,6 +102,11 @@ impl TableId {
             TableId::SearchTail => "search_tail",
             TableId::SearchPostings => "search_postings",
             TableId::Vectors => "vectors",
+            TableId::Checkpoints => "checkpoints",
+            TableId::CheckpointChannels => "checkpoint_channels",
+            TableId::CheckpointItems => "checkpoint_items",
+            TableId::CheckpointWrites => "checkpoint_writes",
+            TableId::StoreItems => "store_items",
         }
     }
 

@@ -1,4 +1,4 @@
-//! The typed descriptors of the 22 tables, for call sites: `LOG.get(kv, (scope, id))`. Each
+//! The typed descriptors of the 27 tables, for call sites: `LOG.get(kv, (scope, id))`. Each
 //! names its [`TableId`] and its key shape (see [`crate::storage::keys`]); the redb definitions
 //! of the same tables, with the same key types, are in [`crate::storage::redb::schema`]. Values are
 //! envelope bytes ([`crate::storage::codec`]); `pending` and `stale` store empty values.
@@ -51,6 +51,19 @@ pub const SEARCH_POSTINGS: Table<(u32, &str, u64)> = Table::new(TableId::SearchP
 /// Embeddings: (scope id, memory id) -> vector; (scope id, `u64::MAX`) -> the dimension.
 pub const VECTORS: Table<(u32, u64)> = Table::new(TableId::Vectors);
 
+/// LangGraph checkpoints: (thread id, namespace, checkpoint id) -> the checkpoint record.
+pub const CHECKPOINTS: Table<(&str, &str, &str)> = Table::new(TableId::Checkpoints);
+/// Channel values: (thread id, namespace, channel, version) -> the value or its item runs.
+pub const CHECKPOINT_CHANNELS: Table<(&str, &str, &str, &str)> =
+    Table::new(TableId::CheckpointChannels);
+/// Items of list channel values: (thread id, namespace, channel, item number) -> one item.
+pub const CHECKPOINT_ITEMS: Table<(&str, &str, &str, u64)> = Table::new(TableId::CheckpointItems);
+/// Pending writes: (thread id, namespace, checkpoint id, task id, index) -> the write.
+pub const CHECKPOINT_WRITES: Table<(&str, &str, &str, &str, u64)> =
+    Table::new(TableId::CheckpointWrites);
+/// LangGraph's long-term store: (namespace, key) -> the item.
+pub const STORE_ITEMS: Table<(&str, &str)> = Table::new(TableId::StoreItems);
+
 /// The store format this build writes (the `format` entry of [`META`]), on every engine.
 /// Format 2 adds the search index ([`SEARCH_TAIL`], [`SEARCH_POSTINGS`]) and [`VECTORS`], which
 /// every write keeps: an older engram refuses the store rather than write past its index.
@@ -59,6 +72,16 @@ pub const STORE_FORMAT: u32 = 2;
 /// The tables format 2 added: the search index and the vectors (a read-only handle reads a
 /// format-1 store without them).
 pub const SEARCH_TABLES: [&str; 3] = ["search_tail", "search_postings", "vectors"];
+
+/// LangGraph's tables (a read-only handle reads a store without them; a read-write open adds
+/// them).
+pub const CHECKPOINT_TABLES: [&str; 5] = [
+    "checkpoints",
+    "checkpoint_channels",
+    "checkpoint_items",
+    "checkpoint_writes",
+    "store_items",
+];
 
 /// Names of all tables, for verify and docs.
 pub const TABLE_NAMES: &[&str] = &[
@@ -84,4 +107,9 @@ pub const TABLE_NAMES: &[&str] = &[
     "search_tail",
     "search_postings",
     "vectors",
+    "checkpoints",
+    "checkpoint_channels",
+    "checkpoint_items",
+    "checkpoint_writes",
+    "store_items",
 ];

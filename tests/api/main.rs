@@ -25,6 +25,9 @@ mod crash {
     mod torn_tail;
 }
 
+mod checkpoint {
+    mod storage;
+}
 mod security {
     mod argument_lists;
     mod recall_words;

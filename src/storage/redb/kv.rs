@@ -110,6 +110,42 @@ impl RedbKey for (&'static str, u8, &'static str) {
     }
 }
 
+impl RedbKey for (&'static str, &'static str, &'static str) {
+    fn view<'a>(d: &'a (Cow<'_, str>, Cow<'_, str>, &str)) -> (&'a str, &'a str, &'a str) {
+        (d.0.as_ref(), d.1.as_ref(), d.2)
+    }
+    fn put(k: (&str, &str, &str), out: &mut Vec<u8>) {
+        <Self as Key>::encode(k, out)
+    }
+}
+
+impl RedbKey for (&'static str, &'static str, &'static str, &'static str) {
+    fn view<'a>(d: &'a Self::Dec<'_>) -> (&'a str, &'a str, &'a str, &'a str) {
+        (d.0.as_ref(), d.1.as_ref(), d.2.as_ref(), d.3)
+    }
+    fn put(k: (&str, &str, &str, &str), out: &mut Vec<u8>) {
+        <Self as Key>::encode(k, out)
+    }
+}
+
+impl RedbKey for (&'static str, &'static str, &'static str, u64) {
+    fn view<'a>(d: &'a Self::Dec<'_>) -> (&'a str, &'a str, &'a str, u64) {
+        (d.0.as_ref(), d.1.as_ref(), d.2.as_ref(), d.3)
+    }
+    fn put(k: (&str, &str, &str, u64), out: &mut Vec<u8>) {
+        <Self as Key>::encode(k, out)
+    }
+}
+
+impl RedbKey for (&'static str, &'static str, &'static str, &'static str, u64) {
+    fn view<'a>(d: &'a Self::Dec<'_>) -> (&'a str, &'a str, &'a str, &'a str, u64) {
+        (d.0.as_ref(), d.1.as_ref(), d.2.as_ref(), d.3.as_ref(), d.4)
+    }
+    fn put(k: (&str, &str, &str, &str, u64), out: &mut Vec<u8>) {
+        <Self as Key>::encode(k, out)
+    }
+}
+
 impl RedbKey for (u32, &'static str, u64) {
     fn view<'a>(d: &'a (u32, Cow<'_, str>, u64)) -> (u32, &'a str, u64) {
         (d.0, d.1.as_ref(), d.2)
@@ -380,12 +416,17 @@ redb_tables! {
     SearchTail => SEARCH_TAIL: (u32, u64), &'static [u8];
     SearchPostings => SEARCH_POSTINGS: (u32, &'static str, u64), &'static [u8];
     Vectors => VECTORS: (u32, u64), &'static [u8];
+    Checkpoints => CHECKPOINTS: (&'static str, &'static str, &'static str), &'static [u8];
+    CheckpointChannels => CHECKPOINT_CHANNELS: (&'static str, &'static str, &'static str, &'static str), &'static [u8];
+    CheckpointItems => CHECKPOINT_ITEMS: (&'static str, &'static str, &'static str, u64), &'static [u8];
+    CheckpointWrites => CHECKPOINT_WRITES: (&'static str, &'static str, &'static str, &'static str, u64), &'static [u8];
+    StoreItems => STORE_ITEMS: (&'static str, &'static str), &'static [u8];
 }
 
 /// A read transaction of redb as a [`KvRead`], each table opened once.
 pub struct RedbRead {
     tx: ReadTransaction,
-    tables: [OnceCell<ReadT>; 22],
+    tables: [OnceCell<ReadT>; TableId::ALL.len()],
 }
 
 impl RedbRead {
@@ -441,7 +482,7 @@ impl KvRead for RedbRead {
 /// `RedbWrite::close` (or the end of the transaction).
 pub struct RedbWrite<'t> {
     tx: &'t WriteTransaction,
-    tables: [RefCell<Option<WriteT<'t>>>; 22],
+    tables: [RefCell<Option<WriteT<'t>>>; TableId::ALL.len()],
 }
 
 fn in_use(id: TableId) -> Error {

@@ -64,4 +64,20 @@ pub const SEARCH_POSTINGS: TableDefinition<(u32, &str, u64), &[u8]> =
 /// Embeddings: (scope id, memory id) -> the vector; (scope id, `u64::MAX`) -> the dimension.
 pub const VECTORS: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new("vectors");
 
+/// LangGraph checkpoints: (thread id, namespace, checkpoint id) -> the checkpoint record.
+pub const CHECKPOINTS: TableDefinition<(&str, &str, &str), &[u8]> =
+    TableDefinition::new("checkpoints");
+/// Channel values of checkpoints: (thread id, namespace, channel, version) -> the value, or the
+/// runs of list items that make it up.
+pub const CHECKPOINT_CHANNELS: TableDefinition<(&str, &str, &str, &str), &[u8]> =
+    TableDefinition::new("checkpoint_channels");
+/// Items of list channel values: (thread id, namespace, channel, item number) -> one item.
+pub const CHECKPOINT_ITEMS: TableDefinition<(&str, &str, &str, u64), &[u8]> =
+    TableDefinition::new("checkpoint_items");
+/// Pending writes: (thread id, namespace, checkpoint id, task id, index) -> the write.
+pub const CHECKPOINT_WRITES: TableDefinition<(&str, &str, &str, &str, u64), &[u8]> =
+    TableDefinition::new("checkpoint_writes");
+/// LangGraph's long-term store: (namespace, key) -> the item.
+pub const STORE_ITEMS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("store_items");
+
 pub use crate::storage::tables::{STORE_FORMAT, TABLE_NAMES};

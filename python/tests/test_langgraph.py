@@ -1,0 +1,296 @@
+"""engram under LangGraph (engram.langgraph): EngramSaver passes LangGraph's own conformance
+suite (every base capability and every extended one it implements); a real StateGraph runs 500
+steps, is interrupted, resumed from another process, listed, copied, pruned and deleted; 8
+processes run graphs on one store file at once; EngramStore behaves as a BaseStore (TTL,
+filters, namespaces, search with and without an index). On a file store, and on the test
+server when ENGRAM_TEST_PG names one."""
+
+import asyncio
+import json
+import os
+import sys
+import textwrap
+import time
+import uuid
+
+import pytest
+
+pytest.importorskip("langgraph")
+
+from langgraph.checkpoint.conformance import checkpointer_test, validate  # noqa: E402
+from langgraph.store.base import PutOp  # noqa: E402
+
+from conftest import run_python  # noqa: E402
+from engram.langgraph import EngramSaver, EngramStore, rank_lexical  # noqa: E402
+
+SERVER = os.environ.get("ENGRAM_TEST_PG")
+
+
+def server_url():
+    sep = "&" if "?" in SERVER else "?"
+    return f"{SERVER}{sep}schema=lg_{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(params=["file", "server"])
+def where(request, tmp_path):
+    """A store location: a file, or a fresh schema on the test server."""
+    if request.param == "server":
+        if not SERVER:
+            pytest.skip("ENGRAM_TEST_PG names no server")
+        return server_url()
+    return str(tmp_path / "graph.redb")
+
+
+# ---------------------------------------------------------------------------------------------
+# The conformance suite
+
+
+def test_the_official_conformance_suite_passes(where, capsys):
+    @checkpointer_test(name="EngramSaver")
+    async def saver():
+        s = EngramSaver(where)
+        yield s
+        s.close()
+
+    report = asyncio.run(validate(saver))
+    report.print_report()
+    out = capsys.readouterr().out
+    with capsys.disabled():
+        print("\n" + out)
+    assert report.passed_all_base(), out
+    for name, result in report.results.items():
+        assert result.detected, f"{name} is not implemented"
+        assert result.passed, f"{name}: {result.failures}"
+
+
+# ---------------------------------------------------------------------------------------------
+# A real graph, interrupted and resumed from another process
+
+GRAPH = textwrap.dedent(
+    """
+    import operator, sys
+    from typing import Annotated, TypedDict
+    from langgraph.graph import StateGraph, START, END
+    from langgraph.types import interrupt, Command
+    from engram.langgraph import EngramSaver
+
+    class State(TypedDict):
+        messages: Annotated[list, operator.add]
+        target: int
+
+    def add(state):
+        n = len(state["messages"])
+        if n == state["target"] // 2:
+            interrupt("half way")
+        return {"messages": [{"role": "ai", "content": f"message {n} " + "x" * 64}]}
+
+    def more(state):
+        return "add" if len(state["messages"]) < state["target"] else END
+
+    def build(where):
+        g = StateGraph(State)
+        g.add_node("add", add)
+        g.add_edge(START, "add")
+        g.add_conditional_edges("add", more)
+        return g.compile(checkpointer=EngramSaver(where))
+    """
+)
+
+
+def run_graph(where, thread, action, target=500):
+    code = GRAPH + textwrap.dedent(
+        f"""
+        graph = build({where!r})
+        config = {{"configurable": {{"thread_id": {thread!r}}}, "recursion_limit": 10000}}
+        if {action!r} == "start":
+            out = graph.invoke({{"messages": [], "target": {target}}}, config)
+        else:
+            out = graph.invoke(Command(resume=True), config)
+        print(len(out["messages"]))
+        """
+    )
+    p = run_python(code, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return int(p.stdout.split()[-1])
+
+
+def test_a_graph_of_500_steps_is_interrupted_resumed_elsewhere_listed_copied_pruned(where):
+    assert run_graph(where, "t-1", "start") == 250
+    assert run_graph(where, "t-1", "resume") == 500
+    saver = EngramSaver(where)
+    config = {"configurable": {"thread_id": "t-1"}}
+    latest = saver.get_tuple(config)
+    msgs = latest.checkpoint["channel_values"]["messages"]
+    assert [m["content"].split()[1] for m in msgs] == [str(i) for i in range(500)]
+    history = list(saver.list(config))
+    assert len(history) >= 500
+    assert [h.checkpoint["id"] for h in history] == sorted(
+        (h.checkpoint["id"] for h in history), reverse=True
+    )
+    assert len(list(saver.list(config, limit=7))) == 7
+    # What was stored is what changed: each message once, not the whole list per step.
+    stats = saver.stats()
+    assert stats["items"] == 500, stats
+    saver.copy_thread("t-1", "t-2")
+    copied = saver.get_tuple({"configurable": {"thread_id": "t-2"}})
+    assert copied.checkpoint["channel_values"]["messages"] == msgs
+    saver.prune(["t-2"])
+    assert len(list(saver.list({"configurable": {"thread_id": "t-2"}}))) == 1
+    assert saver.get_tuple({"configurable": {"thread_id": "t-2"}}).checkpoint == copied.checkpoint
+    saver.delete_thread("t-1")
+    saver.delete_thread("t-2")
+    assert saver.get_tuple(config) is None
+    assert saver.stats()["items"] == 0
+    if not where.startswith("postgres"):
+        saver.close()
+        import engram
+
+        s = engram.Store(where)
+        assert s.verify()["ok"], s.verify()
+
+
+# ---------------------------------------------------------------------------------------------
+# Many processes, one file
+
+WORKER = GRAPH + textwrap.dedent(
+    """
+    where, thread = sys.argv[1], sys.argv[2]
+    graph = build(where)
+    config = {"configurable": {"thread_id": thread}, "recursion_limit": 1000}
+    out = graph.invoke({"messages": [], "target": 30}, config)
+    out = graph.invoke(Command(resume=True), config)
+    print(len(out["messages"]))
+    """
+)
+
+
+def test_eight_processes_run_graphs_on_one_store_file(tmp_path):
+    import subprocess
+
+    where = str(tmp_path / "shared.redb")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, where, f"w-{i}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(8)
+    ]
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-3000:]
+        assert out.split()[-1] == "30"
+    saver = EngramSaver(where)
+    for i in range(8):
+        config = {"configurable": {"thread_id": f"w-{i}"}}
+        history = list(saver.list(config))
+        steps = sorted(h.metadata["step"] for h in history)
+        # Every step of the run and of its resumption is there: -1 (input), 0..30.
+        assert steps[0] == -1 and set(range(0, 31)) <= set(steps), steps
+        assert len(saver.get_tuple(config).checkpoint["channel_values"]["messages"]) == 30
+
+
+# ---------------------------------------------------------------------------------------------
+# EngramStore
+
+
+def test_store_puts_gets_filters_pages_and_lists_namespaces(where):
+    store = EngramStore(where)
+    store.put(("users", "a"), "prefs", {"theme": "dark", "size": 3})
+    store.put(("users", "b"), "prefs", {"theme": "light", "size": 5})
+    store.put(("users", "b", "deep"), "x", {"theme": "dark", "size": 9})
+    store.put(("docs",), "d1", {"text": "rust storage engines"})
+    item = store.get(("users", "a"), "prefs")
+    assert item.value == {"theme": "dark", "size": 3}
+    assert item.namespace == ("users", "a") and item.key == "prefs"
+    first = item.created_at
+    store.put(("users", "a"), "prefs", {"theme": "blue", "size": 3})
+    again = store.get(("users", "a"), "prefs")
+    assert again.created_at == first and again.updated_at >= first
+
+    dark = store.search(("users",), filter={"theme": "dark"})
+    assert [(i.namespace, i.key) for i in dark] == [(("users", "b", "deep"), "x")]
+    big = store.search(("users",), filter={"size": {"$gte": 5}})
+    assert len(big) == 2
+    assert len(store.search(("users",), limit=2)) == 2
+    assert len(store.search(("users",), offset=2)) == 1
+
+    assert store.list_namespaces() == [("docs",), ("users", "a"), ("users", "b"), ("users", "b", "deep")]
+    assert store.list_namespaces(prefix=("users",), max_depth=2) == [("users", "a"), ("users", "b")]
+    assert store.list_namespaces(suffix=("deep",)) == [("users", "b", "deep")]
+    assert store.list_namespaces(prefix=("users", "*")) == [
+        ("users", "a"),
+        ("users", "b"),
+        ("users", "b", "deep"),
+    ]
+    assert store.list_namespaces(limit=1, offset=1) == [("users", "a")]
+
+    store.delete(("users", "a"), "prefs")
+    assert store.get(("users", "a"), "prefs") is None
+    results = store.batch(
+        [PutOp(("batch",), "k", {"v": 1}), PutOp(("batch",), "k2", {"v": 2})]
+    )
+    assert results == [None, None]
+    assert len(asyncio.run(store.asearch(("batch",)))) == 2
+    store.close()
+
+
+def test_store_ttl_expires_refreshes_and_sweeps(where):
+    # Expiry is in wall-clock minutes: generous margins, so that a loaded machine is not a
+    # failure (every sleep only makes the expected outcome more certain, except the refresh).
+    store = EngramStore(where, ttl={"default_ttl": 0.05, "refresh_on_read": True})  # 3 s
+    store.put(("t",), "short", {"v": 1})
+    store.put(("t",), "kept", {"v": 2}, ttl=None)
+    store.put(("t",), "forever", {"v": 3}, ttl=60)
+    time.sleep(1.5)
+    assert store.get(("t",), "short") is not None  # refreshed: expires 3 s from now
+    time.sleep(2.0)
+    assert store.get(("t",), "short", refresh_ttl=False) is not None
+    time.sleep(3.5)
+    assert store.get(("t",), "short") is None
+    assert store.get(("t",), "kept") is None  # ttl=None takes the default
+    assert store.get(("t",), "forever") is not None
+    assert [i.key for i in store.search(("t",))] == ["forever"]
+    assert store.sweep() == 2
+    assert store.sweep() == 0
+    store.close()
+
+
+def fake_embed(texts):
+    """A deterministic embedding: letter counts."""
+    out = []
+    for t in texts:
+        v = [0.0] * 26
+        for c in t.lower():
+            if "a" <= c <= "z":
+                v[ord(c) - 97] += 1.0
+        out.append(v)
+    return out
+
+
+def test_store_search_ranks_by_vectors_with_an_index_and_by_words_without(where):
+    indexed = EngramStore(where, index={"embed": fake_embed, "dims": 26, "fields": ["text"]})
+    indexed.put(("docs",), "zzz", {"text": "zzz zzz"})
+    indexed.put(("docs",), "abc", {"text": "abc abc"})
+    indexed.put(("docs",), "plain", {"text": "abc"}, index=False)
+    hits = indexed.search(("docs",), query="aabbcc", limit=2)
+    assert hits[0].key == "abc" and hits[0].score > 0.99
+    assert all(h.score is not None for h in hits)
+
+    plain = EngramStore(where)
+    plain.put(("notes",), "1", {"text": "the redb storage engine"})
+    plain.put(("notes",), "2", {"text": "a recipe for bread"})
+    plain.put(("notes",), "3", {"text": "storage of bread"})
+    hits = plain.search(("notes",), query="storage engine")
+    assert [h.key for h in hits][0] == "1"
+    assert hits[0].score > hits[-1].score
+    assert rank_lexical("", ["x"]) == [0.0]
+
+
+def test_an_item_value_round_trips_as_json(where):
+    store = EngramStore(where)
+    value = {"nested": {"list": [1, 2.5, "three", None, True]}, "ü": "ñ"}
+    store.put(("j",), "k", value)
+    assert store.get(("j",), "k").value == value
+    assert json.loads(json.dumps(store.get(("j",), "k").value)) == value

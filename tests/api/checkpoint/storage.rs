@@ -1,0 +1,216 @@
+//! LangGraph checkpoint storage (`engram::checkpoint`): a checkpoint round-trips with its channel
+//! values and pending writes; a channel is stored only at a new version; a list that grows by
+//! one item per step stores one item per step (not the whole list again); `list` filters,
+//! bounds and limits; delete, copy and prune leave no orphan rows, and `verify` stays clean.
+
+use engram::checkpoint::{ChannelValue, ListQuery, NewCheckpoint, PendingWrite, Prune, Typed};
+use engram::storage::kv::TableId;
+use engram::Store;
+
+fn t(s: &str) -> Typed {
+    Typed::new("msgpack", s.as_bytes())
+}
+
+fn ver(n: u32) -> String {
+    format!("{n:032}.0")
+}
+
+/// Step `n` of a thread whose list channel `messages` has `n + 1` items and whose channel
+/// `count` changes every step, while `config` never changes after step 0.
+fn step(thread: &str, n: u32) -> NewCheckpoint {
+    let items: Vec<Typed> = (0..=n).map(|i| t(&format!("message {i}"))).collect();
+    let mut changed = vec![
+        ("messages".into(), ver(n + 1), ChannelValue::List(items)),
+        (
+            "count".into(),
+            ver(n + 1),
+            ChannelValue::Whole(t(&n.to_string())),
+        ),
+    ];
+    if n == 0 {
+        changed.push(("config".into(), ver(1), ChannelValue::Whole(t("fixed"))));
+    }
+    NewCheckpoint {
+        thread: thread.into(),
+        ns: String::new(),
+        id: format!("cp-{n:05}"),
+        parent: n.checked_sub(1).map(|p| format!("cp-{p:05}")),
+        checkpoint: t("checkpoint"),
+        metadata: t("metadata"),
+        metadata_json: format!(r#"{{"step":{n},"source":"loop"}}"#),
+        run_id: Some(format!("run-{}", n / 10)),
+        versions: vec![
+            ("config".into(), ver(1)),
+            ("count".into(), ver(n + 1)),
+            ("messages".into(), ver(n + 1)),
+        ],
+        changed,
+    }
+}
+
+fn rows(store: &Store, table: TableId) -> u64 {
+    let s = store.read(|r| r.checkpoint_stats()).unwrap();
+    match table {
+        TableId::Checkpoints => s.checkpoints,
+        TableId::CheckpointChannels => s.channel_values,
+        TableId::CheckpointItems => s.items,
+        _ => s.writes,
+    }
+}
+
+/// The ids `q` lists, in order.
+fn listed(store: &Store, q: &ListQuery) -> Vec<String> {
+    let found = store.checkpoint_list(q).unwrap();
+    found.into_iter().map(|e| e.id).collect()
+}
+
+/// A new store in `dir` holding `steps` steps of thread `a`.
+fn store_with_steps(dir: &tempfile::TempDir, steps: u32) -> Store {
+    let store = Store::create(dir.path().join("s.redb")).unwrap();
+    for n in 0..steps {
+        store.checkpoint_put(&step("a", n)).unwrap();
+    }
+    store
+}
+
+#[test]
+fn a_growing_list_stores_one_item_per_step_and_everything_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = store_with_steps(&dir, 50);
+    assert_eq!(rows(&store, TableId::CheckpointItems), 50);
+    // config once, count and messages once per step.
+    assert_eq!(rows(&store, TableId::CheckpointChannels), 1 + 50 + 50);
+    let got = store.checkpoint_get("a", "", None).unwrap().unwrap();
+    assert_eq!(got.id, "cp-00049");
+    assert_eq!(got.parent.as_deref(), Some("cp-00048"));
+    let want: Vec<Typed> = (0..50).map(|i| t(&format!("message {i}"))).collect();
+    assert_eq!(
+        got.values[2],
+        ("messages".to_string(), ChannelValue::List(want))
+    );
+    assert_eq!(
+        got.values[0],
+        ("config".to_string(), ChannelValue::Whole(t("fixed")))
+    );
+    let old = store
+        .checkpoint_get("a", "", Some("cp-00003"))
+        .unwrap()
+        .unwrap();
+    assert!(matches!(&old.values[2].1, ChannelValue::List(v) if v.len() == 4));
+
+    // An edited list is stored again, whole; the old versions still read back.
+    let mut edit = step("a", 50);
+    edit.changed[0].2 = ChannelValue::List(vec![t("only")]);
+    store.checkpoint_put(&edit).unwrap();
+    assert_eq!(rows(&store, TableId::CheckpointItems), 51);
+    assert!(store.verify().unwrap().ok());
+}
+
+#[test]
+fn writes_keep_the_first_regular_write_and_list_filters_bounds_and_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = store_with_steps(&dir, 30);
+    let w = |task: &str, idx: i64, v: &str| PendingWrite {
+        task_id: task.into(),
+        idx,
+        channel: "ch".into(),
+        value: t(v),
+        task_path: String::new(),
+    };
+    store
+        .checkpoint_put_writes("a", "", "cp-00029", &[w("t2", 0, "x"), w("t1", 0, "y")])
+        .unwrap();
+    store
+        .checkpoint_put_writes("a", "", "cp-00029", &[w("t1", 0, "again")])
+        .unwrap();
+    store
+        .checkpoint_put_writes("a", "", "cp-00029", &[w("t1", -3, "interrupt")])
+        .unwrap();
+    store
+        .checkpoint_put_writes("a", "", "cp-00029", &[w("t1", -3, "replaced")])
+        .unwrap();
+    let got = store.checkpoint_get("a", "", None).unwrap().unwrap();
+    let vals: Vec<(&str, i64, &[u8])> = got
+        .writes
+        .iter()
+        .map(|w| (w.task_id.as_str(), w.idx, w.value.bytes.as_slice()))
+        .collect();
+    assert_eq!(
+        vals,
+        vec![
+            ("t1", -3, &b"replaced"[..]),
+            ("t1", 0, b"y"),
+            ("t2", 0, b"x")
+        ]
+    );
+
+    let q = ListQuery {
+        thread: Some("a".into()),
+        ns: Some(String::new()),
+        before: Some("cp-00020".into()),
+        filter: vec![("source".into(), "loop".into())],
+        limit: Some(3),
+        ..ListQuery::default()
+    };
+    let ids = listed(&store, &q);
+    assert_eq!(ids, ["cp-00019", "cp-00018", "cp-00017"]);
+    let q = ListQuery {
+        filter: vec![("step".into(), 7.into())],
+        ..ListQuery::default()
+    };
+    let ids = listed(&store, &q);
+    assert_eq!(ids, ["cp-00007"]);
+    assert!(store.verify().unwrap().ok());
+}
+
+#[test]
+fn copy_prune_and_delete_leave_no_orphans() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = store_with_steps(&dir, 20);
+    store
+        .write(|tx| tx.checkpoint_copy_thread("a", "b"))
+        .unwrap();
+    assert_eq!(rows(&store, TableId::CheckpointItems), 40);
+    store
+        .write(|tx| tx.checkpoint_prune(&["b"], Prune::KeepLatest))
+        .unwrap();
+    let left = store.checkpoint_list(&ListQuery {
+        thread: Some("b".into()),
+        ..ListQuery::default()
+    });
+    assert_eq!(left.unwrap().len(), 1);
+    // The latest list still needs all 20 items of b.
+    assert_eq!(rows(&store, TableId::CheckpointItems), 40);
+    assert_eq!(rows(&store, TableId::CheckpointChannels), 41 + 3);
+    let gone = store
+        .write(|tx| tx.checkpoint_delete_for_runs(&["run-0"]))
+        .unwrap();
+    assert_eq!(gone, 10);
+    assert!(store.verify().unwrap().ok());
+    store.write(|tx| tx.checkpoint_delete_thread("a")).unwrap();
+    store
+        .write(|tx| tx.checkpoint_prune(&["b"], Prune::DeleteAll))
+        .unwrap();
+    for table in [
+        TableId::Checkpoints,
+        TableId::CheckpointChannels,
+        TableId::CheckpointItems,
+        TableId::CheckpointWrites,
+    ] {
+        assert_eq!(rows(&store, table), 0, "{}", table.name());
+    }
+    assert!(store.verify().unwrap().ok());
+}
+
+#[test]
+fn a_typed_value_is_encoded_as_postcard_bytes() {
+    // The bytes of `Typed` are a varint length and the raw bytes, as a Vec<u8> would be.
+    let v = Typed::new("msgpack", vec![1u8, 2, 200]);
+    let enc = engram::storage::codec::encode(&v).unwrap();
+    assert_eq!(
+        &enc[1..enc.len() - 4],
+        &[7, b'm', b's', b'g', b'p', b'a', b'c', b'k', 3, 1, 2, 200]
+    );
+    let back: Typed = engram::storage::codec::decode("t", &"k", &enc).unwrap();
+    assert_eq!(back, v);
+}
