@@ -8,7 +8,7 @@
 mod common;
 
 use engram::redb::{self, ReadableTable, ReadableTableMetadata, TableDefinition};
-use engram::format;
+use engram::format as schema;
 use engram::{Options, Store};
 use engram_testkit::simdisk::SimDisk;
 use libfuzzer_sys::fuzz_target;

@@ -1,8 +1,8 @@
-//! Arbitrary text into `engram::domain::tokenize`: terms are non-empty, bounded in size and
+//! Arbitrary text into `engram::tokenize`: terms are non-empty, bounded in size and
 //! count, the same on a second run, and a query's terms are distinct; never a panic.
 #![no_main]
 
-use engram::domain::tokenize::{query_terms, tokens, MAX_QUERY_TERMS, MAX_TERM_BYTES, MAX_TOKENS};
+use engram::tokenize::{query_terms, tokens, MAX_QUERY_TERMS, MAX_TERM_BYTES, MAX_TOKENS};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -178,6 +178,3 @@ pub fn write_stats(kv: &mut (impl KvWrite + ?Sized), sid: u32, s: &IndexStats) -
 pub fn decode_forward(sid: u32, doc: u64, bytes: &[u8]) -> Result<Forward> {
     decode("search_tail", &format_args!("(scope {sid}, {doc})"), bytes)
 }
-
-/// The tables format 2 added (a read-only handle reads a format-1 store without them).
-pub use crate::storage::tables::SEARCH_TABLES as TABLES;
