@@ -65,6 +65,12 @@ mod storage;
 mod trust;
 mod verify;
 
+/// LangGraph's persistence: the storage of `engram.langgraph`'s checkpointer and store.
+pub use checkpoint::items::{FoundItem, StoreItem};
+pub use checkpoint::{
+    ChannelValue, CheckpointEntry, CheckpointStats, ListQuery, NewCheckpoint, PendingWrite, Prune,
+    Typed,
+};
 pub use domain::block::{Block, InvalidBlock};
 pub use domain::claims::{parse_claims, uncited, Claim};
 pub use domain::json::{check_depth, nesting_depth, MAX_JSON_DEPTH};

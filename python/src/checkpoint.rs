@@ -3,8 +3,8 @@
 //! LangGraph's `(type, bytes)` pairs and leave the same way). Tuples in, tuples out: the adapter
 //! builds LangGraph's objects.
 
-use engram::checkpoint::items::FoundItem;
-use engram::checkpoint::{
+use engram::FoundItem;
+use engram::{
     ChannelValue, CheckpointEntry, ListQuery, NewCheckpoint, PendingWrite, Prune, Typed,
 };
 use pyo3::prelude::*;

@@ -24,6 +24,7 @@ use crate::storage::redb::file::{
 };
 use crate::storage::redb::kv::{RedbRead, RedbWrite};
 use crate::storage::redb::schema::{self, META, STORE_FORMAT};
+use crate::storage::tables::{CHECKPOINT_TABLES, SEARCH_TABLES};
 use crate::storage::redb::tail::{self, TailRepair};
 use crate::storage::txn::{ReadTxn, WriteTxn};
 
@@ -390,11 +391,11 @@ fn open_file(
 fn check_format(engine: &RedbEngine, path: &Path, opts: &Options) -> Result<()> {
     let (missing, format) = engine.guard("reading the store header", |db| read_format(db, path))?;
     // A read-only handle reads a format-1 store as it is (without the search tables, which only
-    // search needs); its next read-write open adds them and builds the index.
-    let only_index = format < STORE_FORMAT
-        && missing
-            .iter()
-            .all(|t| crate::storage::tables::SEARCH_TABLES.contains(t));
+    // search needs, nor LangGraph's, which only its verbs need); its next read-write open adds
+    // them and builds the index.
+    let only_index = missing.iter().all(|t| {
+        CHECKPOINT_TABLES.contains(t) || (format < STORE_FORMAT && SEARCH_TABLES.contains(t))
+    });
     let readable_as_is = missing.is_empty() || (opts.read_only && only_index);
     if !readable_as_is {
         if opts.read_only {

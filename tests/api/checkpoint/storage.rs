@@ -3,8 +3,8 @@
 //! one item per step stores one item per step (not the whole list again); `list` filters,
 //! bounds and limits; delete, copy and prune leave no orphan rows, and `verify` stays clean.
 
-use engram::checkpoint::{ChannelValue, ListQuery, NewCheckpoint, PendingWrite, Prune, Typed};
-use engram::storage::kv::TableId;
+use engram::{ChannelValue, ListQuery, NewCheckpoint, PendingWrite, Prune, Typed};
+use engram::format::TableId;
 use engram::Store;
 
 fn t(s: &str) -> Typed {
@@ -206,11 +206,11 @@ fn copy_prune_and_delete_leave_no_orphans() {
 fn a_typed_value_is_encoded_as_postcard_bytes() {
     // The bytes of `Typed` are a varint length and the raw bytes, as a Vec<u8> would be.
     let v = Typed::new("msgpack", vec![1u8, 2, 200]);
-    let enc = engram::storage::codec::encode(&v).unwrap();
+    let enc = engram::format::encode(&v).unwrap();
     assert_eq!(
         &enc[1..enc.len() - 4],
         &[7, b'm', b's', b'g', b'p', b'a', b'c', b'k', 3, 1, 2, 200]
     );
-    let back: Typed = engram::storage::codec::decode("t", &"k", &enc).unwrap();
+    let back: Typed = engram::format::decode("t", &"k", &enc).unwrap();
     assert_eq!(back, v);
 }
