@@ -5,7 +5,9 @@ use engram::Error;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::commands::{inspect, lifecycle, note, recall, session, tree, trust, wake, Command};
+use crate::commands::{
+    inspect, lifecycle, note, recall, search, session, tree, trust, wake, Command,
+};
 
 /// A tool call as the CLI command it runs: the command, the scope (`--scope`; several joined
 /// with commas) and what `-` reads (text and JSON passed as arguments, never the server's stdin).
@@ -182,6 +184,65 @@ pub fn recall(a: RecallIn, bytes: usize) -> Result<Call, Error> {
         all: a.all.unwrap_or(false),
     };
     Ok(Call::new(Command::Recall(args), scope))
+}
+
+/// Arguments of `search`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchIn {
+    /// What you are looking for, in plain words (any of them; memories holding more, and
+    /// rarer, of them rank higher). Not a regular expression.
+    pub query: String,
+    /// The scope; the server's scope when omitted.
+    pub scope: Option<String>,
+    /// Several scopes (each ranked with its own statistics, merged by score).
+    pub scopes: Option<Vec<String>>,
+    /// Every scope you may read.
+    pub all: Option<bool>,
+    /// At most this many hits (default 10).
+    pub limit: Option<usize>,
+    /// Skip this many hits: pass the `next_offset` of a cut result for the next page.
+    pub offset: Option<usize>,
+    /// Only memories observed on or after this date.
+    pub since: Option<String>,
+    /// Only memories observed before this date.
+    pub until: Option<String>,
+    /// Only memories of this kind (no summaries).
+    pub kind: Option<String>,
+    /// Also rank retracted, superseded and deprecated memories (shown marked).
+    pub include_inactive: Option<bool>,
+    /// The query's embedding, when the memories carry vectors: fused with the words.
+    pub vector: Option<Vec<f32>>,
+    /// `lexical`, `hybrid` or `vector` (default: lexical, hybrid with a vector).
+    pub mode: Option<String>,
+}
+
+/// Builds `search` (its lines within `bytes`; a vector is passed as `-`, its JSON as the input).
+pub fn search(a: SearchIn, bytes: usize) -> Result<Call, Error> {
+    let scope = scopes(a.scope, a.scopes)?;
+    let stdin = a.vector.map(|v| serde_json::json!(v).to_string());
+    let args = search::SearchArgs {
+        query: a.query,
+        limit: a.limit,
+        offset: a.offset,
+        since: a.since,
+        until: a.until,
+        kind: a.kind,
+        bytes: Some(bytes),
+        all: a.all.unwrap_or(false),
+        include_inactive: a.include_inactive.unwrap_or(false),
+        vector: stdin.as_ref().map(|_| "-".to_string()),
+        mode: a.mode,
+        k1: None,
+        b: None,
+        neighbour_weight: None,
+        neighbours: None,
+    };
+    Ok(Call {
+        command: Command::Search(args),
+        scope,
+        stdin,
+    })
 }
 
 /// Arguments of the tools that name a block (`zoom`, `why`, `forget`).
