@@ -205,9 +205,19 @@ fn percentile(v: &mut [f64], p: f64) -> f64 {
     v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
-/// Queries asked per size, and rounds over them.
-const QUERIES: usize = 200;
-const ROUNDS: usize = 3;
+/// Queries timed per engine and size: fewer at the sizes where one takes long.
+fn timed(n: u64) -> usize {
+    if n <= 10_000 {
+        600
+    } else if n <= 100_000 {
+        200
+    } else {
+        60
+    }
+}
+
+/// Queries run once, untimed, before the timed ones.
+const WARM_UP: usize = 10;
 
 /// One size: builds both, then times the queries, the engines alternating per query.
 fn size(dir: &Path, n: u64, md: &mut String) {
@@ -218,7 +228,7 @@ fn size(dir: &Path, n: u64, md: &mut String) {
     let fbytes = fts_index_bytes(&db);
     let store = Store::open_with(&epath, Options::default().exclusive(true)).expect("open");
     let mut text = Text::new(99);
-    let queries: Vec<String> = (0..QUERIES).map(|_| text.query()).collect();
+    let queries: Vec<String> = (0..timed(n)).map(|_| text.query()).collect();
     let (mut et, mut ft) = (Vec::new(), Vec::new());
     let mut st = db
         .prepare("SELECT rowid, text FROM f WHERE f MATCH ?1 ORDER BY rank LIMIT 10")
@@ -234,23 +244,19 @@ fn size(dir: &Path, n: u64, md: &mut String) {
     let eng = |q: &str| {
         std::hint::black_box(store.search(SCOPE, &SearchQuery::new(q)).expect("search"));
     };
-    // A warm-up round, then the timed ones.
-    for q in &queries {
+    for q in queries.iter().take(WARM_UP) {
         eng(q);
         fts(q);
     }
-    for round in 0..ROUNDS {
-        for (i, q) in queries.iter().enumerate() {
-            let first_engram = (i + round) % 2 == 0;
-            for side in 0..2 {
-                let t = Instant::now();
-                if (side == 0) == first_engram {
-                    eng(q);
-                    et.push(t.elapsed().as_secs_f64() * 1e3);
-                } else {
-                    fts(q);
-                    ft.push(t.elapsed().as_secs_f64() * 1e3);
-                }
+    for (i, q) in queries.iter().enumerate() {
+        for side in 0..2 {
+            let t = Instant::now();
+            if (side + i) % 2 == 0 {
+                eng(q);
+                et.push(t.elapsed().as_secs_f64() * 1e3);
+            } else {
+                fts(q);
+                ft.push(t.elapsed().as_secs_f64() * 1e3);
             }
         }
     }
@@ -270,7 +276,7 @@ fn size(dir: &Path, n: u64, md: &mut String) {
 /// The latency and size table for `sizes`.
 pub fn speed(dir: &Path, sizes: &[u64]) -> String {
     let mut md = String::new();
-    let _ = writeln!(md, "{} queries x {ROUNDS} rounds per size after a warm-up round, top 10, the engines alternating; engram `Store::search` (exclusive store, default parameters), FTS5 `SELECT rowid, text ... ORDER BY rank LIMIT 10` (porter unicode61, WAL, a file beside the store); build = appending the memories in commits of {BATCH}.\n", QUERIES);
+    let _ = writeln!(md, "Distinct generated queries per size (600 up to 10^4, 200 at 10^5, 60 at 10^6) after {WARM_UP} untimed ones, top 10, the engines alternating (which goes first alternates too); engram `Store::search` (exclusive store, default parameters), FTS5 `SELECT rowid, text ... ORDER BY rank LIMIT 10` (porter unicode61, WAL, a file beside the store); build = appending the memories in commits of {BATCH}.\n");
     let _ = writeln!(md, "| memories | engram p50 ms | engram p95 ms | FTS5 p50 ms | FTS5 p95 ms | engram / FTS5 (p50 / p95) | engram index bytes / memory | FTS5 index bytes / memory | engram build s | FTS5 build s |\n|---|---|---|---|---|---|---|---|---|---|");
     for &n in sizes {
         size(dir, n, &mut md);
