@@ -68,17 +68,23 @@ pub fn idf(docs: u64, df: u64) -> f64 {
 /// assert_eq!(term_score(0, 10, 10.0, w), 0.0);
 /// ```
 pub fn term_score(tf: u32, len: u32, avg_len: f64, idf: f64) -> f64 {
+    term_score_with(tf, len, avg_len, idf, K1, B)
+}
+
+/// [`term_score`] with other BM25 parameters than [`K1`] and [`B`] (for benchmarks that choose
+/// them by cross-validation).
+pub fn term_score_with(tf: u32, len: u32, avg_len: f64, idf: f64, k1: f64, b: f64) -> f64 {
     let tf = f64::from(tf);
     let ratio = if avg_len > 0.0 {
         f64::from(len) / avg_len
     } else {
         1.0
     };
-    let norm = K1 * (1.0 - B + B * ratio);
+    let norm = k1 * (1.0 - b + b * ratio);
     if tf + norm <= 0.0 {
         return 0.0;
     }
-    idf * tf * (K1 + 1.0) / (tf + norm)
+    idf * tf * (k1 + 1.0) / (tf + norm)
 }
 
 /// Final scores from direct ones: `direct` maps a memory's position in its scope to its BM25
@@ -96,9 +102,19 @@ pub fn term_score(tf: u32, len: u32, avg_len: f64, idf: f64) -> f64 {
 /// assert!(!all.contains_key(&14));
 /// ```
 pub fn with_neighbours(direct: &BTreeMap<u64, f64>) -> BTreeMap<u64, f64> {
+    with_neighbours_by(direct, NEIGHBOUR_RADIUS, NEIGHBOUR_WEIGHT)
+}
+
+/// [`with_neighbours`] with another radius and weight than [`NEIGHBOUR_RADIUS`] and
+/// [`NEIGHBOUR_WEIGHT`] (for benchmarks that choose them by cross-validation).
+pub fn with_neighbours_by(
+    direct: &BTreeMap<u64, f64>,
+    radius: u64,
+    weight: f64,
+) -> BTreeMap<u64, f64> {
     let mut best: BTreeMap<u64, f64> = BTreeMap::new();
     for (&pos, &s) in direct {
-        for d in 1..=NEIGHBOUR_RADIUS {
+        for d in 1..=radius {
             for near in [pos.checked_sub(d), pos.checked_add(d)]
                 .into_iter()
                 .flatten()
@@ -110,7 +126,7 @@ pub fn with_neighbours(direct: &BTreeMap<u64, f64>) -> BTreeMap<u64, f64> {
     }
     let mut out = direct.clone();
     for (pos, b) in best {
-        *out.entry(pos).or_insert(0.0) += NEIGHBOUR_WEIGHT * b;
+        *out.entry(pos).or_insert(0.0) += weight * b;
     }
     out
 }

@@ -677,7 +677,8 @@ impl Store {
             && missing
                 .iter()
                 .all(|t| crate::storage::index::TABLES.contains(t));
-        if !missing.is_empty() && !(self.opts.read_only && only_index) {
+        let readable_as_is = missing.is_empty() || (self.opts.read_only && only_index);
+        if !readable_as_is {
             if self.opts.read_only {
                 return Err(Error::ReadOnly(
                     "it lacks tables that this engram adds on its first read-write open".into(),

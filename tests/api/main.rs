@@ -27,6 +27,7 @@ mod crash {
 
 mod search {
     mod behaviour;
+    mod golden_format2;
     mod index_props;
 }
 

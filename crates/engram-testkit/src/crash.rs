@@ -13,7 +13,7 @@
 use std::collections::BTreeSet;
 
 use crate::simdisk::{FaultPlan, SimDisk, SimRng, Survival};
-use engram::{Block, Error, Kind, NewMemory, Options, Store, WakeOptions};
+use engram::{Block, Error, Kind, NewMemory, Options, SearchQuery, Store, WakeOptions};
 
 /// Where the workload's random choices come from: a seeded generator (the tests) or the bytes
 /// of a fuzz input (the fuzz target), so that a mutation of the input changes a few choices.
@@ -129,6 +129,16 @@ pub enum Op {
     Wake {
         scope: String,
     },
+    /// `Store::redact` of one memory: its text leaves the log and the search index.
+    Redact {
+        scope: String,
+        id: u64,
+    },
+    /// A read: a ranked search's text.
+    Search {
+        scope: String,
+        query: String,
+    },
 }
 
 impl Op {
@@ -146,6 +156,8 @@ impl Op {
             Op::SessionClear { .. } => "session_clear",
             Op::SessionDelete { .. } => "session_delete",
             Op::Wake { .. } => "wake",
+            Op::Redact { .. } => "redact",
+            Op::Search { .. } => "search",
         }
     }
 }
@@ -194,6 +206,8 @@ pub fn apply(store: &Store, op: &Op) -> Result<String, Error> {
         Op::SessionClear { id } => format!("{:?}", store.session_clear(id)?),
         Op::SessionDelete { id } => format!("{:?}", store.session_delete(id)?),
         Op::Wake { scope } => store.wake_text(scope, &WakeOptions::default())?,
+        Op::Redact { scope, id } => format!("{:?}", store.redact(scope, *id, "crash test")?),
+        Op::Search { scope, query } => store.search(scope, &SearchQuery::new(query))?.render(false),
     })
 }
 
@@ -457,6 +471,14 @@ impl<'a> Gen<'a> {
             84..=88 => Op::SessionPop { id },
             89..=90 => Op::SessionClear { id },
             91..=93 => Op::SessionDelete { id },
+            94 if count > 0 => Op::Redact {
+                id: self.c.below(count),
+                scope,
+            },
+            95..=96 => Op::Search {
+                scope,
+                query: "summary of the build 7".into(),
+            },
             _ => Op::Wake { scope },
         }
     }
@@ -502,6 +524,13 @@ impl Probes {
         }
         p
     }
+}
+
+/// A stable 64-bit digest of `s` (FNV-1a), to keep a large value out of a rendered state.
+fn digest(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// The logical content of a store, rendered as text, without wall-clock times: every setting,
@@ -577,6 +606,16 @@ pub fn state(store: &Store, probes: &Probes) -> Result<String, String> {
                 .map(|b| b.to_string())
                 .collect();
             let _ = writeln!(o, "  pending {}", pending.join(" "));
+            // The search index, logically: equal to the reference's means the recovered index
+            // holds exactly the acknowledged writes (and `verify` checks it against a rebuild).
+            let index = r.search_index(&s.scope)?;
+            let _ = writeln!(
+                o,
+                "  index docs={} postings={} {:016x}",
+                index.docs.len(),
+                index.postings.len(),
+                digest(&format!("{index:?}"))
+            );
         }
         for id in r.session_ids()? {
             let Some(info) = r.session_info(&id)? else {

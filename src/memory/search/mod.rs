@@ -27,15 +27,16 @@ pub enum SearchMode {
     Vector,
 }
 
-/// Ranking parameters. The defaults are the measured recipe (docs/design.md, section 12);
-/// setting them is for benchmarks that choose them by cross-validation.
+/// Ranking parameters. The defaults are the recipe measured on LoCoMo
+/// ([`crate::domain::rank`]); setting them is for benchmarks that choose them by
+/// cross-validation.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct RankParams {
     /// BM25's term-frequency saturation.
     pub k1: f64,
     /// BM25's length normalization.
     pub b: f64,
-    /// Weight of a neighbouring memory's score added to a memory's (0: none).
+    /// Share of the best neighbouring memory's direct score added to a memory's (0: none).
     pub neighbour_weight: f64,
     /// How many neighbours on each side contribute.
     pub neighbours: u32,
@@ -45,11 +46,12 @@ pub struct RankParams {
 
 impl Default for RankParams {
     fn default() -> Self {
+        use crate::domain::rank;
         RankParams {
-            k1: 1.2,
-            b: 0.75,
-            neighbour_weight: 0.3,
-            neighbours: 1,
+            k1: rank::K1,
+            b: rank::B,
+            neighbour_weight: rank::NEIGHBOUR_WEIGHT,
+            neighbours: u32::try_from(rank::NEIGHBOUR_RADIUS).unwrap_or(u32::MAX),
             rrf_k: 60.0,
         }
     }

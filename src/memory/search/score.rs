@@ -1,19 +1,17 @@
 //! One scope's lexical ranking: BM25 over its postings (blocks and tail) with the scope's own
-//! statistics, then neighbour propagation (a memory gains a share of the scores of the memories
-//! noted just before and after it). Reads the query terms' blocks and the scope's tail, nothing
+//! statistics, then neighbour propagation (a memory gains a share of the best score among the
+//! memories noted just before and after it): the recipe of [`crate::domain::rank`]. Reads the query terms' blocks and the scope's tail, nothing
 //! else: no record.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::ControlFlow;
 
+use crate::domain::rank::{idf, term_score_with, with_neighbours_by};
 use crate::error::Result;
 use crate::memory::search::RankParams;
 use crate::storage::index::{decode_forward, read_stats, write::each_posting, Posting, STATS_DOC};
 use crate::storage::kv::{Dir, KvRead};
 use crate::storage::tables::SEARCH_TAIL;
-
-/// Most distinct terms a query ranks by (the rest are ignored).
-pub const MAX_QUERY_TERMS: usize = 64;
 
 /// A document's score and which query terms it contains (bit i: term i).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -22,29 +20,6 @@ pub struct Scored {
     pub score: f64,
     /// Bit `i` set when the document contains query term `i`.
     pub mask: u64,
-}
-
-/// The distinct terms of a query, in order of first occurrence, at most [`MAX_QUERY_TERMS`].
-pub fn query_terms(text: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for t in crate::storage::index::terms(text) {
-        if out.len() < MAX_QUERY_TERMS && !out.contains(&t) {
-            out.push(t);
-        }
-    }
-    out
-}
-
-/// BM25's inverse document frequency of a term in `df` of `n` documents.
-pub fn idf(n: f64, df: f64) -> f64 {
-    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
-}
-
-/// BM25's weight of one posting.
-pub fn weight(idf: f64, p: Posting, avglen: f64, k: &RankParams) -> f64 {
-    let tf = f64::from(p.tf);
-    let norm = 1.0 - k.b + k.b * f64::from(p.len) / avglen.max(1e-9);
-    idf * tf * (k.k1 + 1.0) / (tf + k.k1 * norm)
 }
 
 /// Each query term's postings in scope `sid`: its blocks, then the tail's entries.
@@ -93,46 +68,46 @@ pub fn lexical(
     if st.docs == 0 || terms.is_empty() {
         return Ok(out);
     }
-    let n = st.docs as f64;
-    let avglen = st.total_len as f64 / n;
+    let avglen = st.total_len as f64 / st.docs as f64;
     for (i, list) in postings(kv, sid, terms)?.into_iter().enumerate() {
-        let w = idf(n, list.len() as f64);
+        let w = idf(st.docs, list.len() as u64);
         for p in list {
             let e = out.entry(p.doc).or_insert(Scored {
                 score: 0.0,
                 mask: 0,
             });
-            e.score += weight(w, p, avglen, k);
+            e.score += term_score_with(p.tf, p.len, avglen, w, k.k1, k.b);
             e.mask |= 1u64.checked_shl(i as u32).unwrap_or(0);
         }
     }
     Ok(propagate(out, count, k))
 }
 
-/// Adds to each memory `neighbour_weight` times the scores of the memories up to `neighbours`
-/// ids before and after it, among the `count` memories (summaries take no part).
-pub fn propagate(base: HashMap<u64, Scored>, count: u64, k: &RankParams) -> HashMap<u64, Scored> {
+/// Adds to each memory `neighbour_weight` times the best direct score among the memories up to
+/// `neighbours` ids before and after it, among the `count` memories
+/// ([`crate::domain::rank::with_neighbours_by`]); summaries take no part.
+pub fn propagate(
+    mut base: HashMap<u64, Scored>,
+    count: u64,
+    k: &RankParams,
+) -> HashMap<u64, Scored> {
     if k.neighbour_weight == 0.0 || k.neighbours == 0 {
         return base;
     }
-    let mut out = base.clone();
-    for (&doc, s) in &base {
-        if doc >= count {
-            continue;
-        }
-        for d in 1..=u64::from(k.neighbours) {
-            let near = [
-                doc.checked_sub(d),
-                doc.checked_add(d).filter(|n| *n < count),
-            ];
-            for nb in near.into_iter().flatten() {
-                let e = out.entry(nb).or_insert(Scored {
+    let direct: BTreeMap<u64, f64> = base
+        .iter()
+        .filter(|(d, _)| **d < count)
+        .map(|(d, s)| (*d, s.score))
+        .collect();
+    for (doc, score) in with_neighbours_by(&direct, u64::from(k.neighbours), k.neighbour_weight) {
+        if doc < count {
+            base.entry(doc)
+                .or_insert(Scored {
                     score: 0.0,
                     mask: 0,
-                });
-                e.score += k.neighbour_weight * s.score;
-            }
+                })
+                .score = score;
         }
     }
-    out
+    base
 }

@@ -6,10 +6,11 @@ use std::collections::HashMap;
 
 use crate::domain::block::Block;
 use crate::domain::record::{ScopeMeta, Status};
+use crate::domain::tokenize::query_terms;
 use crate::error::{Error, Result};
 use crate::memory::lifecycle::{marked_line, state_of};
 use crate::memory::log::get_memory;
-use crate::memory::search::score::{lexical, query_terms, Scored};
+use crate::memory::search::score::{lexical, Scored};
 use crate::memory::search::{vector, Hit, SearchMode, SearchQuery, SearchResult};
 use crate::memory::tree::{get_summary, marked_summary_line};
 use crate::storage::codec::decode;
@@ -74,8 +75,9 @@ pub(crate) fn search(r: &ReadTxn, scopes: &[String], q: &SearchQuery) -> Result<
         }
         metas.push(meta);
     }
-    // Best first; among equals, the newer document (memories noted later, larger blocks).
-    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.2.cmp(&a.2)).then(a.1.cmp(&b.1)));
+    // Best first; among equals, the older document (a recency tie-break did not help held out:
+    // crate::domain::rank), then the scope named first.
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.2.cmp(&b.2)).then(a.1.cmp(&b.1)));
     let mut out = SearchResult {
         hits: Vec::new(),
         candidates: ranked.len() as u64,

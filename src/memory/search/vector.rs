@@ -138,7 +138,12 @@ pub struct Embedding(pub Vec<f32>);
 
 impl PartialEq for Embedding {
     fn eq(&self, other: &Self) -> bool {
-        self.0.len() == other.0.len() && self.0.iter().zip(&other.0).all(|(a, b)| a.to_bits() == b.to_bits())
+        self.0.len() == other.0.len()
+            && self
+                .0
+                .iter()
+                .zip(&other.0)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
     }
 }
 
@@ -146,13 +151,22 @@ impl Eq for Embedding {}
 
 /// Stores `v` as memory `id`'s vector in scope `meta` (named `scope`), checking it and the
 /// scope's dimension (fixed by its first vector).
-pub(crate) fn put(tx: &mut WriteTxn<'_>, meta: &ScopeMeta, scope: &str, id: u64, v: &[f32]) -> Result<()> {
+pub(crate) fn put(
+    tx: &mut WriteTxn<'_>,
+    meta: &ScopeMeta,
+    scope: &str,
+    id: u64,
+    v: &[f32],
+) -> Result<()> {
     validate(v)?;
     match dimension(&tx.tx, meta.id)? {
         Some(d) if d as usize != v.len() => {
             return Err(Error::invalid(
                 "vector",
-                format!("it has {} numbers; scope {scope:?} holds vectors of {d}", v.len()),
+                format!(
+                    "it has {} numbers; scope {scope:?} holds vectors of {d}",
+                    v.len()
+                ),
             ));
         }
         Some(_) => {}

@@ -25,7 +25,6 @@ use crate::storage::kv::{KvRead, KvWrite};
 use crate::storage::tables::SEARCH_TAIL;
 
 pub mod build;
-pub(crate) mod tokens;
 pub mod write;
 
 /// Documents in a scope's tail before the write that reaches this many folds them into blocks.
@@ -40,9 +39,10 @@ const LEVEL_SHIFT: u32 = 56;
 /// The text of a redacted memory: never indexed (`crate::memory::lifecycle::TOMBSTONE`).
 pub const TOMBSTONE: &str = "[redacted]";
 
-/// The terms of `text` as the index sees them, in order, repeated as they occur.
+/// The terms of `text` as the index sees them ([`crate::domain::tokenize::tokens`]), in order,
+/// repeated as they occur.
 pub fn terms(text: &str) -> Vec<String> {
-    tokens::terms(text)
+    crate::domain::tokenize::tokens(text)
 }
 
 /// The document of a memory or summary block (`Block::single(id)` for memory `id`); `None` for

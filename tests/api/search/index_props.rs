@@ -66,7 +66,9 @@ fn apply(s: &Store, op: &Op, redacted: &mut Vec<u64>) {
     match op {
         Op::Note(w) => drop(s.note("u", NewMemory::new(text(w)))),
         Op::Batch(n, seed) => {
-            let items = (0..*n).map(|i| NewMemory::new(text(&[i, i / 3 + seed, 7]))).collect();
+            let items = (0..*n)
+                .map(|i| NewMemory::new(text(&[i, i / 3 + seed, 7])))
+                .collect();
             s.append("u", items, None).unwrap();
         }
         Op::Nap(n) => {
@@ -102,7 +104,9 @@ fn apply(s: &Store, op: &Op, redacted: &mut Vec<u64>) {
             }
         }
         Op::Import(n) => {
-            let lines: String = (0..*n).map(|i| format!("2099-01-0{} {}\n", i + 1, text(&[i, 4]))).collect();
+            let lines: String = (0..*n)
+                .map(|i| format!("2099-01-0{} {}\n", i + 1, text(&[i, 4])))
+                .collect();
             let _ = s.import_lines("u", &lines);
         }
     }
@@ -113,7 +117,11 @@ fn check(s: &mut Store, redacted: &[u64]) -> Result<(), TestCaseError> {
     prop_assert!(r.problems.is_empty(), "{:?}", r.problems);
     let content = s.read(|r| r.search_index("u")).unwrap();
     for id in redacted {
-        prop_assert!(!content.docs.contains_key(id), "#{} is redacted but indexed", id);
+        prop_assert!(
+            !content.docs.contains_key(id),
+            "#{} is redacted but indexed",
+            id
+        );
     }
     Ok(())
 }

@@ -6,7 +6,7 @@
 //! characters, so that prefixes, escapes and the terminator meet often; integers include 0 and
 //! the maximum.
 //!
-//! Case count: `ENGRAM_PROPTEST_CASES` (default 256) per shape, 9 shapes.
+//! Case count: `ENGRAM_PROPTEST_CASES` (default 256) per shape, 10 shapes.
 
 use engram::redb::{
     backends::InMemoryBackend, Database, ReadableDatabase, ReadableTable, TableDefinition,
@@ -150,6 +150,15 @@ proptest! {
             (&'static str, u8, &'static str),
             keys,
             |k: &(String, u8, String)| (k.0.as_str(), k.1, k.2.as_str())
+        );
+    }
+
+    #[test]
+    fn u32_str_u64_keys(keys in prop::collection::vec((n32(), text(), n64()), 0..40)) {
+        check_shape!(
+            (u32, &'static str, u64),
+            keys,
+            |k: &(u32, String, u64)| (k.0, k.1.as_str(), k.2)
         );
     }
 }

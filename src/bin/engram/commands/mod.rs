@@ -201,5 +201,8 @@ pub fn reads_only(command: &Command) -> bool {
 
 /// Whether the command takes several scopes (`--scope a,b`).
 pub fn several_scopes(command: &Command) -> bool {
-    matches!(command, Command::Wake(_) | Command::Recall(_) | Command::Search(_))
+    matches!(
+        command,
+        Command::Wake(_) | Command::Recall(_) | Command::Search(_)
+    )
 }

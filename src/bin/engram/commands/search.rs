@@ -7,6 +7,7 @@ use engram::domain::text;
 use engram::{Error, Kind, SearchMode, SearchQuery};
 
 use crate::cli::Context;
+use crate::output::plural;
 use crate::progress::Progress;
 
 #[derive(Args, Debug)]
@@ -65,11 +66,15 @@ pub fn parse_vector(s: &str) -> Result<Vec<f32>, Error> {
         reason: what,
     };
     if s.trim_start().starts_with('[') {
-        return serde_json::from_str(s).map_err(|e| bad(format!("not a JSON array of numbers ({e})")));
+        return serde_json::from_str(s)
+            .map_err(|e| bad(format!("not a JSON array of numbers ({e})")));
     }
     s.split(|c: char| c.is_whitespace() || c == ',')
         .filter(|w| !w.is_empty())
-        .map(|w| w.parse::<f32>().map_err(|_| bad(format!("{w:?} is not a number"))))
+        .map(|w| {
+            w.parse::<f32>()
+                .map_err(|_| bad(format!("{w:?} is not a number")))
+        })
         .collect()
 }
 
@@ -82,7 +87,11 @@ fn query(cx: &Context<'_>, a: &SearchArgs) -> Result<SearchQuery, Error> {
     q.kind = a.kind.as_deref().map(str::parse::<Kind>).transpose()?;
     q.max_bytes = a.bytes.unwrap_or(q.max_bytes);
     q.include_inactive = a.include_inactive;
-    q.vector = a.vector.as_deref().map(|f| parse_vector(&cx.read_input(f)?)).transpose()?;
+    q.vector = a
+        .vector
+        .as_deref()
+        .map(|f| parse_vector(&cx.read_input(f)?))
+        .transpose()?;
     q.mode = a.mode.as_deref().map(|m| match m {
         "vector" => SearchMode::Vector,
         "hybrid" => SearchMode::Hybrid,
@@ -126,7 +135,8 @@ pub fn reindex(cx: &mut Context<'_>) -> Result<u8, Error> {
     drop(bar);
     cx.emit(&serde_json::json!({"scopes": scopes, "documents": docs}))?;
     if cx.text_wanted() {
-        writeln!(cx.out, "Indexed {docs} documents in {scopes} scopes.")?;
+        let (d, s) = (plural(docs, "document", "documents"), plural(scopes, "scope", "scopes"));
+        writeln!(cx.out, "Indexed {d} in {s}.")?;
     }
     Ok(0)
 }
