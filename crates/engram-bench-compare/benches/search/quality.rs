@@ -214,28 +214,43 @@ impl Bm25 {
     }
 }
 
-/// The parameter grid engram's held-out figure chooses from.
+/// The parameter grid engram's held-out figure chooses from: around the defaults (quick: the
+/// defaults with and without neighbours).
 fn grid(quick: bool) -> Vec<RankParams> {
-    let (k1s, bs, ws): (&[f64], &[f64], &[f64]) = if quick {
-        (&[1.2], &[0.75], &[0.0, 0.3])
+    let d = RankParams::default();
+    let (k1s, bs, ws, ns): (Vec<f64>, Vec<f64>, Vec<f64>, Vec<u32>) = if quick {
+        (
+            vec![d.k1],
+            vec![d.b],
+            vec![0.0, d.neighbour_weight],
+            vec![d.neighbours],
+        )
     } else {
-        (&[0.9, 1.2, 1.6], &[0.5, 0.75, 0.9], &[0.0, 0.15, 0.3, 0.5])
+        (
+            vec![0.3, 0.6, 1.2],
+            vec![0.3, 0.5, 0.75],
+            vec![0.0, 0.5, 0.7, 0.9],
+            vec![1, 2, 3],
+        )
     };
     let mut out = Vec::new();
-    for &k1 in k1s {
-        for &b in bs {
-            for &w in ws {
-                for n in if w == 0.0 { 1..=1 } else { 1..=2 } {
+    for &k1 in &k1s {
+        for &b in &bs {
+            for &w in &ws {
+                for &n in if w == 0.0 { &ns[..1] } else { &ns[..] } {
                     out.push(RankParams {
                         k1,
                         b,
                         neighbour_weight: w,
                         neighbours: n,
-                        ..RankParams::default()
+                        ..d
                     });
                 }
             }
         }
+    }
+    if !out.contains(&d) {
+        out.push(d);
     }
     out
 }
