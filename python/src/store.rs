@@ -429,7 +429,7 @@ impl PyStore {
     /// Ranks memories and summaries by how well they match `query`'s words (BM25, each scope
     /// with its own statistics; fused with `vector` when given). Searches `scope`, or `scopes`,
     /// or with `all=True` every scope the principal may read. Returns `{"hits": [{"scope",
-    /// "block", "id", "line", "score", "terms", "inactive"}, ...best first], "candidates",
+    /// "block" (`#id` or `LO-HI`), "id", "line", "score", "terms", "inactive"}, ...best first], "candidates",
     /// "next_offset", "text"}`; `next_offset` (or `None`) is the `offset` of the next page.
     #[pyo3(signature = (query, scope = "default", *, scopes = None, all = false, limit = 10,
         offset = 0, since_us = None, until_us = None, kind = None, max_bytes = 20000,
