@@ -47,6 +47,7 @@ class Store:
         conflicts_with: Optional[Sequence[int]] = None,
         valid_until_us: Optional[int] = None,
         key: Optional[str] = None,
+        vector: Optional[Sequence[float]] = None,
     ) -> int: ...
     def note_many(
         self, items: Iterable[_Memory], scope: str = "default", *, key: Optional[str] = None
@@ -86,6 +87,23 @@ class Store:
         until_us: Optional[int] = None,
         kind: Optional[str] = None,
         max_bytes: int = 20000,
+    ) -> dict[str, Any]: ...
+    def search(
+        self,
+        query: str,
+        scope: str = "default",
+        *,
+        scopes: Optional[Sequence[str]] = None,
+        all: bool = False,
+        limit: int = 10,
+        offset: int = 0,
+        since_us: Optional[int] = None,
+        until_us: Optional[int] = None,
+        kind: Optional[str] = None,
+        max_bytes: int = 20000,
+        include_inactive: bool = False,
+        vector: Optional[Sequence[float]] = None,
+        mode: Optional[Literal["lexical", "hybrid", "vector"]] = None,
     ) -> dict[str, Any]: ...
     def pending(self, scope: str = "default", *, limit: Optional[int] = None) -> list[str]: ...
     def prompt(self, scope: str = "default", *, cmd: str = "engram") -> Optional[dict[str, Any]]: ...

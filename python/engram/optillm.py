@@ -20,6 +20,15 @@ untouched: a damaged file never silently becomes an empty memory.
 
 Items evicted past ``max_size`` are moved to the store's archive, not deleted; adds from many
 processes at once are all kept (each add is one transaction, retried on a concurrent change).
+
+``get_relevant`` ranks through the engine's search (BM25 with stemming, see docs/python.md),
+not by loading every item into Python: the items are session messages, so each add also notes
+the item as a memory of the scope named like the session (``optillm:memory``; control
+characters as spaces, cut at the store's entry limit, which the adapter raises to its maximum)
+and the session item records that memory's id (``{"text", "memory"}``). A search maps its hits
+back to the live items; evicted items' memories stay in the scope but are never returned. Items
+saved without an id (a migrated JSON file, an older store) are noted on the first
+``get_relevant``. Without a path, the items are ranked in a private temporary store.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import importlib.util
 import json
 import os
 import shutil
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -74,8 +84,6 @@ def _load_stock_plugin() -> ModuleType:
 
 
 _stock = _load_stock_plugin()
-_TfidfVectorizer = _stock.TfidfVectorizer
-_cosine_similarity = _stock.cosine_similarity
 
 
 # ----------------------------------------------------------------------------------------------
@@ -186,6 +194,34 @@ def open_memory_store(persist_path: str | os.PathLike[str], **options: Any) -> S
 
 
 # ----------------------------------------------------------------------------------------------
+# Items as memories, for search
+
+#: The largest entry a store allows (``ENTRY_BYTES``' maximum).
+_ENTRY_MAX = 4096
+
+
+def _note(store: Store, scope: str, text: str) -> Optional[int]:
+    """Notes ``text`` as a memory of ``scope`` for search (control characters as spaces, cut at
+    the store's entry limit, raised to its maximum the first time) and returns its id; ``None``
+    when the store refuses it (the item is then kept, and only listed after the hits)."""
+    limit = store.config()["entry_bytes"]
+    if limit < _ENTRY_MAX:
+        try:
+            store.set_config("ENTRY_BYTES", _ENTRY_MAX)
+            limit = _ENTRY_MAX
+        except Exception:  # a principal that may not change settings keeps the limit
+            pass
+    line = "".join(" " if c.isspace() or ord(c) < 32 or 127 <= ord(c) < 160 else c for c in text)
+    line = " ".join(line.split()) or "(empty)"
+    data = line.encode("utf-8")[:limit]
+    line = data.decode("utf-8", errors="ignore")
+    try:
+        return store.note(line, scope)
+    except InvalidError:
+        return None
+
+
+# ----------------------------------------------------------------------------------------------
 # The Memory
 
 
@@ -210,13 +246,13 @@ class EngramMemory:
             raise InvalidError(f"max_size must be a whole number >= 1, not {max_size!r}")
         self.max_size = max_size
         self.persist_path = persist_path
-        self.vectorizer = _TfidfVectorizer()
-        self.vectors = None
         self.completion_tokens = 0
         self.session = session
         self._local: List[str] = []
-        self._fitted: list[str] | None = None
-        self._rank_lock = threading.Lock()
+        # Without a store: each local item's memory id in the scratch store (None: not noted).
+        self._local_ids: List[Optional[int]] = []
+        self._scratch: Store | None = None
+        self._scratch_dir: tempfile.TemporaryDirectory[str] | None = None
         self._local_lock = threading.Lock()
         if store is None and persist_path:
             store = open_memory_store(persist_path)
@@ -235,10 +271,13 @@ class EngramMemory:
     def items(self, values: List[str]) -> None:
         values = [self._check(v) for v in values]
         if self.store is None:
-            self._local = values
+            with self._local_lock:
+                self._local = values
+                self._local_ids = [None] * len(values)
         else:
-            self.store.session_save(self.session, [{"text": v} for v in values])
-        self.vectors = None
+            self.store.session_save(
+                self.session, [{"text": v, "memory": _note(self.store, self.session, v)} for v in values]
+            )
 
     def _text(self, d: Any) -> str:
         if isinstance(d, dict) and isinstance(d.get("text"), str):
@@ -254,18 +293,21 @@ class EngramMemory:
     def add(self, item: str) -> None:
         """Appends ``item``; past ``max_size`` the oldest is evicted (to the archive)."""
         item = self._check(item)
-        self.vectors = None
         if self.store is None:
             with self._local_lock:
                 if len(self._local) >= self.max_size:
                     self._local.pop(0)
+                    self._local_ids.pop(0)
                 self._local.append(item)
+                self._local_ids.append(None)
             return
+        # Noted once, before the save (a retry reuses it): the memory is what search ranks.
+        memory = _note(self.store, self.session, item)
         pause, deadline = 0.001, time.monotonic() + 60.0
         while True:
             live, revision = self.store.session_load_with_revision(self.session)
             live = list(live or [])
-            live.append({"text": item})
+            live.append({"text": item, "memory": memory})
             # Items past max_size are archived by the save (the engine never drops them).
             live = live[-self.max_size :]
             try:
@@ -290,21 +332,70 @@ class EngramMemory:
         """``add`` in a worker thread."""
         await await_mutation(asyncio.to_thread(self.add, item))
 
-    # -- ranking (the stock plugin's, unchanged) ---------------------------------------------
+    # -- ranking (through the engine's search) ---------------------------------------------
 
     def get_relevant(self, query: str, n: int = 10) -> List[str]:
-        """The ``n`` items most similar to ``query`` (TF-IDF cosine), best first."""
-        items = self.items
-        if not items:
+        """The ``n`` items that best match ``query`` (the engine's ranked search), best first;
+        when fewer items match, the newest of the others follow, as many as ``n`` asks."""
+        if n < 1:
             return []
-        with self._rank_lock:  # the vectorizer is fitted in place: one thread at a time
-            if self.vectors is None or self._fitted != items:
-                self.vectors = self.vectorizer.fit_transform(items)
-                self._fitted = list(items)
-            query_vector = self.vectorizer.transform([query])
-            similarities = _cosine_similarity(query_vector, self.vectors).flatten()
-        top_indices = similarities.argsort()[-n:][::-1]
-        return [items[i] for i in top_indices]
+        store, live = self._live()
+        if not live:
+            return []
+        out: List[str] = []
+        seen: set[int] = set()
+        offset: Optional[int] = 0
+        while offset is not None and len(out) < n:
+            try:
+                r = store.search(query, self.session, limit=max(n, 10), offset=offset)
+            except InvalidError:  # no word to look for
+                break
+            for h in r["hits"]:
+                i = h.get("id")
+                if i in live and i not in seen and len(out) < n:
+                    seen.add(i)
+                    out.append(live[i])
+            offset = r["next_offset"]
+        for i in reversed(list(live)):
+            if len(out) >= n:
+                break
+            if i not in seen:
+                seen.add(i)
+                out.append(live[i])
+        return out
+
+    def _live(self) -> tuple[Store, dict[int, str]]:
+        """The store to search and the live items by memory id, oldest first; items without a
+        memory yet are noted first."""
+        if self.store is None:
+            with self._local_lock:
+                if self._scratch is None:
+                    self._scratch_dir = tempfile.TemporaryDirectory(prefix="engram-optillm-")
+                    self._scratch = Store(Path(self._scratch_dir.name) / "m.redb")
+                for k, text in enumerate(self._local):
+                    if self._local_ids[k] is None:
+                        self._local_ids[k] = _note(self._scratch, self.session, text)
+                return self._scratch, {
+                    (i if i is not None else -1 - k): t
+                    for k, (i, t) in enumerate(zip(self._local_ids, self._local))
+                }
+        live, revision = self.store.session_load_with_revision(self.session)
+        live = list(live or [])
+        if any(not isinstance(d, dict) or "memory" not in d for d in live):
+            live = [
+                d if isinstance(d, dict) and "memory" in d
+                else {"text": self._text(d), "memory": _note(self.store, self.session, self._text(d))}
+                for d in live
+            ]
+            try:
+                self.store.session_save(self.session, live, expected_revision=revision)
+            except ConflictError:
+                pass  # another writer changed the items: this ranking uses what it read
+        items = live[-self.max_size :]
+        return self.store, {
+            (d["memory"] if isinstance(d["memory"], int) else -1 - k): self._text(d)
+            for k, d in enumerate(items)
+        }
 
     async def aget_relevant(self, query: str, n: int = 10) -> List[str]:
         """``get_relevant`` in a worker thread."""

@@ -4,9 +4,7 @@
 //! builds LangGraph's objects.
 
 use engram::FoundItem;
-use engram::{
-    ChannelValue, CheckpointEntry, ListQuery, NewCheckpoint, PendingWrite, Prune, Typed,
-};
+use engram::{ChannelValue, CheckpointEntry, ListQuery, NewCheckpoint, PendingWrite, Prune, Typed};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use std::str::FromStr;

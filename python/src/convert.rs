@@ -210,6 +210,7 @@ pub(crate) const MEMORY_FIELDS: &[&str] = &[
     "supersedes",
     "conflicts_with",
     "valid_until_us",
+    "vector",
 ];
 
 /// A memory from a `str` (its text) or a dict with `text` and any envelope fields.
@@ -264,6 +265,9 @@ pub(crate) fn new_memory(py: Python<'_>, item: &Bound<'_, PyAny>, i: usize) -> P
     }
     if let Some(t) = get("valid_until_us")? {
         m = m.valid_until_us(t.extract()?);
+    }
+    if let Some(v) = get("vector")? {
+        m = m.vector(v.extract()?);
     }
     Ok(m)
 }

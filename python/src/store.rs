@@ -12,7 +12,8 @@ use crate::convert::{
 use crate::error::{closed, invalid, OrPy};
 use crate::handles::{acquire, canonical, guarded, Handle, Key, IN_GUARD, LAST_PANIC};
 use engram::{
-    Error, Kind, NewMemory, Options, RecallQuery, Status, Store, WakeItem, WakeOptions, ZoomEntry,
+    Error, Kind, NewMemory, Options, RecallQuery, SearchMode, SearchQuery, SearchResult, Status,
+    Store, WakeItem, WakeOptions, ZoomEntry,
 };
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -186,10 +187,11 @@ impl PyStore {
     // ----- memory log ------------------------------------------------------------------------
 
     /// Appends one memory to `scope` and returns its id. With `key`, a retry with the same key
-    /// and text writes nothing and returns the first id.
+    /// and text writes nothing and returns the first id. With `vector`, its embedding is stored
+    /// with it for hybrid and vector search (the scope's first vector sets its dimension).
     #[pyo3(signature = (text, scope = "default", *, kind = None, status = None, source = None,
         source_uri = None, observed_us = None, supersedes = None, conflicts_with = None,
-        valid_until_us = None, key = None))]
+        valid_until_us = None, key = None, vector = None))]
     #[allow(clippy::too_many_arguments)]
     fn note(
         &self,
@@ -205,8 +207,12 @@ impl PyStore {
         conflicts_with: Option<Vec<u64>>,
         valid_until_us: Option<i64>,
         key: Option<String>,
+        vector: Option<Vec<f32>>,
     ) -> PyResult<u64> {
         let mut m = NewMemory::new(text);
+        if let Some(v) = vector {
+            m = m.vector(v);
+        }
         if let Some(k) = kind {
             m = m.kind(Kind::from_str(k).py(py)?);
         }
@@ -418,6 +424,54 @@ impl PyStore {
         d.set_item("total", r.total)?;
         d.set_item("text", r.render())?;
         Ok(d)
+    }
+
+    /// Ranks memories and summaries by how well they match `query`'s words (BM25, each scope
+    /// with its own statistics; fused with `vector` when given). Searches `scope`, or `scopes`,
+    /// or with `all=True` every scope the principal may read. Returns `{"hits": [{"scope",
+    /// "block" (`#id` or `LO-HI`), "id", "line", "score", "terms", "inactive"}, ...best first], "candidates",
+    /// "next_offset", "text"}`; `next_offset` (or `None`) is the `offset` of the next page.
+    #[pyo3(signature = (query, scope = "default", *, scopes = None, all = false, limit = 10,
+        offset = 0, since_us = None, until_us = None, kind = None, max_bytes = 20000,
+        include_inactive = false, vector = None, mode = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn search<'py>(
+        &self,
+        py: Python<'py>,
+        query: String,
+        scope: &str,
+        scopes: Option<Vec<String>>,
+        all: bool,
+        limit: usize,
+        offset: usize,
+        since_us: Option<i64>,
+        until_us: Option<i64>,
+        kind: Option<&str>,
+        max_bytes: usize,
+        include_inactive: bool,
+        vector: Option<Vec<f32>>,
+        mode: Option<&str>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let mut q = SearchQuery::new(query);
+        q.limit = limit;
+        q.offset = offset;
+        q.since_us = since_us;
+        q.until_us = until_us;
+        q.kind = kind.map(Kind::from_str).transpose().py(py)?;
+        q.max_bytes = max_bytes;
+        q.include_inactive = include_inactive;
+        q.vector = vector;
+        q.mode = mode.map(search_mode).transpose().py(py)?;
+        let several = all || scopes.is_some();
+        let r = self.run(py, |s| {
+            let names = match (all, scopes) {
+                (true, _) => s.read(|r| r.scopes())?,
+                (false, Some(v)) => v,
+                (false, None) => vec![scope.to_string()],
+            };
+            s.search_scopes(&names, &q)
+        })?;
+        search_dict(py, &r, several)
     }
 
     /// Blocks waiting for a summary, in the order nap asks for them (`["0-1", "2-3", ...]`).
@@ -750,4 +804,43 @@ impl PyStore {
         }
         Ok(out)
     }
+}
+
+/// A search mode by name.
+fn search_mode(m: &str) -> Result<SearchMode, Error> {
+    match m {
+        "lexical" => Ok(SearchMode::Lexical),
+        "hybrid" => Ok(SearchMode::Hybrid),
+        "vector" => Ok(SearchMode::Vector),
+        _ => Err(Error::Invalid {
+            what: "mode",
+            reason: format!("{m:?}: lexical, hybrid or vector"),
+        }),
+    }
+}
+
+/// A search result as a dict (the text prefixes each line with its scope when `several`).
+fn search_dict<'py>(
+    py: Python<'py>,
+    r: &SearchResult,
+    several: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let hits = PyList::empty(py);
+    for h in &r.hits {
+        let d = PyDict::new(py);
+        d.set_item("scope", &h.scope)?;
+        d.set_item("block", h.block.to_string())?;
+        d.set_item("id", h.id)?;
+        d.set_item("line", &h.line)?;
+        d.set_item("score", h.score)?;
+        d.set_item("terms", &h.terms)?;
+        d.set_item("inactive", h.inactive)?;
+        hits.append(d)?;
+    }
+    let d = PyDict::new(py);
+    d.set_item("hits", hits)?;
+    d.set_item("candidates", r.candidates)?;
+    d.set_item("next_offset", r.next_offset)?;
+    d.set_item("text", r.render(several))?;
+    Ok(d)
 }

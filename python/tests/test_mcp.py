@@ -32,7 +32,7 @@ pytestmark = [
     pytest.mark.skipif(not Path(ENGRAM).exists(), reason="the engram binary is not built"),
 ]
 
-CORE = ["wake", "note", "recall", "zoom", "show", "why", "pending", "nap", "forget", "decide"]
+CORE = ["wake", "note", "recall", "search", "zoom", "show", "why", "pending", "nap", "forget", "decide"]
 SESSIONS = ["session_load", "session_save", "session_append", "session_list", "session_history"]
 ADMIN = ["redact", "grant", "revoke", "grants", "stats", "verify", "policy"]
 WRITES = {"note", "nap", "forget", "decide", "session_save", "session_append", "redact",
@@ -137,6 +137,9 @@ async def test_results_equal_the_cli(db):
          ["recall", "--words", "about memory 3"]),
         ("recall", {"pattern": "build", "limit": 2, "before": 5},
          ["recall", "build", "--limit", "2", "--before", "5"]),
+        ("search", {"query": "build memory 3"}, ["search", "build memory 3"]),
+        ("search", {"query": "build", "limit": 2, "offset": 2},
+         ["search", "build", "--limit", "2", "--offset", "2"]),
         ("show", {"id": 1}, ["show", "1"]),
         ("zoom", {"block": "0-1"}, ["zoom", "0-1"]),
         ("why", {"block": "0-1"}, ["why", "0-1"]),

@@ -37,7 +37,7 @@ def test_stock_plugin_is_untouched():
 
 
 @pytest.mark.parametrize("max_size", [1, 3, 100])
-def test_same_items_and_ranking_as_the_stock_memory(tmp_path, max_size):
+def test_same_items_as_the_stock_memory_ranked_by_the_engine(tmp_path, max_size):
     theirs = stock.Memory(max_size=max_size)
     ours = eo.EngramMemory(max_size=max_size, persist_path=str(tmp_path / "m.redb"))
     for f in FACTS:
@@ -46,7 +46,47 @@ def test_same_items_and_ranking_as_the_stock_memory(tmp_path, max_size):
         assert ours.items == theirs.items
     for q in ["Who designed the Analytical Engine?", "tea", "Portugal capital", "nothing matches"]:
         for n in (1, 3, 10):
-            assert ours.get_relevant(q, n) == theirs.get_relevant(q, n)
+            got = ours.get_relevant(q, n)
+            # As many items as the stock plugin returns, each a live item, once.
+            assert len(got) == len(theirs.get_relevant(q, n))
+            assert len(set(got)) == len(got) and set(got) <= set(ours.items)
+
+
+@pytest.mark.parametrize("persist", [True, False])
+def test_get_relevant_ranks_through_the_engine(tmp_path, persist):
+    m = eo.EngramMemory(max_size=100, persist_path=str(tmp_path / "m.redb") if persist else None)
+    for f in FACTS:
+        m.add(f)
+    assert m.get_relevant("Who designed the Analytical Engine?", 1) == [FACTS[1]]
+    assert m.get_relevant("Portugal capital", 1) == [FACTS[2]]
+    assert set(m.get_relevant("tea", 2)) == {FACTS[3], FACTS[7]}
+    # Stemmed: "teas" finds "tea".
+    assert m.get_relevant("Assam teas", 1)[0] in (FACTS[3], FACTS[7])
+    # No word in common: the newest items fill the answer.
+    assert m.get_relevant("zebra", 2) == [FACTS[7], FACTS[6]]
+    if persist:
+        hits = m.store.search("Analytical Engine", m.session)["hits"]
+        assert {h["id"] for h in hits[:2]} == {0, 1}
+
+
+def test_evicted_items_never_rank(tmp_path):
+    m = eo.EngramMemory(max_size=2, persist_path=str(tmp_path / "m.redb"))
+    for f in FACTS:
+        m.add(f)
+    assert m.items == FACTS[-2:]
+    # Only evicted items hold these words: only live ones come back.
+    assert set(m.get_relevant("Analytical Engine Babbage", 2)) == set(FACTS[-2:])
+    assert set(m.get_relevant("tea", 5)) == set(FACTS[-2:])
+
+
+def test_items_saved_without_a_memory_are_noted_on_first_search(tmp_path):
+    p = tmp_path / "m.redb"
+    s = engram.Store(p)
+    s.session_save(eo.SESSION, [{"text": f} for f in FACTS])  # as a migration or an old store
+    s.close()
+    m = eo.EngramMemory(persist_path=str(p))
+    assert m.get_relevant("Portugal capital", 1) == [FACTS[2]]
+    assert all(isinstance(d["memory"], int) for d in m.store.session_items(eo.SESSION))
 
 
 def test_in_ram_without_a_path_as_before():

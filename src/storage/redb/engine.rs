@@ -24,8 +24,8 @@ use crate::storage::redb::file::{
 };
 use crate::storage::redb::kv::{RedbRead, RedbWrite};
 use crate::storage::redb::schema::{self, META, STORE_FORMAT};
-use crate::storage::tables::{CHECKPOINT_TABLES, SEARCH_TABLES};
 use crate::storage::redb::tail::{self, TailRepair};
+use crate::storage::tables::{CHECKPOINT_TABLES, SEARCH_TABLES};
 use crate::storage::txn::{ReadTxn, WriteTxn};
 
 /// The open database, and the first failure of the storage engine on it.

@@ -3,9 +3,9 @@
 //! one item per step stores one item per step (not the whole list again); `list` filters,
 //! bounds and limits; delete, copy and prune leave no orphan rows, and `verify` stays clean.
 
-use engram::{ChannelValue, ListQuery, NewCheckpoint, PendingWrite, Prune, Typed};
 use engram::format::TableId;
 use engram::Store;
+use engram::{ChannelValue, ListQuery, NewCheckpoint, PendingWrite, Prune, Typed};
 
 fn t(s: &str) -> Typed {
     Typed::new("msgpack", s.as_bytes())

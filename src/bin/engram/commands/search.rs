@@ -5,12 +5,18 @@ use crate::cli::{kinds, Names};
 use clap::Args;
 use engram::text;
 use engram::{Error, Kind, SearchMode, SearchQuery};
+#[cfg(feature = "mcp")]
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 use crate::cli::Context;
 use crate::output::plural;
 use crate::progress::Progress;
 
-#[derive(Args, Debug)]
+/// The arguments of `search` (the CLI verb and the MCP tool).
+#[derive(Args, Debug, Deserialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct SearchArgs {
     /// The words to look for (any of them; memories holding more, and rarer, rank higher)
     pub query: String,
@@ -31,31 +37,45 @@ pub struct SearchArgs {
     pub kind: Option<String>,
     /// Budget in bytes of the hit lines shown [default: 20000]
     #[arg(long, value_name = "BYTES")]
+    // Not a tool argument: the server passes its own result budget.
+    #[serde(skip)]
     pub bytes: Option<usize>,
     /// Search every scope you may read (each hit names its scope); `--scope a,b` names several
     #[arg(long)]
+    #[serde(default)]
     pub all: bool,
     /// Also rank retracted, superseded and deprecated memories (shown marked)
     #[arg(long)]
+    #[serde(default)]
     pub include_inactive: bool,
     /// The query's embedding: a file (or - for stdin) of numbers, as a JSON array or separated
     /// by spaces or commas; fused with the words (or alone with --mode vector)
     #[arg(long, value_name = "FILE")]
+    // Command line only: a tool call names no file; it passes the numbers (`vector` below).
+    #[serde(skip)]
     pub vector: Option<String>,
+    /// The query's embedding as numbers (tool calls), fused with the words
+    #[arg(skip)]
+    #[serde(rename = "vector", default)]
+    pub vector_values: Option<Vec<f32>>,
     /// lexical, hybrid or vector [default: lexical, hybrid with --vector]
     #[arg(long, value_parser = ["lexical", "hybrid", "vector"])]
     pub mode: Option<String>,
     /// BM25 k1 (advanced, for benchmarks)
     #[arg(long, hide = true)]
+    #[serde(skip)]
     pub k1: Option<f64>,
     /// BM25 b (advanced, for benchmarks)
     #[arg(long, hide = true)]
+    #[serde(skip)]
     pub b: Option<f64>,
     /// Weight of a neighbour's score (advanced, for benchmarks)
     #[arg(long, hide = true)]
+    #[serde(skip)]
     pub neighbour_weight: Option<f64>,
     /// Neighbours on each side (advanced, for benchmarks)
     #[arg(long, hide = true)]
+    #[serde(skip)]
     pub neighbours: Option<u32>,
 }
 
@@ -87,11 +107,11 @@ fn query(cx: &Context<'_>, a: &SearchArgs) -> Result<SearchQuery, Error> {
     q.kind = a.kind.as_deref().map(str::parse::<Kind>).transpose()?;
     q.max_bytes = a.bytes.unwrap_or(q.max_bytes);
     q.include_inactive = a.include_inactive;
-    q.vector = a
-        .vector
-        .as_deref()
-        .map(|f| parse_vector(&cx.read_input(f)?))
-        .transpose()?;
+    q.vector = match (&a.vector_values, a.vector.as_deref()) {
+        (Some(v), _) => Some(v.clone()),
+        (None, Some(f)) => Some(parse_vector(&cx.read_input(f)?)?),
+        (None, None) => None,
+    };
     q.mode = a.mode.as_deref().map(|m| match m {
         "vector" => SearchMode::Vector,
         "hybrid" => SearchMode::Hybrid,

@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::commands::session::{self, SessionCmd};
-use crate::commands::{lifecycle, recall, wake, Command};
+use crate::commands::{lifecycle, recall, search, wake, Command};
 
 /// A tool call as the CLI command it runs, and its scope (`--scope`; several joined with commas).
 pub struct Call {
@@ -122,6 +122,17 @@ pub fn recall(v: serde_json::Value, bytes: usize) -> Result<Call, Error> {
     a.bytes = Some(bytes);
     Ok(Call {
         command: Command::Recall(a),
+        scope,
+    })
+}
+
+/// Builds `search` (its lines within `bytes`, the server's budget; the vector arrives as
+/// numbers, not as a file).
+pub fn search(v: serde_json::Value, bytes: usize) -> Result<Call, Error> {
+    let (scope, mut a): (_, search::SearchArgs) = parse::<Scopes<_>>(v)?.split()?;
+    a.bytes = Some(bytes);
+    Ok(Call {
+        command: Command::Search(a),
         scope,
     })
 }

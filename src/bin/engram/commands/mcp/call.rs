@@ -136,9 +136,10 @@ fn run_tool(server: &Server, caller: &Caller, name: &str, arguments: Value) -> C
             // A write that committed is never reported as a failure (the model would retry it).
             return success_cut(out, value, server.max_bytes);
         }
-        // wake and recall take a byte budget for their lines; the JSON of a line is larger, so
-        // ask again for fewer lines, in proportion (they read only: asking twice is harmless).
-        let shrinks = matches!(spec.name, "wake" | "recall");
+        // wake, recall and search take a byte budget for their lines; the JSON of a line is
+        // larger, so ask again for fewer lines, in proportion (they read only: asking twice is
+        // harmless).
+        let shrinks = matches!(spec.name, "wake" | "recall" | "search");
         if !shrinks || budget < 256 {
             return too_large(spec.name, size, server.max_bytes);
         }
@@ -155,7 +156,7 @@ pub fn run(server: &Server, store: Store, c: Call) -> Result<(u8, String, Option
     if scope.contains(',') && !commands::several_scopes(&c.command) {
         return Err(Error::Invalid {
             what: "scope",
-            reason: "several scopes are only for wake and recall".into(),
+            reason: "several scopes are only for wake, recall and search".into(),
         });
     }
     let prefix = if scope == engram::DEFAULT_SCOPE || scope.contains(',') {
@@ -258,6 +259,7 @@ fn page_hint(tool: &str) -> &'static str {
     match tool {
         "wake" => "a smaller bytes or lines budget, then part and total",
         "recall" => "a narrower pattern, limit, or before",
+        "search" => "limit, then offset",
         "session_load" => "limit",
         "session_list" => "limit, then after",
         _ => "narrow the request",

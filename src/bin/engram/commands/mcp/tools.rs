@@ -10,12 +10,12 @@ use serde_json::{json, Value};
 
 use super::args::{self, Call, NoArgs, Scoped, Scopes};
 use crate::commands::session::{AppendArgs, IdArgs, ItemsArgs, ListArgs, SaveArgs, SessionCmd};
-use crate::commands::{inspect, lifecycle, note, recall, tree, trust, wake, Command};
+use crate::commands::{inspect, lifecycle, note, recall, search, tree, trust, wake, Command};
 
 /// Which `--tools` group a tool belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Group {
-    /// Memory: wake, note, recall, zoom, show, why, pending, nap, forget, decide.
+    /// Memory: wake, note, recall, search, zoom, show, why, pending, nap, forget, decide.
     Core,
     /// Conversation sessions: session_load, session_save, session_append, session_list,
     /// session_history.
@@ -120,6 +120,18 @@ pub const TOOLS: &[ToolSpec] = &[
         input: schema_for_type::<Scopes<recall::RecallArgs>>,
         output: (&["matches", "total", "lines", "unreadable", "next_before", "result"], &[]),
         build: args::recall,
+    },
+    ToolSpec {
+        name: "search",
+        title: "Find memories by what they are about",
+        description: "Rank memories and summaries by how well they match plain words (BM25: rarer words and more of them rank higher; any word may be missing). Use it when you do not know the exact wording; `recall` when you do. Lines are `#id date text`, best first; a summary's line names its block `LO-HI` (open it with `zoom`). A cut result gives `next_offset`: pass it as `offset` for the next hits.",
+        group: Group::Core,
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        input: schema_for_type::<Scopes<search::SearchArgs>>,
+        output: (&["hits", "candidates", "next_offset"], &["hits", "candidates"]),
+        build: |v, max| args::search(v, max),
     },
     ToolSpec {
         name: "zoom",
