@@ -46,7 +46,7 @@ pub const NEIGHBOUR_WEIGHT: f64 = 0.7;
 /// (never negative, 0 when the term is in none).
 ///
 /// ```
-/// use engram::domain::rank::idf;
+/// use engram::rank::idf;
 /// assert!(idf(1000, 1) > idf(1000, 100));
 /// assert!(idf(10, 10) > 0.0);
 /// assert_eq!(idf(10, 0), idf(10, 0)); // finite
@@ -61,7 +61,7 @@ pub fn idf(docs: u64, df: u64) -> f64 {
 /// terms, in a scope whose memories average `avg_len` terms.
 ///
 /// ```
-/// use engram::domain::rank::{idf, term_score};
+/// use engram::rank::{idf, term_score};
 /// let w = idf(100, 5);
 /// assert!(term_score(2, 10, 10.0, w) > term_score(1, 10, 10.0, w));
 /// assert!(term_score(1, 5, 10.0, w) > term_score(1, 20, 10.0, w));
@@ -93,7 +93,7 @@ pub fn term_score_with(tf: u32, len: u32, avg_len: f64, idf: f64, k1: f64, b: f6
 ///
 /// ```
 /// use std::collections::BTreeMap;
-/// use engram::domain::rank::with_neighbours;
+/// use engram::rank::with_neighbours;
 /// let direct = BTreeMap::from([(10, 2.0), (11, 1.0)]);
 /// let all = with_neighbours(&direct);
 /// assert_eq!(all[&10], 2.0 + 0.7 * 1.0);
@@ -136,7 +136,7 @@ pub fn with_neighbours_by(
 ///
 /// ```
 /// use std::collections::BTreeMap;
-/// use engram::domain::rank::top;
+/// use engram::rank::top;
 /// let s = BTreeMap::from([(1, 0.5), (2, 3.0), (3, 3.0), (4, 1.0)]);
 /// assert_eq!(top(&s, 3), [(2, 3.0), (3, 3.0), (4, 1.0)]);
 /// ```

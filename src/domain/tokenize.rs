@@ -227,7 +227,7 @@ pub const STOP_WORDS: &[&str] = &[
 /// The terms of `text`, in order, repeated as often as they occur (term frequency is the count).
 ///
 /// ```
-/// use engram::domain::tokenize::tokens;
+/// use engram::tokenize::tokens;
 /// assert_eq!(tokens("Caroline: I’m running to the Support-Group!"),
 ///            ["carolin", "i'm", "run", "to", "the", "support", "group"]);
 /// assert_eq!(tokens("東京 café 2023"), ["東", "京", "café", "2023"]);
@@ -242,7 +242,7 @@ pub fn tokens(text: &str) -> Vec<String> {
 /// [`MAX_QUERY_TERMS`]. A query made only of stop words keeps them all.
 ///
 /// ```
-/// use engram::domain::tokenize::query_terms;
+/// use engram::tokenize::query_terms;
 /// assert_eq!(query_terms("When did Caroline go to the support group?"),
 ///            ["carolin", "go", "support", "group"]);
 /// assert_eq!(query_terms("what is it"), ["what", "is", "it"]);
