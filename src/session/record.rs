@@ -59,7 +59,9 @@ pub fn compact_message(json: &str) -> Result<String> {
     }
     // Bounded before parsing, so that whatever is stored can be served back (issue 27, point 9).
     crate::domain::json::check_depth(trimmed, crate::domain::json::MAX_JSON_DEPTH, "message")?;
-    serde_json::from_str::<serde::de::IgnoredAny>(trimmed)
+    // Parsed as the value it will be served as (not `IgnoredAny`, which skips numbers unchecked:
+    // `1e999999` would be stored and then fail every read that parses it).
+    serde_json::from_str::<serde_json::Value>(trimmed)
         .map_err(|e| Error::invalid("message", format!("not valid JSON: {e}")))?;
     let mut out = String::with_capacity(trimmed.len());
     let (mut in_str, mut escaped) = (false, false);
@@ -322,5 +324,22 @@ pub(super) fn check_revision(rec: Option<&SessionRecord>, expected: Option<u64>)
             "the session is at revision {current}, not {e}: it changed since you read it"
         ))),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the `session_json` fuzz target: a number out of `f64`'s range passed a check that
+    /// skipped numbers, was stored, and could not be parsed back when served.
+    #[test]
+    fn a_number_out_of_range_is_refused_on_input() {
+        let err = compact_message(r#"{"": 1.1E11110101}"#).unwrap_err();
+        assert!(err.to_string().contains("not valid JSON"), "{err}");
+        assert_eq!(
+            compact_message(r#"{ "a": 1.5e300 }"#).unwrap(),
+            r#"{"a":1.5e300}"#
+        );
     }
 }

@@ -16,6 +16,8 @@ pub enum ReadKv {
     /// A redb read transaction (a file).
     Redb(RedbRead),
     /// A server transaction (`REPEATABLE READ READ ONLY`).
+    // A build without the `postgres` feature never builds one (`PgTx` has no values there).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     Pg(PgTx),
 }
 
@@ -25,6 +27,7 @@ pub enum WriteKv<'t> {
     /// A redb write transaction (a file).
     Redb(RedbWrite<'t>),
     /// A server transaction (`SERIALIZABLE`).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     Pg(PgTx),
 }
 

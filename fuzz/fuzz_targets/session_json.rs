@@ -1,0 +1,24 @@
+//! Arbitrary text as a session message (issue 27, point 9): its nesting depth is found without
+//! recursion and never panics, and a message that `compact_message` accepts within
+//! `MAX_JSON_DEPTH` parses back as a `serde_json::Value` (what the MCP server serves), so that
+//! whatever the bound lets in can be served.
+#![no_main]
+
+use engram::{nesting_depth, MAX_JSON_DEPTH};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let depth = nesting_depth(text);
+    let Ok(c) = engram::compact_message(text) else {
+        return;
+    };
+    // Compaction drops blanks, never brackets outside strings.
+    assert_eq!(nesting_depth(&c), depth);
+    if depth <= MAX_JSON_DEPTH {
+        let v: serde_json::Value = serde_json::from_str(&c).expect("an accepted message parses");
+        assert!(v.is_object());
+    }
+});
