@@ -602,11 +602,15 @@ impl ReadTxn {
 
     /// The lines of `zoom`, with markers (proposed, superseded, stale, untrusted...).
     pub fn zoom_lines(&self, scope: &str, b: Block) -> Result<Vec<String>> {
-        let entries = self.zoom(scope, b)?;
+        self.lines_of(scope, &self.zoom(scope, b)?)
+    }
+
+    /// The lines of `entries` (what [`ReadTxn::zoom`] returned for `scope`), with markers.
+    fn lines_of(&self, scope: &str, entries: &[ZoomEntry]) -> Result<Vec<String>> {
         let sid = self.scope_meta(scope)?.map(|m| m.id).unwrap_or(0);
         let events = &self.tx;
         let mut out = Vec::with_capacity(entries.len());
-        for e in &entries {
+        for e in entries {
             out.push(match e {
                 ZoomEntry::Memory(m) => crate::memory::lifecycle::marked_line(
                     m,
@@ -751,6 +755,20 @@ impl Store {
     /// Opens a block; see [`ReadTxn::zoom`].
     pub fn zoom(&self, scope: &str, b: Block) -> Result<Vec<ZoomEntry>> {
         self.audited("zoom", scope, |r| r.zoom(scope, b), |_| vec![b.to_string()])
+    }
+
+    /// Opens a block and renders its lines in one read (`zoom` with `--json` and text both).
+    pub fn zoom_with_lines(&self, scope: &str, b: Block) -> Result<(Vec<ZoomEntry>, Vec<String>)> {
+        self.audited(
+            "zoom",
+            scope,
+            |r| {
+                let entries = r.zoom(scope, b)?;
+                let lines = r.lines_of(scope, &entries)?;
+                Ok((entries, lines))
+            },
+            |_| vec![b.to_string()],
+        )
     }
 }
 

@@ -741,6 +741,23 @@ impl Store {
         )
     }
 
+    /// Wake over every scope the principal may read, in one snapshot (`wake --all`); see
+    /// [`ReadTxn::wake_scopes`].
+    pub fn wake_all(&self, opts: &WakeOptions) -> Result<(Vec<WakeView>, String)> {
+        self.audited_as(
+            "wake",
+            |r| r.wake_scopes(&r.scopes()?, opts),
+            |(views, _)| {
+                let scopes: Vec<&str> = views.iter().map(|v| v.scope.as_str()).collect();
+                let items = views
+                    .iter()
+                    .flat_map(|v| v.items.iter().map(item_name))
+                    .collect();
+                (scopes.join(","), items)
+            },
+        )
+    }
+
     /// The wake view; see [`ReadTxn::wake`].
     pub fn wake(&self, scope: &str, opts: &WakeOptions) -> Result<WakeView> {
         self.audited(

@@ -37,6 +37,17 @@ impl Store {
         f: impl FnOnce(&ReadTxn) -> Result<R>,
         items: impl FnOnce(&R) -> Vec<String>,
     ) -> Result<R> {
+        self.audited_as(op, f, |r| (scope.to_string(), items(r)))
+    }
+
+    /// [`Store::audited`] for a read whose scopes are known only from its result (`scoped`
+    /// gives the scope to record and the items).
+    pub(crate) fn audited_as<R>(
+        &self,
+        op: &str,
+        f: impl FnOnce(&ReadTxn) -> Result<R>,
+        scoped: impl FnOnce(&R) -> (String, Vec<String>),
+    ) -> Result<R> {
         let (r, on) = self.read(|t| Ok((f(t)?, t.config()?.audit)))?;
         if on {
             if self.is_read_only() {
@@ -45,8 +56,8 @@ impl Store {
                     self.path().display()
                 )));
             }
-            let items = items(&r);
-            self.write(|tx| tx.record_read(op, scope, items.clone()))?;
+            let (scope, items) = scoped(&r);
+            self.write(|tx| tx.record_read(op, &scope, items.clone()))?;
         }
         Ok(r)
     }

@@ -423,3 +423,23 @@ fn the_audit_records_who_read_what_when_enabled() {
     assert_eq!(a[1].items, vec!["#0".to_string()]);
     assert!(matches!(bob.audit(10).unwrap_err(), Error::Denied(_)));
 }
+
+#[test]
+fn wake_all_is_one_audited_read_of_the_scopes_the_reader_may_read() {
+    let (_d, s) = store();
+    s.note("a", NewMemory::new("one")).unwrap();
+    s.note("b", NewMemory::new("two")).unwrap();
+    s.note("c", NewMemory::new("three")).unwrap();
+    s.grant("user:bob", Access::Read, "a").unwrap();
+    s.grant("user:bob", Access::Read, "c").unwrap();
+    s.set_config("AUDIT", "1").unwrap();
+    let bob = s.as_principal(Some("user:bob"));
+    let (views, text) = bob.wake_all(&WakeOptions::default()).unwrap();
+    let scopes: Vec<&str> = views.iter().map(|v| v.scope.as_str()).collect();
+    assert_eq!(scopes, ["a", "c"]);
+    assert!(text.contains(" one\n") && !text.contains("two"), "{text}");
+    let a = s.audit(10).unwrap();
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!((a[0].op.as_str(), a[0].scope.as_str()), ("wake", "a,c"));
+    assert_eq!(a[0].items, ["#0", "#0"]);
+}

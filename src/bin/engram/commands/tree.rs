@@ -313,7 +313,7 @@ pub fn forget(cx: &mut Context<'_>, a: &ForgetArgs) -> Result<u8, Error> {
 /// Prints the block's two halves; past the end of the log, the way back to what exists.
 pub fn zoom(cx: &mut Context<'_>, a: &ZoomArgs) -> Result<u8, Error> {
     let b: Block = a.block.parse()?;
-    let lines = match cx.store.zoom_lines(cx.scope, b) {
+    let (entries, lines) = match cx.store.zoom_with_lines(cx.scope, b) {
         Err(e @ Error::OutOfRange { .. }) if !cx.both => {
             eprintln!(
                 "engram: {}\nRun: {} wake",
@@ -325,8 +325,7 @@ pub fn zoom(cx: &mut Context<'_>, a: &ZoomArgs) -> Result<u8, Error> {
         r => r?,
     };
     if cx.json_wanted() {
-        let z = cx.store.zoom(cx.scope, b)?;
-        cx.emit(&z)?;
+        cx.emit(&entries)?;
     }
     if cx.text_wanted() {
         for l in lines {

@@ -48,29 +48,29 @@ pub fn run(cx: &mut Context<'_>, a: &WakeArgs) -> Result<u8, Error> {
         });
     }
     if a.all || scope.contains(',') {
-        let scopes: Vec<String> = if a.all {
-            cx.store.read(|r| r.scopes())?
-        } else {
-            scope.split(',').map(str::to_string).collect()
-        };
         let w = WakeOptions {
             cmd: cx.prefix_without_scope.clone(),
             ..w
         };
-        let (views, text) = cx.store.wake_scopes(&scopes, &w)?;
+        let (views, text) = if a.all {
+            cx.store.wake_all(&w)?
+        } else {
+            let scopes: Vec<String> = scope.split(',').map(str::to_string).collect();
+            cx.store.wake_scopes(&scopes, &w)?
+        };
         cx.emit(&views)?;
         if cx.text_wanted() {
             write!(cx.out, "{text}")?;
         }
         return Ok(0);
     }
+    // One read for `--json`, text, or both: the view, then its text.
+    let view = cx.store.wake(scope, &w)?;
     if cx.json_wanted() {
-        let view = cx.store.wake(scope, &w)?;
         cx.emit(&view)?;
     }
     if cx.text_wanted() {
-        let text = cx.store.wake_text(scope, &w)?;
-        write!(cx.out, "{text}")?;
+        write!(cx.out, "{}", view.part(&w)?)?;
     }
     Ok(0)
 }
