@@ -288,18 +288,25 @@ impl ReadTxn {
     }
 }
 impl Store {
-    /// [`Store::recall`] over several scopes, in the order given: one `(scope, Recall)` each.
-    /// Each scope is its own audited read (its own snapshot); a scope the principal may not
-    /// read is [`Error::Denied`], as for one scope.
+    /// [`Store::recall`] over several scopes, in the order given, in one snapshot: one
+    /// `(scope, Recall)` each, audited as one read naming the scopes (items `scope #id`). A
+    /// scope the principal may not read is [`Error::Denied`], as for one scope.
     pub fn recall_scopes(
         &self,
         scopes: &[String],
         q: &RecallQuery,
     ) -> Result<Vec<(String, Recall)>> {
-        scopes
-            .iter()
-            .map(|s| Ok((s.clone(), self.recall(s, q)?)))
-            .collect()
+        self.audited_as("recall", |r| recall_each(r, scopes, q), |f| recall_audit(f))
+    }
+
+    /// [`Store::recall_scopes`] over every scope the principal may read (`recall --all`),
+    /// resolved in the same read.
+    pub fn recall_all(&self, q: &RecallQuery) -> Result<Vec<(String, Recall)>> {
+        self.audited_as(
+            "recall",
+            |r| recall_each(r, &r.scopes()?, q),
+            |f| recall_audit(f),
+        )
     }
 
     /// Runs a recall query.
@@ -311,4 +318,21 @@ impl Store {
             |r| r.matches.iter().map(|m| format!("#{}", m.id)).collect(),
         )
     }
+}
+
+fn recall_each(r: &ReadTxn, scopes: &[String], q: &RecallQuery) -> Result<Vec<(String, Recall)>> {
+    scopes
+        .iter()
+        .map(|s| Ok((s.clone(), r.recall(s, q)?)))
+        .collect()
+}
+
+/// The scopes and the items an audit record of a recall over several scopes names.
+fn recall_audit(found: &[(String, Recall)]) -> (String, Vec<String>) {
+    let scopes: Vec<&str> = found.iter().map(|(s, _)| s.as_str()).collect();
+    let items = found
+        .iter()
+        .flat_map(|(s, r)| r.matches.iter().map(move |m| format!("{s} #{}", m.id)))
+        .collect();
+    (scopes.join(","), items)
 }

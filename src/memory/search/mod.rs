@@ -191,6 +191,21 @@ impl Store {
         self.search_scopes(&[scope.to_string()], q)
     }
 
+    /// [`Store::search_scopes`] over every scope the principal may read (`search --all`),
+    /// resolved in the same read.
+    pub fn search_all(&self, q: &SearchQuery) -> Result<SearchResult> {
+        let (_, found) = self.audited_as(
+            "search",
+            |r| {
+                let scopes = r.scopes()?;
+                let found = take::search(r, &scopes, q)?;
+                Ok((scopes, found))
+            },
+            |(scopes, found)| (scopes.join(","), search_audit(found)),
+        )?;
+        Ok(found)
+    }
+
     /// [`Store::search`] over several scopes in one snapshot: each ranked with its own
     /// statistics, merged by score. Every scope must be readable by the principal (else
     /// [`Error::Denied`]); pass the readable ones (`ReadTxn::scopes`) to search them all.
@@ -206,14 +221,17 @@ impl Store {
             "search",
             &scopes.join(","),
             |r| take::search(r, scopes, q),
-            |r| {
-                r.hits
-                    .iter()
-                    .map(|h| format!("{} #{}", h.scope, h.block))
-                    .collect()
-            },
+            search_audit,
         )
     }
+}
+
+/// The items an audit record of a search names: `scope #block` per hit.
+fn search_audit(r: &SearchResult) -> Vec<String> {
+    r.hits
+        .iter()
+        .map(|h| format!("{} #{}", h.scope, h.block))
+        .collect()
 }
 
 impl Store {

@@ -443,3 +443,29 @@ fn wake_all_is_one_audited_read_of_the_scopes_the_reader_may_read() {
     assert_eq!((a[0].op.as_str(), a[0].scope.as_str()), ("wake", "a,c"));
     assert_eq!(a[0].items, ["#0", "#0"]);
 }
+
+#[test]
+fn recall_and_search_over_all_readable_scopes_are_one_audited_read_each() {
+    let (_d, s) = store();
+    for (scope, t) in [("a", "one shared"), ("b", "two shared"), ("c", "three shared")] {
+        s.note(scope, NewMemory::new(t)).unwrap();
+    }
+    s.grant("user:bob", Access::Read, "a").unwrap();
+    s.grant("user:bob", Access::Read, "c").unwrap();
+    s.set_config("AUDIT", "1").unwrap();
+    let bob = s.as_principal(Some("user:bob"));
+    let found = bob.recall_all(&RecallQuery::new("shared")).unwrap();
+    let scopes: Vec<&str> = found.iter().map(|(s, _)| s.as_str()).collect();
+    assert_eq!(scopes, ["a", "c"]);
+    let hits = bob.search_all(&engram::SearchQuery::new("shared")).unwrap();
+    let mut hit_scopes: Vec<&str> = hits.hits.iter().map(|h| h.scope.as_str()).collect();
+    hit_scopes.sort();
+    assert_eq!(hit_scopes, ["a", "c"]);
+    let a = s.audit(10).unwrap();
+    let got: Vec<(&str, &str, usize)> = a
+        .iter()
+        .map(|e| (e.op.as_str(), e.scope.as_str(), e.items.len()))
+        .collect();
+    assert_eq!(got, [("recall", "a,c", 2), ("search", "a,c", 2)]);
+    assert_eq!(a[0].items, ["a #0", "c #0"]);
+}

@@ -67,12 +67,13 @@ pub fn run(cx: &mut Context<'_>, a: &RecallArgs) -> Result<u8, Error> {
         q.max_bytes = b;
     }
     if a.all || scope.contains(',') {
-        let scopes: Vec<String> = if a.all {
-            cx.store.read(|r| r.scopes())?
+        let found = if a.all {
+            cx.store.recall_all(&q)?
         } else {
-            scope.split(',').map(str::to_string).collect()
+            let scopes: Vec<String> = scope.split(',').map(str::to_string).collect();
+            cx.store.recall_scopes(&scopes, &q)?
         };
-        return recall_scopes(cx, &scopes, &q);
+        return recall_scopes(cx, &found);
     }
     let r = cx.store.recall(scope, &q)?;
     cx.emit(&r)?;
@@ -85,8 +86,7 @@ pub fn run(cx: &mut Context<'_>, a: &RecallArgs) -> Result<u8, Error> {
 
 /// Recall over several scopes: each match line starts with its scope; JSON is one object per
 /// scope (`scope` beside recall's fields). Exit 5 when a scope had damaged records.
-fn recall_scopes(cx: &mut Context<'_>, scopes: &[String], q: &RecallQuery) -> Result<u8, Error> {
-    let found = cx.store.recall_scopes(scopes, q)?;
+fn recall_scopes(cx: &mut Context<'_>, found: &[(String, engram::Recall)]) -> Result<u8, Error> {
     let damaged = found.iter().any(|(_, r)| !r.unreadable.is_empty());
     let code = if damaged { 5 } else { 0 };
     if cx.json_wanted() {
@@ -101,7 +101,7 @@ fn recall_scopes(cx: &mut Context<'_>, scopes: &[String], q: &RecallQuery) -> Re
     }
     let out = &mut *cx.out;
     let mut total = 0;
-    for (s, r) in &found {
+    for (s, r) in found {
         for l in r.shown_lines() {
             writeln!(out, "{s} {l}")?;
         }

@@ -131,12 +131,12 @@ fn query(cx: &Context<'_>, a: &SearchArgs) -> Result<SearchQuery, Error> {
 pub fn run(cx: &mut Context<'_>, a: &SearchArgs) -> Result<u8, Error> {
     let q = query(cx, a)?;
     let several = a.all || cx.scope.contains(',');
-    let scopes: Vec<String> = if a.all {
-        cx.store.read(|r| r.scopes())?
+    let r = if a.all {
+        cx.store.search_all(&q)?
     } else {
-        cx.scope.split(',').map(str::to_string).collect()
+        let scopes: Vec<String> = cx.scope.split(',').map(str::to_string).collect();
+        cx.store.search_scopes(&scopes, &q)?
     };
-    let r = cx.store.search_scopes(&scopes, &q)?;
     cx.emit(&r)?;
     if cx.text_wanted() {
         write!(cx.out, "{}", r.render(several))?;
