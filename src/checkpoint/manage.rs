@@ -91,8 +91,10 @@ impl WriteTxn<'_> {
         Ok(victims.len() as u64)
     }
 
-    /// Copies every checkpoint, value and write of `source` to `target` (rows of `target` with
-    /// the same keys are replaced); how many checkpoints.
+    /// Copies every checkpoint, value and write of `source` to `target`, replacing what `target`
+    /// held (its own list values would otherwise share item numbers with the copied ones and
+    /// read back the source's messages); how many checkpoints. Copying a thread onto itself
+    /// changes nothing.
     pub fn checkpoint_copy_thread(&mut self, source: &str, target: &str) -> Result<u64> {
         validate_thread(source)?;
         validate_thread(target)?;
@@ -100,6 +102,15 @@ impl WriteTxn<'_> {
         self.require(Access::Write, &thread_scope(target))?;
         let next = after(source);
         let (s, n) = (source, next.as_str());
+        if source == target {
+            let mut count = 0u64;
+            CHECKPOINTS.each(&self.tx, (s, "", "")..(n, "", ""), |_, _| {
+                count += 1;
+                Ok(())
+            })?;
+            return Ok(count);
+        }
+        self.checkpoint_delete_thread(target)?;
         let mut rows: Vec<(String, String, Vec<u8>)> = Vec::new();
         CHECKPOINTS.each(&self.tx, (s, "", "")..(n, "", ""), |(_, ns, id), v| {
             rows.push((ns.to_string(), id.to_string(), v.to_vec()));

@@ -214,3 +214,44 @@ fn a_typed_value_is_encoded_as_postcard_bytes() {
     let back: Typed = engram::format::decode("t", &"k", &enc).unwrap();
     assert_eq!(back, v);
 }
+
+#[test]
+fn copying_onto_a_thread_with_checkpoints_replaces_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = store_with_steps(&dir, 5);
+    for n in 0..3 {
+        // Ids of its own, so that nothing of b's is overwritten by a key of a's.
+        let mut s = step("b", n);
+        s.id = format!("own-{n}");
+        s.parent = n.checked_sub(1).map(|p| format!("own-{p}"));
+        let own: Vec<Typed> = (0..=n).map(|i| t(&format!("b's own {i}"))).collect();
+        s.changed[0].2 = ChannelValue::List(own);
+        store.checkpoint_put(&s).unwrap();
+    }
+    let copied = store
+        .write(|tx| tx.checkpoint_copy_thread("a", "b"))
+        .unwrap();
+    assert_eq!(copied, 5);
+    let all = |store: &Store, thread: &str| {
+        store
+            .checkpoint_list(&ListQuery {
+                thread: Some(thread.into()),
+                ..ListQuery::default()
+            })
+            .unwrap()
+    };
+    let (a, b) = (all(&store, "a"), all(&store, "b"));
+    assert_eq!(b.len(), 5);
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!((&x.id, &x.values), (&y.id, &y.values));
+    }
+    assert!(store.verify().unwrap().ok());
+    // Onto itself: nothing changes.
+    assert_eq!(
+        store
+            .write(|tx| tx.checkpoint_copy_thread("a", "a"))
+            .unwrap(),
+        5
+    );
+    assert_eq!(all(&store, "a").len(), 5);
+}

@@ -447,7 +447,11 @@ fn wake_all_is_one_audited_read_of_the_scopes_the_reader_may_read() {
 #[test]
 fn recall_and_search_over_all_readable_scopes_are_one_audited_read_each() {
     let (_d, s) = store();
-    for (scope, t) in [("a", "one shared"), ("b", "two shared"), ("c", "three shared")] {
+    for (scope, t) in [
+        ("a", "one shared"),
+        ("b", "two shared"),
+        ("c", "three shared"),
+    ] {
         s.note(scope, NewMemory::new(t)).unwrap();
     }
     s.grant("user:bob", Access::Read, "a").unwrap();
