@@ -34,6 +34,8 @@ fn an_unreachable_server_shows_no_secret_of_its_url() {
         "postgresql://adv:pa/ss@127.0.0.1:1/postgres?schema=s",
         "postgresql://postgres@127.0.0.1:1/postgres?schema=q&password=S3cretPw!",
         "postgresql://adv:pa/ss@127.0.0.1:1/postgres?sslpassword=k3yPass&schema=s",
+        // A key percent-encoded is still the password to the connection's parser.
+        "postgresql://postgres@127.0.0.1:1/postgres?pass%77ord=S3cretPw&schema=q",
     ];
     for url in urls {
         let r = run(&["--busy-timeout-ms", "200", "--db", url, "stats"]);

@@ -31,6 +31,11 @@ const SECRET_PARAMS: [&str; 2] = ["password", "sslpassword"];
 ///     without_password("postgresql://postgres@h/db?schema=q&password=S3cret!&sslpassword=k"),
 ///     "postgresql://postgres@h/db?schema=q"
 /// );
+/// assert_eq!(
+///     without_password("postgresql://h/db?pass%77ord=S3cret&schema=q"),
+///     "postgresql://h/db?schema=q"
+/// );
+/// assert_eq!(without_password("postgresql://h/db?password=p@ss"), "postgresql://ss");
 /// assert_eq!(without_password("/home/ann/.engram/memory.redb"), "/home/ann/.engram/memory.redb");
 /// ```
 pub fn without_password(url: &str) -> String {
@@ -39,8 +44,13 @@ pub fn without_password(url: &str) -> String {
     };
     // The user info ends at the first `@`, as the connection's own parser (tokio-postgres)
     // reads it: a password may hold `/`, `?` or `:`, and an `@` in it must be percent-encoded.
+    // A user name holding `/`, `?` or `=` is a host, path or query cut at an `@` in the query
+    // (`h/db?password=p@ss`): none of it is shown.
     let (user, after) = match rest.split_once('@') {
-        Some((info, after)) => (format!("{}@", info.split(':').next().unwrap_or("")), after),
+        Some((info, after)) => match info.split(':').next().unwrap_or("") {
+            name if name.contains(['/', '?', '=']) => (String::new(), after),
+            name => (format!("{name}@"), after),
+        },
         None => (String::new(), rest),
     };
     let (head, query) = match after.split_once('?') {
@@ -52,7 +62,9 @@ pub fn without_password(url: &str) -> String {
         let kept: Vec<&str> = q
             .split('&')
             .filter(|kv| {
-                let key = kv.split('=').next().unwrap_or("");
+                // Compared as the connection's parser reads it: percent-decoded.
+                let raw = kv.split('=').next().unwrap_or("");
+                let key = percent_encoding::percent_decode_str(raw).decode_utf8_lossy();
                 !SECRET_PARAMS.iter().any(|s| key.eq_ignore_ascii_case(s))
             })
             .collect();
