@@ -113,13 +113,6 @@ fn scan_under(
     })
 }
 
-fn now_us() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
 impl WriteTxn<'_> {
     /// Puts an item (replacing one at the same key, keeping its creation time); `ttl_us` sets
     /// its expiry from now.
@@ -179,7 +172,7 @@ impl WriteTxn<'_> {
         Ok(Some(item))
     }
 
-    /// Deletes every expired item; how many.
+    /// Deletes every expired item the principal may write; how many.
     pub fn store_sweep(&mut self) -> Result<u64> {
         let mut dead = Vec::new();
         let now = self.now;
@@ -192,6 +185,23 @@ impl WriteTxn<'_> {
             }
             Ok(())
         })?;
+        let mut writable = std::collections::HashMap::new();
+        let mut kept = Vec::with_capacity(dead.len());
+        for (ns, key) in dead {
+            let scope = store_scope(&[ns.split(LABEL_SEPARATOR).next().unwrap_or("")]);
+            let ok = match writable.get(&scope) {
+                Some(&ok) => ok,
+                None => {
+                    let ok = self.may(Access::Write, &scope)?;
+                    writable.insert(scope, ok);
+                    ok
+                }
+            };
+            if ok {
+                kept.push((ns, key));
+            }
+        }
+        let dead = kept;
         for (ns, key) in &dead {
             STORE_ITEMS.delete(&mut self.tx, (ns, key))?;
         }
@@ -208,7 +218,10 @@ impl ReadTxn {
             return Ok(None);
         };
         let item = decode_item(&ns, key, &v)?;
-        Ok(item.expires_us.is_none_or(|e| e > now_us()).then_some(item))
+        Ok(item
+            .expires_us
+            .is_none_or(|e| e > crate::domain::text::now_us())
+            .then_some(item))
     }
 
     /// The live items of `prefix` and the namespaces below it, in (namespace, key) order,
@@ -226,26 +239,31 @@ impl ReadTxn {
         }
         let (mut out, mut skipped) = (Vec::new(), 0);
         let limit = limit.unwrap_or(usize::MAX);
-        scan_under(&self.tx, &p, now_us(), |ns, key, item| {
-            if out.len() >= limit {
-                return Ok(ControlFlow::Break(()));
-            }
-            let labels = split(ns);
-            let first: Vec<&str> = labels.iter().take(1).map(String::as_str).collect();
-            if prefix.is_empty() && !self.may(Access::Read, &store_scope(&first))? {
-                return Ok(ControlFlow::Continue(()));
-            }
-            if skipped < offset {
-                skipped += 1;
-                return Ok(ControlFlow::Continue(()));
-            }
-            out.push(FoundItem {
-                namespace: labels,
-                key: key.to_string(),
-                item,
-            });
-            Ok(ControlFlow::Continue(()))
-        })?;
+        scan_under(
+            &self.tx,
+            &p,
+            crate::domain::text::now_us(),
+            |ns, key, item| {
+                if out.len() >= limit {
+                    return Ok(ControlFlow::Break(()));
+                }
+                let labels = split(ns);
+                let first: Vec<&str> = labels.iter().take(1).map(String::as_str).collect();
+                if prefix.is_empty() && !self.may(Access::Read, &store_scope(&first))? {
+                    return Ok(ControlFlow::Continue(()));
+                }
+                if skipped < offset {
+                    skipped += 1;
+                    return Ok(ControlFlow::Continue(()));
+                }
+                out.push(FoundItem {
+                    namespace: labels,
+                    key: key.to_string(),
+                    item,
+                });
+                Ok(ControlFlow::Continue(()))
+            },
+        )?;
         Ok(out)
     }
 
@@ -255,7 +273,7 @@ impl ReadTxn {
         let p = join_namespace(prefix)?;
         let mut out: Vec<Vec<String>> = Vec::new();
         let mut last: Option<String> = None;
-        let now = now_us();
+        let now = crate::domain::text::now_us();
         scan_under(&self.tx, &p, now, |ns, _, _| {
             if last.as_deref() != Some(ns) {
                 last = Some(ns.to_string());

@@ -342,8 +342,10 @@ pub struct CheckpointStats {
 }
 
 impl ReadTxn {
-    /// What the checkpoint tables hold, for every thread the principal may read.
+    /// What the checkpoint tables hold, every thread's and namespace's together (admin only:
+    /// the figures count what other principals stored).
     pub fn checkpoint_stats(&self) -> Result<CheckpointStats> {
+        self.require_admin("read the checkpoint tables' statistics")?;
         let mut s = CheckpointStats::default();
         let tables = [
             (crate::storage::kv::TableId::Checkpoints, &mut s.checkpoints),

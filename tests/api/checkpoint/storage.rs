@@ -1,7 +1,9 @@
 //! LangGraph checkpoint storage (`engram::checkpoint`): a checkpoint round-trips with its channel
 //! values and pending writes; a channel is stored only at a new version; a list that grows by
 //! one item per step stores one item per step (not the whole list again); `list` filters,
-//! bounds and limits; delete, copy and prune leave no orphan rows, and `verify` stays clean.
+//! bounds and limits; delete, copy and prune leave no orphan rows, and `verify` stays clean;
+//! the tables' statistics are an admin's, and a TTL sweep deletes only what its principal may
+//! write.
 
 use engram::format::TableId;
 use engram::Store;
@@ -254,4 +256,29 @@ fn copying_onto_a_thread_with_checkpoints_replaces_them() {
         5
     );
     assert_eq!(all(&store, "a").len(), 5);
+}
+
+#[test]
+fn statistics_are_an_admins_and_a_sweep_deletes_only_what_its_principal_may_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_steps(&dir, 2);
+    store
+        .write(|tx| {
+            tx.store_put(&["x", "notes"], "k", "{}", Some(1), &[])?;
+            tx.store_put(&["y"], "k", "{}", Some(1), &[])
+        })
+        .unwrap();
+    store
+        .grant("user:bob", engram::Access::Write, "store:x")
+        .unwrap();
+    let bob = store.as_principal(Some("user:bob"));
+    assert!(matches!(
+        bob.read(|r| r.checkpoint_stats()),
+        Err(engram::Error::Denied(_))
+    ));
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    assert_eq!(bob.write(|tx| tx.store_sweep()).unwrap(), 1, "store:x only");
+    // store:y's expired item was left for someone who may write it.
+    assert_eq!(store.write(|tx| tx.store_sweep()).unwrap(), 1);
+    assert_eq!(store.write(|tx| tx.store_sweep()).unwrap(), 0);
 }
