@@ -178,7 +178,8 @@ impl WriteTxn<'_> {
 
     /// The sequence numbers and hashes of the session's live messages, oldest first.
     fn stored_hashes(&self, id: &str, rec: &SessionRecord) -> Result<Vec<(u64, [u8; 16])>> {
-        let mut v = Vec::with_capacity(rec.count as usize);
+        // `count` is stored bytes: a capacity from it is capped, the vector grows past the cap.
+        let mut v = Vec::with_capacity(usize::try_from(rec.count).unwrap_or(0).min(1 << 16));
         if rec.count > 64 {
             // Every stored hash is read: a server sends them in one statement, not in pages.
             SESSION_HASHES.prefetch_range(&self.tx, range(id))?;
