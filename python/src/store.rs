@@ -463,13 +463,10 @@ impl PyStore {
         q.vector = vector;
         q.mode = mode.map(search_mode).transpose().py(py)?;
         let several = all || scopes.is_some();
-        let r = self.run(py, |s| {
-            let names = match (all, scopes) {
-                (true, _) => s.read(|r| r.scopes())?,
-                (false, Some(v)) => v,
-                (false, None) => vec![scope.to_string()],
-            };
-            s.search_scopes(&names, &q)
+        let r = self.run(py, |s| match (all, scopes) {
+            (true, _) => s.search_all(&q),
+            (false, Some(v)) => s.search_scopes(&v, &q),
+            (false, None) => s.search(scope, &q),
         })?;
         search_dict(py, &r, several)
     }

@@ -215,13 +215,20 @@ pub const MAX_SCOPES: usize = 64;
 
 /// Checks a comma-separated list of scopes: each valid, at most [`MAX_SCOPES`] of them.
 pub fn validate_scopes(list: &str) -> Result<()> {
-    if list.split(',').count() > MAX_SCOPES {
+    check_scope_count(list.split(',').count())?;
+    list.split(',').try_for_each(validate_scope)
+}
+
+/// Checks the scopes one request names (the library's reads over several scopes): at most
+/// [`MAX_SCOPES`] of them.
+pub fn check_scope_count(n: usize) -> Result<()> {
+    if n > MAX_SCOPES {
         return Err(Error::invalid(
             "scope",
             format!("more than {MAX_SCOPES} scopes named; use --all, or fewer"),
         ));
     }
-    list.split(',').try_for_each(validate_scope)
+    Ok(())
 }
 
 /// Checks a scope name: 1 to 128 bytes of ASCII letters, digits and `_ . : / @ -`.

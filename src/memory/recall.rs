@@ -296,6 +296,7 @@ impl Store {
         scopes: &[String],
         q: &RecallQuery,
     ) -> Result<Vec<(String, Recall)>> {
+        crate::domain::text::check_scope_count(scopes.len())?;
         self.audited_as("recall", |r| recall_each(r, scopes, q), |f| recall_audit(f))
     }
 

@@ -728,6 +728,7 @@ impl Store {
         scopes: &[String],
         opts: &WakeOptions,
     ) -> Result<(Vec<WakeView>, String)> {
+        crate::domain::text::check_scope_count(scopes.len())?;
         self.audited(
             "wake",
             &scopes.join(","),

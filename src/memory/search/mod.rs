@@ -213,6 +213,7 @@ impl Store {
         if scopes.is_empty() {
             return Err(Error::invalid("scope", "no scope to search"));
         }
+        crate::domain::text::check_scope_count(scopes.len())?;
         // A scope named twice is ranked once.
         let mut seen = std::collections::HashSet::new();
         let scopes: Vec<String> = scopes.iter().filter(|s| seen.insert(*s)).cloned().collect();

@@ -1,5 +1,5 @@
 //! Every list a client can send is bounded (issue 27, point 4): more than `MAX_SCOPES` named
-//! scopes, or a note that supersedes or conflicts with more than `MAX_LINKS` memories, is
+//! scopes (in the CLI's list and in the library's reads over several scopes), or a note that supersedes or conflicts with more than `MAX_LINKS` memories, is
 //! refused before anything is read or written; the limits themselves are accepted.
 
 use engram::text::MAX_SCOPES;
@@ -30,4 +30,23 @@ fn a_note_with_too_many_links_is_refused_and_writes_nothing() {
     assert_eq!(s.read(|r| r.count("u")).unwrap(), 100);
     let at = NewMemory::new("supersedes the limit").supersedes(ids[..MAX_LINKS].to_vec());
     assert_eq!(s.note("u", at).unwrap(), 100);
+}
+
+#[test]
+fn the_librarys_reads_over_several_scopes_refuse_more_than_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::create(crate::backend::location(dir.path(), "t.redb")).unwrap();
+    s.note("s0", NewMemory::new("alpha")).unwrap();
+    let at: Vec<String> = (0..MAX_SCOPES).map(|i| format!("s{i}")).collect();
+    let over: Vec<String> = (0..=MAX_SCOPES).map(|i| format!("s{i}")).collect();
+    let invalid = |e: Error| matches!(e, Error::Invalid { what: "scope", .. });
+    let search = engram::SearchQuery::new("alpha");
+    assert_eq!(s.search_scopes(&at, &search).unwrap().hits.len(), 1);
+    assert!(invalid(s.search_scopes(&over, &search).unwrap_err()));
+    let recall = engram::RecallQuery::new("alpha");
+    assert_eq!(s.recall_scopes(&at, &recall).unwrap().len(), MAX_SCOPES);
+    assert!(invalid(s.recall_scopes(&over, &recall).unwrap_err()));
+    let wake = engram::WakeOptions::default();
+    assert!(s.wake_scopes(&at, &wake).is_ok());
+    assert!(invalid(s.wake_scopes(&over, &wake).unwrap_err()));
 }
