@@ -3,8 +3,6 @@
 //! compiled, repeats count once, and a long list of repeated words over a store of thousands of
 //! memories is matched in one pass per line.
 
-use std::time::{Duration, Instant};
-
 use engram::{Error, NewMemory, RecallQuery, Store, MAX_WORDS};
 
 fn store_with(n: usize) -> (tempfile::TempDir, Store) {
@@ -37,11 +35,13 @@ fn repeated_words_count_once_and_are_matched_in_one_pass() {
     let (_d, s) = store_with(2_000);
     // 200,000 words, but only three distinct ones (in mixed case): accepted.
     let pattern = ["alpha", "BETA", "Gamma"].repeat(66_667).join(" ");
-    let start = Instant::now();
+    // One pattern per distinct word, all matched by one set in one pass over a line.
+    match engram::compile_query(&pattern, true).unwrap() {
+        engram::Query::Words(set) => assert_eq!(set.len(), 3),
+        engram::Query::Regex(_) => panic!("words mode compiled a regex"),
+    }
     let r = s.recall("u", &words(pattern)).unwrap();
     assert_eq!(r.total, 2_000);
-    // A generous bound (the unbounded matcher took minutes), not a measure of this machine.
-    assert!(start.elapsed() < Duration::from_secs(60));
 }
 
 #[test]
