@@ -461,7 +461,7 @@ impl PyStore {
         q.max_bytes = max_bytes;
         q.include_inactive = include_inactive;
         q.vector = vector;
-        q.mode = mode.map(search_mode).transpose().py(py)?;
+        q.mode = mode.map(SearchMode::from_str).transpose().py(py)?;
         let several = all || scopes.is_some();
         let r = self.run(py, |s| match (all, scopes) {
             (true, _) => s.search_all(&q),
@@ -804,18 +804,6 @@ impl PyStore {
 }
 
 /// A search mode by name.
-fn search_mode(m: &str) -> Result<SearchMode, Error> {
-    match m {
-        "lexical" => Ok(SearchMode::Lexical),
-        "hybrid" => Ok(SearchMode::Hybrid),
-        "vector" => Ok(SearchMode::Vector),
-        _ => Err(Error::Invalid {
-            what: "mode",
-            reason: format!("{m:?}: lexical, hybrid or vector"),
-        }),
-    }
-}
-
 /// A search result as a dict (the text prefixes each line with its scope when `several`).
 fn search_dict<'py>(
     py: Python<'py>,

@@ -80,9 +80,6 @@ impl Store {
     }
 }
 
-/// An audit key: the time in microseconds times 4,096, plus 12 bits that differ between
-/// processes and calls, so that concurrent readers rarely meet on one key (a taken key is
-/// probed past). Keys of older stores (0, 1, 2, ...) sort before every such key.
 impl WriteTxn<'_> {
     /// Records in the read audit that this transaction's principal read `items` of `scope`
     /// through `op`. The caller checks that the audit is on.
@@ -105,6 +102,9 @@ impl WriteTxn<'_> {
     }
 }
 
+/// An audit key: the time in microseconds times 4,096, plus 12 bits that differ between
+/// processes and calls, so that concurrent readers rarely meet on one key (a taken key is
+/// probed past). Keys of older stores (0, 1, 2, ...) sort before every such key.
 fn audit_key(now_us: i64) -> u64 {
     static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

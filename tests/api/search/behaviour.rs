@@ -295,3 +295,19 @@ fn a_format1_store_is_read_as_it_is_read_only_and_upgraded_read_write() {
     assert_eq!(ids(&rw, "u", &SearchQuery::new("words")), [Some(0)]);
     clean(&mut rw);
 }
+
+#[test]
+fn a_search_mode_is_one_of_three_names() {
+    use engram::SearchMode;
+    assert_eq!(
+        "lexical".parse::<SearchMode>().unwrap(),
+        SearchMode::Lexical
+    );
+    assert_eq!("hybrid".parse::<SearchMode>().unwrap(), SearchMode::Hybrid);
+    assert_eq!("vector".parse::<SearchMode>().unwrap(), SearchMode::Vector);
+    let err = "fuzzy".parse::<SearchMode>().unwrap_err();
+    assert!(
+        matches!(err, engram::Error::Invalid { what: "mode", .. }),
+        "{err:?}"
+    );
+}

@@ -112,11 +112,12 @@ fn query(cx: &Context<'_>, a: &SearchArgs) -> Result<SearchQuery, Error> {
         (None, Some(f)) => Some(parse_vector(&cx.read_input(f)?)?),
         (None, None) => None,
     };
-    q.mode = a.mode.as_deref().map(|m| match m {
-        "vector" => SearchMode::Vector,
-        "hybrid" => SearchMode::Hybrid,
-        _ => SearchMode::Lexical,
-    });
+    // Parsed again here for MCP, whose JSON skips clap's value list.
+    q.mode = a
+        .mode
+        .as_deref()
+        .map(str::parse::<SearchMode>)
+        .transpose()?;
     let p = &mut q.params;
     p.k1 = a.k1.unwrap_or(p.k1);
     p.b = a.b.unwrap_or(p.b);
