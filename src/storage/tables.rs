@@ -3,8 +3,10 @@
 //! of the same tables, with the same key types, are in [`crate::storage::redb::schema`]. Values are
 //! envelope bytes ([`crate::storage::codec`]); `pending` and `stale` store empty values.
 
+use crate::error::Result;
+use crate::storage::codec::decode;
 use crate::storage::keys::Table;
-use crate::storage::kv::TableId;
+use crate::storage::kv::{KvRead, TableId};
 
 /// Store-wide facts: `format`, `created_us`, `next_scope_id`, `admin`.
 pub const META: Table<&str> = Table::new(TableId::Meta);
@@ -68,6 +70,13 @@ pub const STORE_ITEMS: Table<(&str, &str)> = Table::new(TableId::StoreItems);
 /// Format 2 adds the search index ([`SEARCH_TAIL`], [`SEARCH_POSTINGS`]) and [`VECTORS`], which
 /// every write keeps: an older engram refuses the store rather than write past its index.
 pub const STORE_FORMAT: u32 = 2;
+
+/// The format `meta.format` records (`None`: not recorded; an error: a damaged value).
+pub(crate) fn stored_format(kv: &(impl KvRead + ?Sized)) -> Result<Option<u32>> {
+    META.get(kv, "format")?
+        .map(|v| decode::<u32>("meta", &"format", &v))
+        .transpose()
+}
 
 /// The tables format 2 added: the search index and the vectors (a read-only handle reads a
 /// format-1 store without them).

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use crate::domain::record::ScopeMeta;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::storage::codec::decode;
 use crate::storage::tables::{CONFIG, META, SCOPES};
 use crate::storage::txn::ReadTxn;
@@ -18,13 +18,11 @@ pub(crate) type Scopes = BTreeMap<u32, (String, ScopeMeta)>;
 /// scopes that decoded.
 pub(crate) fn verify_rows(r: &ReadTxn, problem: &mut dyn FnMut(String)) -> Result<Scopes> {
     let kv = &r.tx;
-    match META.get(kv, "format")? {
-        Some(v) => {
-            if let Err(e) = decode::<u32>("meta", &"format", &v) {
-                problem(e.to_string());
-            }
-        }
-        None => problem("meta: the store format is missing".into()),
+    match crate::storage::tables::stored_format(kv) {
+        Ok(Some(_)) => {}
+        Ok(None) => problem("meta: the store format is missing".into()),
+        Err(e @ Error::Corrupt { .. }) => problem(e.to_string()),
+        Err(e) => return Err(e),
     }
     CONFIG.each(kv, .., |k, v| {
         if let Err(e) = decode::<u64>("config", &k, v) {

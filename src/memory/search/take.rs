@@ -13,10 +13,9 @@ use crate::memory::log::get_memory;
 use crate::memory::search::score::{lexical, Scored};
 use crate::memory::search::{vector, Hit, SearchMode, SearchQuery, SearchResult};
 use crate::memory::tree::{get_summary, marked_summary_line};
-use crate::storage::codec::decode;
+
 use crate::storage::index::doc_block;
-use crate::storage::schema::STORE_FORMAT;
-use crate::storage::tables::{META, STALE};
+use crate::storage::tables::{stored_format, STALE, STORE_FORMAT};
 use crate::storage::txn::ReadTxn;
 
 /// A ranked document: score, the scope's position in the query, document, matched terms.
@@ -24,11 +23,7 @@ type Ranked = (f64, usize, u64, u64);
 
 /// Fails unless the store has its search index (format 2).
 fn require_index(r: &ReadTxn) -> Result<()> {
-    let format = match META.get(&r.tx, "format")? {
-        Some(v) => decode::<u32>("meta", &"format", &v)?,
-        None => 0,
-    };
-    if format < STORE_FORMAT {
+    if stored_format(&r.tx)?.unwrap_or(0) < STORE_FORMAT {
         return Err(Error::Unsupported(
             "this store was written by an older engram and has no search index yet: run `engram reindex` (or open it once read-write)".into(),
         ));
