@@ -598,11 +598,8 @@ impl<K: Key> Table<K> {
         dir: Dir,
         mut f: impl FnMut(K::Dec<'_>, &[u8]) -> Result<R>,
     ) -> Result<Option<R>> {
-        let mut out = None;
-        self.scan(kv, range, dir, |k, v| {
-            out = Some(f(k, v)?);
-            Ok(ControlFlow::Break(()))
-        })?;
-        Ok(out)
+        let id = self.id;
+        let row = with_bounds::<K, _>(&range, |lo, hi| kv.edge(id, lo, hi, dir))?;
+        row.map(|(k, v)| f(decode::<K>(id, &k)?, &v)).transpose()
     }
 }

@@ -167,6 +167,24 @@ pub trait KvRead {
         f: &mut Visit<'_>,
     ) -> Result<()>;
 
+    /// The first (`Dir::Forward`) or last (`Dir::Reverse`) entry of `t` within the bounds,
+    /// copied. The default stops a scan at its first entry; an engine that fetches scans in
+    /// pages (a server) fetches one row.
+    fn edge(
+        &self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        dir: Dir,
+    ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let mut out = None;
+        self.scan(t, lo, hi, dir, &mut |k, v| {
+            out = Some((k.to_vec(), v.to_vec()));
+            Ok(ControlFlow::Break(()))
+        })?;
+        Ok(out)
+    }
+
     /// Hints that the caller is about to `get` these keys of `t`: an engine that pays a round
     /// trip per read (a server) fetches them all at once and serves the gets from what it
     /// fetched; a file does nothing. Only a hint: reads give the same answers either way.
@@ -247,6 +265,16 @@ impl<T: Forward + ?Sized> KvRead for T {
         f: &mut Visit<'_>,
     ) -> Result<()> {
         self.reads().scan(t, lo, hi, dir, f)
+    }
+
+    fn edge(
+        &self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        dir: Dir,
+    ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.reads().edge(t, lo, hi, dir)
     }
 
     fn prefetch(&self, t: TableId, keys: &[Vec<u8>]) -> Result<()> {

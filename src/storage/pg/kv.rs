@@ -463,6 +463,22 @@ impl KvRead for PgTx {
         Ok(())
     }
 
+    fn edge(
+        &self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        dir: Dir,
+    ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        if empty_range(lo, hi) {
+            return Ok(None);
+        }
+        if let Some(rows) = self.cached_rows(t, lo, hi, dir) {
+            return Ok(rows.into_iter().next());
+        }
+        Ok(self.page(t, lo, hi, dir, 1)?.into_iter().next())
+    }
+
     fn scan(
         &self,
         t: TableId,
