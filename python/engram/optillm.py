@@ -185,10 +185,11 @@ def open_memory_store(persist_path: str | os.PathLike[str], **options: Any) -> S
         fd = _lock_file(path)
         try:
             head = _head(path)
-            if head is None or head == b"" or head.startswith(_REDB_MAGIC):
+            if head is not None and head.startswith(_REDB_MAGIC):
                 return Store(path, **options)
-            _migrate(path, _stock_items(path))
-            return Store(path, **options)
+            if head:
+                _migrate(path, _stock_items(path))
+            return _made_here(Store(path, **options))
         finally:
             _unlock_file(fd)
 
@@ -200,17 +201,20 @@ def open_memory_store(persist_path: str | os.PathLike[str], **options: Any) -> S
 _ENTRY_MAX = 4096
 
 
+def _made_here(store: Store) -> Store:
+    """A store this adapter created (or migrated) holds only its items: its entries may be as
+    long as a store allows, so that an item's memory keeps more of its text. A store the host
+    opened keeps its settings."""
+    if store.config()["entry_bytes"] < _ENTRY_MAX:
+        store.set_config("ENTRY_BYTES", _ENTRY_MAX)
+    return store
+
+
 def _note(store: Store, scope: str, text: str) -> Optional[int]:
     """Notes ``text`` as a memory of ``scope`` for search (control characters as spaces, cut at
-    the store's entry limit, raised to its maximum the first time) and returns its id; ``None``
-    when the store refuses it (the item is then kept, and only listed after the hits)."""
+    the store's entry limit) and returns its id; ``None`` when the store refuses it (the item is
+    then kept, and only listed after the hits)."""
     limit = store.config()["entry_bytes"]
-    if limit < _ENTRY_MAX:
-        try:
-            store.set_config("ENTRY_BYTES", _ENTRY_MAX)
-            limit = _ENTRY_MAX
-        except Exception:  # a principal that may not change settings keeps the limit
-            pass
     line = "".join(" " if c.isspace() or ord(c) < 32 or 127 <= ord(c) < 160 else c for c in text)
     line = " ".join(line.split()) or "(empty)"
     data = line.encode("utf-8")[:limit]
@@ -371,7 +375,7 @@ class EngramMemory:
             with self._local_lock:
                 if self._scratch is None:
                     self._scratch_dir = tempfile.TemporaryDirectory(prefix="engram-optillm-")
-                    self._scratch = Store(Path(self._scratch_dir.name) / "m.redb")
+                    self._scratch = _made_here(Store(Path(self._scratch_dir.name) / "m.redb"))
                 for k, text in enumerate(self._local):
                     if self._local_ids[k] is None:
                         self._local_ids[k] = _note(self._scratch, self.session, text)
