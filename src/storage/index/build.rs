@@ -149,33 +149,37 @@ pub fn check(kv: &(impl KvRead + ?Sized), name: &str, sid: u32, count: u64) -> R
 }
 
 /// Drops scope `sid`'s index and builds it again from its texts, every document in blocks;
-/// returns how many documents it holds.
+/// returns how many documents it holds. Postings are gathered per term (one string per distinct
+/// term, not per posting) and the statistics summed as the texts stream by.
 pub fn rebuild<S: KvWrite + ?Sized>(kv: &mut S, sid: u32, count: u64) -> Result<u64> {
     SEARCH_TAIL.delete_range(kv, (sid, 0)..=(sid, STATS_DOC))?;
-    let mut doomed = Vec::new();
-    SEARCH_POSTINGS.scan(kv, (sid, "", 0).., Dir::Forward, |(s, term, first), _| {
-        if s != sid {
-            return Ok(ControlFlow::Break(()));
+    match sid.checked_add(1) {
+        Some(next) => SEARCH_POSTINGS.delete_range(kv, (sid, "", 0)..(next, "", 0))?,
+        None => SEARCH_POSTINGS.delete_range(kv, (sid, "", 0)..)?,
+    };
+    let mut by_term: BTreeMap<String, Vec<Posting>> = BTreeMap::new();
+    let mut stats = IndexStats::default();
+    texts(kv, sid, count, &mut |doc, text| {
+        if let Some(f) = Forward::of(text) {
+            stats.docs += 1;
+            stats.total_len += u64::from(f.len);
+            for (term, tf) in f.terms {
+                let p = Posting {
+                    doc,
+                    tf,
+                    len: f.len,
+                };
+                by_term.entry(term).or_default().push(p);
+            }
         }
-        doomed.push((term.into_owned(), first));
-        Ok(ControlFlow::Continue(()))
     })?;
-    for (term, first) in &doomed {
-        SEARCH_POSTINGS.delete(kv, (sid, term, *first))?;
+    for (term, mut postings) in by_term {
+        // Memories come before summaries in `texts`: blocks want document order.
+        postings.sort_unstable_by_key(|p| p.doc);
+        super::write::put_blocks(kv, sid, &term, &postings)?;
     }
-    let c = expected(kv, sid, count)?;
-    let mut by_term: BTreeMap<&str, Vec<Posting>> = BTreeMap::new();
-    for ((term, doc), &(tf, len)) in &c.postings {
-        by_term
-            .entry(term)
-            .or_default()
-            .push(Posting { doc: *doc, tf, len });
-    }
-    for (term, postings) in by_term {
-        super::write::put_blocks(kv, sid, term, &postings)?;
-    }
-    write_stats(kv, sid, &c.stats())?;
-    Ok(c.docs.len() as u64)
+    write_stats(kv, sid, &stats)?;
+    Ok(stats.docs)
 }
 
 /// Rebuilds the index of every scope and marks the store format 2: the upgrade of a format-1
