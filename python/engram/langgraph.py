@@ -538,9 +538,8 @@ class EngramStore(_Closable, BaseStore):
         if not plain:
             found = found[op.offset : op.offset + op.limit]
             scores = scores[op.offset : op.offset + op.limit]
-        if op.refresh_ttl if op.refresh_ttl is not None else self._refresh(None):
-            for it, _ in found:
-                self._lg.store_get(list(it.namespace), it.key, True)
+        if found and (op.refresh_ttl if op.refresh_ttl is not None else self._refresh(None)):
+            self._lg.store_refresh([(list(it.namespace), it.key) for it, _ in found])
         return [
             SearchItem(
                 namespace=it.namespace,
@@ -579,16 +578,15 @@ class EngramStore(_Closable, BaseStore):
         for c in conds:
             if c.match_type == "prefix" and "*" not in c.path:
                 prefix = list(c.path)
-        out: list[tuple[str, ...]] = []
+        out: dict[tuple[str, ...], None] = {}  # insertion-ordered, each namespace once
         for ns in self._lg.store_namespaces(prefix):
             t = tuple(ns)
             if not all(_matches(c.match_type, c.path, t) for c in conds):
                 continue
             if op.max_depth is not None:
                 t = t[: op.max_depth]
-            if t not in out:
-                out.append(t)
-        return out[op.offset : op.offset + op.limit]
+            out.setdefault(t, None)
+        return list(out)[op.offset : op.offset + op.limit]
 
     def sweep(self) -> int:
         """Deletes every expired item; how many (LangGraph's TTL sweep)."""

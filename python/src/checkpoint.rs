@@ -369,6 +369,20 @@ impl PyLangGraph {
         .transpose()
     }
 
+    /// Moves the expiry of each live `(namespace, key)` to now + its TTL, in one transaction
+    /// (`refresh_on_read` after a search).
+    fn store_refresh(&self, py: Python<'_>, items: Vec<(Vec<String>, String)>) -> PyResult<()> {
+        self.store.get().run(py, |s| {
+            s.write(|tx| {
+                for (namespace, key) in &items {
+                    let labels: Vec<&str> = namespace.iter().map(String::as_str).collect();
+                    tx.store_get_refreshed(&labels, key)?;
+                }
+                Ok(())
+            })
+        })
+    }
+
     /// The live items under `prefix`, in order, as `store_get` tuples.
     #[pyo3(signature = (prefix, offset = 0, limit = None))]
     fn store_items<'py>(
