@@ -247,14 +247,16 @@ impl WriteTxn<'_> {
         runs: &HashMap<String, Vec<(u64, u64)>>,
     ) -> Result<()> {
         let next = after(ns);
+        let spans: HashMap<&str, Vec<(u64, u64)>> = runs
+            .iter()
+            .map(|(c, r)| (c.as_str(), spans_of(r)))
+            .collect();
         let mut unused = Vec::new();
         CHECKPOINT_ITEMS.each(
             &self.tx,
             (t, ns, "", 0)..(t, next.as_str(), "", 0),
             |(_, _, c, i), _| {
-                let used = runs
-                    .get(c.as_ref())
-                    .is_some_and(|r| r.iter().any(|&(f, n)| i >= f && i - f < n));
+                let used = spans.get(c.as_ref()).is_some_and(|s| covers(s, i));
                 if !used {
                     unused.push((c.to_string(), i));
                 }
@@ -265,5 +267,48 @@ impl WriteTxn<'_> {
             CHECKPOINT_ITEMS.delete(&mut self.tx, (t, ns, &c, i))?;
         }
         Ok(())
+    }
+}
+
+/// Runs `(first item, count)` as sorted, disjoint `[start, end)` spans (overlapping and adjacent
+/// runs merged), so that an item's use is one binary search, not a pass over every run.
+fn spans_of(runs: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut v: Vec<(u64, u64)> = runs
+        .iter()
+        .map(|&(f, n)| (f, f.saturating_add(n)))
+        .filter(|(s, e)| s < e)
+        .collect();
+    v.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
+    for (s, e) in v {
+        match out.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
+}
+
+/// Whether item `i` is inside one of `spans` (as [`spans_of`] makes them).
+fn covers(spans: &[(u64, u64)], i: u64) -> bool {
+    let k = spans.partition_point(|&(s, _)| s <= i);
+    k.checked_sub(1)
+        .and_then(|k| spans.get(k))
+        .is_some_and(|&(_, e)| i < e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_merge_runs_and_cover_exactly_their_items() {
+        let runs = [(10, 5), (0, 3), (12, 10), (3, 1), (40, 0)];
+        let s = spans_of(&runs);
+        assert_eq!(s, [(0, 4), (10, 22)]);
+        for i in 0..50 {
+            let want = runs.iter().any(|&(f, n)| i >= f && i - f < n);
+            assert_eq!(covers(&s, i), want, "item {i}");
+        }
     }
 }
