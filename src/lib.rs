@@ -68,8 +68,8 @@ mod verify;
 /// LangGraph's persistence: the storage of `engram.langgraph`'s checkpointer and store.
 pub use checkpoint::items::{FoundItem, StoreItem};
 pub use checkpoint::{
-    ChannelValue, CheckpointEntry, CheckpointStats, ListQuery, NewCheckpoint, PendingWrite, Prune,
-    Typed,
+    ChannelValue, CheckpointEntry, CheckpointStats, DeltaHistory, ListQuery, NewCheckpoint,
+    PendingWrite, Prune, Typed,
 };
 pub use domain::block::{Block, InvalidBlock};
 pub use domain::claims::{parse_claims, uncited, Claim};

@@ -261,6 +261,37 @@ class EngramSaver(_Closable, BaseCheckpointSaver[str]):
         self._closing.check()
         self._lg.prune([str(t) for t in thread_ids], strategy)
 
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> dict[str, Any]:
+        """For each channel, its writes on the parent chain of ``config``'s checkpoint, oldest
+        first, back to the nearest ancestor holding a value of it (``seed``): LangGraph's
+        contract, read by the engine a record, its writes and the sought values per ancestor
+        instead of a whole ``get_tuple`` per ancestor."""
+        self._closing.check()
+        if not channels:
+            return {}
+        c = config["configurable"]
+        rows = self._lg.delta_history(
+            str(c["thread_id"]), c.get("checkpoint_ns", ""), get_checkpoint_id(config), list(channels)
+        )
+        out: dict[str, Any] = {}
+        for ch, writes, seed in rows:
+            entry: dict[str, Any] = {
+                "writes": [(task, wch, self.serde.loads_typed(v)) for task, wch, v in writes]
+            }
+            if seed is not None:
+                entry["seed"] = self._decode(seed[0])
+            out[ch] = entry
+        return out
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> dict[str, Any]:
+        return await asyncio.to_thread(
+            lambda: self.get_delta_channel_history(config=config, channels=channels)
+        )
+
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await asyncio.to_thread(self.get_tuple, config)
 

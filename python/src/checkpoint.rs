@@ -236,6 +236,40 @@ impl PyLangGraph {
         e.map(|e| entry_py(py, &e)).transpose()
     }
 
+    /// For each channel, `(channel, [(task_id, channel, value)], seed)`: its pending writes on
+    /// the ancestors' path, oldest first, and `(value,)` at the nearest ancestor holding one, or
+    /// `None` (LangGraph's `get_delta_channel_history`).
+    #[pyo3(signature = (thread, ns, id, channels))]
+    fn delta_history<'py>(
+        &self,
+        py: Python<'py>,
+        thread: &str,
+        ns: &str,
+        id: Option<&str>,
+        channels: Vec<String>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let hs = self.store.get().run(py, |s| {
+            s.checkpoint_delta_history(thread, ns, id, &channels)
+        })?;
+        let out = PyList::empty(py);
+        for h in &hs {
+            let writes = PyList::empty(py);
+            for w in &h.writes {
+                writes.append((
+                    w.task_id.as_str(),
+                    w.channel.as_str(),
+                    typed_py(py, &w.value)?,
+                ))?;
+            }
+            let seed = match &h.seed {
+                Some(v) => Some(PyTuple::new(py, [channel_value_py(py, v)?])?),
+                None => None,
+            };
+            out.append((h.channel.as_str(), writes, seed))?;
+        }
+        Ok(out)
+    }
+
     /// Entry tuples, newest first. `filter_json`: a JSON object every match's metadata agrees
     /// with, key by key.
     #[allow(clippy::too_many_arguments)]

@@ -149,6 +149,34 @@ def test_a_graph_of_500_steps_is_interrupted_resumed_elsewhere_listed_copied_pru
         assert s.verify()["ok"], s.verify()
 
 
+def test_delta_channel_history_equals_langgraphs_own_walk(where):
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    assert run_graph(where, "d-1", "start", target=20) == 10
+    assert run_graph(where, "d-1", "resume", target=20) == 20
+    saver = EngramSaver(where)
+    config = {"configurable": {"thread_id": "d-1"}}
+    history = list(saver.list(config))
+    written = {w[1] for h in history for w in (h.pending_writes or [])}
+    channels = sorted(written | {"messages", "target", "never-written"})
+    seen_writes = seen_seed = False
+    for h in history:
+        mine = saver.get_delta_channel_history(config=h.config, channels=channels)
+        theirs = BaseCheckpointSaver.get_delta_channel_history(
+            saver, config=h.config, channels=channels
+        )
+        assert mine == theirs, h.config
+        seen_writes |= any(e["writes"] for e in mine.values())
+        seen_seed |= any("seed" in e for e in mine.values())
+    assert seen_writes and seen_seed  # both halves of the contract were exercised
+    latest = asyncio.run(saver.aget_delta_channel_history(config=config, channels=channels))
+    assert latest == BaseCheckpointSaver.get_delta_channel_history(
+        saver, config=config, channels=channels
+    )
+    assert saver.get_delta_channel_history(config=config, channels=[]) == {}
+    saver.close()
+
+
 # ---------------------------------------------------------------------------------------------
 # Many processes, one file
 

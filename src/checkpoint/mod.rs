@@ -35,7 +35,7 @@ use crate::error::{Error, Result};
 
 pub(crate) use check::check_checkpoints;
 pub use manage::Prune;
-pub use read::{CheckpointStats, ListQuery};
+pub use read::{CheckpointStats, DeltaHistory, ListQuery};
 
 /// A value as LangGraph's serializer gives it (`serde.dumps_typed`): a type string and bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -290,6 +290,17 @@ impl crate::storage::store::Store {
         id: Option<&str>,
     ) -> Result<Option<CheckpointEntry>> {
         self.read(|r| r.checkpoint_get(thread, ns, id))
+    }
+
+    /// [`crate::ReadTxn::checkpoint_delta_history`] over one snapshot.
+    pub fn checkpoint_delta_history(
+        &self,
+        thread: &str,
+        ns: &str,
+        id: Option<&str>,
+        channels: &[String],
+    ) -> Result<Vec<DeltaHistory>> {
+        self.read(|r| r.checkpoint_delta_history(thread, ns, id, channels))
     }
 
     /// [`crate::ReadTxn::checkpoint_list`] over one snapshot.

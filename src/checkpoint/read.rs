@@ -35,6 +35,28 @@ pub struct ListQuery {
     pub limit: Option<usize>,
 }
 
+/// One channel's history as [`ReadTxn::checkpoint_delta_history`] gives it (LangGraph's
+/// `DeltaChannelHistory`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeltaHistory {
+    /// The channel.
+    pub channel: String,
+    /// The pending writes to it on the ancestors' path, oldest first.
+    pub writes: Vec<PendingWrite>,
+    /// Its value at the nearest ancestor that holds one (`None`: none does; start empty).
+    pub seed: Option<ChannelValue>,
+}
+
+impl DeltaHistory {
+    fn new(channel: &str) -> Self {
+        DeltaHistory {
+            channel: channel.to_string(),
+            writes: Vec::new(),
+            seed: None,
+        }
+    }
+}
+
 /// A record found by a scan, with its key.
 struct Found {
     thread: String,
@@ -73,6 +95,15 @@ impl ReadTxn {
         id: Option<&str>,
     ) -> Result<Option<CheckpointEntry>> {
         self.require(Access::Read, &thread_scope(thread))?;
+        let Some(f) = self.record(thread, ns, id)? else {
+            return Ok(None);
+        };
+        let mut out = self.entries(vec![f])?;
+        Ok(out.pop())
+    }
+
+    /// The record of checkpoint `id` (or, `None`, the latest) of a thread's namespace.
+    fn record(&self, thread: &str, ns: &str, id: Option<&str>) -> Result<Option<Found>> {
         let found = match id {
             Some(id) => CHECKPOINTS
                 .get(&self.tx, (thread, ns, id))?
@@ -88,17 +119,73 @@ impl ReadTxn {
                 )?
             }
         };
-        let Some((id, rec)) = found else {
-            return Ok(None);
-        };
-        let f = Found {
+        Ok(found.map(|(id, rec)| Found {
             thread: thread.to_string(),
             ns: ns.to_string(),
             id,
             rec,
-        };
-        let mut out = self.entries(vec![f])?;
-        Ok(out.pop())
+        }))
+    }
+
+    /// LangGraph's `get_delta_channel_history` for checkpoint `id` (or the latest): for each of
+    /// `channels`, walking its ancestors (the parent chain, not the checkpoint itself), the
+    /// pending writes to the channel, oldest first, back to the nearest ancestor that holds a
+    /// value of the channel, which is the seed. Reads one record, its writes and at most the
+    /// sought channels' values per ancestor: never a whole checkpoint.
+    pub fn checkpoint_delta_history(
+        &self,
+        thread: &str,
+        ns: &str,
+        id: Option<&str>,
+        channels: &[String],
+    ) -> Result<Vec<DeltaHistory>> {
+        self.require(Access::Read, &thread_scope(thread))?;
+        let mut acc: Vec<(DeltaHistory, bool)> = channels
+            .iter()
+            .map(|c| (DeltaHistory::new(c), false))
+            .collect();
+        let mut cursor = self.record(thread, ns, id)?.and_then(|f| f.rec.parent);
+        while let Some(cid) = cursor.take() {
+            if acc.iter().all(|(_, done)| *done) {
+                break;
+            }
+            let Some(f) = self.record(thread, ns, Some(&cid))? else {
+                break;
+            };
+            let writes = self
+                .writes_of(std::slice::from_ref(&f))?
+                .remove(&(f.thread.clone(), f.ns.clone(), f.id.clone()))
+                .unwrap_or_default();
+            for w in writes.iter().rev() {
+                for (h, _) in acc
+                    .iter_mut()
+                    .filter(|(h, done)| !done && h.channel == w.channel)
+                {
+                    h.writes.push(w.clone());
+                }
+            }
+            for (h, done) in acc.iter_mut().filter(|(_, done)| !*done) {
+                let Some((ch, ver)) = f.rec.versions.iter().find(|(c, _)| *c == h.channel) else {
+                    continue;
+                };
+                // An empty channel is not a value (LangGraph leaves it out of channel_values).
+                match channel_value(&self.tx, (thread, ns, ch, ver))? {
+                    None | Some(ChannelValue::Empty) => {}
+                    Some(v) => {
+                        h.seed = Some(v);
+                        *done = true;
+                    }
+                }
+            }
+            cursor = f.rec.parent;
+        }
+        Ok(acc
+            .into_iter()
+            .map(|(mut h, _)| {
+                h.writes.reverse();
+                h
+            })
+            .collect())
     }
 
     /// The checkpoints `q` selects, newest (greatest id) first, with their values and writes.
@@ -280,20 +367,29 @@ fn channel_values(kv: &(impl KvRead + ?Sized), f: &Found) -> Result<Vec<(String,
     let (t, ns) = (f.thread.as_str(), f.ns.as_str());
     let mut out = Vec::with_capacity(f.rec.versions.len());
     for (ch, ver) in &f.rec.versions {
-        let Some(bytes) = CHECKPOINT_CHANNELS.get(kv, (t, ns, ch, ver))? else {
-            continue;
-        };
-        let stored: StoredChannel = decode("checkpoint_channels", &VKey(t, ns, ch, ver), &bytes)?;
-        let value = match stored {
-            StoredChannel::Empty => ChannelValue::Empty,
-            StoredChannel::Whole(v) => ChannelValue::Whole(v),
-            StoredChannel::List { runs, count, .. } => {
-                ChannelValue::List(list_items(kv, (t, ns, ch), &runs, count)?)
-            }
-        };
-        out.push((ch.clone(), value));
+        if let Some(value) = channel_value(kv, (t, ns, ch, ver))? {
+            out.push((ch.clone(), value));
+        }
     }
     Ok(out)
+}
+
+/// The value of channel `ch` at version `ver` (`None`: not stored).
+fn channel_value(
+    kv: &(impl KvRead + ?Sized),
+    (t, ns, ch, ver): (&str, &str, &str, &str),
+) -> Result<Option<ChannelValue>> {
+    let Some(bytes) = CHECKPOINT_CHANNELS.get(kv, (t, ns, ch, ver))? else {
+        return Ok(None);
+    };
+    let stored: StoredChannel = decode("checkpoint_channels", &VKey(t, ns, ch, &ver), &bytes)?;
+    Ok(Some(match stored {
+        StoredChannel::Empty => ChannelValue::Empty,
+        StoredChannel::Whole(v) => ChannelValue::Whole(v),
+        StoredChannel::List { runs, count, .. } => {
+            ChannelValue::List(list_items(kv, (t, ns, ch), &runs, count)?)
+        }
+    }))
 }
 
 /// The items of a stored list, checked against its count.

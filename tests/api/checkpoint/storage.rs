@@ -282,3 +282,46 @@ fn statistics_are_an_admins_and_a_sweep_deletes_only_what_its_principal_may_writ
     assert_eq!(store.write(|tx| tx.store_sweep()).unwrap(), 1);
     assert_eq!(store.write(|tx| tx.store_sweep()).unwrap(), 0);
 }
+
+#[test]
+fn delta_history_walks_the_parents_back_to_each_channels_seed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_steps(&dir, 5);
+    let w = |channel: &str, v: &str| PendingWrite {
+        task_id: "task".into(),
+        idx: 0,
+        channel: channel.into(),
+        value: t(v),
+        task_path: String::new(),
+    };
+    for n in 0..5u32 {
+        let id = format!("cp-{n:05}");
+        store
+            .checkpoint_put_writes("a", "", &id, &[w("delta", &n.to_string())])
+            .unwrap();
+    }
+    let channels = ["delta".to_string(), "count".to_string()];
+    let h = store
+        .checkpoint_delta_history("a", "", Some("cp-00004"), &channels)
+        .unwrap();
+    // "delta" has no value anywhere: every ancestor's writes, oldest first, and no seed; the
+    // target's own writes are pending for the next step and left out.
+    assert_eq!(h[0].channel, "delta");
+    let got: Vec<&Typed> = h[0].writes.iter().map(|w| &w.value).collect();
+    assert_eq!(got, [&t("0"), &t("1"), &t("2"), &t("3")]);
+    assert_eq!(h[0].seed, None);
+    // "count" has a value at the parent: that is the seed, with no writes after it.
+    assert_eq!(h[1].seed, Some(ChannelValue::Whole(t("3"))));
+    assert!(h[1].writes.is_empty());
+    // The latest checkpoint when no id is given; a missing one has an empty history.
+    assert_eq!(
+        store
+            .checkpoint_delta_history("a", "", None, &channels)
+            .unwrap(),
+        h
+    );
+    let none = store
+        .checkpoint_delta_history("a", "", Some("nope"), &channels)
+        .unwrap();
+    assert!(none.iter().all(|h| h.writes.is_empty() && h.seed.is_none()));
+}
