@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::domain::record::{IdemEntry, Kind, Memory, Status};
+use crate::domain::record::{IdemEntry, Kind, Memory, ScopeMeta, Status};
 use crate::domain::text::{validate_key, validate_line, validate_optional_field};
 use crate::error::{Error, Result};
 use crate::memory::lifecycle::{state_of, MemoryState};
@@ -15,6 +15,7 @@ use crate::storage::codec::{decode, encode};
 use crate::storage::store::Store;
 use crate::storage::tables::{IDEMPOTENCY, LOG, PENDING};
 use crate::storage::txn::{holding, read_scope, WriteTxn};
+use crate::trust::policy::Policy;
 
 /// The most memories one note may supersede or conflict with, together (docs/security.md).
 pub const MAX_LINKS: usize = 64;
@@ -169,119 +170,20 @@ impl WriteTxn<'_> {
         let cfg = self.config()?;
         self.require(crate::storage::access::Access::Write, scope)?;
         let policy = self.policy(scope)?;
-        let mut crc = crc32fast::Hasher::new();
-        // Keys written before the whole envelope was hashed hold a checksum of the texts alone.
-        let mut legacy = crc32fast::Hasher::new();
-        for m in &items {
-            validate_line(&m.text, cfg.entry_bytes)?;
-            validate_optional_field("source", &m.source)?;
-            validate_optional_field("source URI", &m.source_uri)?;
-            if m.source.is_none() && policy.require_source.contains(&m.kind) {
-                return Err(Error::invalid(
-                    "source",
-                    format!("the policy of scope {scope:?} requires a source for {} memories (--source ID)", m.kind),
-                ));
-            }
-            if policy.refuse_secrets && !m.force {
-                if let Some(what) = crate::trust::policy::looks_like_secret(&m.text) {
-                    return Err(Error::invalid(
-                        "text",
-                        format!("it looks like it contains {what}; secrets are not stored (pass --force if it is not a secret)"),
-                    ));
-                }
-            }
-            legacy.update(m.text.as_bytes());
-            legacy.update(b"\n");
-            // The whole envelope the caller gave, so that a retry is recognised only when it
-            // asks for exactly the same memories. (The postcard bytes, not the enveloped value:
-            // the CRC of bytes followed by their own CRC is a constant.)
-            crc.update(
-                &postcard::to_allocvec(&(
-                    &m.text,
-                    m.kind,
-                    m.status,
-                    m.observed_us,
-                    &m.source,
-                    &m.source_uri,
-                    &m.supersedes,
-                    &m.conflicts_with,
-                    m.valid_until_us,
-                ))
-                .map_err(|e| Error::Storage(format!("could not encode a value: {e}")))?,
-            );
-        }
-        let texts_crc = crc.finalize();
-        let legacy_crc = legacy.finalize();
+        let crcs = check_items(scope, &items, cfg.entry_bytes, &policy)?;
         if let Some(k) = key {
             validate_key(k)?;
         }
         let mut meta = self.scope_or_create(scope)?;
         if let Some(k) = key {
-            let found = match IDEMPOTENCY.get(&self.tx, (meta.id, k))? {
-                Some(v) => Some(decode::<IdemEntry>("idempotency", &k, &v)?),
-                None => None,
-            };
-            if let Some(e) = found {
-                if (e.texts_crc == texts_crc || e.texts_crc == legacy_crc)
-                    && e.count == items.len() as u64
-                {
-                    return Ok(Appended {
-                        first: e.first,
-                        count: e.count,
-                        replayed: true,
-                    });
-                }
-                return Err(Error::Conflict(format!(
-                    "idempotency key {k:?} was used for a different append (#{} and {} more)",
-                    e.first,
-                    e.count.saturating_sub(1)
-                )));
+            if let Some(done) = self.replayed(&meta, k, crcs, items.len() as u64)? {
+                return Ok(done);
             }
         }
         let first = meta.count;
         let mut added_pending = 0u64;
-        for (i, m) in items.iter().enumerate() {
-            let id = first + i as u64;
-            if m.supersedes.len() + m.conflicts_with.len() > MAX_LINKS {
-                return Err(Error::invalid(
-                    "link",
-                    format!("#{id} names more than {MAX_LINKS} memories it supersedes or conflicts with"),
-                ));
-            }
-            for r in m.supersedes.iter().chain(&m.conflicts_with) {
-                if *r >= id {
-                    return Err(Error::invalid(
-                        "link",
-                        format!("#{id} can only refer to earlier memories, not #{r}"),
-                    ));
-                }
-            }
-            let rec = Memory {
-                id,
-                observed_us: m.observed_us.unwrap_or(self.now),
-                recorded_us: self.now,
-                text: m.text.clone(),
-                kind: m.kind,
-                status: m.status.unwrap_or(if m.kind == Kind::Inference {
-                    policy.inference_status
-                } else {
-                    Status::Accepted
-                }),
-                source: m.source.clone(),
-                source_uri: m.source_uri.clone(),
-                supersedes: m.supersedes.clone(),
-                conflicts_with: m.conflicts_with.clone(),
-                valid_until_us: m.valid_until_us,
-            };
-            LOG.put(&mut self.tx, (meta.id, id), &encode(&rec)?)?;
-            // Every block that this memory completes becomes pending.
-            let t = id + 1;
-            let mut level = 1u8;
-            while level < 63 && t % (1u64 << level) == 0 {
-                PENDING.put(&mut self.tx, (meta.id, level, t - (1u64 << level)), &[])?;
-                added_pending += 1;
-                level += 1;
-            }
+        for (id, m) in (first..).zip(&items) {
+            added_pending += self.put_memory(meta.id, id, m, &policy)?;
         }
         for (id, m) in (first..).zip(&items) {
             if let Some(v) = &m.vector {
@@ -297,31 +199,13 @@ impl WriteTxn<'_> {
         let count = items.len() as u64;
         meta.count += count;
         meta.pending += added_pending;
-        for (i, m) in items.iter().enumerate() {
-            let id = first + i as u64;
-            for &r in &m.supersedes {
-                self.add_event(
-                    &mut meta,
-                    r,
-                    crate::memory::lifecycle::EventKind::SupersededBy(id),
-                    None,
-                )?;
-            }
-            for &r in &m.conflicts_with {
-                self.add_event(
-                    &mut meta,
-                    r,
-                    crate::memory::lifecycle::EventKind::ConflictedBy(id),
-                    None,
-                )?;
-            }
-        }
+        self.link_events(&mut meta, first, &items)?;
         self.put_scope(scope, &meta)?;
         if let Some(k) = key {
             let e = IdemEntry {
                 first,
                 count,
-                texts_crc,
+                texts_crc: crcs.0,
             };
             IDEMPOTENCY.put(&mut self.tx, (meta.id, k), &encode(&e)?)?;
         }
@@ -331,6 +215,154 @@ impl WriteTxn<'_> {
             replayed: false,
         })
     }
+
+    /// The first append made with idempotency key `k` in this scope, when it asked for the
+    /// same memories (`crcs`: of the whole envelopes, and of the texts alone as keys written
+    /// before kept); the same key with other memories is a [`Error::Conflict`].
+    fn replayed(
+        &self,
+        meta: &ScopeMeta,
+        k: &str,
+        crcs: (u32, u32),
+        count: u64,
+    ) -> Result<Option<Appended>> {
+        let Some(v) = IDEMPOTENCY.get(&self.tx, (meta.id, k))? else {
+            return Ok(None);
+        };
+        let e = decode::<IdemEntry>("idempotency", &k, &v)?;
+        if (e.texts_crc == crcs.0 || e.texts_crc == crcs.1) && e.count == count {
+            return Ok(Some(Appended {
+                first: e.first,
+                count: e.count,
+                replayed: true,
+            }));
+        }
+        Err(Error::Conflict(format!(
+            "idempotency key {k:?} was used for a different append (#{} and {} more)",
+            e.first,
+            e.count.saturating_sub(1)
+        )))
+    }
+
+    /// Writes memory `id` of scope `sid` and marks pending every block it completes; how many.
+    fn put_memory(&mut self, sid: u32, id: u64, m: &NewMemory, policy: &Policy) -> Result<u64> {
+        if m.supersedes.len() + m.conflicts_with.len() > MAX_LINKS {
+            return Err(Error::invalid(
+                "link",
+                format!(
+                    "#{id} names more than {MAX_LINKS} memories it supersedes or conflicts with"
+                ),
+            ));
+        }
+        if let Some(r) = m
+            .supersedes
+            .iter()
+            .chain(&m.conflicts_with)
+            .find(|r| **r >= id)
+        {
+            return Err(Error::invalid(
+                "link",
+                format!("#{id} can only refer to earlier memories, not #{r}"),
+            ));
+        }
+        let rec = Memory {
+            id,
+            observed_us: m.observed_us.unwrap_or(self.now),
+            recorded_us: self.now,
+            text: m.text.clone(),
+            kind: m.kind,
+            status: m.status.unwrap_or(if m.kind == Kind::Inference {
+                policy.inference_status
+            } else {
+                Status::Accepted
+            }),
+            source: m.source.clone(),
+            source_uri: m.source_uri.clone(),
+            supersedes: m.supersedes.clone(),
+            conflicts_with: m.conflicts_with.clone(),
+            valid_until_us: m.valid_until_us,
+        };
+        LOG.put(&mut self.tx, (sid, id), &encode(&rec)?)?;
+        // Every block that this memory completes becomes pending.
+        let t = id + 1;
+        let mut level = 1u8;
+        let mut added = 0;
+        while level < 63 && t % (1u64 << level) == 0 {
+            PENDING.put(&mut self.tx, (sid, level, t - (1u64 << level)), &[])?;
+            added += 1;
+            level += 1;
+        }
+        Ok(added)
+    }
+
+    /// The supersede and conflict events the memories `first..` record on earlier ones.
+    fn link_events(&mut self, meta: &mut ScopeMeta, first: u64, items: &[NewMemory]) -> Result<()> {
+        use crate::memory::lifecycle::EventKind;
+        for (id, m) in (first..).zip(items) {
+            for &r in &m.supersedes {
+                self.add_event(meta, r, EventKind::SupersededBy(id), None)?;
+            }
+            for &r in &m.conflicts_with {
+                self.add_event(meta, r, EventKind::ConflictedBy(id), None)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks each memory of an append (its text, fields, and the scope's policy) and returns the
+/// CRCs that recognise a retry: of the whole envelopes the caller gave, and of the texts alone
+/// (as idempotency keys written before held).
+fn check_items(
+    scope: &str,
+    items: &[NewMemory],
+    entry_bytes: usize,
+    policy: &Policy,
+) -> Result<(u32, u32)> {
+    let mut crc = crc32fast::Hasher::new();
+    let mut legacy = crc32fast::Hasher::new();
+    for m in items {
+        validate_line(&m.text, entry_bytes)?;
+        validate_optional_field("source", &m.source)?;
+        validate_optional_field("source URI", &m.source_uri)?;
+        if m.source.is_none() && policy.require_source.contains(&m.kind) {
+            return Err(Error::invalid(
+                "source",
+                format!(
+                    "the policy of scope {scope:?} requires a source for {} memories (--source ID)",
+                    m.kind
+                ),
+            ));
+        }
+        if policy.refuse_secrets && !m.force {
+            if let Some(what) = crate::trust::policy::looks_like_secret(&m.text) {
+                return Err(Error::invalid(
+                    "text",
+                    format!("it looks like it contains {what}; secrets are not stored (pass --force if it is not a secret)"),
+                ));
+            }
+        }
+        legacy.update(m.text.as_bytes());
+        legacy.update(b"\n");
+        // The whole envelope the caller gave, so that a retry is recognised only when it asks
+        // for exactly the same memories. (The postcard bytes, not the enveloped value: the CRC
+        // of bytes followed by their own CRC is a constant.)
+        crc.update(
+            &postcard::to_allocvec(&(
+                &m.text,
+                m.kind,
+                m.status,
+                m.observed_us,
+                &m.source,
+                &m.source_uri,
+                &m.supersedes,
+                &m.conflicts_with,
+                m.valid_until_us,
+            ))
+            .map_err(|e| Error::Storage(format!("could not encode a value: {e}")))?,
+        );
+    }
+    Ok((crc.finalize(), legacy.finalize()))
 }
 
 impl WriteTxn<'_> {
