@@ -1,7 +1,7 @@
 //! Arbitrary text as a session message (issue 27, point 9): its nesting depth is found without
 //! recursion and never panics, and a message that `compact_message` accepts within
 //! `MAX_JSON_DEPTH` parses back as a `serde_json::Value` (what the MCP server serves), so that
-//! whatever the bound lets in can be served.
+//! whatever the bound lets in can be served, but for numbers beyond `f64`, kept as written.
 #![no_main]
 
 use engram::{nesting_depth, MAX_JSON_DEPTH};
@@ -18,7 +18,11 @@ fuzz_target!(|data: &[u8]| {
     // Compaction drops blanks, never brackets outside strings.
     assert_eq!(nesting_depth(&c), depth);
     if depth <= MAX_JSON_DEPTH {
-        let v: serde_json::Value = serde_json::from_str(&c).expect("an accepted message parses");
-        assert!(v.is_object());
+        // Stored byte for byte: a number beyond f64 is valid JSON a `Value` cannot hold (the
+        // MCP server serves such a message as text); anything else accepted parses.
+        match serde_json::from_str::<serde_json::Value>(&c) {
+            Ok(v) => assert!(v.is_object()),
+            Err(e) => assert!(e.to_string().contains("number out of range"), "{e}"),
+        }
     }
 });
