@@ -146,19 +146,6 @@ fn answers(s: &Store) -> Vec<Vec<String>> {
         .collect()
 }
 
-fn server_location(base: &str, dir: &std::path::Path) -> std::path::PathBuf {
-    let tag: String = dir
-        .file_name()
-        .unwrap_or_default()
-        .to_string_lossy()
-        .chars()
-        .filter(char::is_ascii_alphanumeric)
-        .map(|c| c.to_ascii_lowercase())
-        .collect();
-    let sep = if base.contains('?') { '&' } else { '?' };
-    format!("{base}{sep}schema=t_{}_{tag}_conf", std::process::id()).into()
-}
-
 #[test]
 fn the_same_query_gives_the_same_top_10_on_a_file_and_on_the_server() {
     let dir = tempfile::tempdir().unwrap();
@@ -176,7 +163,7 @@ fn the_same_query_gives_the_same_top_10_on_a_file_and_on_the_server() {
         eprintln!("ENGRAM_TEST_PG is not set: the file store alone was searched");
         return;
     };
-    let server = Store::create(server_location(&base, dir.path())).unwrap();
+    let server = Store::create(crate::backend::schema_url(&base, dir.path(), "conf.redb")).unwrap();
     fill(&server);
     let on_server = answers(&server);
     for (i, (f, p)) in on_file.iter().zip(&on_server).enumerate() {
