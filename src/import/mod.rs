@@ -20,6 +20,7 @@ use crate::domain::text::{parse_time, validate_line, MAX_ENTRY_BYTES};
 use crate::error::{Error, Result};
 use crate::memory::log::each_memory;
 use crate::memory::note::NewMemory;
+use crate::memory::search::vector::{self, MAX_DIMENSION};
 use crate::memory::tree::each_node;
 use crate::storage::codec::encode;
 use crate::storage::config::{validate_config, CONFIG_NAMES};
@@ -225,6 +226,14 @@ pub enum ExportLine {
         /// Its value.
         value: u64,
     },
+    /// A scope's declared vector dimension, before its memories; only for a scope that has
+    /// one (it stored a vector).
+    Vectors {
+        /// The scope.
+        scope: String,
+        /// The dimension of its vectors.
+        dimension: u32,
+    },
     /// A memory with its whole envelope.
     Memory {
         /// The scope it belongs to.
@@ -232,6 +241,9 @@ pub enum ExportLine {
         /// The memory.
         #[serde(flatten)]
         memory: Memory,
+        /// Its embedding, when it has one (absent in exports before vectors: they still import).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        vector: Option<Vec<f32>>,
     },
     /// A summary node.
     Summary {
@@ -386,7 +398,90 @@ impl WriteTxn<'_> {
     }
 }
 
-type ScopeContent = (Vec<Memory>, Vec<(Block, Summary)>);
+/// One scope of a JSON Lines import, as read.
+#[derive(Default)]
+struct ScopeContent {
+    memories: Vec<Memory>,
+    summaries: Vec<(Block, Summary)>,
+    dimension: Option<u32>,
+    vectors: Vec<(u64, Vec<f32>)>,
+}
+
+/// A JSON Lines import, read and checked line by line before anything is written.
+#[derive(Default)]
+struct JsonlImport {
+    configs: Vec<(String, u64)>,
+    scopes: BTreeMap<String, ScopeContent>,
+}
+
+impl JsonlImport {
+    /// Checks one parsed line and keeps it; the error says why (the caller adds the line).
+    fn take(&mut self, parsed: ExportLine) -> std::result::Result<(), String> {
+        let text = |t: &str| validate_line(t, MAX_ENTRY_BYTES).map_err(|e| e.to_string());
+        let scope_ok = |s: &str| validate_scope(s).map_err(|e| e.to_string());
+        match parsed {
+            ExportLine::Store { format } => {
+                if format > crate::storage::schema::STORE_FORMAT {
+                    return Err(format!("export format {format} is newer than this engram"));
+                }
+            }
+            ExportLine::Config { name, value } => {
+                validate_config(&name, &value.to_string()).map_err(|e| e.to_string())?;
+                self.configs.push((name, value));
+            }
+            ExportLine::Vectors { scope, dimension } => {
+                scope_ok(&scope)?;
+                if dimension == 0 || dimension as usize > MAX_DIMENSION {
+                    return Err(format!(
+                        "dimension {dimension} is outside 1 to {MAX_DIMENSION}"
+                    ));
+                }
+                self.scopes.entry(scope).or_default().dimension = Some(dimension);
+            }
+            ExportLine::Memory {
+                scope,
+                memory,
+                vector,
+            } => {
+                scope_ok(&scope)?;
+                text(&memory.text)?;
+                let e = self.scopes.entry(scope).or_default();
+                if memory.id != e.memories.len() as u64 {
+                    return Err(format!(
+                        "memory #{} is out of order (expected #{})",
+                        memory.id,
+                        e.memories.len()
+                    ));
+                }
+                if let Some(v) = vector {
+                    vector::validate(&v).map_err(|e| e.to_string())?;
+                    e.vectors.push((memory.id, v));
+                }
+                e.memories.push(memory);
+            }
+            ExportLine::Summary {
+                scope,
+                lo,
+                hi,
+                summary,
+            } => {
+                scope_ok(&scope)?;
+                text(&summary.text)?;
+                let size = hi.saturating_sub(lo);
+                if size < 2 || !size.is_power_of_two() {
+                    return Err(format!("{lo}..{hi} is not a block"));
+                }
+                let b = Block::new(size.trailing_zeros() as u8, lo).map_err(|e| e.to_string())?;
+                self.scopes
+                    .entry(scope)
+                    .or_default()
+                    .summaries
+                    .push((b, summary));
+            }
+        }
+        Ok(())
+    }
+}
 
 /// What a JSON Lines import brought in.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -458,11 +553,21 @@ impl Store {
                     let Some(meta) = r.scope_meta(&scope)? else {
                         continue;
                     };
+                    let dimension = vector::dimension(&r.tx, meta.id)?;
+                    if let Some(dimension) = dimension {
+                        let scope = scope.clone();
+                        put(&ExportLine::Vectors { scope, dimension }, out)?;
+                    }
                     each_memory(&r.tx, meta.id, 0, meta.count, |m| {
+                        let vector = match dimension {
+                            Some(_) => vector::get(&r.tx, meta.id, m.id)?,
+                            None => None,
+                        };
                         put(
                             &ExportLine::Memory {
                                 scope: scope.clone(),
                                 memory: m,
+                                vector,
                             },
                             out,
                         )
@@ -488,17 +593,15 @@ impl Store {
     /// Imports a JSON Lines export. Every line is parsed and checked first; the scopes it names
     /// must be empty here; then everything is written in one transaction.
     pub fn import_jsonl(&self, input: &mut dyn BufRead) -> Result<ImportSummary> {
-        let mut configs = Vec::new();
-        let mut scopes: BTreeMap<String, ScopeContent> = BTreeMap::new();
-        let entry_limit = MAX_ENTRY_BYTES;
+        let mut read = JsonlImport::default();
         let mut line = String::new();
         let mut n = 0usize;
         loop {
             line.clear();
-            let read = input
+            let got = input
                 .read_line(&mut line)
                 .map_err(|e| Error::invalid("import", format!("line {}: {e}", n + 1)))?;
-            if read == 0 {
+            if got == 0 {
                 break;
             }
             n += 1;
@@ -507,63 +610,23 @@ impl Store {
             }
             let bad = |why: String| Error::invalid("import", format!("line {n}: {why}"));
             let parsed: ExportLine = serde_json::from_str(&line).map_err(|e| bad(e.to_string()))?;
-            match parsed {
-                ExportLine::Store { format } => {
-                    if format > crate::storage::schema::STORE_FORMAT {
-                        return Err(bad(format!(
-                            "export format {format} is newer than this engram"
-                        )));
-                    }
-                }
-                ExportLine::Config { name, value } => {
-                    validate_config(&name, &value.to_string()).map_err(|e| bad(e.to_string()))?;
-                    configs.push((name, value));
-                }
-                ExportLine::Memory { scope, memory } => {
-                    validate_scope(&scope).map_err(|e| bad(e.to_string()))?;
-                    validate_line(&memory.text, entry_limit).map_err(|e| bad(e.to_string()))?;
-                    let e = scopes.entry(scope).or_default();
-                    if memory.id != e.0.len() as u64 {
-                        return Err(bad(format!(
-                            "memory #{} is out of order (expected #{})",
-                            memory.id,
-                            e.0.len()
-                        )));
-                    }
-                    e.0.push(memory);
-                }
-                ExportLine::Summary {
-                    scope,
-                    lo,
-                    hi,
-                    summary,
-                } => {
-                    validate_scope(&scope).map_err(|e| bad(e.to_string()))?;
-                    validate_line(&summary.text, entry_limit).map_err(|e| bad(e.to_string()))?;
-                    let size = hi.saturating_sub(lo);
-                    if size < 2 || !size.is_power_of_two() {
-                        return Err(bad(format!("{lo}..{hi} is not a block")));
-                    }
-                    let b = Block::new(size.trailing_zeros() as u8, lo)
-                        .map_err(|e| bad(e.to_string()))?;
-                    scopes.entry(scope).or_default().1.push((b, summary));
-                }
-            }
+            read.take(parsed).map_err(bad)?;
         }
         let mut report = ImportSummary::default();
         self.write(|tx| {
-            if !configs.is_empty() {
+            if !read.configs.is_empty() {
                 tx.require_admin("change settings")?;
-                for (name, value) in &configs {
+                for (name, value) in &read.configs {
                     CONFIG.put(&mut tx.tx, name.as_str(), &encode(value)?)?;
                 }
             }
             report = ImportSummary::default();
-            for (scope, (memories, summaries)) in &scopes {
+            for (scope, c) in &read.scopes {
                 report.scopes += 1;
-                report.memories += memories.len() as u64;
-                report.summaries += summaries.len() as u64;
-                tx.restore_scope_from(scope, memories, summaries)?;
+                report.memories += c.memories.len() as u64;
+                report.summaries += c.summaries.len() as u64;
+                tx.restore_scope_from(scope, &c.memories, &c.summaries)?;
+                vector::restore(tx, scope, c.dimension, &c.vectors)?;
             }
             Ok(())
         })?;

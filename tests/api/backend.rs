@@ -18,9 +18,14 @@ pub fn server() -> Option<String> {
 /// The store location for `file` in the test directory `dir`: the file's path, or on the
 /// server a schema named after both (the same for the same arguments, so a test can reopen it).
 pub fn location(dir: &Path, file: &str) -> PathBuf {
-    let Some(base) = server() else {
-        return dir.join(file);
-    };
+    match server() {
+        Some(base) => schema_url(&base, dir, file),
+        None => dir.join(file),
+    }
+}
+
+/// A schema of its own on the server `base` names, for `file` in the test directory `dir`.
+pub fn schema_url(base: &str, dir: &Path, file: &str) -> PathBuf {
     let clean = |s: &str| -> String {
         s.chars()
             .filter(char::is_ascii_alphanumeric)

@@ -34,6 +34,7 @@ mod security {
 }
 mod search {
     mod behaviour;
+    mod conformance;
     mod golden_format2;
     mod index_props;
 }

@@ -1,6 +1,6 @@
 //! `engram copy SRC DST` moves a whole store between backends without losing or changing
 //! anything: a file copied to a server schema and back gives an export identical to the
-//! original's, sessions and grants included (they are compared by loading them), a copy into a
+//! original's (vectors included), sessions and grants included (they are compared by loading them), a copy into a
 //! store that already holds memories is refused and writes nothing, and the source is left as
 //! it was. The file-to-file case always runs; the server legs run against `ENGRAM_TEST_PG`
 //! (skipped without one, failed under CI without one).
@@ -37,13 +37,18 @@ fn source() -> Env {
         br#"[{"role":"user","content":"hi"}]"#,
     );
     e.ok(&["grant", "user:bob", "read", "default"]);
+    let v = e.file("v.json", b"[0.6, 0.8]");
+    e.ok(&["note", "a memory with a vector", "--vector", &v]);
     e
 }
 
-/// What a store holds, as the CLI shows it: the export, the session, the grants.
+/// What a store holds, as the CLI shows it: the export (vectors included), the session, the
+/// grants.
 fn content(e: &Env, db: &str) -> (String, String, String) {
+    let export = e.ok(&["--db", db, "export"]);
+    assert!(export.contains(r#""vector":[0.6,0.8]"#), "{export}");
     (
-        e.ok(&["--db", db, "export"]),
+        export,
         e.ok(&["--db", db, "session", "load", "chat"]),
         e.ok(&["--db", db, "grants"]),
     )

@@ -1,7 +1,9 @@
 //! Guards `engram search` and `engram reindex` as a user sees them: ranked `#id date text`
 //! lines best first with the count line, the scope before each hit across scopes, a summary hit
 //! as its block line, `--limit` and the `--offset` cursor, `--json` with scores and matched
-//! terms, `note --vector` with `search --vector -`, and `reindex` leaving a store that verifies.
+//! terms, `note --vector` with `search --vector -`, `reindex` leaving a store that verifies, and
+//! a running process (`engram mcp`) finding what another process noted since its last search,
+//! with the scope's statistics updated.
 
 use crate::common::{run_raw, Env};
 
@@ -102,5 +104,45 @@ fn reindex_rebuilds_and_the_store_verifies() {
     assert_eq!(
         e.lines(&["search", "beta"])[0].split(' ').next(),
         Some("#1")
+    );
+}
+
+/// The hits of an MCP `search` call: (id, score), best first.
+#[cfg(feature = "mcp")]
+fn mcp_hits(s: &mut crate::common::mcp::StdioServer, query: &str) -> Vec<(u64, f64)> {
+    let r = s.call("search", serde_json::json!({"query": query}));
+    let hits = r["structuredContent"]["hits"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no hits: {r}"));
+    hits.iter()
+        .map(|h| (h["id"].as_u64().unwrap(), h["score"].as_f64().unwrap()))
+        .collect()
+}
+
+#[cfg(feature = "mcp")]
+#[test]
+fn a_note_by_another_process_is_found_by_the_next_search_of_a_running_one() {
+    use crate::common::mcp::StdioServer;
+    let e = Env::init();
+    notes(
+        &e,
+        &["red apples", "the garden needs water", "lunch was soup"],
+    );
+    let mut s = StdioServer::start(&e, &[], &[]);
+    let before = mcp_hits(&mut s, "apples");
+    assert_eq!(before.first().map(|h| h.0), Some(0), "{before:?}");
+    e.ok(&["--scope", "other", "note", "apples apples apples"]);
+    assert_eq!(
+        mcp_hits(&mut s, "apples"),
+        before,
+        "a note in another scope changed this scope's ranking"
+    );
+    e.ok(&["note", "green apples and pears"]);
+    let after = mcp_hits(&mut s, "apples");
+    assert!(after.iter().any(|h| h.0 == 3), "the new note: {after:?}");
+    let old = after.iter().find(|h| h.0 == 0).expect("#0 still ranks");
+    assert_ne!(
+        old.1, before[0].1,
+        "#0's score ignores the new document frequency: {before:?} -> {after:?}"
     );
 }

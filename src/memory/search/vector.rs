@@ -74,6 +74,13 @@ pub fn dimension(kv: &(impl KvRead + ?Sized), sid: u32) -> Result<Option<u32>> {
     })
 }
 
+/// Memory `id`'s vector in scope `sid`, if it has one.
+pub fn get(kv: &(impl KvRead + ?Sized), sid: u32, id: u64) -> Result<Option<Vec<f32>>> {
+    VECTORS.read(kv, (sid, id), |v| {
+        decode("vectors", &format_args!("(scope {sid}, #{id})"), v)
+    })
+}
+
 /// Every memory of scope `sid` with a vector, by cosine to `q`, best first. A query of another
 /// dimension than the scope's is [`Error::Invalid`]; a scope without vectors gives nothing.
 pub fn nearest(kv: &(impl KvRead + ?Sized), sid: u32, q: &[f32]) -> Result<Vec<(u64, f64)>> {
@@ -173,6 +180,29 @@ pub(crate) fn put(
         None => VECTORS.put(&mut tx.tx, (meta.id, DIM_KEY), &encode(&(v.len() as u32))?)?,
     }
     VECTORS.put(&mut tx.tx, (meta.id, id), &encode(&v)?)
+}
+
+/// Restores the vectors of `scope` (which holds its memories already) as an import gives them:
+/// its declared dimension, if any, then each memory's vector, every one checked against it.
+pub(crate) fn restore(
+    tx: &mut WriteTxn<'_>,
+    scope: &str,
+    dimension: Option<u32>,
+    vectors: &[(u64, Vec<f32>)],
+) -> Result<()> {
+    if dimension.is_none() && vectors.is_empty() {
+        return Ok(());
+    }
+    let meta = tx
+        .scope_meta(scope)?
+        .ok_or_else(|| Error::invalid("import", format!("scope {scope:?} holds no memory")))?;
+    if let Some(d) = dimension {
+        VECTORS.put(&mut tx.tx, (meta.id, DIM_KEY), &encode(&d)?)?;
+    }
+    for (id, v) in vectors {
+        put(tx, &meta, scope, *id, v)?;
+    }
+    Ok(())
 }
 
 impl WriteTxn<'_> {

@@ -2,7 +2,8 @@
 //! summary hit names its block; retracted and superseded memories rank only on request, marked;
 //! redacted text is purged from the index (no posting, no hit) with its vector; a reader of one
 //! scope gets no hit, count or score from another; accents and CJK are found; the index survives
-//! the fold of its tail; vectors rank alone and fused; the format-1 fixture is upgraded on its
+//! the fold of its tail; vectors rank alone and fused, and travel (with the scope's dimension)
+//! through export and import, while an export without them still imports; the format-1 fixture is upgraded on its
 //! first read-write open and read as it is read-only.
 
 use std::path::Path;
@@ -234,6 +235,69 @@ fn vectors_rank_alone_and_fused() {
     let r = s.search("u", &h).unwrap();
     assert_eq!(r.hits.len(), 2, "fused: the word's hit and the vector's");
     clean(&mut s);
+}
+
+#[test]
+fn vectors_and_dimensions_travel_through_export_and_import() {
+    let (_d, s) = store();
+    let a = s
+        .note("u", NewMemory::new("apples").vector(vec![1.0, 0.0, 0.0]))
+        .unwrap();
+    s.note("u", NewMemory::new("no vector")).unwrap();
+    let c = s
+        .note("u", NewMemory::new("sky").vector(vec![0.0, 0.5, 0.25]))
+        .unwrap();
+    let gone = s
+        .note(
+            "w",
+            NewMemory::new("w's only vector").vector(vec![1.0, 2.0]),
+        )
+        .unwrap();
+    s.redact("w", gone, "private").unwrap();
+    let mut exported = Vec::new();
+    s.export(&mut exported).unwrap();
+    let text = String::from_utf8(exported.clone()).unwrap();
+    assert!(
+        text.contains(r#"{"type":"vectors","scope":"w","dimension":2}"#),
+        "{text}"
+    );
+    let (_d2, t) = store();
+    t.import_jsonl(&mut exported.as_slice()).unwrap();
+    let mut again = Vec::new();
+    t.export(&mut again).unwrap();
+    assert_eq!(
+        String::from_utf8(again).unwrap(),
+        text,
+        "the import gave another export"
+    );
+    let mut q = SearchQuery::new("");
+    q.vector = Some(vec![0.0, 1.0, 0.5]);
+    q.mode = Some(SearchMode::Vector);
+    assert_eq!(ids(&t, "u", &q), [Some(c), Some(a)]);
+    let bad = t.set_vector("w", 0, &[1.0, 2.0, 3.0]);
+    assert!(
+        matches!(bad, Err(Error::Invalid { .. })),
+        "w's dimension was lost: {bad:?}"
+    );
+}
+
+#[test]
+fn an_export_without_vectors_still_imports() {
+    let old = concat!(
+        r#"{"type":"store","format":1}"#,
+        "\n",
+        r#"{"type":"memory","scope":"default","id":0,"observed_us":1717200000000000,"#,
+        r#""recorded_us":1795980325853570,"text":"fact 0","kind":"Observation","#,
+        r#""status":"Accepted","source":null,"source_uri":null,"supersedes":[],"#,
+        r#""conflicts_with":[],"valid_until_us":null}"#,
+        "\n",
+    );
+    let (_d, s) = store();
+    s.import_jsonl(&mut old.as_bytes()).unwrap();
+    assert_eq!(ids(&s, "default", &SearchQuery::new("fact")), [Some(0)]);
+    let bad = r#"{"type":"vectors","scope":"x","dimension":0}"#;
+    let e = s.import_jsonl(&mut bad.as_bytes());
+    assert!(matches!(e, Err(Error::Invalid { .. })), "{e:?}");
 }
 
 fn fixture(dir: &Path) -> std::path::PathBuf {

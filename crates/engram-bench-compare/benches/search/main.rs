@@ -6,11 +6,14 @@
 //!   non-commercial: never copied into the repository); the part is skipped, with a message,
 //!   when it is missing;
 //! - speed ([`speed`]): query p50/p95 of engram and FTS5 (porter) at 10^4, 10^5 and 10^6
-//!   memories of generated conversational text, and each index's bytes per memory.
+//!   memories of generated conversational text, and each index's bytes per memory;
+//! - vectors ([`vectors`]): exact cosine, p50/p95 of vector-only and fused searches over 10^4
+//!   and 10^5 stored vectors of dimension 384, and what writing the vectors costs.
 //!
-//! `cargo bench -p engram-bench-compare --bench search` runs both (full: the whole grid, 10^4 to
-//! 10^6); `-- --quick` uses a 3-point grid and 10^3 and 10^4 memories; `-- --only quality` or
-//! `-- --only speed` runs one part. The report goes to stdout and `target/bench/search.md`.
+//! `cargo bench -p engram-bench-compare --bench search` runs all three (full: the whole grid,
+//! 10^4 to 10^6 memories, 10^4 and 10^5 vectors); `-- --quick` uses a 3-point grid and 10^3 and
+//! 10^4 memories and vectors; `-- --only quality`, `speed` or `vectors` (or several, joined by
+//! commas) runs those parts. The report goes to stdout and `target/bench/search.md`.
 //! A note's cost with and without the index is measured with the `compare` bench's
 //! `profile:note` and `note_durable` on this build and on the previous format's (see
 //! docs/performance.md).
@@ -18,6 +21,7 @@
 mod locomo;
 mod quality;
 mod speed;
+mod vectors;
 
 #[allow(dead_code)]
 #[path = "../shared/host.rs"]
@@ -106,6 +110,15 @@ fn main() {
         };
         let _ = writeln!(md, "\n### Speed\n");
         md.push_str(&speed::speed(dir, sizes));
+    }
+    if runs("vectors") {
+        let sizes: &[u64] = if quick {
+            &[1_000, 10_000]
+        } else {
+            &[10_000, 100_000]
+        };
+        let _ = writeln!(md, "\n### Vectors (exact cosine)\n");
+        md.push_str(&vectors::vectors(dir, sizes));
     }
     let _ = writeln!(md, "\n{:.0} s in all.", started.elapsed().as_secs_f64());
     let out = bench_dir().join("search.md");

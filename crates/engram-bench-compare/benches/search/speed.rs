@@ -133,7 +133,7 @@ impl Text {
 }
 
 /// Memories appended per commit while building.
-const BATCH: u64 = 10_000;
+pub const BATCH: u64 = 10_000;
 
 fn build_engram(path: &Path, n: u64) -> f64 {
     let store = Store::create_with(path, Options::default().exclusive(true)).expect("store");
@@ -174,7 +174,7 @@ fn build_fts(path: &Path, n: u64) -> (Connection, f64) {
 }
 
 /// The bytes of a redb table (stored, metadata, fragmented).
-fn table_bytes<K: redb::Key + 'static>(
+pub fn table_bytes<K: redb::Key + 'static>(
     rx: &redb::ReadTransaction,
     def: redb::TableDefinition<K, &[u8]>,
 ) -> u64 {
@@ -200,7 +200,7 @@ fn fts_index_bytes(db: &Connection) -> u64 {
     .expect("dbstat") as u64
 }
 
-fn percentile(v: &mut [f64], p: f64) -> f64 {
+pub fn percentile(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(f64::total_cmp);
     v[((v.len() - 1) as f64 * p).round() as usize]
 }

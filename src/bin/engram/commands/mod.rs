@@ -65,9 +65,9 @@ pub enum Command {
     Wake(wake::WakeArgs),
     /// Open a block: print its two halves
     Zoom(tree::ZoomArgs),
-    /// Find memories whose line `#id date text` matches a regex (case-insensitive)
+    /// Find memories whose line `#id date text` matches a regex (case-insensitive): exact wording
     Recall(recall::RecallArgs),
-    /// Find memories and summaries by what they are about, best first (ranked, not a regex)
+    /// Find memories and summaries by what they are about, best first: when you lack the exact words
     Search(search::SearchArgs),
     /// Drop the summary of a block and of every block built on it, so they can be rebuilt
     Forget(tree::ForgetArgs),
