@@ -3,6 +3,7 @@
 //! grants decide what it may read and write). No token or an unknown one: 401. A revoked token
 //! is unknown from the next request on: each request looks its hash up in the store. A request
 //! with an `Origin` header that is not allowed (`--allow-origin`): 403, before the token is read.
+//! A POST body that is not JSON, or is a batch, is answered 400 with a JSON-RPC error.
 //! The listener is [`super::guard`]'s: connections are capped and timed out, and a connection
 //! that sent a valid token here is marked so that it is never shed.
 
@@ -17,7 +18,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 use super::guard::{ConnSlot, GuardedListener};
-use super::{Caller, EngramMcp, Server};
+use super::{stdio, Caller, EngramMcp, Server};
 use crate::commands::token::token_hash;
 
 /// The hash of the token a request carried, so that a long-lived subscription can check
@@ -81,6 +82,43 @@ pub async fn serve(handler: EngramMcp, addr: &str, origins: &[String]) -> Result
     Ok(())
 }
 
+/// A POST body read whole and checked before rmcp sees it: not JSON is 400 with a JSON-RPC
+/// parse error (-32700), a batch 400 with an invalid-request error (-32600), both with id null
+/// (rmcp answers both 415, which clients read as a content-type problem). Over
+/// [`stdio::MAX_MESSAGE_BYTES`] is 413, as rmcp says.
+async fn checked_body(req: Request) -> Result<Request, Response> {
+    if req.method() != axum::http::Method::POST {
+        return Ok(req);
+    }
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, stdio::MAX_MESSAGE_BYTES).await else {
+        return Err(refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "Payload Too Large: the request body exceeds 4194304 bytes\n",
+        ));
+    };
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    let refusal = if serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_err() {
+        Some((-32700, "parse error: the body is not valid JSON"))
+    } else if first == Some(&b'[') {
+        Some((
+            -32600,
+            "invalid request: JSON-RPC batches are not supported; send one message per request",
+        ))
+    } else {
+        None
+    };
+    match refusal {
+        None => Ok(Request::from_parts(parts, axum::body::Body::from(bytes))),
+        Some((code, message)) => {
+            let error = serde_json::json!({"code": code, "message": message});
+            let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": error});
+            let json = [(header::CONTENT_TYPE, "application/json")];
+            Err((StatusCode::BAD_REQUEST, json, body.to_string()).into_response())
+        }
+    }
+}
+
 /// A refusal with a one-line reason.
 fn refuse(status: StatusCode, why: &'static str) -> Response {
     let mut r = (status, why).into_response();
@@ -132,7 +170,10 @@ async fn authenticate(State(gate): State<Arc<Gate>>, mut req: Request, next: Nex
             }
             req.extensions_mut().insert(Caller(Some(principal)));
             req.extensions_mut().insert(TokenHash(hash));
-            next.run(req).await
+            match checked_body(req).await {
+                Ok(req) => next.run(req).await,
+                Err(refused) => refused,
+            }
         }
         Ok(Ok(None)) => refuse(StatusCode::UNAUTHORIZED, "unknown or revoked token\n"),
         _ => refuse(

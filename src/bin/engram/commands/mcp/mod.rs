@@ -22,11 +22,11 @@ use std::sync::{Arc, Mutex};
 use clap::Args;
 use engram::{Error, Options, Store};
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse,
-    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
-    UnsubscribeRequestParams,
+    CacheScope, CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult,
+    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -167,6 +167,7 @@ impl ServerHandler for EngramMcp {
         _r: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        no_cursor(_r.as_ref())?;
         let caller = self.caller(&ctx);
         let tools = self.blocking(move |s| call::listed(s, &caller)).await?;
         Ok(ListToolsResult::with_all_items(tools)
@@ -198,7 +199,7 @@ impl ServerHandler for EngramMcp {
         let arguments = r.arguments.map(serde_json::Value::Object);
         let (result, written) = self
             .blocking(move |s| call::call(s, &caller, &name, arguments.unwrap_or_default()))
-            .await?;
+            .await??;
         if let Some(scope) = written {
             self.0.updates.written(&scope);
         }
@@ -210,6 +211,7 @@ impl ServerHandler for EngramMcp {
         _r: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
+        no_cursor(_r.as_ref())?;
         let caller = self.caller(&ctx);
         self.blocking(move |s| resources::list(s, &caller)).await?
     }
@@ -219,6 +221,7 @@ impl ServerHandler for EngramMcp {
         _r: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
+        no_cursor(_r.as_ref())?;
         Ok(resources::templates())
     }
 
@@ -297,7 +300,16 @@ impl ServerHandler for EngramMcp {
         _r: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
+        no_cursor(_r.as_ref())?;
         Ok(resources::prompts())
+    }
+
+    async fn on_custom_request(
+        &self,
+        r: CustomRequest,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        Err(unroutable(&r.method))
     }
 
     async fn get_prompt(
@@ -310,6 +322,56 @@ impl ServerHandler for EngramMcp {
             .blocking(move |s| resources::prompt(s, &caller, &r.name, r.arguments))
             .await??;
         Ok(out.into())
+    }
+}
+
+/// Every list fits in one page: any `cursor` is one this server never gave (-32602).
+fn no_cursor(r: Option<&PaginatedRequestParams>) -> Result<(), McpError> {
+    match r.and_then(|p| p.cursor.as_deref()) {
+        Some(c) => Err(McpError::invalid_params(
+            format!(
+                "invalid cursor {:?}: this server lists everything in one page",
+                engram::text::display_safe(c)
+            ),
+            None,
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The methods of the specification that rmcp hands to `on_custom_request` only when their
+/// params do not parse (a `tools/call` without `name`).
+const STANDARD_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "server/discover",
+    "subscriptions/listen",
+];
+
+/// The error for a request rmcp could not route: invalid params (-32602) for a method of the
+/// specification whose params did not parse, method not found (-32601) for any other.
+fn unroutable(method: &str) -> McpError {
+    let shown = engram::text::display_safe(method);
+    if STANDARD_METHODS.contains(&method) {
+        McpError::invalid_params(
+            format!("invalid params for {shown}: a required field is missing or of the wrong type"),
+            None,
+        )
+    } else {
+        McpError::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            format!("method not found: {shown}"),
+            None,
+        )
     }
 }
 
