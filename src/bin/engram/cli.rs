@@ -184,6 +184,16 @@ impl Cli {
         })
     }
 
+    /// How `Run:` lines invoke engram: the command prefix without `--scope`, plus `--scope`
+    /// when it is not the default.
+    pub fn command_prefix(&self) -> String {
+        let mut prefix = self.command_prefix_without_scope();
+        if self.scope != engram::DEFAULT_SCOPE {
+            prefix.push_str(&format!(" --scope {}", shell_quote(&self.scope)));
+        }
+        prefix
+    }
+
     /// The command prefix without `--scope` (multi-scope wake adds each section's scope): the
     /// program, then `--db` and `--as` when they are not the defaults, so that a `Run:` line
     /// works pasted anywhere (another shell, another folder, another environment).
@@ -247,10 +257,7 @@ impl<'a> Context<'a> {
         let path = cli.db_path()?;
         let opts = crate::progress::on_upgrade(cli.options()?, cli.json);
         let prefix_without_scope = cli.command_prefix_without_scope();
-        let mut prefix = prefix_without_scope.clone();
-        if cli.scope != engram::DEFAULT_SCOPE {
-            prefix.push_str(&format!(" --scope {}", shell_quote(&cli.scope)));
-        }
+        let prefix = cli.command_prefix();
         engram::validate_scopes(&cli.scope)?;
         if cli.scope.contains(',') && !commands::several_scopes(&cli.command) {
             return Err(Error::Invalid {
