@@ -356,10 +356,13 @@ fn nap_prompts_accepts_the_next_block_refuses_others_and_settles_idempotently() 
     assert!(out.starts_with("Saved 0-1.\n"), "{out}");
     assert!(out.contains("\nMerge 2-3: "), "{out}");
 
-    // Already settled: exit 0, nothing written.
+    // Already settled: exit 0, nothing written, and the next prompt follows (issue 22, point 8).
     let before = e.export();
     let out = e.ok(&["nap", "0-1", "another answer"]);
-    assert_eq!(out, "0-1 is already settled.\n");
+    assert!(
+        out.starts_with("0-1 is already settled.\nMerge 2-3: "),
+        "{out}"
+    );
     assert_eq!(e.export(), before);
     assert!(e.ok(&["zoom", "0-3"]).starts_with("#0-1 first pair\n"));
 
@@ -380,6 +383,11 @@ fn nap_prompts_accepts_the_next_block_refuses_others_and_settles_idempotently() 
     let out = e.ok(&["nap", "0-3", "all four"]);
     assert!(out.starts_with("Saved 0-3.\n"), "{out}");
     assert!(out.ends_with("\nNothing left to compress.\n"), "{out}");
+    // Settled, and nothing pending: says so, nothing written.
+    let before = e.export();
+    let out = e.ok(&["nap", "0-1", "again"]);
+    assert_eq!(out, "0-1 is already settled.\nNothing left to compress.\n");
+    assert_eq!(e.export(), before);
 }
 
 #[test]

@@ -268,20 +268,19 @@ fn nap_answer(cx: &mut Context<'_>, block: &str, t: &str) -> Result<(), Error> {
     if !cx.text_wanted() {
         return Ok(());
     }
-    match outcome {
-        NapOutcome::AlreadySettled => writeln!(cx.out, "{b} is already settled.")?,
-        _ => {
-            writeln!(cx.out, "Saved {b}.")?;
-            if uncited {
-                writeln!(
-                    cx.out,
-                    "Flagged uncited: a claim cites no memory (write claims like: text [#3, #7])."
-                )?;
-            }
-            print_next_prompt(cx, true)?;
+    if outcome == NapOutcome::AlreadySettled {
+        writeln!(cx.out, "{b} is already settled.")?;
+    } else {
+        writeln!(cx.out, "Saved {b}.")?;
+        if uncited {
+            writeln!(
+                cx.out,
+                "Flagged uncited: a claim cites no memory (write claims like: text [#3, #7])."
+            )?;
         }
     }
-    Ok(())
+    // Either way the note -> prompt -> nap loop goes on: the next prompt, or that none is left.
+    print_next_prompt(cx, true)
 }
 
 /// Drops the summary of the block and of every block built on it.
