@@ -1184,8 +1184,12 @@ fn every_command_on_a_missing_store_fails_and_creates_nothing() {
             let r = e.run_with(c, Some(b"2024-01-01 a\n"));
             assert_eq!(r.code, 3, "engram {args:?} on a missing store: {r:?}");
             assert!(r.out.is_empty(), "{r:?}");
-            assert!(r.err.contains("engram init"), "{args:?}: {r:?}");
-            assert_eq!(r.err.lines().count(), 1, "{r:?}");
+            // The error, then the Run: line that creates the store asked for (issue 22).
+            let lines: Vec<&str> = r.err.lines().collect();
+            assert_eq!(lines.len(), 2, "{r:?}");
+            assert!(lines[0].starts_with("engram: no engram store at "), "{r:?}");
+            assert!(lines[1].starts_with("Run: "), "{args:?}: {r:?}");
+            assert!(lines[1].ends_with(" init"), "{args:?}: {r:?}");
             assert!(!db.exists(), "engram {args:?} created the store");
         }
     }

@@ -105,3 +105,54 @@ fn malformed_json_and_batches_over_http_are_400_with_a_json_rpc_body() {
     let (status, resp) = s.post(&[("Authorization", &auth)], &initialize_body());
     assert_eq!(status, 200, "{resp}");
 }
+
+/// The text of a successful tool result.
+fn text_of(r: &Value) -> String {
+    assert_ne!(r["isError"], true, "{r}");
+    r["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn hints_over_mcp_name_the_tool_call_never_a_shell_line() {
+    // Issue 22, point 6: the store is not the default one, so a `Run: engram nap` would act on
+    // another store; an MCP client is told to call `nap` with `block` and `text`.
+    let e = Env::init();
+    let mut s = StdioServer::start(&e, &[], &[]);
+    s.call("note", json!({"text": "first"}));
+    let noted = text_of(&s.call("note", json!({"text": "second"})));
+    assert!(!noted.contains("Run:"), "{noted}");
+    assert!(
+        noted.ends_with(
+            "Answer with the tool call `nap` with block `0-1` and text `<your line>`.\n"
+        ),
+        "{noted}"
+    );
+    let woke = text_of(&s.call("wake", json!({})));
+    assert!(
+        woke.ends_with("You are awake.\n1 merge is pending. Call `nap` for the next one.\n"),
+        "{woke}"
+    );
+    let saved = text_of(&s.call(
+        "nap",
+        json!({"block": "0-1", "text": "first and second [#0, #1]"}),
+    ));
+    assert!(
+        saved.starts_with("Saved 0-1.\nNothing left to compress.\n"),
+        "{saved}"
+    );
+    // A scope other than the server's is named in the call.
+    s.call("note", json!({"text": "a", "scope": "work"}));
+    let other = text_of(&s.call("note", json!({"text": "b", "scope": "work"})));
+    assert!(
+        other.ends_with("`nap` with scope `work`, block `0-1` and text `<your line>`.\n"),
+        "{other}"
+    );
+    let r = s.call(
+        "nap",
+        json!({"block": "0-1", "text": "x", "answers": [{"block": "0-1", "summary": "x"}]}),
+    );
+    assert_eq!(error_class(&r), "invalid", "{r}");
+}

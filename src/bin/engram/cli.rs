@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use engram::text;
-use engram::{Error, Options, Store};
+use engram::{Error, Hints, Options, Store};
 
 use crate::commands::{self, Command};
 use crate::output::shell_quote;
@@ -247,6 +247,9 @@ pub struct Context<'a> {
     /// stdin is the protocol. This is where the two front ends differ; the arguments are the
     /// same structs.
     pub tool_call: bool,
+    /// Set by the MCP server: next-step hints in wake and merge prompts name tool calls, with
+    /// this scope when it is not the server's default. The CLI's are `Run:` lines.
+    pub tool_scope: Option<String>,
 }
 
 impl<'a> Context<'a> {
@@ -288,13 +291,21 @@ impl<'a> Context<'a> {
             both: false,
             captured: None,
             tool_call: false,
+            tool_scope: None,
         })
     }
 
     #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
     /// A context for one MCP tool call over an open store: text to `out` and the `--json` value
-    /// captured, hints naming `prefix`, nothing read but the arguments ([`Context::tool_call`]).
-    pub fn for_call(store: Store, scope: &'a str, prefix: String, out: &'a mut dyn Write) -> Self {
+    /// captured, hints naming tool calls (with `tool_scope`, the call's scope when it is not the
+    /// server's default) and other commands naming `prefix`, nothing read but the arguments
+    /// ([`Context::tool_call`]).
+    pub fn for_call(
+        store: Store,
+        scope: &'a str,
+        (prefix, tool_scope): (String, Option<String>),
+        out: &'a mut dyn Write,
+    ) -> Self {
         Context {
             store,
             scope,
@@ -306,6 +317,28 @@ impl<'a> Context<'a> {
             both: true,
             captured: None,
             tool_call: true,
+            tool_scope,
+        }
+    }
+
+    /// How wake and merge prompts name the next step: tool calls over MCP, else `Run:` lines
+    /// with [`Context::prefix`].
+    pub fn hints(&self) -> Hints {
+        if self.tool_call {
+            Hints::Tools {
+                scope: self.tool_scope.clone(),
+            }
+        } else {
+            Hints::Cli(self.prefix.clone())
+        }
+    }
+
+    /// [`Context::hints`] before a scope is named (a wake of several scopes names each).
+    pub fn hints_without_scope(&self) -> Hints {
+        if self.tool_call {
+            Hints::Tools { scope: None }
+        } else {
+            Hints::Cli(self.prefix_without_scope.clone())
         }
     }
 

@@ -39,7 +39,7 @@ pub fn run(cx: &mut Context<'_>, a: &WakeArgs) -> Result<u8, Error> {
         bytes: a.bytes,
         part: a.part.unwrap_or(1),
         snapshot: a.total,
-        cmd: cx.prefix.clone(),
+        hints: cx.hints(),
     };
     if w.part == 0 {
         return Err(Error::Invalid {
@@ -54,7 +54,7 @@ pub fn run(cx: &mut Context<'_>, a: &WakeArgs) -> Result<u8, Error> {
             scope.split(',').map(str::to_string).collect()
         };
         let w = WakeOptions {
-            cmd: cx.prefix_without_scope.clone(),
+            hints: cx.hints_without_scope(),
             ..w
         };
         let (views, text) = cx.store.wake_scopes(&scopes, &w)?;

@@ -196,9 +196,11 @@ pub fn run(server: &Server, store: Store, c: Call) -> Result<(u8, String, Option
     } else {
         format!("engram --scope {}", crate::output::shell_quote(&scope))
     };
+    // Hints name the scope when a call without one would go elsewhere.
+    let named = (scope != server.scope && !scope.contains(',')).then(|| scope.clone());
     let mut out = Vec::new();
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let mut cx = Context::for_call(store, &scope, prefix, &mut out);
+        let mut cx = Context::for_call(store, &scope, (prefix, named.clone()), &mut out);
         let code = commands::run(&mut cx, &c.command)?;
         Ok::<_, Error>((code, cx.captured.take()))
     }));

@@ -184,13 +184,13 @@ pub const TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "nap",
         title: "Store summaries",
-        description: "Without answers: the next merge prompt (or, with batch N, up to N independent ones). With answers [{block, summary}]: store them in one transaction, then get the next prompt. A summary is one line that keeps what will still matter and invents nothing; cite sources as `claim [#3, #7]`.",
+        description: "Without arguments: the next merge prompt (or, with batch N, up to N independent ones). With block and text: store that summary, as the prompt asks, then get the next prompt. With answers [{block, summary}]: store them in one transaction, then get the next prompt. A summary is one line that keeps what will still matter and invents nothing; cite sources as `claim [#3, #7]`.",
         group: Group::Core,
         read_only: false,
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<tree::NapArgs>>,
-        output: (&[NEXT, "pending", "saved", "settled", "result"], &[]),
+        output: (&[NEXT, "pending", "block", "saved", "uncited", "settled", "result"], &[]),
         build: |v, _| args::scoped(v, Command::Nap),
     },
     ToolSpec {
