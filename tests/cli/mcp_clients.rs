@@ -156,3 +156,27 @@ fn hints_over_mcp_name_the_tool_call_never_a_shell_line() {
     );
     assert_eq!(error_class(&r), "invalid", "{r}");
 }
+
+#[test]
+fn the_servers_own_loopback_origin_is_accepted_and_others_still_refused() {
+    // Issue 22, point 5: without --allow-origin, a request from the server's own origin.
+    let e = Env::init();
+    let tok = token(&e, "user:bob");
+    let s = HttpServer::start(&e, &[]);
+    let auth = format!("Bearer {tok}");
+    let port = s.addr.rsplit(':').next().unwrap_or_default().to_string();
+    let other = if port == "1" { "2" } else { "1" };
+    for (origin, status) in [
+        (format!("http://127.0.0.1:{port}"), 200),
+        (format!("http://localhost:{port}"), 200),
+        (format!("http://localhost:{other}"), 403),
+        ("http://evil.example".to_string(), 403),
+    ] {
+        let headers = [
+            ("Authorization", auth.as_str()),
+            ("Origin", origin.as_str()),
+        ];
+        let (got, resp) = s.post(&headers, &initialize_body());
+        assert_eq!(got, status, "{origin}: {resp}");
+    }
+}

@@ -2,7 +2,8 @@
 //! token that `engram token add` made. The token's principal is who the request acts as (its
 //! grants decide what it may read and write). No token or an unknown one: 401. A revoked token
 //! is unknown from the next request on: each request looks its hash up in the store. A request
-//! with an `Origin` header that is not allowed (`--allow-origin`): 403, before the token is read.
+//! with an `Origin` header that is not allowed (`--allow-origin`, or the server's own loopback
+//! origin): 403, before the token is read.
 //! A POST body that is not JSON, or is a batch, is answered 400 with a JSON-RPC error.
 //! The listener is [`super::guard`]'s: connections are capped and timed out, and a connection
 //! that sent a valid token here is marked so that it is never shed.
@@ -52,14 +53,16 @@ pub async fn serve(handler: EngramMcp, addr: &str, origins: &[String]) -> Result
     tokio::spawn(listener.reaper(ct.child_token()));
     let mut hosts = vec!["localhost".to_string(), "127.0.0.1".into(), "::1".into()];
     hosts.push(local.ip().to_string());
+    let mut origins = origins.to_vec();
+    origins.extend(own_origins(local));
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts)
-        .with_allowed_origins(origins.to_vec())
+        .with_allowed_origins(origins.clone())
         .enforce_origin_validation()
         .with_cancellation_token(ct.child_token());
     let gate = Arc::new(Gate {
         server: Arc::clone(&handler.0),
-        origins: origins.to_vec(),
+        origins,
     });
     let service = StreamableHttpService::new(
         move || Ok(handler.clone()),
@@ -117,6 +120,23 @@ async fn checked_body(req: Request) -> Result<Request, Response> {
             Err((StatusCode::BAD_REQUEST, json, body.to_string()).into_response())
         }
     }
+}
+
+/// The origins of the server's own address, always accepted: a page it served (or a client
+/// that sends its target's origin) is not a cross-site request. For a loopback address, every
+/// loopback spelling of the port (`localhost`, `127.0.0.1`, `[::1]`).
+fn own_origins(local: std::net::SocketAddr) -> Vec<String> {
+    let port = local.port();
+    let mut own = vec![format!("http://{local}")];
+    if local.ip().is_loopback() {
+        for host in ["localhost", "127.0.0.1", "[::1]"] {
+            let o = format!("http://{host}:{port}");
+            if !own.contains(&o) {
+                own.push(o);
+            }
+        }
+    }
+    own
 }
 
 /// A refusal with a one-line reason.

@@ -49,8 +49,8 @@ pub struct McpArgs {
     /// The most bytes a result's text (and its structured content) may take
     #[arg(long, default_value_t = 20_000, value_name = "BYTES")]
     pub max_bytes: usize,
-    /// Also accept requests from this browser Origin (HTTP; repeatable). Without one, a
-    /// request that carries an Origin header is refused
+    /// Also accept requests from this browser Origin (HTTP; repeatable). The server's own
+    /// origin is always accepted; a request carrying any other Origin is refused
     #[arg(long, value_name = "ORIGIN")]
     pub allow_origin: Vec<String>,
 }
