@@ -180,3 +180,33 @@ fn the_servers_own_loopback_origin_is_accepted_and_others_still_refused() {
         assert_eq!(got, status, "{origin}: {resp}");
     }
 }
+
+#[test]
+fn schemas_are_strict_and_old_sessions_get_no_caching_fields() {
+    // Issue 22, point 3: no nullable type arrays, no bare `true` items in the argument schemas;
+    // no `ttlMs`/`cacheScope` (2026-07-28 fields) in a session of an earlier version.
+    let e = Env::init();
+    let mut s = StdioServer::start(&e, &[], &["--tools", "all"]);
+    let tools = s.request("tools/list", json!({}));
+    let text = tools.to_string();
+    assert!(
+        tools["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| t.len() > 20),
+        "{tools}"
+    );
+    assert!(!text.contains("\"null\""), "a nullable type: {text}");
+    assert!(!text.contains("\"items\":true"), "a bare true: {text}");
+    for (method, params) in [
+        ("tools/list", json!({})),
+        ("resources/list", json!({})),
+        ("resources/templates/list", json!({})),
+        ("prompts/list", json!({})),
+        ("resources/read", json!({"uri": "engram://default/wake"})),
+    ] {
+        let r = s.request(method, params);
+        assert!(r.get("result").is_some(), "{method}: {r}");
+        assert!(r["result"].get("ttlMs").is_none(), "{method}: {r}");
+        assert!(r["result"].get("cacheScope").is_none(), "{method}: {r}");
+    }
+}

@@ -94,6 +94,23 @@ impl Server {
     }
 }
 
+/// Whether a request's protocol version has the caching fields `ttlMs` and `cacheScope`
+/// (2026-07-28, SEP-2549): a version that still has `initialize` (2025-11-25 and before) does
+/// not, and a strict client of it reports them as unknown fields.
+fn caches(ctx: &RequestContext<RoleServer>) -> bool {
+    ctx.protocol_version().is_some_and(|v| !v.has_initialize())
+}
+
+/// Drops `ttlMs` and `cacheScope` from a result for a request whose version lacks them.
+macro_rules! uncached {
+    ($r:ident, $ctx:ident) => {
+        if !caches(&$ctx) {
+            $r.ttl_ms = None;
+            $r.cache_scope = None;
+        }
+    };
+}
+
 /// Who is calling: over stdio `--as` (or the admin); over HTTP the principal of the token the
 /// request carried, which [`http`] checked and attached.
 #[derive(Clone, Debug)]
@@ -170,9 +187,11 @@ impl ServerHandler for EngramMcp {
         no_cursor(_r.as_ref())?;
         let caller = self.caller(&ctx);
         let tools = self.blocking(move |s| call::listed(s, &caller)).await?;
-        Ok(ListToolsResult::with_all_items(tools)
+        let mut r = ListToolsResult::with_all_items(tools)
             .with_ttl_ms(0)
-            .with_cache_scope(CacheScope::Private))
+            .with_cache_scope(CacheScope::Private);
+        uncached!(r, ctx);
+        Ok(r)
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -213,16 +232,22 @@ impl ServerHandler for EngramMcp {
     ) -> Result<ListResourcesResult, McpError> {
         no_cursor(_r.as_ref())?;
         let caller = self.caller(&ctx);
-        self.blocking(move |s| resources::list(s, &caller)).await?
+        let mut r = self
+            .blocking(move |s| resources::list(s, &caller))
+            .await??;
+        uncached!(r, ctx);
+        Ok(r)
     }
 
     async fn list_resource_templates(
         &self,
         _r: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
         no_cursor(_r.as_ref())?;
-        Ok(resources::templates())
+        let mut r = resources::templates();
+        uncached!(r, ctx);
+        Ok(r)
     }
 
     async fn read_resource(
@@ -231,9 +256,10 @@ impl ServerHandler for EngramMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let caller = self.caller(&ctx);
-        let out = self
+        let mut out = self
             .blocking(move |s| resources::read(s, &caller, &r.uri))
             .await??;
+        uncached!(out, ctx);
         Ok(out.into())
     }
 
@@ -298,10 +324,12 @@ impl ServerHandler for EngramMcp {
     async fn list_prompts(
         &self,
         _r: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
         no_cursor(_r.as_ref())?;
-        Ok(resources::prompts())
+        let mut r = resources::prompts();
+        uncached!(r, ctx);
+        Ok(r)
     }
 
     async fn on_custom_request(
