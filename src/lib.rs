@@ -88,6 +88,7 @@ pub use import::{
     parse_dated_lines, read_bounded, read_file, read_optmem, ExportLine, ImportSummary,
     OptMemStore, MAX_INPUT_BYTES,
 };
+pub use memory::hints::Hints;
 pub use memory::lifecycle::{marked_line, Decision, Event, EventKind, MemoryState, TOMBSTONE};
 pub use memory::log::memory_line;
 pub use memory::note::{Appended, NewMemory, Noted, NotedSeen, MAX_LINKS};

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::error::{invalid, raise, OrPy};
 use engram::SessionInfo;
-use engram::{Block, Error, Kind, MergePrompt, NapOutcome, NewMemory, PromptInput, Status};
+use engram::{Block, Error, Hints, Kind, MergePrompt, NapOutcome, NewMemory, PromptInput, Status};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -151,7 +151,7 @@ pub(crate) fn summary_dict<'py>(
 pub(crate) fn prompt_dict<'py>(
     py: Python<'py>,
     p: &MergePrompt,
-    cmd: &str,
+    hints: &Hints,
 ) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("block", p.block.to_string())?;
@@ -167,7 +167,7 @@ pub(crate) fn prompt_dict<'py>(
     d.set_item("inputs", inputs)?;
     d.set_item("remaining", p.remaining)?;
     d.set_item("entry_bytes", p.entry_bytes)?;
-    d.set_item("text", p.render(cmd))?;
+    d.set_item("text", p.render_with(hints))?;
     Ok(d)
 }
 

@@ -12,8 +12,8 @@ use crate::convert::{
 use crate::error::{closed, invalid, OrPy};
 use crate::handles::{acquire, canonical, guarded, Handle, Key, IN_GUARD, LAST_PANIC};
 use engram::{
-    Error, Kind, NewMemory, Options, RecallQuery, SearchMode, SearchQuery, SearchResult, Status,
-    Store, WakeItem, WakeOptions, ZoomEntry,
+    Error, Hints, Kind, NewMemory, Options, RecallQuery, SearchMode, SearchQuery, SearchResult,
+    Status, Store, WakeItem, WakeOptions, ZoomEntry,
 };
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -310,7 +310,8 @@ impl PyStore {
 
     /// Start-up context: wake's text (part `part`), within `lines` lines and `bytes` bytes
     /// (defaults: the store's WAKE_LINES and WAKE_BYTES).
-    #[pyo3(signature = (scope = "default", *, lines = None, bytes = None, part = 1, snapshot = None, cmd = "engram"))]
+    /// `hints` is how its next-step lines name the action (`PyStore::hints_for`).
+    #[pyo3(signature = (scope = "default", *, lines = None, bytes = None, part = 1, snapshot = None, hints = "none", cmd = None))]
     // Field by field, so that a field the engine adds keeps its default.
     #[allow(clippy::too_many_arguments, clippy::field_reassign_with_default)]
     fn wake(
@@ -321,21 +322,22 @@ impl PyStore {
         bytes: Option<usize>,
         part: usize,
         snapshot: Option<u64>,
-        cmd: &str,
+        hints: &str,
+        cmd: Option<&str>,
     ) -> PyResult<String> {
         let mut opts = WakeOptions::default();
         opts.lines = lines;
         opts.bytes = bytes;
         opts.part = part;
         opts.snapshot = snapshot;
-        opts.cmd = cmd.to_string();
+        opts.hints = self.hints_for(py, hints, cmd, scope)?;
         self.run(py, |s| s.wake_text(scope, &opts))
     }
 
     /// Wake as data: `{"scope", "total", "omitted", "pending", "items", "lines"}`, each item a
     /// memory or a summary dict.
-    #[pyo3(signature = (scope = "default", *, lines = None, bytes = None, snapshot = None, cmd = "engram"))]
-    #[allow(clippy::field_reassign_with_default)]
+    #[pyo3(signature = (scope = "default", *, lines = None, bytes = None, snapshot = None, hints = "none", cmd = None))]
+    #[allow(clippy::too_many_arguments, clippy::field_reassign_with_default)]
     fn wake_view<'py>(
         &self,
         py: Python<'py>,
@@ -343,13 +345,14 @@ impl PyStore {
         lines: Option<usize>,
         bytes: Option<usize>,
         snapshot: Option<u64>,
-        cmd: &str,
+        hints: &str,
+        cmd: Option<&str>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let mut opts = WakeOptions::default();
         opts.lines = lines;
         opts.bytes = bytes;
         opts.snapshot = snapshot;
-        opts.cmd = cmd.to_string();
+        opts.hints = self.hints_for(py, hints, cmd, scope)?;
         let v = self.run(py, |s| s.wake(scope, &opts))?;
         let d = PyDict::new(py);
         d.set_item("scope", &v.scope)?;
@@ -366,7 +369,7 @@ impl PyStore {
             }
         }
         d.set_item("items", items)?;
-        d.set_item("lines", v.lines(cmd))?;
+        d.set_item("lines", v.lines_with(&opts.hints))?;
         Ok(d)
     }
 
@@ -480,30 +483,34 @@ impl PyStore {
 
     /// The next merge prompt, or `None`: `{"block", "inputs", "remaining", "entry_bytes",
     /// "text"}` where `text` is the prompt to give the agent.
-    #[pyo3(signature = (scope = "default", *, cmd = "engram"))]
+    #[pyo3(signature = (scope = "default", *, hints = "none", cmd = None))]
     fn prompt<'py>(
         &self,
         py: Python<'py>,
         scope: &str,
-        cmd: &str,
+        hints: &str,
+        cmd: Option<&str>,
     ) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let hints = self.hints_for(py, hints, cmd, scope)?;
         let p = self.run(py, |s| s.next_prompt(scope))?;
-        p.map(|p| prompt_dict(py, &p, cmd)).transpose()
+        p.map(|p| prompt_dict(py, &p, &hints)).transpose()
     }
 
     /// Up to `n` merge prompts that can be answered now (for a batch `nap_many`).
-    #[pyo3(signature = (n, scope = "default", *, cmd = "engram"))]
+    #[pyo3(signature = (n, scope = "default", *, hints = "none", cmd = None))]
     fn prompts<'py>(
         &self,
         py: Python<'py>,
         n: usize,
         scope: &str,
-        cmd: &str,
+        hints: &str,
+        cmd: Option<&str>,
     ) -> PyResult<Bound<'py, PyList>> {
+        let hints = self.hints_for(py, hints, cmd, scope)?;
         let ps = self.run(py, |s| s.read(|r| r.prompts(scope, n)))?;
         let out = PyList::empty(py);
         for p in &ps {
-            out.append(prompt_dict(py, p, cmd)?)?;
+            out.append(prompt_dict(py, p, &hints)?)?;
         }
         Ok(out)
     }
@@ -828,4 +835,48 @@ fn search_dict<'py>(
     d.set_item("next_offset", r.next_offset)?;
     d.set_item("text", r.render(several))?;
     Ok(d)
+}
+
+impl PyStore {
+    /// The form of next-step hints a call asked for: `"none"` (the default: a Python host
+    /// drives the loop itself, with `prompt` and `nap`), `"tools"` (the host offers engram's MCP
+    /// tool names to its agent), `"cli"` (`Run:` lines carrying this store's path and the scope,
+    /// for an agent with a shell and the `engram` binary), or `cmd` given: `Run:` lines with
+    /// exactly that prefix.
+    fn hints_for(
+        &self,
+        py: Python<'_>,
+        hints: &str,
+        cmd: Option<&str>,
+        scope: &str,
+    ) -> PyResult<Hints> {
+        let named = (scope != engram::DEFAULT_SCOPE).then(|| scope.to_string());
+        match (cmd, hints) {
+            (Some(cmd), _) => Ok(Hints::Cli(cmd.to_string())),
+            (None, "none") => Ok(Hints::Off),
+            (None, "tools") => Ok(Hints::Tools { scope: named }),
+            (None, "cli") => {
+                let path = std::path::absolute(&self.path).unwrap_or_else(|_| self.path.clone());
+                let mut prefix = format!("engram --db {}", shell_word(&path.to_string_lossy()));
+                if let Some(s) = named {
+                    prefix.push_str(&format!(" --scope {}", shell_word(&s)));
+                }
+                Ok(Hints::Cli(prefix))
+            }
+            (None, other) => Err(invalid(
+                py,
+                format!("invalid hints {other:?}: expected \"none\", \"tools\" or \"cli\""),
+            )),
+        }
+    }
+}
+
+/// `w` as one shell word: bare when it holds only safe characters, else single-quoted.
+fn shell_word(w: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-:+@%=,".contains(c);
+    if !w.is_empty() && w.chars().all(safe) {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
 }

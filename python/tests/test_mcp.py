@@ -64,6 +64,20 @@ def server(db: Path, *extra: str) -> StdioServerParameters:
     return StdioServerParameters(command=ENGRAM, args=["--db", str(db), "mcp", *extra], env={})
 
 
+def error_class(result) -> str:
+    """The class of an `isError` result: its text before the first `: ` (an error result has
+    no structuredContent, which would have to match the tool's output schema)."""
+    assert result.is_error and result.structured_content is None, result
+    return result.content[0].text.split(": ", 1)[0]
+
+
+def without_next_steps(text: str) -> list[str]:
+    """The lines of a text without those that say how to act next (shell or tool call)."""
+    steps = ("Run:", "Call `", "tool call", "Either command")
+    return [line.split(" Run:")[0].split(" Call `")[0] for line in text.splitlines()
+            if not line.startswith(steps) and "tool call" not in line]
+
+
 def structured(result):
     assert not result.is_error, result.content[0].text
     return result.structured_content
@@ -94,10 +108,10 @@ async def test_tools_annotations_and_schemas_over_initialize(db):
             r = await s.call_tool("note", {"text": "the user prefers small commits"})
             assert structured(r)["id"] == 0 and r.content[0].text == "Saved as #0.\n"
             bad = await s.call_tool("note", {"text": ""})
-            assert bad.is_error and bad.structured_content["error"]["class"] == "invalid"
+            assert error_class(bad) == "invalid"
             assert "empty" in bad.content[0].text
             missing = await s.call_tool("show", {"id": 7})
-            assert missing.is_error and missing.structured_content["error"]["class"] == "not_found"
+            assert error_class(missing) == "not_found"
 
 
 async def test_discovery_era_admin_tools_and_read_only(db):
@@ -111,17 +125,50 @@ async def test_discovery_era_admin_tools_and_read_only(db):
         assert [x["principal"] for x in cli_json(db, "grants")] == ["carol"]
         assert structured(await c.call_tool("revoke", g)) == g | {"revoked": True}
         bad = await c.call_tool("grant", g | {"access": "admin"})
-        assert bad.is_error and bad.structured_content["error"]["class"] == "invalid"
+        assert error_class(bad) == "invalid"
     cli(db, "grant", "bob", "read", "default")
     async with Client(server(db, "--as", "bob", "--tools", "all")) as c:
         names = [t.name for t in (await c.list_tools()).tools]
         assert names == CORE + SESSIONS  # admin tools only for the admin
-        r = await c.call_tool("grants", {})
-        assert r.is_error
+        with pytest.raises(Exception) as refused:  # not offered: unknown, -32602
+            await c.call_tool("grants", {})
+        assert "unknown tool" in str(refused.value)
     async with Client(server(db, "--read-only", "--tools", "all")) as c:
         names = [t.name for t in (await c.list_tools()).tools]
         assert names and not set(names) & WRITES
-        assert (await c.call_tool("note", {"text": "x"})).is_error
+        with pytest.raises(Exception) as refused:  # not offered: unknown, -32602
+            await c.call_tool("note", {"text": "x"})
+        assert "unknown tool" in str(refused.value)
+
+
+FAILING = [
+    ("show", {"id": 999}, "not_found"),
+    ("note", {}, "invalid"),
+    ("note", {"text": "other", "key": "k1"}, "conflict"),
+    ("decide", {"id": 999, "action": "accept"}, "not_found"),
+    ("zoom", {"block": "not-a-block"}, "invalid"),
+    ("why", {"block": "0-1"}, "invalid"),
+    ("session_load", {"id": "nope"}, "not_found"),
+]
+
+
+async def test_a_failing_tool_shows_its_message_and_class(db):
+    """Issue 22, point 1: the client validates results against the listed output schemas; an
+    error result carries only its text, `class: message`, so the message reaches the user."""
+    cli(db, "note", "first")
+    cli(db, "note", "second")
+    async with stdio_client(server(db)) as (read, write):
+        async with ClientSession(read, write) as s:
+            await s.initialize()
+            await s.list_tools()
+            assert not (await s.call_tool("note", {"text": "keyed", "key": "k1"})).is_error
+            for tool, args, cls in FAILING:
+                r = await s.call_tool(tool, args)
+                assert error_class(r) == cls, (tool, r)
+                assert len(r.content[0].text) > len(cls) + 2, (tool, r)
+            with pytest.raises(Exception) as unknown:  # the spec: -32602, not a result
+                await s.call_tool("no_such_tool", {})
+            assert "unknown tool" in str(unknown.value)
 
 
 async def test_results_equal_the_cli(db):
@@ -158,9 +205,15 @@ async def test_results_equal_the_cli(db):
             if not isinstance(expected, dict):
                 expected = {"result": expected}
             assert value == expected, tool
-            # The same lines; their commands name the verb (the tool) without the binary's path.
+            # The same lines; their commands name the verb (the tool) without the binary's path,
+            # and the next steps the CLI gives as `Run:` lines are tool calls (issue 22).
             lines = cli(db, *verb).stdout.replace(f"{ENGRAM} --db {db}", "engram")
-            assert r.content[0].text == lines, tool
+            text = r.content[0].text
+            if "Run:" in lines:
+                assert "Run:" not in text and "`nap`" in text, (tool, text)
+                assert without_next_steps(text) == without_next_steps(lines), tool
+            else:
+                assert text == lines, tool
         # A write: the same shape as the CLI's --json, on the same store.
         r = structured(await c.call_tool("decide", {"id": 2, "action": "accept", "why": "seen"}))
         assert r == cli_json(db, "accept", "3") | {"id": 2}
@@ -188,7 +241,7 @@ async def test_the_write_tools_change_the_store_as_the_cli_would(db):
         assert v == {"id": 1, "status": "retracted"}
         assert cli_json(db, "show", "1")["state"]["status"] == "retracted"
         bad = await c.call_tool("decide", {"id": 1, "action": "shrug"})
-        assert bad.is_error and bad.structured_content["error"]["class"] == "invalid"
+        assert error_class(bad) == "invalid"
         msgs = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
         first = structured(await c.call_tool("session_save", {"id": "s", "messages": msgs}))
         rev = first["revision"]
@@ -198,7 +251,7 @@ async def test_the_write_tools_change_the_store_as_the_cli_would(db):
         assert v["archived"] == 1 and v["revision"] > rev
         stale = await c.call_tool("session_save", {"id": "s", "messages": [],
                                                    "expect_revision": rev})
-        assert stale.is_error and stale.structured_content["error"]["class"] == "conflict"
+        assert error_class(stale) == "conflict"
         hist = structured(await c.call_tool("session_history", {"id": "s"}))["result"]
         assert [h["message"] for h in hist] == [msgs[1]]
         assert json.loads(cli(db, "session", "load", "s").stdout) == msgs[:1]
@@ -308,7 +361,7 @@ async def test_corrupt_store_is_an_error_not_a_crash(db):
     db.write_bytes(bytes(data))
     async with Client(server(db)) as c:
         r = await c.call_tool("show", {"id": 0})
-        assert r.is_error and r.structured_content["error"]["class"] == "corrupt"
+        assert error_class(r) == "corrupt"
         # The server lives on: a scope without the damaged record works as before.
         r = await c.call_tool("note", {"text": "the server is still alive", "scope": "other"})
         assert not r.is_error, r.content[0].text
@@ -319,7 +372,7 @@ async def test_corrupt_store_is_an_error_not_a_crash(db):
     async with Client(server(db)) as c:
         for _ in range(2):
             r = await c.call_tool("wake", {})
-            assert r.is_error and r.structured_content["error"]["class"] == "corrupt"
+            assert error_class(r) == "corrupt"
 
 
 # --- HTTP ---------------------------------------------------------------------------------
@@ -392,7 +445,7 @@ async def test_http_tokens_principals_and_refusals(db, http):
         denied = await b.call_tool("recall", {"pattern": "secret", "scope": "team/a"})
         nowhere = await b.call_tool("recall", {"pattern": "secret", "scope": "team/zz"})
         for r in (denied, nowhere):
-            assert r.is_error and r.structured_content["error"]["class"] == "denied"
+            assert error_class(r) == "denied"
             assert "plan" not in r.content[0].text
         # The same words whether the scope exists or not: nothing leaks.
         assert denied.content[0].text.replace("team/a", "S") == \
@@ -450,7 +503,7 @@ async def test_over_budget_reads_are_refused_and_writes_are_cut_not_failed(db):
     subprocess.run([ENGRAM, "--db", str(db), "import", "-"], input=lines, text=True, check=True)
     async with Client(server(db, "--max-bytes", "4000")) as c:
         big = await c.call_tool("nap", {"batch": 300})
-        assert big.is_error and big.structured_content["error"]["class"] == "invalid"
+        assert error_class(big) == "invalid"
         assert "over this server's budget of 4000" in big.content[0].text
         answers = [{"block": f"{i}-{i + 1}", "summary": f"entries {i} and {i + 1} [#{i}]"}
                    for i in range(0, 800, 2)]

@@ -47,7 +47,8 @@ def test_note_wake_recall(store):
     assert store.note("deploys go through staging", kind="decision", source="user:alice") == 1
     text = store.wake()
     assert "#0 " in text and "the user prefers tabs" in text
-    assert text.endswith("You are awake.\n1 merge is pending. Run: engram nap\n")
+    # A Python host drives the loop itself: by default no shell command is named.
+    assert text.endswith("You are awake.\n1 merge is pending.\n")
     r = store.recall("staging")
     assert r["total"] == 1
     m = r["matches"][0]
@@ -120,7 +121,8 @@ def test_merge_cycle(store):
     p = store.prompt()
     assert p["block"] == "0-1"
     assert [i["text"] for i in p["inputs"]] == ["fact 0", "fact 1"]
-    assert "engram nap 0-1" in p["text"]
+    assert "Run:" not in p["text"]  # a Python host answers with store.nap (issue 22)
+    assert "engram --db " in store.prompt(hints="cli")["text"]
     with pytest.raises(engram.WrongBlockError) as e:
         store.nap("2-3", "too early")
     assert e.value.next_block == "0-1"
@@ -491,3 +493,25 @@ def test_damaged_store_raises_not_panics(path):
     # end of the damaged file; it stays a redb file (a known limitation, see
     # docs/reliability.md section 6).
     assert after[:4] == b"redb"
+
+
+def test_hints_name_the_store_the_tool_or_nothing(tmp_path):
+    """Issue 22, point 6: a store at team/memory.redb never tells its agent to run a bare
+    `engram nap` (which would act on the default store)."""
+    path = tmp_path / "team" / "memory.redb"
+    s = engram.Store(path)
+    s.note("one", scope="work")
+    s.note("two", scope="work")
+    assert s.wake("work").endswith("You are awake.\n1 merge is pending.\n")
+    assert "Run:" not in s.prompt("work")["text"]
+    cli = s.wake("work", hints="cli")
+    assert cli.endswith(f"1 merge is pending. Run: engram --db {path} --scope work nap\n")
+    assert f"Run: engram --db {path} --scope work nap 0-1 - <<'EOF'" in s.prompt("work", hints="cli")["text"]
+    tools = s.prompt("work", hints="tools")["text"]
+    assert "Run:" not in tools
+    assert tools.endswith("Answer with the tool call `nap` with scope `work`, block `0-1` and text `<your line>`.\n")
+    assert s.wake(hints="cli").startswith(f"No memories yet. Record the first with: engram --db {path} note")
+    assert s.wake("work", cmd="./engram").endswith("Run: ./engram nap\n")
+    with pytest.raises(ValueError):
+        s.wake(hints="shell")
+    s.close()

@@ -1,9 +1,11 @@
 //! **Layer 3, memory**: one scope's raw log ([`log`]), appends ([`note`]), [`recall`], lifecycle events
 //! ([`lifecycle`]),
-//! the summary tree with its merge prompts ([`tree`]), wake ([`wake`]), and ranked [`search`]. A sibling of
+//! the summary tree with its merge prompts ([`tree`]), wake ([`wake`]), the form of their
+//! next-step hints ([`hints`]), and ranked [`search`]. A sibling of
 //! [`crate::session`], which it never uses; it may use [`crate::domain`], [`crate::storage`] and
 //! [`crate::trust`].
 
+pub mod hints;
 pub mod lifecycle;
 pub mod log;
 pub mod note;

@@ -14,6 +14,7 @@ use crate::domain::claims::{parse_claims, uncited, validate_claims, Claim};
 use crate::domain::record::{BuiltFrom, Memory, Node, ScopeMeta, Summary};
 use crate::domain::text::{display_safe, validate_line};
 use crate::error::{Error, Result};
+use crate::memory::hints::Hints;
 use crate::memory::log::{decode_memory, itoa_u64, memory_line};
 use crate::storage::codec::{decode, encode};
 use crate::storage::config::Config;
@@ -131,6 +132,12 @@ impl MergePrompt {
     /// `engram --scope work`); the last two lines are the two commands to answer with, each on
     /// a line that starts with `Run:` (the stdin form first, then the quoted one).
     pub fn render(&self, cmd: &str) -> String {
+        self.render_with(&Hints::Cli(cmd.to_string()))
+    }
+
+    /// Renders the prompt, ending with how to answer it in the form `hints` says: two `Run:`
+    /// lines, the `nap` tool call, or nothing.
+    pub fn render_with(&self, hints: &Hints) -> String {
         let b = self.block;
         let mut out = format!(
             "Merge {b}{}: write ONE line of at most {} bytes that keeps what will still matter later and invents nothing. It summarizes:\n",
@@ -155,9 +162,7 @@ impl MergePrompt {
             1 => out.push_str("1 more merge is pending after this one.\n"),
             n => out.push_str(&format!("{n} more merges are pending after this one.\n")),
         }
-        out.push_str(&format!(
-            "Either command saves it; the first needs no shell quoting (the line, then EOF on a line of its own):\nRun: {cmd} nap {b} - <<'EOF'\nRun: {cmd} nap {b} \"<your line>\"\n"
-        ));
+        out.push_str(&hints.answer(b));
         out
     }
 }

@@ -15,6 +15,7 @@ use serde::Serialize;
 use crate::domain::block::Block;
 use crate::domain::record::{Memory, Summary};
 use crate::error::{Error, Result};
+use crate::memory::hints::Hints;
 use crate::memory::log::{get_memory, memory_line};
 use crate::memory::tree::{get_summary, summary_line};
 use crate::storage::kv::Dir;
@@ -258,8 +259,9 @@ pub struct WakeOptions {
     pub part: usize,
     /// Pin the snapshot to the first T memories (as printed by an earlier part).
     pub snapshot: Option<u64>,
-    /// How the agent invokes engram, for the `Run:` lines.
-    pub cmd: String,
+    /// How the next-step hints name the action: shell lines (`Run: engram nap`, the default),
+    /// MCP tool calls, or none ([`Hints`]).
+    pub hints: Hints,
 }
 
 impl Default for WakeOptions {
@@ -269,12 +271,12 @@ impl Default for WakeOptions {
             bytes: None,
             part: 1,
             snapshot: None,
-            cmd: "engram".into(),
+            hints: Hints::default(),
         }
     }
 }
 
-fn left_out_line(view: &WakeView, cmd: &str) -> String {
+fn left_out_line(view: &WakeView, hints: &Hints) -> String {
     let mut blocks = Vec::new();
     let mut lo = 0u64;
     while lo < view.omitted && blocks.len() < 3 {
@@ -290,16 +292,7 @@ fn left_out_line(view: &WakeView, cmd: &str) -> String {
         blocks.push(Block::raw(size.trailing_zeros() as u8, lo));
         lo += size;
     }
-    let opens: Vec<String> = blocks
-        .iter()
-        .map(|b| {
-            if b.size() == 1 {
-                format!("{cmd} recall '^#{} '", b.lo())
-            } else {
-                format!("{cmd} zoom {b}")
-            }
-        })
-        .collect();
+    let opens: Vec<String> = blocks.iter().map(|b| hints.open(*b)).collect();
     format!(
         "({} older memories, #0 to #{}, are left out to fit the budget. Open them with: {}{})",
         view.omitted,
@@ -310,11 +303,17 @@ fn left_out_line(view: &WakeView, cmd: &str) -> String {
 }
 
 impl WakeView {
-    /// Every body line: the left-out line (if any), then the cover.
+    /// Every body line: the left-out line (if any, naming `cmd` to open the left-out blocks),
+    /// then the cover.
     pub fn lines(&self, cmd: &str) -> Vec<String> {
+        self.lines_with(&Hints::Cli(cmd.to_string()))
+    }
+
+    /// Every body line, the left-out line's hints in the form `hints` says.
+    pub fn lines_with(&self, hints: &Hints) -> Vec<String> {
         let mut out = Vec::with_capacity(self.items.len() + 1);
         if self.omitted > 0 {
-            out.push(left_out_line(self, cmd));
+            out.push(left_out_line(self, hints));
         }
         if self.item_lines.len() == self.items.len() {
             out.extend(self.item_lines.iter().cloned());
@@ -341,17 +340,18 @@ impl WakeView {
 
     /// Renders every part (each a complete text ending in a newline).
     pub fn parts(&self, opts: &WakeOptions) -> Vec<String> {
-        let cmd = &opts.cmd;
+        let hints = &opts.hints;
         let t = self.total;
         if t == 0 {
             return vec![format!(
-                "No memories yet. Record the first with: {cmd} note \"<something worth keeping>\"\nYou are awake.\n"
+                "No memories yet.{}\nYou are awake.\n",
+                hints.first_note()
             )];
         }
         // The body lines, borrowed where they are already rendered (no copy per line).
         let mut lines: Vec<std::borrow::Cow<'_, str>> = Vec::with_capacity(self.items.len() + 1);
         if self.omitted > 0 {
-            lines.push(left_out_line(self, cmd).into());
+            lines.push(left_out_line(self, hints).into());
         }
         if self.item_lines.len() == self.items.len() {
             lines.extend(self.item_lines.iter().map(|l| l.as_str().into()));
@@ -366,7 +366,7 @@ impl WakeView {
             extra.push_str(&format!(" --bytes {b}"));
         }
         // Split into parts: each at most PART_LINES lines and PART_BYTES bytes with its frame.
-        let frame = 160 + cmd.len() + extra.len();
+        let frame = hints.frame_bytes(extra.len());
         let mut groups: Vec<Vec<&str>> = vec![Vec::new()];
         let mut bytes = frame;
         for l in &lines {
@@ -399,16 +399,14 @@ impl WakeView {
                     s.push('\n');
                 }
                 if k < n {
-                    s.push_str(&format!(
-                        "Not awake yet. Run: {cmd} wake{extra} {} {t}\n",
-                        k + 1
-                    ));
+                    s.push_str(&hints.next_part((k + 1, n, t), opts.lines, opts.bytes));
                 } else {
                     s.push_str("You are awake.\n");
+                    let nap = hints.nap_pending();
                     match self.pending {
                         0 => {}
-                        1 => s.push_str(&format!("1 merge is pending. Run: {cmd} nap\n")),
-                        p => s.push_str(&format!("{p} merges are pending. Run: {cmd} nap\n")),
+                        1 => s.push_str(&format!("1 merge is pending.{nap}\n")),
+                        p => s.push_str(&format!("{p} merges are pending.{nap}\n")),
                     }
                 }
                 s
@@ -672,7 +670,7 @@ impl ReadTxn {
             let mut pending = Vec::new();
             for (s, share) in scopes.iter().zip(shares) {
                 let v = self.wake_view(s, share.max(1), None)?;
-                let cmd = format!("{} --scope {s}", opts.cmd);
+                let hints = opts.hints.for_scope(s);
                 text.push_str(&format!(
                     "Your memory in scope {s}, oldest first ({} {}).\n",
                     v.total,
@@ -681,14 +679,15 @@ impl ReadTxn {
                 if v.total == 0 {
                     text.push_str("(no memories yet)\n");
                 }
-                for l in v.lines(&cmd) {
+                for l in v.lines_with(&hints) {
                     text.push_str(&l);
                     text.push('\n');
                 }
                 if v.pending > 0 {
                     pending.push(format!(
-                        "{} merges are pending in scope {s}. Run: {cmd} nap\n",
-                        v.pending
+                        "{} merges are pending in scope {s}.{}\n",
+                        v.pending,
+                        hints.nap_pending()
                     ));
                 }
                 views.push(v);

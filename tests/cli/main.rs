@@ -19,6 +19,8 @@ mod http_limits;
 mod input_limits;
 mod json_nesting;
 #[cfg(feature = "mcp")]
+mod mcp_clients;
+#[cfg(feature = "mcp")]
 mod mcp_message_limit;
 mod messages;
 mod optmem_import;

@@ -36,5 +36,5 @@ fn an_oversized_message_is_answered_and_the_server_goes_on() {
     let under = "y".repeat(4_000_000);
     let r = s.call("note", json!({"text": under}));
     assert_eq!(r["isError"], true, "{r}");
-    assert_eq!(r["structuredContent"]["error"]["class"], "invalid", "{r}");
+    assert_eq!(crate::common::mcp::error_class(&r), "invalid", "{r}");
 }

@@ -113,7 +113,7 @@ fn an_mcp_error_says_its_class_once() {
         .as_str()
         .unwrap_or_default()
         .to_string();
-    assert_eq!(r["structuredContent"]["error"]["class"], "denied", "{r}");
+    assert_eq!(crate::common::mcp::error_class(&r), "denied", "{r}");
     assert!(text.starts_with("denied: "), "{text}");
     assert!(!text.contains("denied: denied"), "{text}");
 }
@@ -128,5 +128,5 @@ fn an_unreachable_server_is_class_server_over_mcp() {
     let mut s = StdioServer::start(&e, &["--db", url], &[]);
     let r = s.call("wake", json!({}));
     assert_eq!(r["isError"], true, "{r}");
-    assert_eq!(r["structuredContent"]["error"]["class"], "server", "{r}");
+    assert_eq!(crate::common::mcp::error_class(&r), "server", "{r}");
 }

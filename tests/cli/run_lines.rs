@@ -158,3 +158,35 @@ fn a_bad_environment_variable_is_a_clear_error() {
     assert_eq!(r.code, 2, "{r:?}");
     assert!(err.contains("ENGRAM_BUSY_TIMEOUT_MS"), "{err}");
 }
+
+#[test]
+fn the_no_store_error_names_the_init_that_creates_the_store_asked_for() {
+    // Issue 22, point 7: not a bare `engram init` (which would not run, or would set up the
+    // default store), but this binary with `--db`, `--as` and `--scope`.
+    let env = Env::new();
+    let db = env.dir.path().join("team").join("memory.redb");
+    std::fs::create_dir_all(db.parent().expect("a folder")).expect("mkdir");
+    let db_arg = db.display().to_string();
+    let r = engram(
+        &env,
+        &[
+            "--db", &db_arg, "--scope", "work", "--as", "agent:a", "wake",
+        ],
+    );
+    assert_eq!(r.code, 3, "{r:?}");
+    let lines = run_lines(&r.err);
+    let expected = format!(
+        "{BIN} --db {} --as agent:a --scope work init",
+        crate::common::quoted(&db_arg)
+    );
+    assert_eq!(lines, vec![expected.clone()], "{r:?}");
+    let err = String::from_utf8_lossy(&r.err);
+    assert!(
+        err.starts_with(&format!("engram: no engram store at {db_arg}\n")),
+        "{err}"
+    );
+    assert!(!err.contains("`engram init`"), "{err}");
+    let done = sh(&expected, BARE_PATH, env.dir.path());
+    assert_eq!(done.code, 0, "{done:?}");
+    assert!(db.is_file(), "the store asked for was created: {done:?}");
+}

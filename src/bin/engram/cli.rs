@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use engram::text;
-use engram::{Error, Options, Store};
+use engram::{Error, Hints, Options, Store};
 
 use crate::commands::{self, Command};
 use crate::output::shell_quote;
@@ -184,6 +184,16 @@ impl Cli {
         })
     }
 
+    /// How `Run:` lines invoke engram: the command prefix without `--scope`, plus `--scope`
+    /// when it is not the default.
+    pub fn command_prefix(&self) -> String {
+        let mut prefix = self.command_prefix_without_scope();
+        if self.scope != engram::DEFAULT_SCOPE {
+            prefix.push_str(&format!(" --scope {}", shell_quote(&self.scope)));
+        }
+        prefix
+    }
+
     /// The command prefix without `--scope` (multi-scope wake adds each section's scope): the
     /// program, then `--db` and `--as` when they are not the defaults, so that a `Run:` line
     /// works pasted anywhere (another shell, another folder, another environment).
@@ -237,6 +247,9 @@ pub struct Context<'a> {
     /// stdin is the protocol. This is where the two front ends differ; the arguments are the
     /// same structs.
     pub tool_call: bool,
+    /// Set by the MCP server: next-step hints in wake and merge prompts name tool calls, with
+    /// this scope when it is not the server's default. The CLI's are `Run:` lines.
+    pub tool_scope: Option<String>,
 }
 
 impl<'a> Context<'a> {
@@ -247,10 +260,7 @@ impl<'a> Context<'a> {
         let path = cli.db_path()?;
         let opts = crate::progress::on_upgrade(cli.options()?, cli.json);
         let prefix_without_scope = cli.command_prefix_without_scope();
-        let mut prefix = prefix_without_scope.clone();
-        if cli.scope != engram::DEFAULT_SCOPE {
-            prefix.push_str(&format!(" --scope {}", shell_quote(&cli.scope)));
-        }
+        let prefix = cli.command_prefix();
         engram::validate_scopes(&cli.scope)?;
         if cli.scope.contains(',') && !commands::several_scopes(&cli.command) {
             return Err(Error::Invalid {
@@ -281,13 +291,21 @@ impl<'a> Context<'a> {
             both: false,
             captured: None,
             tool_call: false,
+            tool_scope: None,
         })
     }
 
     #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
     /// A context for one MCP tool call over an open store: text to `out` and the `--json` value
-    /// captured, hints naming `prefix`, nothing read but the arguments ([`Context::tool_call`]).
-    pub fn for_call(store: Store, scope: &'a str, prefix: String, out: &'a mut dyn Write) -> Self {
+    /// captured, hints naming tool calls (with `tool_scope`, the call's scope when it is not the
+    /// server's default) and other commands naming `prefix`, nothing read but the arguments
+    /// ([`Context::tool_call`]).
+    pub fn for_call(
+        store: Store,
+        scope: &'a str,
+        (prefix, tool_scope): (String, Option<String>),
+        out: &'a mut dyn Write,
+    ) -> Self {
         Context {
             store,
             scope,
@@ -299,6 +317,28 @@ impl<'a> Context<'a> {
             both: true,
             captured: None,
             tool_call: true,
+            tool_scope,
+        }
+    }
+
+    /// How wake and merge prompts name the next step: tool calls over MCP, else `Run:` lines
+    /// with [`Context::prefix`].
+    pub fn hints(&self) -> Hints {
+        if self.tool_call {
+            Hints::Tools {
+                scope: self.tool_scope.clone(),
+            }
+        } else {
+            Hints::Cli(self.prefix.clone())
+        }
+    }
+
+    /// [`Context::hints`] before a scope is named (a wake of several scopes names each).
+    pub fn hints_without_scope(&self) -> Hints {
+        if self.tool_call {
+            Hints::Tools { scope: None }
+        } else {
+            Hints::Cli(self.prefix_without_scope.clone())
         }
     }
 

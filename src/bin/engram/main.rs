@@ -68,6 +68,10 @@ fn main() -> ExitCode {
             // The reader went away (`engram ... | head`); what was committed stays committed.
             ExitCode::SUCCESS
         }
+        Ok(Err(Error::NotFound { path })) => {
+            let _ = out.flush();
+            no_store(&cli, &path)
+        }
         Ok(Err(e)) => {
             let _ = out.flush();
             report(&e)
@@ -99,6 +103,15 @@ fn mcp(cli: &Cli, a: &commands::mcp::McpArgs) -> Result<u8, Error> {
 fn report(e: &Error) -> ExitCode {
     eprintln!("engram: {}", text::display_safe(&e.to_string()));
     ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(1))
+}
+
+/// Reports that there is no store at `path`, with the command that creates it on a `Run:` line
+/// (the binary as invoked, `--db`, `--as` and `--scope` when not the defaults); exits 3.
+fn no_store(cli: &Cli, path: &std::path::Path) -> ExitCode {
+    let shown = path.display().to_string();
+    eprintln!("engram: no engram store at {}", text::display_safe(&shown));
+    eprintln!("Run: {} init", cli.command_prefix());
+    ExitCode::from(3)
 }
 
 /// Opens the store as the command needs it, runs the command and closes the store; returns the

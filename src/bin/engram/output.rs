@@ -108,7 +108,7 @@ pub fn print_prompt(
 ) -> Result<(), Error> {
     let cmd = cx.prefix.as_str();
     match prompt {
-        Some(p) => write!(cx.out, "{}", p.render(cmd))?,
+        Some(p) => write!(cx.out, "{}", p.render_with(&cx.hints()))?,
         None => {
             if pending > 0 {
                 writeln!(

@@ -219,3 +219,15 @@ pub fn token_and_id(e: &Env, principal: &str) -> (String, String) {
         _ => panic!("no token or id in {r:?}"),
     }
 }
+
+/// The class of an `isError` tool result: the text before its first `: ` (the result carries
+/// no `structuredContent`, which would have to match the tool's output schema).
+pub fn error_class(r: &Value) -> String {
+    assert_eq!(r["isError"], true, "not an error: {r}");
+    assert!(r.get("structuredContent").is_none(), "{r}");
+    let text = r["content"][0]["text"].as_str().unwrap_or_default();
+    text.split_once(": ")
+        .map(|(c, _)| c)
+        .unwrap_or(text)
+        .to_string()
+}

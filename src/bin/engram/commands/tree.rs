@@ -23,16 +23,17 @@ pub struct PendingArgs {
 }
 
 /// The arguments of `nap` (the CLI verb and the MCP tool). The command line answers with
-/// `LO-HI TEXT` or a file of lines (`--apply`); a tool call with `answers`, a JSON list.
+/// `LO-HI TEXT` or a file of lines (`--apply`); a tool call with `block` and `text` (as the
+/// merge prompt says) or `answers`, a JSON list.
 #[derive(Args, Debug, Default, Deserialize)]
 #[cfg_attr(feature = "mcp", derive(JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NapArgs {
     /// The block answered (as printed in the prompt)
-    #[serde(skip)]
+    #[serde(default)]
     pub block: Option<String>,
-    /// The one-line summary, or - to read it from stdin
-    #[serde(skip)]
+    /// The one-line summary (on the command line, - reads it from stdin)
+    #[serde(default)]
     pub text: Option<String>,
     /// Instead: up to this many independent merge prompts, to answer together
     #[arg(long, value_name = "N", conflicts_with_all = ["block", "apply"])]
@@ -93,15 +94,21 @@ pub fn pending(cx: &mut Context<'_>, a: &PendingArgs) -> Result<u8, Error> {
 /// `answers`, stores one answer (`LO-HI TEXT`), or prints the next merge prompt.
 pub fn nap(cx: &mut Context<'_>, a: &NapArgs) -> Result<u8, Error> {
     if !a.answers.is_empty() {
-        if a.batch.is_some() {
+        if a.batch.is_some() || a.block.is_some() || a.text.is_some() {
             return Err(Error::Invalid {
                 what: "arguments",
-                reason: "give answers or batch, not both".into(),
+                reason: "give answers, block and text, or batch: one of them".into(),
             });
         }
         return save_answers(cx, tool_answers(&a.answers)?);
     }
     if let Some(n) = a.batch {
+        if a.block.is_some() || a.text.is_some() {
+            return Err(Error::Invalid {
+                what: "arguments",
+                reason: "give block and text, or batch, not both".into(),
+            });
+        }
         return nap_batch(cx, n);
     }
     if let Some(file) = &a.apply {
@@ -268,20 +275,19 @@ fn nap_answer(cx: &mut Context<'_>, block: &str, t: &str) -> Result<(), Error> {
     if !cx.text_wanted() {
         return Ok(());
     }
-    match outcome {
-        NapOutcome::AlreadySettled => writeln!(cx.out, "{b} is already settled.")?,
-        _ => {
-            writeln!(cx.out, "Saved {b}.")?;
-            if uncited {
-                writeln!(
-                    cx.out,
-                    "Flagged uncited: a claim cites no memory (write claims like: text [#3, #7])."
-                )?;
-            }
-            print_next_prompt(cx, true)?;
+    if outcome == NapOutcome::AlreadySettled {
+        writeln!(cx.out, "{b} is already settled.")?;
+    } else {
+        writeln!(cx.out, "Saved {b}.")?;
+        if uncited {
+            writeln!(
+                cx.out,
+                "Flagged uncited: a claim cites no memory (write claims like: text [#3, #7])."
+            )?;
         }
     }
-    Ok(())
+    // Either way the note -> prompt -> nap loop goes on: the next prompt, or that none is left.
+    print_next_prompt(cx, true)
 }
 
 /// Drops the summary of the block and of every block built on it.

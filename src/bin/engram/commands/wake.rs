@@ -39,7 +39,7 @@ pub fn run(cx: &mut Context<'_>, a: &WakeArgs) -> Result<u8, Error> {
         bytes: a.bytes,
         part: a.part.unwrap_or(1),
         snapshot: a.total,
-        cmd: cx.prefix.clone(),
+        hints: cx.hints(),
     };
     if w.part == 0 {
         return Err(Error::Invalid {
@@ -49,7 +49,7 @@ pub fn run(cx: &mut Context<'_>, a: &WakeArgs) -> Result<u8, Error> {
     }
     if a.all || scope.contains(',') {
         let w = WakeOptions {
-            cmd: cx.prefix_without_scope.clone(),
+            hints: cx.hints_without_scope(),
             ..w
         };
         let (views, text) = if a.all {

@@ -5,6 +5,7 @@
 use engram::text;
 use engram::{Error, Store};
 use rmcp::model::{CallToolResult, ContentBlock, Tool};
+use rmcp::ErrorData as McpError;
 use serde_json::{json, Value};
 
 use super::args::Call;
@@ -36,13 +37,14 @@ pub fn class(e: &Error) -> &'static str {
     }
 }
 
-/// An `isError` result: `class: message` as text, `{error: {class, message}}` as structure.
-/// A message that starts with its class already (`denied: ...`) does not repeat it.
+/// An `isError` result: `class: message` as its text, and no `structuredContent` (the spec
+/// requires structured content to conform to the tool's `outputSchema`, which describes the
+/// success shape; clients that validate it, such as the TypeScript SDK's, would otherwise hide
+/// the message behind a schema error). A message that starts with its class already
+/// (`denied: ...`) does not repeat it.
 pub fn error_result(class: &str, message: &str) -> CallToolResult {
     let message = text::display_safe(unlabelled(class, message)).into_owned();
-    let mut r = CallToolResult::error(vec![ContentBlock::text(format!("{class}: {message}"))]);
-    r.structured_content = Some(json!({"error": {"class": class, "message": message}}));
-    r
+    CallToolResult::error(vec![ContentBlock::text(format!("{class}: {message}"))])
 }
 
 /// `message` without a leading `class: ` (an error's text may start with its own class).
@@ -77,16 +79,18 @@ pub fn listed(server: &Server, caller: &Caller) -> Vec<Tool> {
 }
 
 /// Runs the tool `name` with `arguments` as the caller; with the result, the scope it wrote
-/// (a write tool of the memory verbs that succeeded), for the subscribers of its wake.
+/// (a write tool of the memory verbs that succeeded), for the subscribers of its wake. A tool
+/// this caller is not offered is a protocol error (-32602, as the spec says of unknown tools),
+/// not a result.
 pub fn call(
     server: &Server,
     caller: &Caller,
     name: &str,
     arguments: Value,
-) -> (CallToolResult, Option<String>) {
-    let result = run_tool(server, caller, name, arguments.clone());
+) -> Result<(CallToolResult, Option<String>), McpError> {
+    let result = run_tool(server, caller, name, arguments.clone())?;
     if result.is_error == Some(true) {
-        return (result, None);
+        return Ok((result, None));
     }
     let writes_memory = TOOLS
         .iter()
@@ -95,21 +99,49 @@ pub fn call(
         .get("scope")
         .and_then(Value::as_str)
         .map_or_else(|| server.scope.clone(), str::to_string);
-    (result, writes_memory.then_some(scope))
+    Ok((result, writes_memory.then_some(scope)))
+}
+
+/// The protocol error for a tool that is not offered here.
+fn unknown_tool(name: &str) -> McpError {
+    let name = text::display_safe(name);
+    McpError::invalid_params(
+        format!("unknown tool: no tool {name:?} is offered here"),
+        None,
+    )
 }
 
 /// Runs the tool `name` with `arguments` as the caller.
-fn run_tool(server: &Server, caller: &Caller, name: &str, arguments: Value) -> CallToolResult {
+fn run_tool(
+    server: &Server,
+    caller: &Caller,
+    name: &str,
+    arguments: Value,
+) -> Result<CallToolResult, McpError> {
+    if !TOOLS.iter().any(|t| t.name == name) {
+        return Err(unknown_tool(name));
+    }
     let (store, admin) = match handle(server, caller) {
         Ok(h) => h,
-        Err(e) => return error_result(class(&e), &e.to_string()),
+        Err(e) => return Ok(error_result(class(&e), &e.to_string())),
     };
     let spec = TOOLS
         .iter()
         .find(|t| t.name == name && offered(t, &server.groups, server.read_only, admin));
     let Some(spec) = spec else {
-        return error_result("invalid", &format!("no tool {name:?} is offered here"));
+        return Err(unknown_tool(name));
     };
+    Ok(run_spec(server, caller, spec, &store, arguments))
+}
+
+/// Runs an offered tool, asking read tools for fewer lines while the result is over the budget.
+fn run_spec(
+    server: &Server,
+    caller: &Caller,
+    spec: &ToolSpec,
+    store: &Store,
+    arguments: Value,
+) -> CallToolResult {
     let mut budget = server.max_bytes;
     let mut last_size = 0;
     loop {
@@ -164,9 +196,11 @@ pub fn run(server: &Server, store: Store, c: Call) -> Result<(u8, String, Option
     } else {
         format!("engram --scope {}", crate::output::shell_quote(&scope))
     };
+    // Hints name the scope when a call without one would go elsewhere.
+    let named = (scope != server.scope && !scope.contains(',')).then(|| scope.clone());
     let mut out = Vec::new();
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let mut cx = Context::for_call(store, &scope, prefix, &mut out);
+        let mut cx = Context::for_call(store, &scope, (prefix, named.clone()), &mut out);
         let code = commands::run(&mut cx, &c.command)?;
         Ok::<_, Error>((code, cx.captured.take()))
     }));

@@ -2,7 +2,9 @@
 //! token that `engram token add` made. The token's principal is who the request acts as (its
 //! grants decide what it may read and write). No token or an unknown one: 401. A revoked token
 //! is unknown from the next request on: each request looks its hash up in the store. A request
-//! with an `Origin` header that is not allowed (`--allow-origin`): 403, before the token is read.
+//! with an `Origin` header that is not allowed (`--allow-origin`, or the server's own loopback
+//! origin): 403, before the token is read.
+//! A POST body that is not JSON, or is a batch, is answered 400 with a JSON-RPC error.
 //! The listener is [`super::guard`]'s: connections are capped and timed out, and a connection
 //! that sent a valid token here is marked so that it is never shed.
 
@@ -17,7 +19,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 use super::guard::{ConnSlot, GuardedListener};
-use super::{Caller, EngramMcp, Server};
+use super::{stdio, Caller, EngramMcp, Server};
 use crate::commands::token::token_hash;
 
 /// The hash of the token a request carried, so that a long-lived subscription can check
@@ -51,14 +53,16 @@ pub async fn serve(handler: EngramMcp, addr: &str, origins: &[String]) -> Result
     tokio::spawn(listener.reaper(ct.child_token()));
     let mut hosts = vec!["localhost".to_string(), "127.0.0.1".into(), "::1".into()];
     hosts.push(local.ip().to_string());
+    let mut origins = origins.to_vec();
+    origins.extend(own_origins(local));
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts)
-        .with_allowed_origins(origins.to_vec())
+        .with_allowed_origins(origins.clone())
         .enforce_origin_validation()
         .with_cancellation_token(ct.child_token());
     let gate = Arc::new(Gate {
         server: Arc::clone(&handler.0),
-        origins: origins.to_vec(),
+        origins,
     });
     let service = StreamableHttpService::new(
         move || Ok(handler.clone()),
@@ -79,6 +83,60 @@ pub async fn serve(handler: EngramMcp, addr: &str, origins: &[String]) -> Result
     })
     .await?;
     Ok(())
+}
+
+/// A POST body read whole and checked before rmcp sees it: not JSON is 400 with a JSON-RPC
+/// parse error (-32700), a batch 400 with an invalid-request error (-32600), both with id null
+/// (rmcp answers both 415, which clients read as a content-type problem). Over
+/// [`stdio::MAX_MESSAGE_BYTES`] is 413, as rmcp says.
+async fn checked_body(req: Request) -> Result<Request, Response> {
+    if req.method() != axum::http::Method::POST {
+        return Ok(req);
+    }
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, stdio::MAX_MESSAGE_BYTES).await else {
+        return Err(refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "Payload Too Large: the request body exceeds 4194304 bytes\n",
+        ));
+    };
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    let refusal = if serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_err() {
+        Some((-32700, "parse error: the body is not valid JSON"))
+    } else if first == Some(&b'[') {
+        Some((
+            -32600,
+            "invalid request: JSON-RPC batches are not supported; send one message per request",
+        ))
+    } else {
+        None
+    };
+    match refusal {
+        None => Ok(Request::from_parts(parts, axum::body::Body::from(bytes))),
+        Some((code, message)) => {
+            let error = serde_json::json!({"code": code, "message": message});
+            let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": error});
+            let json = [(header::CONTENT_TYPE, "application/json")];
+            Err((StatusCode::BAD_REQUEST, json, body.to_string()).into_response())
+        }
+    }
+}
+
+/// The origins of the server's own address, always accepted: a page it served (or a client
+/// that sends its target's origin) is not a cross-site request. For a loopback address, every
+/// loopback spelling of the port (`localhost`, `127.0.0.1`, `[::1]`).
+fn own_origins(local: std::net::SocketAddr) -> Vec<String> {
+    let port = local.port();
+    let mut own = vec![format!("http://{local}")];
+    if local.ip().is_loopback() {
+        for host in ["localhost", "127.0.0.1", "[::1]"] {
+            let o = format!("http://{host}:{port}");
+            if !own.contains(&o) {
+                own.push(o);
+            }
+        }
+    }
+    own
 }
 
 /// A refusal with a one-line reason.
@@ -132,7 +190,10 @@ async fn authenticate(State(gate): State<Arc<Gate>>, mut req: Request, next: Nex
             }
             req.extensions_mut().insert(Caller(Some(principal)));
             req.extensions_mut().insert(TokenHash(hash));
-            next.run(req).await
+            match checked_body(req).await {
+                Ok(req) => next.run(req).await,
+                Err(refused) => refused,
+            }
         }
         Ok(Ok(None)) => refuse(StatusCode::UNAUTHORIZED, "unknown or revoked token\n"),
         _ => refuse(

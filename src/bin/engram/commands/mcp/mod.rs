@@ -22,11 +22,11 @@ use std::sync::{Arc, Mutex};
 use clap::Args;
 use engram::{Error, Options, Store};
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse,
-    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
-    UnsubscribeRequestParams,
+    CacheScope, CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult,
+    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -49,8 +49,8 @@ pub struct McpArgs {
     /// The most bytes a result's text (and its structured content) may take
     #[arg(long, default_value_t = 20_000, value_name = "BYTES")]
     pub max_bytes: usize,
-    /// Also accept requests from this browser Origin (HTTP; repeatable). Without one, a
-    /// request that carries an Origin header is refused
+    /// Also accept requests from this browser Origin (HTTP; repeatable). The server's own
+    /// origin is always accepted; a request carrying any other Origin is refused
     #[arg(long, value_name = "ORIGIN")]
     pub allow_origin: Vec<String>,
 }
@@ -92,6 +92,23 @@ impl Server {
         *slot = Some(s);
         Ok(handle)
     }
+}
+
+/// Whether a request's protocol version has the caching fields `ttlMs` and `cacheScope`
+/// (2026-07-28, SEP-2549): a version that still has `initialize` (2025-11-25 and before) does
+/// not, and a strict client of it reports them as unknown fields.
+fn caches(ctx: &RequestContext<RoleServer>) -> bool {
+    ctx.protocol_version().is_some_and(|v| !v.has_initialize())
+}
+
+/// Drops `ttlMs` and `cacheScope` from a result for a request whose version lacks them.
+macro_rules! uncached {
+    ($r:ident, $ctx:ident) => {
+        if !caches(&$ctx) {
+            $r.ttl_ms = None;
+            $r.cache_scope = None;
+        }
+    };
 }
 
 /// Who is calling: over stdio `--as` (or the admin); over HTTP the principal of the token the
@@ -167,11 +184,14 @@ impl ServerHandler for EngramMcp {
         _r: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        no_cursor(_r.as_ref())?;
         let caller = self.caller(&ctx);
         let tools = self.blocking(move |s| call::listed(s, &caller)).await?;
-        Ok(ListToolsResult::with_all_items(tools)
+        let mut r = ListToolsResult::with_all_items(tools)
             .with_ttl_ms(0)
-            .with_cache_scope(CacheScope::Private))
+            .with_cache_scope(CacheScope::Private);
+        uncached!(r, ctx);
+        Ok(r)
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -198,7 +218,7 @@ impl ServerHandler for EngramMcp {
         let arguments = r.arguments.map(serde_json::Value::Object);
         let (result, written) = self
             .blocking(move |s| call::call(s, &caller, &name, arguments.unwrap_or_default()))
-            .await?;
+            .await??;
         if let Some(scope) = written {
             self.0.updates.written(&scope);
         }
@@ -210,16 +230,24 @@ impl ServerHandler for EngramMcp {
         _r: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
+        no_cursor(_r.as_ref())?;
         let caller = self.caller(&ctx);
-        self.blocking(move |s| resources::list(s, &caller)).await?
+        let mut r = self
+            .blocking(move |s| resources::list(s, &caller))
+            .await??;
+        uncached!(r, ctx);
+        Ok(r)
     }
 
     async fn list_resource_templates(
         &self,
         _r: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        Ok(resources::templates())
+        no_cursor(_r.as_ref())?;
+        let mut r = resources::templates();
+        uncached!(r, ctx);
+        Ok(r)
     }
 
     async fn read_resource(
@@ -228,9 +256,10 @@ impl ServerHandler for EngramMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let caller = self.caller(&ctx);
-        let out = self
+        let mut out = self
             .blocking(move |s| resources::read(s, &caller, &r.uri))
             .await??;
+        uncached!(out, ctx);
         Ok(out.into())
     }
 
@@ -295,9 +324,20 @@ impl ServerHandler for EngramMcp {
     async fn list_prompts(
         &self,
         _r: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        Ok(resources::prompts())
+        no_cursor(_r.as_ref())?;
+        let mut r = resources::prompts();
+        uncached!(r, ctx);
+        Ok(r)
+    }
+
+    async fn on_custom_request(
+        &self,
+        r: CustomRequest,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        Err(unroutable(&r.method))
     }
 
     async fn get_prompt(
@@ -310,6 +350,56 @@ impl ServerHandler for EngramMcp {
             .blocking(move |s| resources::prompt(s, &caller, &r.name, r.arguments))
             .await??;
         Ok(out.into())
+    }
+}
+
+/// Every list fits in one page: any `cursor` is one this server never gave (-32602).
+fn no_cursor(r: Option<&PaginatedRequestParams>) -> Result<(), McpError> {
+    match r.and_then(|p| p.cursor.as_deref()) {
+        Some(c) => Err(McpError::invalid_params(
+            format!(
+                "invalid cursor {:?}: this server lists everything in one page",
+                engram::text::display_safe(c)
+            ),
+            None,
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The methods of the specification that rmcp hands to `on_custom_request` only when their
+/// params do not parse (a `tools/call` without `name`).
+const STANDARD_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "server/discover",
+    "subscriptions/listen",
+];
+
+/// The error for a request rmcp could not route: invalid params (-32602) for a method of the
+/// specification whose params did not parse, method not found (-32601) for any other.
+fn unroutable(method: &str) -> McpError {
+    let shown = engram::text::display_safe(method);
+    if STANDARD_METHODS.contains(&method) {
+        McpError::invalid_params(
+            format!("invalid params for {shown}: a required field is missing or of the wrong type"),
+            None,
+        )
+    } else {
+        McpError::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            format!("method not found: {shown}"),
+            None,
+        )
     }
 }
 

@@ -1,7 +1,9 @@
 //! The stdio transport with a bound on each message: a line over [`MAX_MESSAGE_BYTES`] is never
 //! handed to rmcp (which would drop it without a word, leaving the client waiting forever); it
 //! is answered with a JSON-RPC error carrying the request's id (read from the line's start) and
-//! noted on stderr, and the server goes on with the next line. Everything else passes through
+//! noted on stderr, and the server goes on with the next line. A line that is not JSON is
+//! answered with a parse error (-32700) and a batch with an invalid-request error (-32600), both
+//! with id null, as JSON-RPC asks (rmcp would drop the first silently). Everything else passes through
 //! unchanged: stdin to rmcp through one pipe, rmcp's lines and the refusals to stdout through
 //! one writer, so that they never interleave.
 
@@ -64,6 +66,8 @@ async fn pump_in(
         if end.is_some() {
             if over {
                 let _ = refusals.send(refusal(&line));
+            } else if let Some(refused) = malformed(&line) {
+                let _ = refusals.send(refused);
             } else if to.write_all(&line).await.is_err() {
                 break;
             }
@@ -107,6 +111,29 @@ async fn pump_out(
             },
         }
     }
+}
+
+/// The JSON-RPC error for a line that is not a JSON-RPC message rmcp can take, which rmcp would
+/// drop without a word (or answer without an id): not JSON at all (-32700, parse error), or a
+/// batch (-32600: batches are gone from the specification since 2025-06-18), both with id null.
+/// None for a blank line or a JSON object.
+fn malformed(line: &[u8]) -> Option<String> {
+    let text = line
+        .strip_prefix(b"\xEF\xBB\xBF".as_slice())
+        .unwrap_or(line);
+    let start = text.iter().find(|b| !b.is_ascii_whitespace())?;
+    let (code, message) = if serde_json::from_slice::<serde::de::IgnoredAny>(text).is_err() {
+        (-32700, "parse error: the message is not valid JSON")
+    } else if *start == b'[' {
+        (
+            -32600,
+            "invalid request: JSON-RPC batches are not supported; send one message per line",
+        )
+    } else {
+        return None;
+    };
+    let error = serde_json::json!({"code": code, "message": message});
+    Some(serde_json::json!({"jsonrpc": "2.0", "id": null, "error": error}).to_string())
 }
 
 /// The JSON-RPC error for a line over the limit, with the id found at its start (or null).

@@ -61,11 +61,53 @@ impl ToolSpec {
             .destructive(self.destructive)
             .idempotent(self.idempotent)
             .open_world(false);
-        let mut t = Tool::new(self.name, self.description, (self.input)())
+        let mut input = Value::Object((*(self.input)()).clone());
+        strict(&mut input);
+        let input = match input {
+            Value::Object(m) => Arc::new(m),
+            _ => (self.input)(),
+        };
+        let mut t = Tool::new(self.name, self.description, input)
             .with_title(self.title)
             .with_annotations(annotations);
         t.output_schema = Some(Arc::new(output_schema(self.output.0, self.output.1)));
         t
+    }
+}
+
+/// An argument schema as strict validators (the Inspector's `--strict`) want it: an optional
+/// argument's `type: [T, "null"]` is `type: T` and `anyOf: [X, {type: null}]` is X (leaving the
+/// argument out is how to say none; an explicit null is still accepted), and a bare `true` as
+/// array items (any JSON value) is `{"type": "object"}`, since the only such items engram takes
+/// are session messages, which are objects.
+fn strict(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            if let Some(Value::Array(types)) = m.get_mut("type") {
+                types.retain(|t| t != "null");
+                if let [only] = types.as_slice() {
+                    let only = only.clone();
+                    m.insert("type".into(), only);
+                }
+            }
+            let null = json!({"type": "null"});
+            if let Some(Value::Array(any)) = m.get("anyOf") {
+                let rest: Vec<Value> = any.iter().filter(|x| **x != null).cloned().collect();
+                if let [Value::Object(keep)] = rest.as_slice() {
+                    let keep = keep.clone();
+                    m.remove("anyOf");
+                    for (k, x) in keep {
+                        m.entry(k).or_insert(x);
+                    }
+                }
+            }
+            if m.get("items") == Some(&Value::Bool(true)) {
+                m.insert("items".into(), json!({"type": "object"}));
+            }
+            m.values_mut().for_each(strict);
+        }
+        Value::Array(a) => a.iter_mut().for_each(strict),
+        _ => {}
     }
 }
 
@@ -184,13 +226,13 @@ pub const TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "nap",
         title: "Store summaries",
-        description: "Without answers: the next merge prompt (or, with batch N, up to N independent ones). With answers [{block, summary}]: store them in one transaction, then get the next prompt. A summary is one line that keeps what will still matter and invents nothing; cite sources as `claim [#3, #7]`.",
+        description: "Without arguments: the next merge prompt (or, with batch N, up to N independent ones). With block and text: store that summary, as the prompt asks, then get the next prompt. With answers [{block, summary}]: store them in one transaction, then get the next prompt. A summary is one line that keeps what will still matter and invents nothing; cite sources as `claim [#3, #7]`.",
         group: Group::Core,
         read_only: false,
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<tree::NapArgs>>,
-        output: (&[NEXT, "pending", "saved", "settled", "result"], &[]),
+        output: (&[NEXT, "pending", "block", "saved", "uncited", "settled", "result"], &[]),
         build: |v, _| args::scoped(v, Command::Nap),
     },
     ToolSpec {

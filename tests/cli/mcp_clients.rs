@@ -1,0 +1,212 @@
+//! `engram mcp` as clients nobody here wrote speak it (issue 22), without an SDK:
+//! a failing tool's result carries its message with its class as text and no
+//! `structuredContent` (which would have to match the tool's output schema, so that the
+//! TypeScript SDK's client and the Inspector hid the message behind a schema error); and the
+//! protocol errors of the 2025-11-25 specification: an unknown tool and a `tools/call` without
+//! `name` are -32602, a bogus cursor -32602, a line that is not JSON -32700 with id null, a
+//! batch -32600 with id null, and over HTTP both of the latter are 400 with a JSON-RPC body.
+
+use serde_json::{json, Value};
+
+use crate::common::mcp::{error_class, initialize_body, token, HttpServer, StdioServer};
+use crate::common::Env;
+
+/// The error object of a JSON-RPC response (panics when it is a result).
+fn rpc_error(r: &Value) -> &Value {
+    assert!(r.get("result").is_none(), "a result, not an error: {r}");
+    &r["error"]
+}
+
+#[test]
+fn a_failing_tool_says_its_class_in_text_without_structured_content() {
+    let e = Env::init();
+    e.ok(&["note", "first"]);
+    e.ok(&["note", "second"]);
+    let mut s = StdioServer::start(&e, &[], &[]);
+    let r = s.call("note", json!({"text": "keyed", "key": "k1"}));
+    assert_ne!(r["isError"], true, "{r}");
+    let failing = [
+        ("show", json!({"id": 999}), "not_found"),
+        ("note", json!({}), "invalid"),
+        ("note", json!({"text": "other", "key": "k1"}), "conflict"),
+        (
+            "decide",
+            json!({"id": 999, "action": "accept"}),
+            "not_found",
+        ),
+        ("zoom", json!({"block": "not-a-block"}), "invalid"),
+        ("why", json!({"block": "0-1"}), "invalid"),
+        ("session_load", json!({"id": "nope"}), "not_found"),
+    ];
+    for (tool, args, class) in failing {
+        let r = s.call(tool, args.clone());
+        assert_eq!(error_class(&r), class, "{tool} {args}: {r}");
+        let text = r["content"][0]["text"].as_str().unwrap_or_default();
+        assert!(text.len() > class.len() + 2, "{tool}: no message: {r}");
+    }
+}
+
+#[test]
+fn protocol_errors_over_stdio_follow_the_specification() {
+    let e = Env::init();
+    let mut s = StdioServer::start(&e, &[], &[]);
+    let r = s.request(
+        "tools/call",
+        json!({"name": "no_such_tool", "arguments": {}}),
+    );
+    assert_eq!(rpc_error(&r)["code"], -32602, "{r}");
+    let r = s.request("tools/call", json!({"arguments": {}}));
+    assert_eq!(rpc_error(&r)["code"], -32602, "{r}");
+    for method in [
+        "tools/list",
+        "resources/list",
+        "prompts/list",
+        "resources/templates/list",
+    ] {
+        let r = s.request(method, json!({"cursor": "bogus"}));
+        assert_eq!(rpc_error(&r)["code"], -32602, "{method}: {r}");
+    }
+    let r = s.request("no/such/method", json!({}));
+    assert_eq!(rpc_error(&r)["code"], -32601, "{r}");
+    s.send_line("{\"jsonrpc\": \"2.0\", \"id\": 5, \"method\": ");
+    let r = s.read_message().expect("an answer to malformed JSON");
+    assert!(r["id"].is_null() && r.get("id").is_some(), "{r}");
+    assert_eq!(rpc_error(&r)["code"], -32700, "{r}");
+    s.send_line(r#"[{"jsonrpc": "2.0", "id": 6, "method": "ping"}]"#);
+    let r = s.read_message().expect("an answer to a batch");
+    assert!(r["id"].is_null() && r.get("id").is_some(), "{r}");
+    assert_eq!(rpc_error(&r)["code"], -32600, "{r}");
+    // The server goes on.
+    let r = s.request("ping", json!({}));
+    assert!(r.get("result").is_some(), "{r}");
+}
+
+#[test]
+fn malformed_json_and_batches_over_http_are_400_with_a_json_rpc_body() {
+    let e = Env::init();
+    let tok = token(&e, "user:bob");
+    let s = HttpServer::start(&e, &[]);
+    let auth = format!("Bearer {tok}");
+    let cases = [
+        ("{\"jsonrpc\": \"2.0\", \"id\": 1, ", -32700),
+        (
+            "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]",
+            -32600,
+        ),
+    ];
+    for (body, code) in cases {
+        let (status, resp) = s.post(&[("Authorization", &auth)], body);
+        assert_eq!(status, 400, "{body}: {resp}");
+        let json = resp.split("\r\n\r\n").nth(1).unwrap_or_default();
+        let v: Value = serde_json::from_str(json.trim()).expect(json);
+        assert_eq!(v["error"]["code"], code, "{v}");
+        assert!(v["id"].is_null() && v.get("id").is_some(), "{v}");
+    }
+    let (status, resp) = s.post(&[("Authorization", &auth)], &initialize_body());
+    assert_eq!(status, 200, "{resp}");
+}
+
+/// The text of a successful tool result.
+fn text_of(r: &Value) -> String {
+    assert_ne!(r["isError"], true, "{r}");
+    r["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn hints_over_mcp_name_the_tool_call_never_a_shell_line() {
+    // Issue 22, point 6: the store is not the default one, so a `Run: engram nap` would act on
+    // another store; an MCP client is told to call `nap` with `block` and `text`.
+    let e = Env::init();
+    let mut s = StdioServer::start(&e, &[], &[]);
+    s.call("note", json!({"text": "first"}));
+    let noted = text_of(&s.call("note", json!({"text": "second"})));
+    assert!(!noted.contains("Run:"), "{noted}");
+    assert!(
+        noted.ends_with(
+            "Answer with the tool call `nap` with block `0-1` and text `<your line>`.\n"
+        ),
+        "{noted}"
+    );
+    let woke = text_of(&s.call("wake", json!({})));
+    assert!(
+        woke.ends_with("You are awake.\n1 merge is pending. Call `nap` for the next one.\n"),
+        "{woke}"
+    );
+    let saved = text_of(&s.call(
+        "nap",
+        json!({"block": "0-1", "text": "first and second [#0, #1]"}),
+    ));
+    assert!(
+        saved.starts_with("Saved 0-1.\nNothing left to compress.\n"),
+        "{saved}"
+    );
+    // A scope other than the server's is named in the call.
+    s.call("note", json!({"text": "a", "scope": "work"}));
+    let other = text_of(&s.call("note", json!({"text": "b", "scope": "work"})));
+    assert!(
+        other.ends_with("`nap` with scope `work`, block `0-1` and text `<your line>`.\n"),
+        "{other}"
+    );
+    let r = s.call(
+        "nap",
+        json!({"block": "0-1", "text": "x", "answers": [{"block": "0-1", "summary": "x"}]}),
+    );
+    assert_eq!(error_class(&r), "invalid", "{r}");
+}
+
+#[test]
+fn the_servers_own_loopback_origin_is_accepted_and_others_still_refused() {
+    // Issue 22, point 5: without --allow-origin, a request from the server's own origin.
+    let e = Env::init();
+    let tok = token(&e, "user:bob");
+    let s = HttpServer::start(&e, &[]);
+    let auth = format!("Bearer {tok}");
+    let port = s.addr.rsplit(':').next().unwrap_or_default().to_string();
+    let other = if port == "1" { "2" } else { "1" };
+    for (origin, status) in [
+        (format!("http://127.0.0.1:{port}"), 200),
+        (format!("http://localhost:{port}"), 200),
+        (format!("http://localhost:{other}"), 403),
+        ("http://evil.example".to_string(), 403),
+    ] {
+        let headers = [
+            ("Authorization", auth.as_str()),
+            ("Origin", origin.as_str()),
+        ];
+        let (got, resp) = s.post(&headers, &initialize_body());
+        assert_eq!(got, status, "{origin}: {resp}");
+    }
+}
+
+#[test]
+fn schemas_are_strict_and_old_sessions_get_no_caching_fields() {
+    // Issue 22, point 3: no nullable type arrays, no bare `true` items in the argument schemas;
+    // no `ttlMs`/`cacheScope` (2026-07-28 fields) in a session of an earlier version.
+    let e = Env::init();
+    let mut s = StdioServer::start(&e, &[], &["--tools", "all"]);
+    let tools = s.request("tools/list", json!({}));
+    let text = tools.to_string();
+    assert!(
+        tools["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| t.len() > 20),
+        "{tools}"
+    );
+    assert!(!text.contains("\"null\""), "a nullable type: {text}");
+    assert!(!text.contains("\"items\":true"), "a bare true: {text}");
+    for (method, params) in [
+        ("tools/list", json!({})),
+        ("resources/list", json!({})),
+        ("resources/templates/list", json!({})),
+        ("prompts/list", json!({})),
+        ("resources/read", json!({"uri": "engram://default/wake"})),
+    ] {
+        let r = s.request(method, params);
+        assert!(r.get("result").is_some(), "{method}: {r}");
+        assert!(r["result"].get("ttlMs").is_none(), "{method}: {r}");
+        assert!(r["result"].get("cacheScope").is_none(), "{method}: {r}");
+    }
+}
