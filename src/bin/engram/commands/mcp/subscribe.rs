@@ -117,19 +117,17 @@ pub fn subscribe_legacy(
     peer: Peer<RoleServer>,
 ) {
     let updates = &server.updates;
-    let stop = CancellationToken::new();
-    if let Ok(mut m) = updates.legacy.lock() {
-        let token = m.entry(key(&who, &uri)).or_default();
-        if token.is_cancelled() {
-            *token = CancellationToken::new();
+    // Cancelled with the (caller, uri) entry's token by `unsubscribe`.
+    let stop = match updates.legacy.lock() {
+        Ok(mut m) => {
+            let token = m.entry(key(&who, &uri)).or_default();
+            if token.is_cancelled() {
+                *token = CancellationToken::new();
+            }
+            token.child_token()
         }
-        let parent = token.clone();
-        let child = stop.clone();
-        tokio::spawn(async move {
-            parent.cancelled().await;
-            child.cancel();
-        });
-    }
+        Err(_) => CancellationToken::new(),
+    };
     let mut rx = updates.written.subscribe();
     let server = Arc::clone(server);
     tokio::spawn(async move {
