@@ -176,6 +176,18 @@ pub enum NapOutcome {
     AlreadySettled,
 }
 
+/// What `engram nap LO-HI TEXT` reports ([`WriteTxn::nap_report`]): the outcome, and the merge
+/// due next as of the same transaction.
+#[derive(Debug, Clone, Serialize)]
+pub struct Napped {
+    /// Whether the summary was stored.
+    pub outcome: NapOutcome,
+    /// The merge due next (`None`: none can be built now, or the principal may not read it).
+    pub next_prompt: Option<MergePrompt>,
+    /// Merges still pending in the scope (0 when the principal may not read it).
+    pub pending: u64,
+}
+
 /// What `why` shows: a summary, its claims and the records behind each.
 #[derive(Debug, Clone, Serialize)]
 pub struct Why {
@@ -416,6 +428,26 @@ impl WriteTxn<'_> {
         self.settle(scope, &mut meta, b, text, &cfg)?;
         self.put_scope(scope, &meta)?;
         Ok(NapOutcome::Saved)
+    }
+
+    /// [`WriteTxn::nap`], then, in the same transaction, the next merge and the pending count
+    /// (what `engram nap LO-HI TEXT` prints: one call, one commit).
+    pub fn nap_report(&mut self, scope: &str, b: Block, text: &str) -> Result<Napped> {
+        let outcome = self.nap(scope, b, text)?;
+        let readable = self.may(crate::storage::access::Access::Read, scope)?;
+        let (next_prompt, pending) = match self.scope_meta(scope)? {
+            Some(meta) if readable => {
+                let cfg = self.config()?;
+                let next = prompts_of(&self.tx, &meta, &cfg, 1)?.into_iter().next();
+                (next, meta.pending)
+            }
+            _ => (None, 0),
+        };
+        Ok(Napped {
+            outcome,
+            next_prompt,
+            pending,
+        })
     }
 
     /// Stores many summaries at once, all or nothing (`nap --apply FILE`). Entries may come in
@@ -703,6 +735,12 @@ impl Store {
     /// Answers the next merge; see [`WriteTxn::nap`].
     pub fn nap(&self, scope: &str, b: Block, text: &str) -> Result<NapOutcome> {
         self.write(|tx| tx.nap(scope, b, text))
+    }
+
+    /// Stores a summary and reports the next merge, in one commit; see
+    /// [`WriteTxn::nap_report`].
+    pub fn nap_report(&self, scope: &str, b: Block, text: &str) -> Result<Napped> {
+        self.write(|tx| tx.nap_report(scope, b, text))
     }
 
     /// Applies a batch of merges atomically; see [`WriteTxn::nap_many`].

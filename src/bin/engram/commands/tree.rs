@@ -264,12 +264,13 @@ fn tool_answers(answers: &[Answer]) -> Result<Vec<(Block, String)>, Error> {
 fn nap_answer(cx: &mut Context<'_>, block: &str, t: &str) -> Result<(), Error> {
     let b: Block = block.parse()?;
     let t = cx.text_arg(t)?;
-    let outcome = cx.store.nap(cx.scope, b, &t)?;
+    let napped = cx.store.nap_report(cx.scope, b, &t)?;
+    let outcome = napped.outcome;
     let uncited = engram::uncited(&engram::parse_claims(&t));
     let saved = outcome != NapOutcome::AlreadySettled;
     let v = serde_json::json!({
         "block": b.to_string(), "saved": saved, "uncited": saved && uncited,
-        "next_merge": next_merge_json(cx)?,
+        "next_merge": napped.next_prompt,
     });
     cx.emit(&v)?;
     if !cx.text_wanted() {
@@ -287,7 +288,7 @@ fn nap_answer(cx: &mut Context<'_>, block: &str, t: &str) -> Result<(), Error> {
         }
     }
     // Either way the note -> prompt -> nap loop goes on: the next prompt, or that none is left.
-    print_next_prompt(cx, true)
+    crate::output::print_prompt(cx, napped.next_prompt.as_ref(), napped.pending, true)
 }
 
 /// Drops the summary of the block and of every block built on it.
