@@ -95,7 +95,9 @@ pub use memory::note::{Appended, NewMemory, Noted, NotedSeen, MAX_LINKS};
 pub use memory::recall::{compile_pattern, compile_query, Query, Recall, RecallQuery, MAX_WORDS};
 pub use memory::search::vector::{Embedding, MAX_DIMENSION};
 pub use memory::search::{Hit, RankParams, SearchMode, SearchQuery, SearchResult};
-pub use memory::tree::{summary_line, MergePrompt, NapOutcome, PromptInput, Why, ZoomEntry};
+pub use memory::tree::{
+    summary_line, MergePrompt, NapOutcome, Napped, PromptInput, Why, ZoomEntry,
+};
 pub use memory::wake::{cover, reference_cover, Cover, WakeItem, WakeOptions, WakeView};
 /// The storage engine, re-exported so that custom backends (`redb::StorageBackend`) match its version.
 pub use redb;
