@@ -9,7 +9,7 @@
 //!   memories of generated conversational text, and each index's bytes per memory.
 //!
 //! `cargo bench -p engram-bench-compare --bench search` runs both (full: the whole grid, 10^4 to
-//! 10^6); `-- --quick` uses a 3-point grid and 10^3 and 10^4 memories; `-- --only quality` or
+//! 10^6); `-- --quick` uses a 4-point grid and 10^3 and 10^4 memories; `-- --only quality` or
 //! `-- --only speed` runs one part. The report goes to stdout and `target/bench/search.md`.
 //! A note's cost with and without the index is measured with the `compare` bench's
 //! `profile:note` and `note_durable` on this build and on the previous format's (see
