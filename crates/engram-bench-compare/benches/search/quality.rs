@@ -214,11 +214,14 @@ impl Bm25 {
     }
 }
 
+/// The grid's axes: k1, b, neighbour weight, neighbour radius, coverage.
+type Axes = (Vec<f64>, Vec<f64>, Vec<f64>, Vec<u32>, Vec<f64>);
+
 /// The parameter grid engram's held-out figure chooses from: around the defaults (quick: the
 /// defaults with and without neighbours, with and without the coverage boost).
 fn grid(quick: bool) -> Vec<RankParams> {
     let d = RankParams::default();
-    let (k1s, bs, ws, ns, cs): (Vec<f64>, Vec<f64>, Vec<f64>, Vec<u32>, Vec<f64>) = if quick {
+    let (k1s, bs, ws, ns, cs): Axes = if quick {
         (
             vec![d.k1],
             vec![d.b],
