@@ -56,6 +56,9 @@ pub struct RankParams {
     pub neighbour_weight: f64,
     /// How many neighbours on each side contribute.
     pub neighbours: u32,
+    /// Query-term coverage boost: a memory's direct score is multiplied by `1 + coverage *
+    /// (query terms it contains / query terms)` (0: none).
+    pub coverage: f64,
     /// Reciprocal rank fusion's constant.
     pub rrf_k: f64,
 }
@@ -68,6 +71,7 @@ impl Default for RankParams {
             b: rank::B,
             neighbour_weight: rank::NEIGHBOUR_WEIGHT,
             neighbours: u32::try_from(rank::NEIGHBOUR_RADIUS).unwrap_or(u32::MAX),
+            coverage: rank::COVERAGE,
             rrf_k: 60.0,
         }
     }

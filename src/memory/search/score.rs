@@ -1,12 +1,12 @@
 //! One scope's lexical ranking: BM25 over its postings (blocks and tail) with the scope's own
-//! statistics, then neighbour propagation (a memory gains a share of the best score among the
+//! statistics, boosted by query-term coverage, then neighbour propagation (a memory gains a share of the best score among the
 //! memories noted just before and after it): the recipe of [`crate::domain::rank`]. Reads the query terms' blocks and the scope's tail, nothing
 //! else: no record.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::ControlFlow;
 
-use crate::domain::rank::{idf, term_score_with, with_neighbours_by};
+use crate::domain::rank::{covered, idf, term_score_with, with_neighbours_by};
 use crate::error::Result;
 use crate::memory::search::RankParams;
 use crate::storage::index::{decode_forward, read_stats, write::each_posting, Posting, STATS_DOC};
@@ -55,7 +55,7 @@ fn postings(kv: &(impl KvRead + ?Sized), sid: u32, terms: &[String]) -> Result<V
 }
 
 /// Scores every document of scope `sid` (which holds `count` memories) that contains a query
-/// term, with neighbour propagation; documents are memory ids (below 2^56) or summary documents.
+/// term, boosted by how many of the query's terms it contains, with neighbour propagation; documents are memory ids (below 2^56) or summary documents.
 pub fn lexical(
     kv: &(impl KvRead + ?Sized),
     sid: u32,
@@ -79,6 +79,10 @@ pub fn lexical(
             e.score += term_score_with(p.tf, p.len, avglen, w, k.k1, k.b);
             e.mask |= 1u64.checked_shl(i as u32).unwrap_or(0);
         }
+    }
+    let asked = terms.len().min(64) as u32;
+    for s in out.values_mut() {
+        s.score = covered(s.score, s.mask.count_ones(), asked, k.coverage);
     }
     Ok(propagate(out, count, k))
 }

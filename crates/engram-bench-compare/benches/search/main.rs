@@ -11,7 +11,7 @@
 //!   and 10^5 stored vectors of dimension 384, and what writing the vectors costs.
 //!
 //! `cargo bench -p engram-bench-compare --bench search` runs all three (full: the whole grid,
-//! 10^4 to 10^6 memories, 10^4 and 10^5 vectors); `-- --quick` uses a 3-point grid and 10^3 and
+//! 10^4 to 10^6 memories, 10^4 and 10^5 vectors); `-- --quick` uses a 4-point grid and 10^3 and
 //! 10^4 memories and vectors; `-- --only quality`, `speed` or `vectors` (or several, joined by
 //! commas) runs those parts. The report goes to stdout and `target/bench/search.md`.
 //! A note's cost with and without the index is measured with the `compare` bench's

@@ -214,37 +214,45 @@ impl Bm25 {
     }
 }
 
+/// The grid's axes: k1, b, neighbour weight, neighbour radius, coverage.
+type Axes = (Vec<f64>, Vec<f64>, Vec<f64>, Vec<u32>, Vec<f64>);
+
 /// The parameter grid engram's held-out figure chooses from: around the defaults (quick: the
-/// defaults with and without neighbours).
+/// defaults with and without neighbours, with and without the coverage boost).
 fn grid(quick: bool) -> Vec<RankParams> {
     let d = RankParams::default();
-    let (k1s, bs, ws, ns): (Vec<f64>, Vec<f64>, Vec<f64>, Vec<u32>) = if quick {
+    let (k1s, bs, ws, ns, cs): Axes = if quick {
         (
             vec![d.k1],
             vec![d.b],
             vec![0.0, d.neighbour_weight],
             vec![d.neighbours],
+            vec![0.0, d.coverage],
         )
     } else {
         (
-            vec![0.3, 0.6, 1.2],
-            vec![0.3, 0.5, 0.75],
+            vec![0.3, 0.6],
+            vec![0.5, 0.75],
             vec![0.0, 0.5, 0.7, 0.9],
             vec![1, 2, 3],
+            vec![0.0, 0.1, 0.2, 0.3, 0.4],
         )
     };
     let mut out = Vec::new();
     for &k1 in &k1s {
         for &b in &bs {
-            for &w in &ws {
-                for &n in if w == 0.0 { &ns[..1] } else { &ns[..] } {
-                    out.push(RankParams {
-                        k1,
-                        b,
-                        neighbour_weight: w,
-                        neighbours: n,
-                        ..d
-                    });
+            for &coverage in &cs {
+                for &w in &ws {
+                    for &n in if w == 0.0 { &ns[..1] } else { &ns[..] } {
+                        out.push(RankParams {
+                            k1,
+                            b,
+                            neighbour_weight: w,
+                            neighbours: n,
+                            coverage,
+                            ..d
+                        });
+                    }
                 }
             }
         }
@@ -281,8 +289,8 @@ fn total(v: &[Scores]) -> Scores {
 
 fn describe(p: &RankParams) -> String {
     format!(
-        "k1 {}, b {}, neighbours {}x{}",
-        p.k1, p.b, p.neighbours, p.neighbour_weight
+        "k1 {}, b {}, neighbours {}x{}, coverage {}",
+        p.k1, p.b, p.neighbours, p.neighbour_weight, p.coverage
     )
 }
 

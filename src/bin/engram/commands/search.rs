@@ -77,6 +77,10 @@ pub struct SearchArgs {
     #[arg(long, hide = true)]
     #[serde(skip)]
     pub neighbours: Option<u32>,
+    /// Query-term coverage boost (advanced, for benchmarks)
+    #[arg(long, hide = true)]
+    #[serde(skip)]
+    pub coverage: Option<f64>,
 }
 
 /// Parses an embedding: a JSON array of numbers, or numbers separated by spaces or commas.
@@ -123,6 +127,7 @@ fn query(cx: &Context<'_>, a: &SearchArgs) -> Result<SearchQuery, Error> {
     p.b = a.b.unwrap_or(p.b);
     p.neighbour_weight = a.neighbour_weight.unwrap_or(p.neighbour_weight);
     p.neighbours = a.neighbours.unwrap_or(p.neighbours);
+    p.coverage = a.coverage.unwrap_or(p.coverage);
     Ok(q)
 }
 
