@@ -94,7 +94,7 @@ pub use memory::log::memory_line;
 pub use memory::note::{Appended, NewMemory, Noted, NotedSeen, MAX_LINKS};
 pub use memory::recall::{compile_pattern, compile_query, Query, Recall, RecallQuery, MAX_WORDS};
 pub use memory::search::vector::{Embedding, MAX_DIMENSION};
-pub use memory::search::{Hit, RankParams, SearchMode, SearchQuery, SearchResult};
+pub use memory::search::{Hit, RankParams, SearchMode, SearchQuery, SearchResult, MAX_NEIGHBOURS};
 pub use memory::tree::{
     summary_line, MergePrompt, NapOutcome, Napped, PromptInput, Why, ZoomEntry,
 };

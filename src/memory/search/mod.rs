@@ -63,6 +63,40 @@ pub struct RankParams {
     pub rrf_k: f64,
 }
 
+/// The most neighbours on each side a search may propagate from (each costs a map probe per
+/// scored memory).
+pub const MAX_NEIGHBOURS: u32 = 16;
+
+impl RankParams {
+    /// Refuses parameters no ranking could use: a non-finite or negative number, or more than
+    /// [`MAX_NEIGHBOURS`] neighbours.
+    pub fn validate(&self) -> Result<()> {
+        let numbers = [
+            ("k1", self.k1),
+            ("b", self.b),
+            ("neighbour weight", self.neighbour_weight),
+            ("coverage", self.coverage),
+            ("rrf k", self.rrf_k),
+        ];
+        if let Some((name, v)) = numbers.iter().find(|(_, v)| !v.is_finite() || *v < 0.0) {
+            return Err(Error::invalid(
+                "rank parameters",
+                format!("{name} is {v}; it must be a finite number of at least 0"),
+            ));
+        }
+        if self.neighbours > MAX_NEIGHBOURS {
+            return Err(Error::invalid(
+                "rank parameters",
+                format!(
+                    "{} neighbours on each side; at most {MAX_NEIGHBOURS}",
+                    self.neighbours
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Default for RankParams {
     fn default() -> Self {
         use crate::domain::rank;

@@ -56,6 +56,7 @@ fn rank_scope(
 /// Runs the query over `scopes` in one snapshot (each must be readable).
 pub(crate) fn search(r: &ReadTxn, scopes: &[String], q: &SearchQuery) -> Result<SearchResult> {
     require_index(r)?;
+    q.params.validate()?;
     let terms = query_terms(&q.text);
     if terms.is_empty() && (q.vector.is_none() || q.effective_mode() == SearchMode::Lexical) {
         return Err(Error::invalid("query", "there is no word to look for"));

@@ -375,3 +375,34 @@ fn a_search_mode_is_one_of_three_names() {
         "{err:?}"
     );
 }
+
+#[test]
+fn rank_parameters_no_ranking_could_use_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = engram::Store::create(dir.path().join("p.redb")).unwrap();
+    s.note("a", engram::NewMemory::new("alpha beta")).unwrap();
+    let with = |f: &dyn Fn(&mut engram::RankParams)| {
+        let mut q = engram::SearchQuery::new("alpha");
+        f(&mut q.params);
+        s.search("a", &q)
+    };
+    assert_eq!(with(&|_| {}).unwrap().hits.len(), 1);
+    for bad in [
+        with(&|p| p.neighbours = u32::MAX),
+        with(&|p| p.k1 = f64::NAN),
+        with(&|p| p.b = -1.0),
+        with(&|p| p.coverage = f64::INFINITY),
+    ] {
+        let err = bad.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                engram::Error::Invalid {
+                    what: "rank parameters",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+}
