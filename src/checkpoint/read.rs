@@ -145,9 +145,17 @@ impl ReadTxn {
             .map(|c| (DeltaHistory::new(c), false))
             .collect();
         let mut cursor = self.record(thread, ns, id)?.and_then(|f| f.rec.parent);
+        // A host names each parent, so a chain can loop: each ancestor is visited once.
+        let mut visited = std::collections::HashSet::new();
         while let Some(cid) = cursor.take() {
             if acc.iter().all(|(_, done)| *done) {
                 break;
+            }
+            if !visited.insert(cid.clone()) {
+                return Err(Error::invalid(
+                    "checkpoint",
+                    format!("the parent chain of thread {thread:?} loops at checkpoint {cid:?}"),
+                ));
             }
             let Some(f) = self.record(thread, ns, Some(&cid))? else {
                 break;

@@ -325,3 +325,29 @@ fn delta_history_walks_the_parents_back_to_each_channels_seed() {
         .unwrap();
     assert!(none.iter().all(|h| h.writes.is_empty() && h.seed.is_none()));
 }
+
+#[test]
+fn a_parent_chain_that_loops_is_refused_not_walked_forever() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s.redb")).unwrap();
+    // The host names each parent: x's parent is y and y's is x.
+    for (id, parent) in [("x", "y"), ("y", "x")] {
+        let mut c = step("a", 1);
+        c.id = id.into();
+        c.parent = Some(parent.into());
+        store.checkpoint_put(&c).unwrap();
+    }
+    let err = store
+        .checkpoint_delta_history("a", "", Some("x"), &["never-written".to_string()])
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            engram::Error::Invalid {
+                what: "checkpoint",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
