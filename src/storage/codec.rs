@@ -141,6 +141,15 @@ impl<'a> Wire<'a> {
         std::str::from_utf8(head).ok()
     }
 
+    /// A sequence of `f32`s (a `Vec<f32>`): its length, then 4 little-endian bytes each,
+    /// borrowed as those bytes (`chunks_exact(4)` reads them without a copy).
+    pub(crate) fn f32s(&mut self) -> Option<&'a [u8]> {
+        let n = usize::try_from(self.u64()?).ok()?;
+        let (head, rest) = self.b.split_at_checked(n.checked_mul(4)?)?;
+        self.b = rest;
+        Some(head)
+    }
+
     /// How many bytes are left.
     pub(crate) fn left(&self) -> usize {
         self.b.len()
@@ -194,6 +203,17 @@ mod tests {
             );
             assert_eq!(w.left(), 0);
         }
+        let v = [1.5f32, -0.0, f32::MAX, 3.25e-7];
+        let bytes = postcard::to_allocvec(&v.to_vec()).unwrap();
+        let mut w = Wire::new(&bytes);
+        let raw = w.f32s().unwrap();
+        let read: Vec<f32> = raw
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        assert_eq!(read, v);
+        assert_eq!(w.left(), 0);
+        assert_eq!(Wire::new(&[3, 0, 0, 0, 0]).f32s(), None);
         // Overlong and overflowing varints, a string past the end, bad UTF-8: refused by both.
         let bad: [&[u8]; 5] = [
             &[0x80; 11],
