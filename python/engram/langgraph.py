@@ -19,18 +19,17 @@ may share one store file.
 ``EngramStore`` is a ``BaseStore``: namespaces, ``filter``, ``limit``/``offset``, TTL
 (``TTLConfig``: ``default_ttl`` minutes, ``refresh_on_read``, ``sweep``), and search: ranked by
 the vectors of an ``index`` config (``embed``, ``dims``, ``fields``) when given, else by a
-lexical score of the query's words (the hook ``rank_lexical``, to be served by engram's ranked
-search).
+lexical score of the query's words: engram's own ranking (``engram::rank_texts``, the
+tokenizer, stemmer, BM25 and coverage boost of ``Store.search``) over the items the namespace
+and filter select, with their statistics.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import math
 import os
 import random
-import re
 import struct
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from datetime import datetime, timezone
@@ -38,7 +37,7 @@ from typing import Any
 
 from engram import Store, open_store
 from engram._adapters import Closing, require
-from engram._engram import LangGraphStorage
+from engram._engram import LangGraphStorage, best_cosine, rank_texts as _rank_texts
 
 require("langgraph.checkpoint.base", "langgraph", "engram.langgraph")
 from langchain_core.runnables import RunnableConfig  # noqa: E402
@@ -387,28 +386,10 @@ def _compare(value: Any, cond: Any) -> bool:
     return value == cond
 
 
-_WORD = re.compile(r"\w+")
-
-
 def rank_lexical(query: str, texts: list[str]) -> list[float]:
-    """The lexical score of each text for ``query``: the share of the query's words it holds,
-    weighted by how rare each word is among the candidates. The hook for engram's ranked search
-    (``Store.search``), which replaces it once merged."""
-    words = set(_WORD.findall(query.lower()))
-    if not words:
-        return [0.0] * len(texts)
-    bags = [set(_WORD.findall(t.lower())) for t in texts]
-    n = len(bags) or 1
-    weight = {w: math.log(1 + n / (1 + sum(w in b for b in bags))) for w in words}
-    total = sum(weight.values()) or 1.0
-    return [sum(weight[w] for w in words if w in b) / total for b in bags]
-
-
-def _cosine(a: list[float], b: list[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b))
-    na = math.sqrt(sum(x * x for x in a))
-    nb = math.sqrt(sum(y * y for y in b))
-    return dot / (na * nb) if na and nb else 0.0
+    """The engine's lexical score of each text for ``query`` (``engram::rank_texts``: its
+    tokenizer and stemmer, BM25 with the coverage boost, the statistics of the texts given)."""
+    return _rank_texts(query, list(texts))
 
 
 class EngramStore(_Closable, BaseStore):
@@ -588,16 +569,7 @@ class EngramStore(_Closable, BaseStore):
     ) -> list[float | None]:
         if query in queries:
             q = queries[query]
-            dims = len(q)
-            out: list[float | None] = []
-            for _, packed in found:
-                n = len(packed) // 4
-                vs = struct.unpack(f"<{n}f", packed) if n else ()
-                best = [
-                    _cosine(q, list(vs[j : j + dims])) for j in range(0, n - dims + 1, dims)
-                ] if dims else []
-                out.append(max(best) if best else None)
-            return out
+            return [best_cosine(q, packed) for _, packed in found]
         texts = [json.dumps(it.value, ensure_ascii=False) for it, _ in found]
         return list(rank_lexical(query, texts))
 

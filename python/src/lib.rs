@@ -30,9 +30,32 @@ fn _engram(m: &Bound<'_, PyModule>) -> PyResult<()> {
     install_panic_hook();
     m.add_class::<PyStore>()?;
     m.add_class::<checkpoint::PyLangGraph>()?;
+    m.add_function(wrap_pyfunction!(rank_texts, m)?)?;
+    m.add_function(wrap_pyfunction!(best_cosine, m)?)?;
     m.add("MAX_MESSAGE_BYTES", engram::MAX_MESSAGE_BYTES)?;
     m.add("MAX_SESSION_ID_BYTES", engram::MAX_SESSION_ID_BYTES)?;
     m.add("DEFAULT_SCOPE", engram::DEFAULT_SCOPE)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
+}
+
+/// The engine's lexical score of each text for `query` (`engram::rank_texts`: BM25 with the
+/// coverage boost, statistics of the texts given), computed with the GIL released.
+#[pyfunction]
+fn rank_texts(py: Python<'_>, query: String, texts: Vec<String>) -> Vec<f64> {
+    py.detach(move || {
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        engram::rank_texts(&query, &refs)
+    })
+}
+
+/// The best cosine between `query` and the little-endian `f32`s packed one vector after the
+/// other in `packed` (`engram::best_cosine`), or `None`.
+#[pyfunction]
+fn best_cosine(query: Vec<f32>, packed: &[u8]) -> Option<f64> {
+    let v: Vec<f32> = packed
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap_or_default()))
+        .collect();
+    engram::best_cosine(&query, &v)
 }

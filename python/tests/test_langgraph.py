@@ -314,6 +314,15 @@ def test_store_search_ranks_by_vectors_with_an_index_and_by_words_without(where)
     assert [h.key for h in hits][0] == "1"
     assert hits[0].score > hits[-1].score
     assert rank_lexical("", ["x"]) == [0.0]
+    # The engine's tokenizer and stemmer rank it: "running" finds "runs", which a word match
+    # would not; a stop word alone does not rank a text that lacks it.
+    plain.put(("notes",), "4", {"text": "she runs every morning"})
+    hits = plain.search(("notes",), query="Running?")
+    assert hits[0].key == "4" and hits[0].score > 0
+    assert all(h.score == 0 for h in hits[1:])
+    assert rank_lexical("support group", ["a support group", "a group", "x"]) == sorted(
+        rank_lexical("support group", ["a support group", "a group", "x"]), reverse=True
+    )
 
 
 def test_an_item_value_round_trips_as_json(where):

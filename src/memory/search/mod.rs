@@ -14,6 +14,7 @@ use crate::storage::store::Store;
 
 pub mod score;
 pub mod take;
+pub mod texts;
 pub mod vector;
 
 /// How a query ranks.
