@@ -26,6 +26,9 @@
 //! An index keeps every term; [`query_terms`] is what a query asks for: its terms without generic
 //! English stop words, each once (see `domain::rank` for the measurement).
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+
 use rust_stemmers::{Algorithm, Stemmer};
 use unicode_segmentation::UnicodeSegmentation;
 
@@ -234,7 +237,7 @@ pub const STOP_WORDS: &[&str] = &[
 /// ```
 pub fn tokens(text: &str) -> Vec<String> {
     let stemmer = Stemmer::create(Algorithm::English);
-    folded_words(text).map(|w| stem(&stemmer, &w)).collect()
+    folded_words(text).map(|w| stem(&stemmer, w)).collect()
 }
 
 /// The terms a query asks for: its [`tokens`] without generic English stop words
@@ -261,7 +264,7 @@ pub fn query_terms(query: &str) -> Vec<String> {
     };
     let mut terms: Vec<String> = Vec::new();
     for w in chosen {
-        let t = stem(&stemmer, w);
+        let t = stem(&stemmer, w.clone());
         if !terms.contains(&t) {
             terms.push(t);
         }
@@ -275,23 +278,59 @@ pub fn query_terms(query: &str) -> Vec<String> {
 /// The words of `text`, case-folded and cut to [`MAX_TERM_BYTES`], at most [`MAX_TOKENS`].
 fn folded_words(text: &str) -> impl Iterator<Item = String> + '_ {
     text.unicode_words().take(MAX_TOKENS).map(|word| {
+        let word = truncate_ascii(word);
+        if word.is_ascii() {
+            // The common case in one allocation (what the general case gives for ASCII).
+            return word.to_ascii_lowercase();
+        }
         let folded = word.to_lowercase().replace('\u{2019}', "'");
         truncate(&folded, MAX_TERM_BYTES).to_owned()
     })
 }
 
-/// One folded word as a term: stemmed when it is an English-like word, and bounded.
-fn stem(stemmer: &Stemmer, word: &str) -> String {
-    let stemmed = if is_stemmable(word) {
-        truncate(&stemmer.stem(word), MAX_TERM_BYTES).to_owned()
+/// An ASCII word cut to [`MAX_TERM_BYTES`] (folding ASCII keeps its length, so cutting first
+/// gives what cutting the folded word gives); any other word as it is.
+fn truncate_ascii(word: &str) -> &str {
+    if word.is_ascii() {
+        word.get(..MAX_TERM_BYTES).unwrap_or(word)
     } else {
-        String::new()
-    };
-    if stemmed.is_empty() {
-        word.to_owned()
-    } else {
-        stemmed
+        word
     }
+}
+
+/// One folded word as a term: stemmed when it is an English-like word, and bounded. A word the
+/// stemmer leaves as it is, is returned without a copy.
+fn stem(stemmer: &Stemmer, word: String) -> String {
+    if !is_stemmable(&word) {
+        return word;
+    }
+    if let Some(known) = STEMS.with(|c| c.try_borrow().ok()?.get(&word).cloned()) {
+        return known.unwrap_or(word);
+    }
+    let stemmed = stemmer.stem(&word);
+    let cut = truncate(&stemmed, MAX_TERM_BYTES);
+    let changed = (!cut.is_empty() && *cut != *word).then(|| cut.to_owned());
+    STEMS.with(|c| {
+        if let Ok(mut c) = c.try_borrow_mut() {
+            if c.len() >= STEM_CACHE {
+                c.clear();
+            }
+            c.insert(word.clone(), changed.clone());
+        }
+    });
+    changed.unwrap_or(word)
+}
+
+/// How many words [`STEMS`] remembers before it starts over.
+const STEM_CACHE: usize = 4096;
+
+thread_local! {
+    /// The stems of the words this thread stemmed last (`None`: the word is its own stem), so
+    /// that a common word is stemmed once, not at every note: Snowball English costs about
+    /// 2,000 instructions a word, a lookup a tenth of that, and natural text repeats its common
+    /// words. Bounded by [`STEM_CACHE`] entries of at most [`MAX_TERM_BYTES`] each; a pure
+    /// function's memo, so it changes no result.
+    static STEMS: RefCell<HashMap<String, Option<String>>> = RefCell::new(HashMap::new());
 }
 
 /// Whether Snowball English applies: letters (and apostrophes) only, none of them CJK.
@@ -409,6 +448,37 @@ mod tests {
             tokens(&entry).len(),
             crate::domain::text::MAX_ENTRY_BYTES / 2
         );
+    }
+
+    #[test]
+    fn the_ascii_fast_path_folds_as_the_general_one() {
+        let long = "AbC".repeat(MAX_TERM_BYTES);
+        for w in ["Hello", "I'm", "X2", "MIXED", long.as_str(), "a", "Zz'zZ"] {
+            let general = w.to_lowercase().replace('\u{2019}', "'");
+            let mut fast = folded_words(w);
+            assert_eq!(
+                fast.next().as_deref(),
+                Some(truncate(&general, MAX_TERM_BYTES)),
+                "{w}"
+            );
+            assert!(fast.next().is_none());
+        }
+        // A word the stemmer keeps comes back as it is; one it changes, changed.
+        let st = Stemmer::create(Algorithm::English);
+        for _ in 0..2 {
+            // Twice: the second time from the cache.
+            assert_eq!(stem(&st, "sky".to_owned()), "sky");
+            assert_eq!(stem(&st, "running".to_owned()), "run");
+        }
+        // Past the cache's bound (it starts over), every stem is still Snowball's.
+        for i in 0..STEM_CACHE + 10 {
+            let word: String = format!("{i:x}ings")
+                .chars()
+                .map(|c| (b'a' + (c as u8 % 26)) as char)
+                .collect();
+            assert_eq!(stem(&st, word.clone()), st.stem(&word), "{word}");
+        }
+        assert_eq!(stem(&st, "東京".to_owned()), "東京");
     }
 
     #[test]

@@ -156,6 +156,44 @@ impl<'a> Wire<'a> {
     }
 }
 
+/// The writer that mirrors [`Wire`]: a value built by hand in postcard's wire format, for the
+/// encoders on hot paths, then sealed into [`encode`]'s envelope. What it writes is what
+/// [`encode`] writes for the same types (each hand encoder's test compares the bytes).
+pub(crate) struct WireOut {
+    out: Vec<u8>,
+}
+
+impl WireOut {
+    /// A writer with room for a payload of about `capacity` bytes.
+    pub(crate) fn with_capacity(capacity: usize) -> Self {
+        let mut out = Vec::with_capacity(capacity.saturating_add(5));
+        out.push(VALUE_VERSION);
+        WireOut { out }
+    }
+
+    /// A `u64` (or `usize`, `u32`) as postcard's LEB128 varint.
+    pub(crate) fn u64(&mut self, mut n: u64) {
+        while n >= 0x80 {
+            self.out.push((n as u8) | 0x80);
+            n >>= 7;
+        }
+        self.out.push(n as u8);
+    }
+
+    /// A string: its length, then its UTF-8 bytes.
+    pub(crate) fn str(&mut self, s: &str) {
+        self.u64(s.len() as u64);
+        self.out.extend_from_slice(s.as_bytes());
+    }
+
+    /// The value in its envelope: the version byte, the payload, its CRC32.
+    pub(crate) fn seal(mut self) -> Vec<u8> {
+        let crc = crc32fast::hash(self.out.get(1..).unwrap_or_default());
+        self.out.extend_from_slice(&crc.to_le_bytes());
+        self.out
+    }
+}
+
 /// The error for a payload a [`Wire`] decoder could not read, worded as [`decode`]'s.
 pub(crate) fn wire_error(
     table: &'static str,

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::block::Block;
 use crate::error::{Error, Result};
-use crate::storage::codec::{decode, encode};
+use crate::storage::codec::{decode, encode, WireOut};
 use crate::storage::kv::{KvRead, KvWrite};
 use crate::storage::tables::SEARCH_TAIL;
 
@@ -73,16 +73,33 @@ impl Forward {
         if text == TOMBSTONE {
             return None;
         }
-        let all = terms(text);
+        let mut all = terms(text);
         let len = u32::try_from(all.len()).unwrap_or(u32::MAX);
-        let mut counts: std::collections::BTreeMap<String, u32> = Default::default();
+        all.sort_unstable();
+        // Runs of equal terms, counted (a short memory's few terms: cheaper than a map).
+        let mut terms: Vec<(String, u32)> = Vec::with_capacity(all.len());
         for t in all {
-            *counts.entry(t).or_insert(0) += 1;
+            match terms.last_mut() {
+                Some((last, n)) if *last == t => *n += 1,
+                _ => terms.push((t, 1)),
+            }
         }
-        (len > 0).then(|| Forward {
-            len,
-            terms: counts.into_iter().collect(),
-        })
+        (len > 0).then_some(Forward { len, terms })
+    }
+}
+
+impl Forward {
+    /// [`encode`] of the entry, byte for byte, without serde (a note writes one).
+    pub fn encode(&self) -> Vec<u8> {
+        let room: usize = self.terms.iter().map(|(t, _)| t.len() + 3).sum();
+        let mut w = WireOut::with_capacity(room + 8);
+        w.u64(u64::from(self.len));
+        w.u64(self.terms.len() as u64);
+        for (t, n) in &self.terms {
+            w.str(t);
+            w.u64(u64::from(*n));
+        }
+        w.seal()
     }
 }
 
@@ -177,4 +194,33 @@ pub fn write_stats(kv: &mut (impl KvWrite + ?Sized), sid: u32, s: &IndexStats) -
 /// Decodes the tail entry of document `doc`.
 pub fn decode_forward(sid: u32, doc: u64, bytes: &[u8]) -> Result<Forward> {
     decode("search_tail", &format_args!("(scope {sid}, {doc})"), bytes)
+}
+
+#[cfg(test)]
+mod forward_tests {
+    use super::*;
+
+    #[test]
+    fn the_hand_encoder_writes_what_serde_writes() {
+        let long = "x".repeat(MAX_TERM_BYTES_FOR_TEST);
+        let cases = [
+            Forward::of("the build of module 7 passed after fixing flaky test 3"),
+            Forward::of("東京 café 2023 running runs ran"),
+            Some(Forward {
+                len: 300,
+                terms: vec![(long, 200), ("é".into(), 1), (String::new(), 0)],
+            }),
+            Some(Forward {
+                len: u32::MAX,
+                terms: Vec::new(),
+            }),
+        ];
+        for f in cases.into_iter().flatten() {
+            assert_eq!(f.encode(), encode(&f).unwrap(), "{f:?}");
+            let back = decode_forward(1, 2, &f.encode()).unwrap();
+            assert_eq!(back, f);
+        }
+    }
+
+    const MAX_TERM_BYTES_FOR_TEST: usize = 200;
 }

@@ -8,7 +8,6 @@ use std::ops::ControlFlow;
 
 use crate::domain::block::Block;
 use crate::error::Result;
-use crate::storage::codec::encode;
 use crate::storage::index::{
     block_doc, decode_block, decode_forward, encode_block, read_stats, write_stats, Forward,
     Posting, BLOCK_MAX, STATS_DOC, TAIL_MAX,
@@ -22,7 +21,7 @@ pub fn add<S: KvWrite + ?Sized>(kv: &mut S, sid: u32, docs: &[(u64, &str)]) -> R
     let mut st = read_stats(kv, sid)?;
     for &(doc, text) in docs {
         let Some(f) = Forward::of(text) else { continue };
-        SEARCH_TAIL.put(kv, (sid, doc), &encode(&f)?)?;
+        SEARCH_TAIL.put(kv, (sid, doc), &f.encode())?;
         st.docs += 1;
         st.total_len += u64::from(f.len);
         st.tail += 1;
