@@ -33,12 +33,14 @@
 //! chose them equal; the best neighbour's share decayed by distance (0.7-0.9 per step) 0.793 /
 //! 0.557, every fold chose no decay; a query term asked twice weighing twice 0.792 / 0.556;
 //! coverage as `(m / q)^p` (p 0.5-3) 0.793 / 0.557, or as the matched share of the query's idf
-//! mass 0.789 / 0.555; idf raised to a power (1.25-2) 0.791 / 0.558; a finer grid (k1 0.2-0.4,
-//! b 0.5-0.75 by 0.05, weight 0.6-0.8, 486 points) 0.791 / 0.556 (it overfits the four folds);
-//! feedback re-ranking only the first pass's top 20 or 50 by the 5 or 10 best terms of its 3 or
-//! 5 best hits, weighted 0.05-0.3, 0.792 / 0.558. Earlier (with b 0.5): the coverage boost won
-//! among BM25+ (a lower bound delta 0.25-1 per matched
-//! term) 0.784 / 0.551 (every fold chose delta 0); an IDF floor (terms below 10-30% of the
+//! mass 0.789 / 0.555, or not counting terms in more than 27-45% of the memories 0.793 / 0.557
+//! (every fold chose to count them); a larger generic query stop list (scikit-learn's 318
+//! words) 0.789 / 0.553 forced, never chosen; idf raised to a power (1.25-2) 0.791 / 0.558; a
+//! finer grid (k1 0.2-0.4, b 0.5-0.75 by 0.05, weight 0.6-0.8, 486 points) 0.791 / 0.556 (it
+//! overfits the four folds); feedback re-ranking only the first pass's top 20 or 50 by the 5 or
+//! 10 best terms of its 3 or 5 best hits, weighted 0.05-0.3, 0.792 / 0.558. Earlier (with b
+//! 0.5): the coverage boost won among BM25+ (a lower bound delta 0.25-1 per matched term) 0.784
+//! / 0.551 (every fold chose delta 0); an IDF floor (terms below 10-30% of the
 //! highest idf ignored) 0.784 / 0.551 (every fold chose none); the neighbours' scores summed,
 //! decayed by distance (0.5, 0.7, 1), instead of their best: 0.775-0.783 / 0.522-0.534; the best
 //! of each side summed: 0.775 / 0.535; a neighbour's share scaled by the query terms it adds to
