@@ -181,22 +181,46 @@ fn the_servers_own_loopback_origin_is_accepted_and_others_still_refused() {
     }
 }
 
+/// Whether a schema says what its value is: one `type` (a string), or `anyOf` of such.
+fn typed(schema: &Value) -> bool {
+    match (schema.get("type"), schema.get("anyOf")) {
+        (Some(t), None) => t.is_string(),
+        (None, Some(Value::Array(any))) => !any.is_empty() && any.iter().all(typed),
+        _ => false,
+    }
+}
+
 #[test]
 fn schemas_are_strict_and_old_sessions_get_no_caching_fields() {
     // Issue 22, point 3: no nullable type arrays, no bare `true` items in the argument schemas;
+    // every output property typed (a single `type`, or `anyOf` of single types);
     // no `ttlMs`/`cacheScope` (2026-07-28 fields) in a session of an earlier version.
     let e = Env::init();
     let mut s = StdioServer::start(&e, &[], &["--tools", "all"]);
     let tools = s.request("tools/list", json!({}));
-    let text = tools.to_string();
     assert!(
         tools["result"]["tools"]
             .as_array()
             .is_some_and(|t| t.len() > 20),
         "{tools}"
     );
-    assert!(!text.contains("\"null\""), "a nullable type: {text}");
-    assert!(!text.contains("\"items\":true"), "a bare true: {text}");
+    let list = tools["result"]["tools"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for tool in &list {
+        let input = tool["inputSchema"].to_string();
+        assert!(!input.contains("\"null\""), "a nullable type: {input}");
+        assert!(!input.contains("\"items\":true"), "a bare true: {input}");
+        let props = tool["outputSchema"]["properties"].as_object();
+        for (field, schema) in props.into_iter().flatten() {
+            assert!(
+                typed(schema),
+                "{}.{field} is untyped: {schema}",
+                tool["name"]
+            );
+        }
+    }
     for (method, params) in [
         ("tools/list", json!({})),
         ("resources/list", json!({})),
