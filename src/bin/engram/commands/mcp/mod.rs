@@ -4,10 +4,11 @@
 //! `--json` value as the structured content. [`tools`] lists the tools, [`call`] runs one,
 //! [`resources`] serves resources, prompts and the instructions, [`subscribe`] the wake
 //! resources' subscriptions, [`http`] the HTTP transport and its bearer tokens, [`guard`] its
-//! connection limits and timeouts, [`stdio`] the stdio transport and its message limit. See
+//! connection limits and timeouts, [`stdio`] the stdio transport and its message limit, [`batch`] JSON-RPC batches (2025-03-26 sessions). See
 //! docs/mcp.md.
 
 mod args;
+mod batch;
 mod call;
 mod guard;
 mod http;
