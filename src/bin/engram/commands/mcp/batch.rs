@@ -173,7 +173,9 @@ const MAX_RESPONSE_BYTES: usize = 64 << 20;
 /// responses to its requests answered as one JSON array (202 with no body when it held only
 /// notifications). A message rmcp refuses at the HTTP level (an unknown session: 404) refuses
 /// the batch with that answer.
-pub async fn serve_http(parts: request::Parts, batch: Vec<Value>, next: Next) -> Response {
+pub async fn serve_http(mut parts: request::Parts, batch: Vec<Value>, next: Next) -> Response {
+    // Each message goes on with its own body: the batch's length is not its.
+    parts.headers.remove(header::CONTENT_LENGTH);
     if batch.is_empty() {
         return refused_body(invalid(Value::Null, "invalid request: an empty batch"));
     }

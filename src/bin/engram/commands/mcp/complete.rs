@@ -13,6 +13,9 @@ use rmcp::model::{CompleteRequestParams, CompletionInfo, Reference};
 
 use super::{Caller, Server};
 
+/// Suggestions, made as they are taken (a scope may hold millions of ids).
+type Values = Box<dyn Iterator<Item = String>>;
+
 /// The values for one `completion/complete` request.
 pub fn complete(server: &Server, caller: &Caller, r: &CompleteRequestParams) -> CompletionInfo {
     let typed = r.argument.value.as_str();
@@ -24,25 +27,28 @@ pub fn complete(server: &Server, caller: &Caller, r: &CompleteRequestParams) -> 
             .cloned()
     };
     let scope = context("scope").unwrap_or_else(|| server.scope.clone());
-    let values = match (&r.r#ref, r.argument.name.as_str()) {
+    let values: Values = match (&r.r#ref, r.argument.name.as_str()) {
         (Reference::Prompt(p), "scope") if p.name == "wake" || p.name == "merge" => {
-            scopes(server, caller)
+            Box::new(scopes(server, caller).into_iter())
         }
         (Reference::Resource(t), arg) => match (t.uri.as_str(), arg) {
-            ("engram://session/{id}", "id") => sessions(server, caller, typed),
-            (_, "scope") if t.uri.starts_with("engram://{scope}/") => scopes(server, caller),
+            ("engram://session/{id}", "id") => {
+                Box::new(sessions(server, caller, typed).into_iter())
+            }
+            (_, "scope") if t.uri.starts_with("engram://{scope}/") => {
+                Box::new(scopes(server, caller).into_iter())
+            }
             ("engram://{scope}/memory/{id}", "id") => ids(count(server, caller, &scope)),
             ("engram://{scope}/block/{lo}-{hi}", "lo") => los(count(server, caller, &scope)),
             ("engram://{scope}/block/{lo}-{hi}", "hi") => {
                 let lo = context("lo").and_then(|l| l.parse().ok());
                 his(count(server, caller, &scope), lo)
             }
-            _ => Vec::new(),
+            _ => Box::new(std::iter::empty()),
         },
-        _ => Vec::new(),
+        _ => Box::new(std::iter::empty()),
     };
     let mut matching: Vec<String> = values
-        .into_iter()
         .filter(|v| v.starts_with(typed))
         .take(CompletionInfo::MAX_VALUES + 1)
         .collect();
@@ -85,28 +91,26 @@ fn count(server: &Server, caller: &Caller, scope: &str) -> u64 {
 }
 
 /// Memory ids, newest first.
-fn ids(count: u64) -> Vec<String> {
-    (0..count).rev().map(|i| i.to_string()).collect()
+fn ids(count: u64) -> Values {
+    Box::new((0..count).rev().map(|i| i.to_string()))
 }
 
 /// The `lo` of every whole aligned block, newest first: the even ids with a successor.
-fn los(count: u64) -> Vec<String> {
-    (0..count.saturating_sub(1))
-        .rev()
-        .filter(|i| i % 2 == 0)
-        .map(|i| i.to_string())
-        .collect()
+fn los(count: u64) -> Values {
+    let ids = (0..count.saturating_sub(1)).rev();
+    Box::new(ids.filter(|i| i % 2 == 0).map(|i| i.to_string()))
 }
 
 /// The `hi` of the whole aligned blocks starting at `lo` (every odd id below the count when
 /// `lo` is not known), newest first.
-fn his(count: u64, lo: Option<u64>) -> Vec<String> {
+fn his(count: u64, lo: Option<u64>) -> Values {
     let Some(lo) = lo else {
-        return (0..count)
-            .rev()
-            .filter(|i| i % 2 == 1)
-            .map(|i| i.to_string())
-            .collect();
+        return Box::new(
+            (0..count)
+                .rev()
+                .filter(|i| i % 2 == 1)
+                .map(|i| i.to_string()),
+        );
     };
     let mut out = Vec::new();
     let mut size: u64 = 2;
@@ -118,5 +122,5 @@ fn his(count: u64, lo: Option<u64>) -> Vec<String> {
         }
     }
     out.reverse();
-    out
+    Box::new(out.into_iter())
 }

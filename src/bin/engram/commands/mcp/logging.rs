@@ -17,6 +17,9 @@ use rmcp::RoleServer;
 /// The level a session hears until it sets one.
 const DEFAULT: LoggingLevel = LoggingLevel::Warning;
 
+/// The most sessions whose levels are kept (over HTTP sessions come and go unannounced).
+const MAX_SESSIONS: usize = 4096;
+
 /// The levels the sessions set, and what is waiting to be said.
 #[derive(Default)]
 pub struct Log {
@@ -30,6 +33,9 @@ impl Log {
     /// `logging/setLevel` of `session`.
     pub fn set(&self, session: &str, level: LoggingLevel) {
         if let Ok(mut l) = self.levels.lock() {
+            if l.len() >= MAX_SESSIONS && !l.contains_key(session) {
+                l.clear(); // sessions long gone: they fall back to the default level
+            }
             l.insert(session.to_string(), level);
         }
     }
