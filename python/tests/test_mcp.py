@@ -15,12 +15,13 @@ import datetime
 import json
 import os
 import subprocess
+import warnings
 from pathlib import Path
 
 import anyio
 import httpx2
 import pytest
-from mcp import Client, ClientSession, StdioServerParameters
+from mcp import Client, ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -169,6 +170,60 @@ async def test_a_failing_tool_shows_its_message_and_class(db):
             with pytest.raises(Exception) as unknown:  # the spec: -32602, not a result
                 await s.call_tool("no_such_tool", {})
             assert "unknown tool" in str(unknown.value)
+
+
+async def test_logging_and_completions(db):
+    """Issue 22, point 4: `logging/setLevel`, and what the server says as `notifications/message`
+    (here a store repaired at open: a torn tail cut back, a warning, said once); and
+    `completion/complete` for scope names, memory ids, block ranges and session ids."""
+    for i in range(5):
+        cli(db, "note", f"memory {i}")
+    cli(db, "--scope", "work", "note", "at work")
+    for sid in ("s-alpha", "s-beta"):
+        subprocess.run([ENGRAM, "--db", str(db), "session", "append", sid],
+                       input='[{"role": "user", "content": "hi"}]', text=True, check=True)
+    with open(db, "ab") as f:  # a torn tail: engram repairs it when the server opens the store
+        f.write(bytes(1000))
+    heard = []
+
+    async def log(params):
+        heard.append(params)
+
+    async with stdio_client(server(db)) as (read, write):
+        async with ClientSession(read, write, logging_callback=log) as s:
+            init = await s.initialize()
+            assert init.capabilities.logging is not None
+            assert init.capabilities.completions is not None
+            with warnings.catch_warnings():  # the client: deprecated in 2026-07-28 (SEP-2577)
+                warnings.simplefilter("ignore")
+                await s.set_logging_level("info")
+            assert not (await s.call_tool("wake", {})).is_error
+            with anyio.fail_after(10):
+                while not heard:
+                    await anyio.sleep(0.01)
+            assert [(h.level, h.logger) for h in heard] == [("warning", "engram")]
+            assert "repaired at open" in heard[0].data and "torn tail" in heard[0].data
+            assert not (await s.call_tool("pending", {})).is_error
+            assert len(heard) == 1  # said once
+
+            async def values(ref, name, value, context=None):
+                r = await s.complete(ref, {"name": name, "value": value}, context)
+                return r.completion.values
+
+            memory = types.ResourceTemplateReference(uri="engram://{scope}/memory/{id}")
+            block = types.ResourceTemplateReference(uri="engram://{scope}/block/{lo}-{hi}")
+            session = types.ResourceTemplateReference(uri="engram://session/{id}")
+            assert await values(types.PromptReference(name="wake"), "scope", "w") == ["work"]
+            assert await values(types.PromptReference(name="merge"), "scope", "") == [
+                "default", "work"]
+            assert await values(memory, "scope", "d") == ["default"]
+            assert await values(memory, "id", "") == ["4", "3", "2", "1", "0"]
+            assert await values(memory, "id", "", {"scope": "work"}) == ["0"]
+            assert await values(block, "lo", "") == ["2", "0"]
+            assert await values(block, "hi", "", {"lo": "0"}) == ["3", "1"]
+            assert await values(block, "hi", "", {"lo": "2"}) == ["3"]
+            assert await values(session, "id", "s-a") == ["s-alpha"]
+            assert await values(types.PromptReference(name="remember"), "topic", "") == []
 
 
 async def test_results_equal_the_cli(db):

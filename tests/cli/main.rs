@@ -22,6 +22,8 @@ mod json_nesting;
 mod mcp_clients;
 #[cfg(feature = "mcp")]
 mod mcp_message_limit;
+#[cfg(feature = "mcp")]
+mod mcp_node;
 mod messages;
 mod optmem_import;
 mod pg_errors;

@@ -8,7 +8,9 @@
 
 use serde_json::{json, Value};
 
-use crate::common::mcp::{error_class, initialize_body, token, HttpServer, StdioServer};
+use crate::common::mcp::{
+    error_class, initialize_body, initialize_body_at, token, HttpServer, StdioServer,
+};
 use crate::common::Env;
 
 /// The error object of a JSON-RPC response (panics when it is a result).
@@ -94,8 +96,10 @@ fn malformed_json_and_batches_over_http_are_400_with_a_json_rpc_body() {
             -32600,
         ),
     ];
+    // A version that has no batches (the header is sent from 2025-06-18 on).
+    let version = ("MCP-Protocol-Version", "2025-06-18");
     for (body, code) in cases {
-        let (status, resp) = s.post(&[("Authorization", &auth)], body);
+        let (status, resp) = s.post(&[("Authorization", &auth), version], body);
         assert_eq!(status, 400, "{body}: {resp}");
         let json = resp.split("\r\n\r\n").nth(1).unwrap_or_default();
         let v: Value = serde_json::from_str(json.trim()).expect(json);
@@ -181,22 +185,46 @@ fn the_servers_own_loopback_origin_is_accepted_and_others_still_refused() {
     }
 }
 
+/// Whether a schema says what its value is: one `type` (a string), or `anyOf` of such.
+fn typed(schema: &Value) -> bool {
+    match (schema.get("type"), schema.get("anyOf")) {
+        (Some(t), None) => t.is_string(),
+        (None, Some(Value::Array(any))) => !any.is_empty() && any.iter().all(typed),
+        _ => false,
+    }
+}
+
 #[test]
 fn schemas_are_strict_and_old_sessions_get_no_caching_fields() {
     // Issue 22, point 3: no nullable type arrays, no bare `true` items in the argument schemas;
+    // every output property typed (a single `type`, or `anyOf` of single types);
     // no `ttlMs`/`cacheScope` (2026-07-28 fields) in a session of an earlier version.
     let e = Env::init();
     let mut s = StdioServer::start(&e, &[], &["--tools", "all"]);
     let tools = s.request("tools/list", json!({}));
-    let text = tools.to_string();
     assert!(
         tools["result"]["tools"]
             .as_array()
             .is_some_and(|t| t.len() > 20),
         "{tools}"
     );
-    assert!(!text.contains("\"null\""), "a nullable type: {text}");
-    assert!(!text.contains("\"items\":true"), "a bare true: {text}");
+    let list = tools["result"]["tools"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for tool in &list {
+        let input = tool["inputSchema"].to_string();
+        assert!(!input.contains("\"null\""), "a nullable type: {input}");
+        assert!(!input.contains("\"items\":true"), "a bare true: {input}");
+        let props = tool["outputSchema"]["properties"].as_object();
+        for (field, schema) in props.into_iter().flatten() {
+            assert!(
+                typed(schema),
+                "{}.{field} is untyped: {schema}",
+                tool["name"]
+            );
+        }
+    }
     for (method, params) in [
         ("tools/list", json!({})),
         ("resources/list", json!({})),
@@ -209,4 +237,91 @@ fn schemas_are_strict_and_old_sessions_get_no_caching_fields() {
         assert!(r["result"].get("ttlMs").is_none(), "{method}: {r}");
         assert!(r["result"].get("cacheScope").is_none(), "{method}: {r}");
     }
+}
+
+/// The JSON-RPC batch of issue 22: two requests, a notification and an element that is not a
+/// message.
+const BATCH: &str = r#"[{"jsonrpc":"2.0","id":7,"method":"ping"},{"jsonrpc":"2.0","id":"p","method":"tools/call","params":{"name":"pending","arguments":{}}},{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":99}},5]"#;
+
+/// The answer to [`BATCH`]: one response per request and an error for the element `5`.
+fn assert_batch_answer(answer: &Value) {
+    let all = answer
+        .as_array()
+        .unwrap_or_else(|| panic!("not an array: {answer}"));
+    assert_eq!(all.len(), 3, "{answer}");
+    let by_id = |id: Value| all.iter().find(|r| r["id"] == id).cloned();
+    assert!(
+        by_id(json!(7)).is_some_and(|r| r["result"] == json!({})),
+        "{answer}"
+    );
+    let pending = by_id(json!("p")).unwrap_or_default();
+    assert_eq!(
+        pending["result"]["structuredContent"],
+        json!({"result": []}),
+        "{answer}"
+    );
+    assert_eq!(
+        by_id(Value::Null).unwrap_or_default()["error"]["code"],
+        -32600,
+        "{answer}"
+    );
+}
+
+#[test]
+fn batches_are_served_in_2025_03_26_sessions_over_stdio_and_refused_in_later_ones() {
+    let e = Env::init();
+    let mut old = StdioServer::start_at(&e, &[], &[], "2025-03-26");
+    old.send_line(BATCH);
+    assert_batch_answer(&old.read_message().expect("the batch's answer"));
+    old.send_line("[]");
+    let r = old.read_message().expect("an answer to an empty batch");
+    assert_eq!(rpc_error(&r)["code"], -32600, "{r}");
+    // Notifications only: no answer; the next request is answered next.
+    old.send_line(
+        r#"[{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}]"#,
+    );
+    let r = old.request("ping", json!({}));
+    assert!(r.get("result").is_some(), "{r}");
+    let mut new = StdioServer::start_at(&e, &[], &[], "2025-11-25");
+    new.send_line(BATCH);
+    let r = new.read_message().expect("a refusal");
+    assert!(r["id"].is_null() && r.get("id").is_some(), "{r}");
+    assert_eq!(rpc_error(&r)["code"], -32600, "{r}");
+}
+
+#[test]
+fn batches_are_served_in_2025_03_26_sessions_over_http_and_refused_in_later_ones() {
+    let e = Env::init();
+    let tok = token(&e, "user:bob");
+    let s = HttpServer::start(&e, &[]);
+    let auth = format!("Bearer {tok}");
+    let (status, resp) = s.post(
+        &[("Authorization", &auth)],
+        &initialize_body_at("2025-03-26"),
+    );
+    assert_eq!(status, 200, "{resp}");
+    let session = resp
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("mcp-session-id:")
+                .map(|_| l)
+        })
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_string())
+        .expect("a session id");
+    let head = [
+        ("Authorization", auth.as_str()),
+        ("Mcp-Session-Id", &session),
+    ];
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    assert_eq!(s.post(&head, initialized).0, 202);
+    let (status, resp) = s.post(&head, BATCH);
+    assert_eq!(status, 200, "{resp}");
+    let body = resp.split("\r\n\r\n").nth(1).unwrap_or_default();
+    assert_batch_answer(&serde_json::from_str(body.trim()).expect(body));
+    let later = [head[0], head[1], ("MCP-Protocol-Version", "2025-11-25")];
+    let (status, resp) = s.post(&later, BATCH);
+    assert_eq!(status, 400, "{resp}");
+    assert!(resp.contains("-32600"), "{resp}");
 }

@@ -21,6 +21,11 @@ pub struct StdioServer {
 impl StdioServer {
     /// Starts `engram [global] mcp [extra]` and completes the handshake.
     pub fn start(e: &Env, global: &[&str], extra: &[&str]) -> StdioServer {
+        StdioServer::start_at(e, global, extra, "2025-06-18")
+    }
+
+    /// As [`StdioServer::start`], negotiating protocol `version`.
+    pub fn start_at(e: &Env, global: &[&str], extra: &[&str], version: &str) -> StdioServer {
         let mut c = e.cmd();
         c.args(global).arg("mcp").args(extra);
         c.stdin(Stdio::piped())
@@ -35,7 +40,7 @@ impl StdioServer {
             stdout,
             next_id: 1,
         };
-        let init = json!({"protocolVersion": "2025-06-18", "capabilities": {},
+        let init = json!({"protocolVersion": version, "capabilities": {},
             "clientInfo": {"name": "engram-tests", "version": "0"}});
         s.request("initialize", init);
         s.send_line(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
@@ -186,8 +191,13 @@ pub fn status_of(response: &str) -> u16 {
 
 /// The `initialize` request body.
 pub fn initialize_body() -> String {
+    initialize_body_at("2025-06-18")
+}
+
+/// The `initialize` request body for protocol `version`.
+pub fn initialize_body_at(version: &str) -> String {
     json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
+        "protocolVersion": version, "capabilities": {},
         "clientInfo": {"name": "engram-tests", "version": "0"}}})
     .to_string()
 }

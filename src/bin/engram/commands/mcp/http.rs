@@ -4,7 +4,8 @@
 //! is unknown from the next request on: each request looks its hash up in the store. A request
 //! with an `Origin` header that is not allowed (`--allow-origin`, or the server's own loopback
 //! origin): 403, before the token is read.
-//! A POST body that is not JSON, or is a batch, is answered 400 with a JSON-RPC error.
+//! A POST body that is not JSON, or is a batch outside a session of 2025-03-26, is answered
+//! 400 with a JSON-RPC error; a batch in such a session is served by [`super::batch`].
 //! The listener is [`super::guard`]'s: connections are capped and timed out, and a connection
 //! that sent a valid token here is marked so that it is never shed.
 
@@ -19,7 +20,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 use super::guard::{ConnSlot, GuardedListener};
-use super::{stdio, Caller, EngramMcp, Server};
+use super::{batch, stdio, Caller, EngramMcp, Server};
 use crate::commands::token::token_hash;
 
 /// The hash of the token a request carried, so that a long-lived subscription can check
@@ -85,13 +86,21 @@ pub async fn serve(handler: EngramMcp, addr: &str, origins: &[String]) -> Result
     Ok(())
 }
 
+/// A POST body as it was checked.
+enum Checked {
+    /// One message (or not a POST): hand it on.
+    One(Request),
+    /// A batch of a session that may send one ([`batch`]).
+    Batch(axum::http::request::Parts, Vec<serde_json::Value>),
+}
+
 /// A POST body read whole and checked before rmcp sees it: not JSON is 400 with a JSON-RPC
-/// parse error (-32700), a batch 400 with an invalid-request error (-32600), both with id null
-/// (rmcp answers both 415, which clients read as a content-type problem). Over
-/// [`stdio::MAX_MESSAGE_BYTES`] is 413, as rmcp says.
-async fn checked_body(req: Request) -> Result<Request, Response> {
+/// parse error (-32700), a batch outside a 2025-03-26 session 400 with an invalid-request error
+/// (-32600), both with id null (rmcp answers both 415, which clients read as a content-type
+/// problem). Over [`stdio::MAX_MESSAGE_BYTES`] is 413, as rmcp says.
+async fn checked_body(req: Request) -> Result<Checked, Response> {
     if req.method() != axum::http::Method::POST {
-        return Ok(req);
+        return Ok(Checked::One(req));
     }
     let (parts, body) = req.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, stdio::MAX_MESSAGE_BYTES).await else {
@@ -101,18 +110,25 @@ async fn checked_body(req: Request) -> Result<Request, Response> {
         ));
     };
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
-    let refusal = if serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_err() {
+    let refusal = if first == Some(&b'[') {
+        match serde_json::from_slice::<Vec<serde_json::Value>>(&bytes) {
+            Ok(b) if batch::allowed_over_http(&parts) => return Ok(Checked::Batch(parts, b)),
+            Ok(_) => Some((
+                -32600,
+                "invalid request: JSON-RPC batches are not supported in this protocol version; send one message per request",
+            )),
+            Err(_) => Some((-32700, "parse error: the body is not valid JSON")),
+        }
+    } else if serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_err() {
         Some((-32700, "parse error: the body is not valid JSON"))
-    } else if first == Some(&b'[') {
-        Some((
-            -32600,
-            "invalid request: JSON-RPC batches are not supported; send one message per request",
-        ))
     } else {
         None
     };
     match refusal {
-        None => Ok(Request::from_parts(parts, axum::body::Body::from(bytes))),
+        None => Ok(Checked::One(Request::from_parts(
+            parts,
+            axum::body::Body::from(bytes),
+        ))),
         Some((code, message)) => {
             let error = serde_json::json!({"code": code, "message": message});
             let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": error});
@@ -191,7 +207,8 @@ async fn authenticate(State(gate): State<Arc<Gate>>, mut req: Request, next: Nex
             req.extensions_mut().insert(Caller(Some(principal)));
             req.extensions_mut().insert(TokenHash(hash));
             match checked_body(req).await {
-                Ok(req) => next.run(req).await,
+                Ok(Checked::One(req)) => next.run(req).await,
+                Ok(Checked::Batch(parts, b)) => batch::serve_http(parts, b, next).await,
                 Err(refused) => refused,
             }
         }

@@ -4,13 +4,17 @@
 //! `--json` value as the structured content. [`tools`] lists the tools, [`call`] runs one,
 //! [`resources`] serves resources, prompts and the instructions, [`subscribe`] the wake
 //! resources' subscriptions, [`http`] the HTTP transport and its bearer tokens, [`guard`] its
-//! connection limits and timeouts, [`stdio`] the stdio transport and its message limit. See
+//! connection limits and timeouts, [`stdio`] the stdio transport and its message limit, [`batch`] JSON-RPC batches (2025-03-26 sessions), [`logging`] the
+//! `logging` capability, [`complete`] the `completions` capability. See
 //! docs/mcp.md.
 
 mod args;
+mod batch;
 mod call;
+mod complete;
 mod guard;
 mod http;
+mod logging;
 mod resources;
 mod stdio;
 mod subscribe;
@@ -22,11 +26,11 @@ use std::sync::{Arc, Mutex};
 use clap::Args;
 use engram::{Error, Options, Store};
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult,
-    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
-    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
+    CacheScope, CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
+    CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse, Implementation,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -75,6 +79,8 @@ pub struct Server {
     max_bytes: usize,
     /// The scopes this process writes, for the subscribers of their wake resources.
     updates: subscribe::Updates,
+    /// The sessions' logging levels, and what waits to be said.
+    log: logging::Log,
 }
 
 impl Server {
@@ -88,6 +94,12 @@ impl Server {
             return Ok(s.as_principal(None));
         }
         let s = Store::open_with(&self.path, self.opts.clone())?;
+        if let Some(repair) = s.repaired_tail() {
+            #[allow(deprecated)]
+            let level = rmcp::model::LoggingLevel::Warning;
+            self.log
+                .later(level, format!("the store was repaired at open: {repair}"));
+        }
         let handle = s.as_principal(None);
         *slot = Some(s);
         Ok(handle)
@@ -164,6 +176,7 @@ impl EngramMcp {
 }
 
 impl ServerHandler for EngramMcp {
+    #[allow(deprecated)] // logging: deprecated by the 2026-07-28 specification, still served
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
@@ -171,6 +184,8 @@ impl ServerHandler for EngramMcp {
                 .enable_resources()
                 .enable_resources_subscribe()
                 .enable_prompts()
+                .enable_logging()
+                .enable_completions()
                 .build(),
         )
         .with_server_info(
@@ -222,6 +237,19 @@ impl ServerHandler for EngramMcp {
         if let Some(scope) = written {
             self.0.updates.written(&scope);
         }
+        let failed = match result.is_error {
+            Some(true) => result
+                .content
+                .first()
+                .and_then(|c| c.as_text())
+                .map(|t| t.text.clone()),
+            _ => None,
+        };
+        let session = self.subscriber(&ctx).session;
+        self.0
+            .log
+            .after_call(&session, &ctx.peer, failed.as_deref())
+            .await;
         Ok(result.into())
     }
 
@@ -332,6 +360,28 @@ impl ServerHandler for EngramMcp {
         Ok(r)
     }
 
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        r: rmcp::model::SetLevelRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.0.log.set(&self.subscriber(&ctx).session, r.level);
+        Ok(())
+    }
+
+    async fn complete(
+        &self,
+        r: CompleteRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        let caller = self.caller(&ctx);
+        let info = self
+            .blocking(move |s| complete::complete(s, &caller, &r))
+            .await?;
+        Ok(CompleteResult::new(info))
+    }
+
     async fn on_custom_request(
         &self,
         r: CustomRequest,
@@ -383,6 +433,8 @@ const STANDARD_METHODS: &[&str] = &[
     "prompts/get",
     "server/discover",
     "subscriptions/listen",
+    "logging/setLevel",
+    "completion/complete",
 ];
 
 /// The error for a request rmcp could not route: invalid params (-32602) for a method of the
@@ -427,6 +479,7 @@ pub fn serve(
         read_only: a.read_only,
         max_bytes: a.max_bytes.max(1_000),
         updates: subscribe::Updates::default(),
+        log: logging::Log::default(),
     };
     let handler = EngramMcp(Arc::new(server));
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -2,17 +2,22 @@
 //! handed to rmcp (which would drop it without a word, leaving the client waiting forever); it
 //! is answered with a JSON-RPC error carrying the request's id (read from the line's start) and
 //! noted on stderr, and the server goes on with the next line. A line that is not JSON is
-//! answered with a parse error (-32700) and a batch with an invalid-request error (-32600), both
-//! with id null, as JSON-RPC asks (rmcp would drop the first silently). Everything else passes through
+//! answered with a parse error (-32700) with id null, as JSON-RPC asks (rmcp would drop it
+//! silently), and a batch goes to [`batch`](super::batch): split for rmcp in a session of
+//! 2025-03-26, refused (-32600, id null) in any other. Everything else passes through
 //! unchanged: stdin to rmcp through one pipe, rmcp's lines and the refusals to stdout through
 //! one writer, so that they never interleave.
 
+use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
+
+use serde_json::Value;
 use tokio::sync::mpsc;
 
 use engram::Error;
 use rmcp::ServiceExt;
 
+use super::batch::{Batches, Incoming};
 use super::EngramMcp;
 
 /// The most bytes one message (one line) may take, as over HTTP.
@@ -26,8 +31,14 @@ pub async fn serve(handler: EngramMcp) -> Result<(), Error> {
     let (to_rmcp, rmcp_in) = tokio::io::duplex(64 << 10);
     let (rmcp_out, from_rmcp) = tokio::io::duplex(64 << 10);
     let (refusals, refused) = mpsc::unbounded_channel();
-    let reader = tokio::spawn(pump_in(tokio::io::stdin(), to_rmcp, refusals));
-    let writer = tokio::spawn(pump_out(from_rmcp, refused, tokio::io::stdout()));
+    let batches = Arc::new(Mutex::new(Batches::default()));
+    let reader = tokio::spawn(pump_in(
+        tokio::io::stdin(),
+        to_rmcp,
+        refusals,
+        batches.clone(),
+    ));
+    let writer = tokio::spawn(pump_out(from_rmcp, refused, tokio::io::stdout(), batches));
     let io = |e: String| Error::Io(std::io::Error::other(e));
     let running = handler
         .serve((rmcp_in, rmcp_out))
@@ -44,6 +55,7 @@ async fn pump_in(
     input: impl AsyncRead + Unpin,
     mut to: DuplexStream,
     refusals: mpsc::UnboundedSender<String>,
+    batches: Arc<Mutex<Batches>>,
 ) {
     let mut r = BufReader::with_capacity(64 << 10, input);
     let mut line = Vec::new();
@@ -66,10 +78,28 @@ async fn pump_in(
         if end.is_some() {
             if over {
                 let _ = refusals.send(refusal(&line));
-            } else if let Some(refused) = malformed(&line) {
-                let _ = refusals.send(refused);
-            } else if to.write_all(&line).await.is_err() {
-                break;
+            } else {
+                let lines = match malformed(&line) {
+                    Some(Line::Refused(refused)) => {
+                        let _ = refusals.send(refused);
+                        Vec::new()
+                    }
+                    Some(Line::Batch(batch)) => match batches.lock().map(|mut b| b.incoming(batch))
+                    {
+                        Ok(Incoming::Forward(lines)) => lines,
+                        Ok(Incoming::Answer(answer)) => {
+                            let _ = refusals.send(answer);
+                            Vec::new()
+                        }
+                        Err(_) => Vec::new(),
+                    },
+                    None => vec![std::mem::take(&mut line)],
+                };
+                for l in lines {
+                    if to.write_all(&l).await.is_err() {
+                        return;
+                    }
+                }
             }
             line.clear();
             over = false;
@@ -85,6 +115,7 @@ async fn pump_out(
     from: DuplexStream,
     mut refused: mpsc::UnboundedReceiver<String>,
     mut out: impl AsyncWrite + Unpin,
+    batches: Arc<Mutex<Batches>>,
 ) {
     let mut r = BufReader::new(from);
     let mut buf = Vec::new();
@@ -93,10 +124,16 @@ async fn pump_out(
         tokio::select! {
             n = r.read_until(b'\n', &mut buf), if rmcp_open => match n {
                 Ok(n) if n > 0 => {
-                    if out.write_all(&buf).await.is_err() || out.flush().await.is_err() {
-                        return;
+                    let line = std::mem::take(&mut buf);
+                    let now = match batches.lock() {
+                        Ok(mut b) => b.output(line),
+                        Err(_) => Some(line),
+                    };
+                    if let Some(line) = now {
+                        if out.write_all(&line).await.is_err() || out.flush().await.is_err() {
+                            return;
+                        }
                     }
-                    buf.clear();
                 }
                 _ => rmcp_open = false,
             },
@@ -113,27 +150,34 @@ async fn pump_out(
     }
 }
 
-/// The JSON-RPC error for a line that is not a JSON-RPC message rmcp can take, which rmcp would
-/// drop without a word (or answer without an id): not JSON at all (-32700, parse error), or a
-/// batch (-32600: batches are gone from the specification since 2025-06-18), both with id null.
+/// A line rmcp cannot take as it is.
+enum Line {
+    /// Not JSON: the answer.
+    Refused(String),
+    /// A JSON array: a batch.
+    Batch(Vec<Value>),
+}
+
+/// A line that is not a JSON-RPC message rmcp can take, which rmcp would drop without a word
+/// (or answer without an id): not JSON at all (the parse error -32700 with id null), or a batch.
 /// None for a blank line or a JSON object.
-fn malformed(line: &[u8]) -> Option<String> {
+fn malformed(line: &[u8]) -> Option<Line> {
     let text = line
         .strip_prefix(b"\xEF\xBB\xBF".as_slice())
         .unwrap_or(line);
     let start = text.iter().find(|b| !b.is_ascii_whitespace())?;
-    let (code, message) = if serde_json::from_slice::<serde::de::IgnoredAny>(text).is_err() {
-        (-32700, "parse error: the message is not valid JSON")
-    } else if *start == b'[' {
-        (
-            -32600,
-            "invalid request: JSON-RPC batches are not supported; send one message per line",
-        )
-    } else {
-        return None;
+    let parsed = match start {
+        b'[' => serde_json::from_slice::<Vec<Value>>(text).map(Some),
+        _ => serde_json::from_slice::<serde::de::IgnoredAny>(text).map(|_| None),
     };
-    let error = serde_json::json!({"code": code, "message": message});
-    Some(serde_json::json!({"jsonrpc": "2.0", "id": null, "error": error}).to_string())
+    match parsed {
+        Ok(batch) => batch.map(Line::Batch),
+        Err(_) => {
+            let error = serde_json::json!({"code": -32700, "message": "parse error: the message is not valid JSON"});
+            let v = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": error});
+            Some(Line::Refused(v.to_string()))
+        }
+    }
 }
 
 /// The JSON-RPC error for a line over the limit, with the id found at its start (or null).

@@ -46,8 +46,8 @@ pub struct ToolSpec {
     /// The JSON Schema of its arguments: that of the CLI verb's argument struct ([`args`]).
     pub input: fn() -> Arc<JsonObject>,
     /// The top-level fields of its `structuredContent` (the CLI's `--json`; an array is under
-    /// `result`), and which are always present.
-    pub output: (&'static [&'static str], &'static [&'static str]),
+    /// `result`) with their types, and which are always present.
+    pub output: (&'static [(&'static str, Ty)], &'static [&'static str]),
     /// Its arguments as the CLI command it runs (given the server's result budget in bytes).
     /// Each parses the JSON into the verb's struct; nothing goes through clap.
     pub build: fn(Value, usize) -> Result<Call, Error>,
@@ -70,7 +70,14 @@ impl ToolSpec {
         let mut t = Tool::new(self.name, self.description, input)
             .with_title(self.title)
             .with_annotations(annotations);
-        t.output_schema = Some(Arc::new(output_schema(self.output.0, self.output.1)));
+        let mut schema = output_schema(self.output.0, self.output.1);
+        if !self.read_only {
+            // A write's result over the budget leaves out its long fields and names them.
+            if let Some(Value::Object(props)) = schema.get_mut("properties") {
+                props.insert("cut".into(), Ty::Strs.schema());
+            }
+        }
+        t.output_schema = Some(Arc::new(schema));
         t
     }
 }
@@ -111,10 +118,68 @@ fn strict(v: &mut Value) {
     }
 }
 
-/// An object schema naming the fields of a structured result.
-fn output_schema(fields: &[&str], required: &[&str]) -> JsonObject {
-    let props: serde_json::Map<String, Value> =
-        fields.iter().map(|f| (f.to_string(), json!({}))).collect();
+/// The type of one field of a structured result, as its output schema declares it.
+#[derive(Clone, Copy, Debug)]
+pub enum Ty {
+    /// A whole number (ids, counts, revisions).
+    Int,
+    /// A number (a score, a ratio).
+    Num,
+    /// A string.
+    Str,
+    /// A boolean.
+    Bool,
+    /// An object (a memory, its state, a merge prompt).
+    Obj,
+    /// A list of strings (lines, block ranges).
+    Strs,
+    /// A list of whole numbers (ids).
+    Ints,
+    /// A list of objects.
+    Objs,
+    /// A list of lists (`why`'s claims: each a claim and its sources' lines).
+    Pairs,
+    /// An object, or null when there is none (`next_merge` when nothing is due).
+    ObjOrNull,
+    /// A whole number, or null (`stats`' file size of a server store).
+    IntOrNull,
+    /// A number, or null.
+    NumOrNull,
+    /// A list of block ranges (`nap` with `answers`) or a boolean (`nap` with `block` and `text`).
+    StrsOrBool,
+}
+
+impl Ty {
+    /// Its JSON Schema: one `type` per branch (a nullable field is `anyOf` with `null`, the
+    /// spelling portable validators take).
+    fn schema(self) -> Value {
+        let items = |t: &str| json!({"type": "array", "items": {"type": t}});
+        let or = |a: Value, b: Value| json!({"anyOf": [a, b]});
+        let null = json!({"type": "null"});
+        match self {
+            Ty::Int => json!({"type": "integer"}),
+            Ty::Num => json!({"type": "number"}),
+            Ty::Str => json!({"type": "string"}),
+            Ty::Bool => json!({"type": "boolean"}),
+            Ty::Obj => json!({"type": "object"}),
+            Ty::Strs => items("string"),
+            Ty::Ints => items("integer"),
+            Ty::Objs => items("object"),
+            Ty::Pairs => items("array"),
+            Ty::ObjOrNull => or(Ty::Obj.schema(), null),
+            Ty::IntOrNull => or(Ty::Int.schema(), null),
+            Ty::NumOrNull => or(Ty::Num.schema(), null),
+            Ty::StrsOrBool => or(Ty::Strs.schema(), Ty::Bool.schema()),
+        }
+    }
+}
+
+/// An object schema naming the fields of a structured result with their types.
+fn output_schema(fields: &[(&str, Ty)], required: &[&str]) -> JsonObject {
+    let props: serde_json::Map<String, Value> = fields
+        .iter()
+        .map(|(f, t)| (f.to_string(), t.schema()))
+        .collect();
     let v = json!({"type": "object", "properties": props, "required": required});
     match v {
         Value::Object(m) => m,
@@ -122,8 +187,10 @@ fn output_schema(fields: &[&str], required: &[&str]) -> JsonObject {
     }
 }
 
-const RESULT: (&[&str], &[&str]) = (&["result"], &["result"]);
-const NEXT: &str = "next_merge";
+/// A result that is a JSON array of objects, under `result`.
+const RESULT: (&[(&str, Ty)], &[&str]) = (&[("result", Ty::Objs)], &["result"]);
+/// `next_merge`: the next merge prompt, or null.
+const NEXT: (&str, Ty) = ("next_merge", Ty::ObjOrNull);
 
 /// Every tool, in the order `tools/list` returns them.
 pub const TOOLS: &[ToolSpec] = &[
@@ -136,7 +203,18 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scopes<wake::WakeArgs>>,
-        output: (&["scope", "total", "omitted", "items", "pending", "item_lines", "result"], &[]),
+        output: (
+            &[
+                ("scope", Ty::Str),
+                ("total", Ty::Int),
+                ("omitted", Ty::Int),
+                ("items", Ty::Objs),
+                ("pending", Ty::Int),
+                ("item_lines", Ty::Strs),
+                ("result", Ty::Objs),
+            ],
+            &[],
+        ),
         build: args::wake,
     },
     ToolSpec {
@@ -148,7 +226,16 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: false,
         input: schema_for_type::<Scoped<note::NoteArgs>>,
-        output: (&["id", "replayed", "status", "untrusted", NEXT], &["id", "replayed"]),
+        output: (
+            &[
+                ("id", Ty::Int),
+                ("replayed", Ty::Bool),
+                ("status", Ty::Str),
+                ("untrusted", Ty::Bool),
+                NEXT,
+            ],
+            &["id", "replayed"],
+        ),
         build: |v, _| args::scoped(v, Command::Note),
     },
     ToolSpec {
@@ -160,7 +247,17 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scopes<recall::RecallArgs>>,
-        output: (&["matches", "total", "lines", "unreadable", "next_before", "result"], &[]),
+        output: (
+            &[
+                ("matches", Ty::Objs),
+                ("total", Ty::Int),
+                ("lines", Ty::Strs),
+                ("unreadable", Ty::Ints),
+                ("next_before", Ty::Int),
+                ("result", Ty::Objs),
+            ],
+            &[],
+        ),
         build: args::recall,
     },
     ToolSpec {
@@ -172,7 +269,10 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scopes<search::SearchArgs>>,
-        output: (&["hits", "candidates", "next_offset"], &["hits", "candidates"]),
+        output: (
+            &[("hits", Ty::Objs), ("candidates", Ty::Int), ("next_offset", Ty::Int)],
+            &["hits", "candidates"],
+        ),
         build: |v, max| args::search(v, max),
     },
     ToolSpec {
@@ -196,7 +296,10 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<inspect::ShowArgs>>,
-        output: (&["scope", "memory", "state"], &["scope", "memory", "state"]),
+        output: (
+            &[("scope", Ty::Str), ("memory", Ty::Obj), ("state", Ty::Obj)],
+            &["scope", "memory", "state"],
+        ),
         build: |v, _| args::scoped(v, Command::Show),
     },
     ToolSpec {
@@ -208,7 +311,16 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<inspect::WhyArgs>>,
-        output: (&["block", "summary", "stale", "uncited", "claims"], &["block", "claims"]),
+        output: (
+            &[
+                ("block", Ty::Obj),
+                ("summary", Ty::Obj),
+                ("stale", Ty::Bool),
+                ("uncited", Ty::Bool),
+                ("claims", Ty::Pairs),
+            ],
+            &["block", "claims"],
+        ),
         build: |v, _| args::scoped(v, Command::Why),
     },
     ToolSpec {
@@ -220,7 +332,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<tree::PendingArgs>>,
-        output: RESULT,
+        output: (&[("result", Ty::Strs)], &["result"]),
         build: |v, _| args::scoped(v, Command::Pending),
     },
     ToolSpec {
@@ -232,7 +344,18 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<tree::NapArgs>>,
-        output: (&[NEXT, "pending", "block", "saved", "uncited", "settled", "result"], &[]),
+        output: (
+            &[
+                NEXT,
+                ("pending", Ty::Int),
+                ("block", Ty::Str),
+                ("saved", Ty::StrsOrBool),
+                ("uncited", Ty::Bool),
+                ("settled", Ty::Strs),
+                ("result", Ty::Objs),
+            ],
+            &[],
+        ),
         build: |v, _| args::scoped(v, Command::Nap),
     },
     ToolSpec {
@@ -244,7 +367,8 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: true,
         idempotent: true,
         input: schema_for_type::<Scoped<tree::ForgetArgs>>,
-        output: (&["forgot"], &["forgot"]),
+        // Not required: a cascade over the budget is left out (named in `cut`).
+        output: (&[("forgot", Ty::Strs)], &[]),
         build: |v, _| args::scoped(v, Command::Forget),
     },
     ToolSpec {
@@ -256,7 +380,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: false,
         input: schema_for_type::<args::Decide>,
-        output: (&["id", "status"], &["id", "status"]),
+        output: (&[("id", Ty::Int), ("status", Ty::Str)], &["id", "status"]),
         build: args::decide,
     },
     ToolSpec {
@@ -280,7 +404,15 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: true,
         idempotent: true,
         input: schema_for_type::<SaveArgs>,
-        output: (&["revision", "kept", "written", "archived"], &["revision"]),
+        output: (
+            &[
+                ("revision", Ty::Int),
+                ("kept", Ty::Int),
+                ("written", Ty::Int),
+                ("archived", Ty::Int),
+            ],
+            &["revision"],
+        ),
         build: |v, _| args::unscoped(v, |a| args::session(SessionCmd::Save(a))),
     },
     ToolSpec {
@@ -292,7 +424,15 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: false,
         input: schema_for_type::<AppendArgs>,
-        output: (&["revision", "first_index", "count", "replayed"], &["revision"]),
+        output: (
+            &[
+                ("revision", Ty::Int),
+                ("first_index", Ty::Int),
+                ("count", Ty::Int),
+                ("replayed", Ty::Bool),
+            ],
+            &["revision"],
+        ),
         build: |v, _| args::unscoped(v, |a| args::session(SessionCmd::Append(a))),
     },
     ToolSpec {
@@ -328,7 +468,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: true,
         idempotent: true,
         input: schema_for_type::<Scoped<lifecycle::RedactArgs>>,
-        output: (&["id", "status"], &["id", "status"]),
+        output: (&[("id", Ty::Int), ("status", Ty::Str)], &["id", "status"]),
         build: |v, _| args::scoped(v, Command::Redact),
     },
     ToolSpec {
@@ -340,7 +480,15 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<trust::GrantArgs>,
-        output: (&["principal", "access", "scope", "granted"], &["principal"]),
+        output: (
+            &[
+                ("principal", Ty::Str),
+                ("access", Ty::Str),
+                ("scope", Ty::Str),
+                ("granted", Ty::Bool),
+            ],
+            &["principal"],
+        ),
         build: |v, _| args::unscoped(v, Command::Grant),
     },
     ToolSpec {
@@ -352,7 +500,15 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<trust::GrantArgs>,
-        output: (&["principal", "access", "scope", "revoked"], &["principal"]),
+        output: (
+            &[
+                ("principal", Ty::Str),
+                ("access", Ty::Str),
+                ("scope", Ty::Str),
+                ("revoked", Ty::Bool),
+            ],
+            &["principal"],
+        ),
         build: |v, _| args::unscoped(v, Command::Revoke),
     },
     ToolSpec {
@@ -376,7 +532,15 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<NoArgs>,
-        output: (&["scopes", "file_bytes", "memories", "bytes_per_memory"], &["scopes"]),
+        output: (
+            &[
+                ("scopes", Ty::Objs),
+                ("file_bytes", Ty::IntOrNull),
+                ("memories", Ty::Int),
+                ("bytes_per_memory", Ty::NumOrNull),
+            ],
+            &["scopes"],
+        ),
         build: |v, _| args::unscoped(v, |NoArgs {}| Command::Stats),
     },
     ToolSpec {
@@ -388,7 +552,17 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<NoArgs>,
-        output: (&["problems", "scopes", "memories", "summaries", "sessions"], &[]),
+        output: (
+            &[
+                ("engine_intact", Ty::Bool),
+                ("problems", Ty::Strs),
+                ("scopes", Ty::Int),
+                ("memories", Ty::Int),
+                ("summaries", Ty::Int),
+                ("sessions", Ty::Int),
+            ],
+            &[],
+        ),
         build: |v, _| args::unscoped(v, |NoArgs {}| Command::Verify),
     },
     ToolSpec {
@@ -400,7 +574,15 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<trust::PolicyArgs>>,
-        output: (&[], &[]),
+        output: (
+            &[
+                ("inference_status", Ty::Str),
+                ("refuse_secrets", Ty::Bool),
+                ("require_citations", Ty::Bool),
+                ("require_source", Ty::Strs),
+            ],
+            &[],
+        ),
         build: |v, _| args::scoped(v, Command::Policy),
     },
 ];
