@@ -11,12 +11,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use postgres::error::SqlState;
-use postgres::types::Type;
-use postgres::{Client, NoTls, SimpleQueryMessage};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::Type;
+use tokio_postgres::{Config, NoTls, SimpleQueryMessage};
 
 use crate::error::{Error, Result};
 use crate::storage::kv::TableId;
+use crate::storage::pg::client::{self, Client, SqlError};
 use crate::storage::pg::url::without_password;
 
 /// The schema a URL names when it names none.
@@ -25,22 +26,90 @@ pub const DEFAULT_SCHEMA: &str = "engram";
 /// The table that records each write's commit id, so that an ambiguous commit can be resolved.
 pub(crate) const COMMITS: &str = "engram_commits";
 
-/// A parsed server URL: the connection settings, the schema, and the URL as it may be shown
-/// (never with a password).
+/// How long a connection's start-up may take per host when the URL sets no `connect_timeout`.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The shortest `statement_timeout` a transaction sets (it is four busy timeouts otherwise).
+const MIN_STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A parsed server URL: the connection settings of each host, the schema, and the URL as it may
+/// be shown (never with a password).
 pub(crate) struct ServerUrl {
-    config: postgres::Config,
+    /// Each host the URL names, in order, with its settings and its name as it may be shown
+    /// (one entry when the URL names one host, or names its hosts in its query).
+    hosts: Vec<(Config, String)>,
+    /// How long one host's start-up may take (`connect_timeout`).
+    connect_timeout: Duration,
     /// The schema, a plain identifier (`[a-z_][a-z0-9_]*`, at most 63 bytes).
     pub(crate) schema: String,
     /// The URL without its password: what messages and `Store::path` show.
     pub(crate) shown: String,
 }
 
-/// Parses `url`: engram's own `schema` parameter is taken out, the rest goes to the client.
+/// Parses `url`: engram's own `schema` parameter is taken out, the rest goes to the client,
+/// once per host (each host is tried in turn, each within `connect_timeout`, as libpq does).
 /// A password may come from the URL or from `PGPASSWORD`; neither is ever shown.
 pub(crate) fn parse_url(url: &str) -> Result<ServerUrl> {
     let (client_url, schema) = split_schema(url)?;
     let shown = without_password(url);
-    let mut config: postgres::Config = client_url.parse().map_err(|e| {
+    let hosts = host_urls(&client_url)
+        .into_iter()
+        .map(|(u, host)| {
+            let name = if host.is_empty() { shown.clone() } else { host };
+            Ok((configure(&u, &shown)?, name))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let connect_timeout = hosts
+        .first()
+        .and_then(|(c, _)| c.get_connect_timeout().copied())
+        .unwrap_or(DEFAULT_CONNECT_TIMEOUT);
+    Ok(ServerUrl {
+        hosts,
+        connect_timeout,
+        schema,
+        shown,
+    })
+}
+
+/// The URL once per host it names, with the host as it may be shown: `postgresql://u@h1,h2/db`
+/// gives `postgresql://u@h1/db` and `postgresql://u@h2/db`. A URL with one host, or with its
+/// hosts in its query (`?host=`), is given whole, with no name.
+fn host_urls(url: &str) -> Vec<(String, String)> {
+    let whole = || vec![(url.to_string(), String::new())];
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return whole();
+    };
+    // The user info ends at the first `@`, as the client's parser reads it (url.rs).
+    let (user, after) = match rest.split_once('@') {
+        Some((info, after))
+            if !info
+                .split(':')
+                .next()
+                .unwrap_or("")
+                .contains(['/', '?', '=']) =>
+        {
+            (format!("{info}@"), after)
+        }
+        _ => (String::new(), rest),
+    };
+    let end = after.find(['/', '?']).unwrap_or(after.len());
+    let Some((hosts, tail)) = after.split_at_checked(end) else {
+        return whole();
+    };
+    if hosts.is_empty() {
+        return whole();
+    }
+    hosts
+        .split(',')
+        .map(|h| (format!("{scheme}://{user}{h}{tail}"), h.to_string()))
+        .collect()
+}
+
+/// The client's settings for one URL, with engram's defaults where the URL and the environment
+/// say nothing: the user, the password, `application_name`, `connect_timeout` (10 s), TCP
+/// keepalives after 30 s idle, and `tcp_user_timeout` (30 s).
+fn configure(client_url: &str, shown: &str) -> Result<Config> {
+    let mut config: Config = client_url.parse().map_err(|e| {
         Error::invalid(
             "database URL",
             format!("{shown} is not a PostgreSQL URL the client understands ({e})"),
@@ -60,13 +129,23 @@ pub(crate) fn parse_url(url: &str) -> Result<ServerUrl> {
         config.application_name("engram");
     }
     if config.get_connect_timeout().is_none() {
-        config.connect_timeout(Duration::from_secs(5));
+        config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
     }
-    Ok(ServerUrl {
-        config,
-        schema,
-        shown,
-    })
+    // The client's default is the system's (two hours); an idle pooled connection to a host
+    // that vanished is found out sooner.
+    if config.get_keepalives_idle() == Duration::from_secs(2 * 60 * 60) {
+        config.keepalives_idle(Duration::from_secs(30));
+    }
+    if config.get_keepalives_interval().is_none() {
+        config.keepalives_interval(Duration::from_secs(10));
+    }
+    if config.get_keepalives_retries().is_none() {
+        config.keepalives_retries(3);
+    }
+    if config.get_tcp_user_timeout().is_none() {
+        config.tcp_user_timeout(Duration::from_secs(30));
+    }
+    Ok(config)
 }
 
 /// Splits `url` into the URL for the client (without engram's `schema` parameter) and the
@@ -121,9 +200,12 @@ pub(crate) enum Fault {
 }
 
 /// Whether an error is one the transaction loop handles by running again.
-pub(crate) fn classify(e: &postgres::Error) -> Option<Fault> {
+pub(crate) fn classify(e: &SqlError) -> Option<Fault> {
     if e.is_closed() {
         return Some(Fault::Lost(format!("the connection closed ({e})")));
+    }
+    if let SqlError::Stalled(m) = e {
+        return Some(Fault::Lost(m.clone()));
     }
     let Some(code) = e.code() else {
         // No SQLSTATE: the socket failed, or the server spoke out of turn.
@@ -153,18 +235,15 @@ pub(crate) fn classify(e: &postgres::Error) -> Option<Fault> {
     lost.then(|| Fault::Lost(format!("{c}: {}", db_message(e))))
 }
 
-fn db_message(e: &postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(d) => d.message().to_string(),
-        None => match std::error::Error::source(e) {
-            Some(cause) => format!("{e}: {cause}"),
-            None => e.to_string(),
-        },
+fn db_message(e: &SqlError) -> String {
+    match e {
+        SqlError::Pg(e) => client::cause(e),
+        SqlError::Stalled(m) => m.clone(),
     }
 }
 
 /// A server error that running again would not fix, as engram's error.
-pub(crate) fn server_error(e: &postgres::Error) -> Error {
+pub(crate) fn server_error(e: &SqlError) -> Error {
     match e.code() {
         Some(c) if *c == SqlState::UNDEFINED_TABLE => Error::ReadOnly(format!(
             "the store lacks a table that this engram adds on its first read-write open (any write, or `engram init`, adds it): {}",
@@ -174,7 +253,7 @@ pub(crate) fn server_error(e: &postgres::Error) -> Error {
             Error::Denied(format!("the PostgreSQL server refused: {}", db_message(e)))
         }
         Some(c) => Error::Server(format!("PostgreSQL error {}: {}", c.code(), db_message(e))),
-        None => Error::Server(format!("PostgreSQL: {e}")),
+        None => Error::Server(format!("PostgreSQL: {}", db_message(e))),
     }
 }
 
@@ -205,6 +284,13 @@ pub(crate) struct Server {
     url: ServerUrl,
     pool: Mutex<Vec<Conn>>,
     busy: Duration,
+    /// Each transaction's `statement_timeout`: four busy timeouts, at least 30 s. A round trip
+    /// waits for its answer this long plus `connect_timeout`, then the connection is given up.
+    statement_timeout: Duration,
+    /// What each transaction sets first, with `SET LOCAL` (so that it holds for the transaction
+    /// alone, as a pooler in transaction mode needs): the lock and statement timeouts, and
+    /// `bytea` in hex, which the transaction's first round trip parses.
+    settings: String,
     /// Every Nth statement of a write fails with a synthetic serialization error
     /// (`ENGRAM_PG_FAULT_EVERY=N`, for tests; 0: never).
     fault_every: u64,
@@ -287,7 +373,17 @@ impl Server {
             })
             .collect::<Vec<_>>()
             .join(" UNION ALL ");
+        let statement_timeout = (busy * 4).max(MIN_STATEMENT_TIMEOUT);
+        // A row lock is waited for no longer than the busy timeout (then 55P03, which the
+        // transaction loop retries until the timeout is spent).
+        let settings = format!(
+            "SET LOCAL lock_timeout = {}; SET LOCAL statement_timeout = {}; SET LOCAL bytea_output = 'hex'",
+            busy.as_millis().max(1),
+            statement_timeout.as_millis()
+        );
         let engine = Arc::new(Server {
+            statement_timeout,
+            settings,
             context,
             commits: q(COMMITS),
             url,
@@ -351,16 +447,12 @@ impl Server {
         let start = Instant::now();
         let mut pause = Duration::from_millis(20);
         loop {
-            let connected = self.url.config.connect(NoTls).and_then(|mut client| {
-                // A row lock is waited for no longer than the busy timeout (then 55P03, which
-                // the transaction loop retries until the timeout is spent).
-                // `bytea` in hex, which the transaction's first round trip parses.
-                client.batch_execute(&format!(
-                    "SET lock_timeout = {}; SET bytea_output = 'hex'",
-                    self.busy.as_millis().max(1)
-                ))?;
-                Ok(client)
-            });
+            let connected = client::connect(
+                &self.url.hosts,
+                NoTls,
+                self.url.connect_timeout,
+                self.statement_timeout + self.url.connect_timeout,
+            );
             match connected {
                 Ok(client) => return Ok(Conn { client }),
                 Err(e) => {
@@ -377,7 +469,7 @@ impl Server {
         }
     }
 
-    fn unreachable(&self, e: &postgres::Error, waited: Duration) -> Error {
+    fn unreachable(&self, e: &SqlError, waited: Duration) -> Error {
         let shown = &self.url.shown;
         match e.code() {
             Some(c) if c.code().starts_with("28") => Error::Server(format!(
@@ -444,10 +536,10 @@ impl Server {
         &self,
         conn: &mut Conn,
         begin: &str,
-    ) -> std::result::Result<Vec<ContextRows>, postgres::Error> {
+    ) -> std::result::Result<Vec<ContextRows>, SqlError> {
         let msgs = conn
             .client
-            .simple_query(&format!("{begin}; {}", self.context))?;
+            .simple_query(&format!("{begin}; {}; {}", self.settings, self.context))?;
         let mut rows: Vec<Vec<(Vec<u8>, Vec<u8>)>> = vec![Vec::new(); CONTEXT.len()];
         for m in msgs {
             let SimpleQueryMessage::Row(r) = m else {
@@ -491,7 +583,13 @@ impl Server {
     /// another process creates them at the same moment). YugabyteDB needs range-ordered keys.
     pub(crate) fn create_tables(&self) -> Result<()> {
         self.on_conn(|conn| {
-            let version: String = conn.client.query_one("SELECT version()", &[])?.try_get(0)?;
+            let version = (conn.client.simple_query("SELECT version()")?)
+                .iter()
+                .find_map(|m| match m {
+                    SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+                    _ => None,
+                })
+                .unwrap_or_default();
             let key = if version.contains("-YB-") || version.contains("Yugabyte") {
                 "PRIMARY KEY (k ASC)"
             } else {
@@ -515,12 +613,12 @@ impl Server {
     pub(crate) fn table_names(&self) -> Result<Vec<String>> {
         self.on_conn(|conn| {
             conn.client
-                .query(
+                .query_typed(
                     "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1",
-                    &[&self.url.schema],
+                    &[(&self.url.schema, Type::TEXT)],
                 )?
                 .iter()
-                .map(|r| r.try_get::<_, String>(0))
+                .map(|r| Ok(r.try_get::<_, String>(0)?))
                 .collect()
         })
     }
@@ -529,7 +627,7 @@ impl Server {
     /// timeout); the connection goes back to the pool after a success.
     pub(crate) fn on_conn<R>(
         &self,
-        mut f: impl FnMut(&mut Conn) -> std::result::Result<R, postgres::Error>,
+        mut f: impl FnMut(&mut Conn) -> std::result::Result<R, SqlError>,
     ) -> Result<R> {
         self.retrying(|| {
             let mut conn = match self.take() {

@@ -18,10 +18,11 @@ use std::collections::HashMap;
 use std::ops::{Bound, ControlFlow};
 use std::sync::Arc;
 
-use postgres::types::{ToSql, Type};
+use tokio_postgres::types::Type;
 
 use crate::error::{Error, Result};
 use crate::storage::kv::{empty_range, Dir, KvRead, KvWrite, TableId, Visit};
+use crate::storage::pg::client::{Param, SqlError};
 use crate::storage::pg::conn::{classify, server_error, Attempt, Conn, ContextRows, Fault, Server};
 
 /// One transaction of the server engine (see the module doc).
@@ -136,10 +137,6 @@ impl std::fmt::Debug for PgTx {
 
 type Rows = Vec<(Vec<u8>, Vec<u8>)>;
 
-/// A statement parameter with its type: statements are sent typed, unprepared, so that each
-/// costs one round trip even on a fresh connection (a CLI process makes one per run).
-type Param<'a> = (&'a (dyn ToSql + Sync), Type);
-
 impl PgTx {
     pub(crate) fn new(server: Arc<Server>, conn: Conn, write: bool, inject: bool) -> PgTx {
         PgTx {
@@ -174,10 +171,7 @@ impl PgTx {
     }
 
     /// Runs one statement on the connection, recording a fault that calls for another attempt.
-    fn run<R>(
-        &self,
-        f: impl FnOnce(&mut Conn) -> std::result::Result<R, postgres::Error>,
-    ) -> Result<R> {
+    fn run<R>(&self, f: impl FnOnce(&mut Conn) -> std::result::Result<R, SqlError>) -> Result<R> {
         if let Some(fault) = self.fault.borrow().as_ref() {
             return Err(fault_error(fault));
         }
