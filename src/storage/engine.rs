@@ -62,6 +62,8 @@ pub(crate) struct Opened<E> {
     pub(crate) created: bool,
     /// What the open did to a torn tail of a file.
     pub(crate) repaired: Option<TailRepair>,
+    /// What the open found unsafe in the connection to a server, to say once.
+    pub(crate) insecure: Option<String>,
 }
 
 impl<E> Opened<E> {
@@ -72,6 +74,7 @@ impl<E> Opened<E> {
             shown: self.shown,
             created: self.created,
             repaired: self.repaired,
+            insecure: self.insecure,
         }
     }
 }

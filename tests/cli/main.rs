@@ -28,6 +28,7 @@ mod pg_errors;
 mod pg_failover;
 mod pg_hosts;
 mod pg_kill;
+mod pg_tls;
 mod planted_links;
 mod race;
 mod readme_tour;

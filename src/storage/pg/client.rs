@@ -11,9 +11,10 @@ use std::future::Future;
 use std::time::Duration;
 
 use tokio_postgres::error::SqlState;
-use tokio_postgres::tls::MakeTlsConnect;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Config, Row, SimpleQueryMessage, Socket};
+use tokio_postgres::{Config, Row, SimpleQueryMessage};
+
+use crate::storage::pg::tls::MakeRustls;
 
 /// What a statement or a connection attempt met: the server's (or the socket's) error, or no
 /// answer within the bound.
@@ -63,6 +64,8 @@ pub(crate) type Param<'a> = (&'a (dyn ToSql + Sync), Type);
 pub(crate) struct Client {
     inner: tokio_postgres::Client,
     driver: Driver,
+    /// Whether the session is encrypted (TLS).
+    encrypted: bool,
 }
 
 /// What runs a connection's round trips: its runtime and their bound.
@@ -87,16 +90,12 @@ fn runtime() -> Result<tokio::runtime::Runtime, SqlError> {
 /// Connects to the first host of `hosts` that takes the connection (each with its own
 /// connection settings, in order, as libpq tries them), each within `bound`; round trips after
 /// wait at most `wait`. The error names every host tried and what each met.
-pub(crate) fn connect<T>(
+pub(crate) fn connect(
     hosts: &[(Config, String)],
-    tls: T,
+    tls: &MakeRustls,
     bound: Duration,
     wait: Duration,
-) -> Result<Client, SqlError>
-where
-    T: MakeTlsConnect<Socket> + Clone,
-    T::Stream: Send + 'static,
-{
+) -> Result<Client, SqlError> {
     let rt = runtime()?;
     let mut failures = Vec::new();
     let mut last = None;
@@ -116,7 +115,12 @@ where
                     host: host.clone(),
                     stalled: false,
                 };
-                return Ok(Client { inner, driver });
+                let encrypted = tls.take_encrypted();
+                return Ok(Client {
+                    inner,
+                    driver,
+                    encrypted,
+                });
             }
             Ok(Err(e)) => {
                 failures.push(format!("{host}: {}", cause(&e)));
@@ -222,6 +226,16 @@ impl Client {
             },
             f,
         )
+    }
+
+    /// Whether the session is encrypted (TLS).
+    pub(crate) fn encrypted(&self) -> bool {
+        self.encrypted
+    }
+
+    /// The host it reached, as it may be shown.
+    pub(crate) fn host(&self) -> &str {
+        &self.driver.host
     }
 
     /// Whether the connection is gone (closed, or stalled once).

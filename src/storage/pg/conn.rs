@@ -13,11 +13,12 @@ use std::time::{Duration, Instant};
 
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
-use tokio_postgres::{Config, NoTls, SimpleQueryMessage};
+use tokio_postgres::{Config, SimpleQueryMessage};
 
 use crate::error::{Error, Result};
 use crate::storage::kv::TableId;
 use crate::storage::pg::client::{self, Client, SqlError};
+use crate::storage::pg::tls::{is_tls_param, MakeRustls, SslMode, TlsParams};
 use crate::storage::pg::url::without_password;
 
 /// The schema a URL names when it names none.
@@ -40,6 +41,9 @@ pub(crate) struct ServerUrl {
     hosts: Vec<(Config, String)>,
     /// How long one host's start-up may take (`connect_timeout`).
     connect_timeout: Duration,
+    /// The TLS parameters, and the connector they make.
+    tls: TlsParams,
+    rustls: MakeRustls,
     /// The schema, a plain identifier (`[a-z_][a-z0-9_]*`, at most 63 bytes).
     pub(crate) schema: String,
     /// The URL without its password: what messages and `Store::path` show.
@@ -50,13 +54,15 @@ pub(crate) struct ServerUrl {
 /// once per host (each host is tried in turn, each within `connect_timeout`, as libpq does).
 /// A password may come from the URL or from `PGPASSWORD`; neither is ever shown.
 pub(crate) fn parse_url(url: &str) -> Result<ServerUrl> {
-    let (client_url, schema) = split_schema(url)?;
+    let (client_url, schema, tls) = split_params(url)?;
     let shown = without_password(url);
     let hosts = host_urls(&client_url)
         .into_iter()
         .map(|(u, host)| {
             let name = if host.is_empty() { shown.clone() } else { host };
-            Ok((configure(&u, &shown)?, name))
+            let mut config = configure(&u, &shown)?;
+            config.ssl_mode(tls.client_mode());
+            Ok((config, name))
         })
         .collect::<Result<Vec<_>>>()?;
     let connect_timeout = hosts
@@ -64,11 +70,54 @@ pub(crate) fn parse_url(url: &str) -> Result<ServerUrl> {
         .and_then(|(c, _)| c.get_connect_timeout().copied())
         .unwrap_or(DEFAULT_CONNECT_TIMEOUT);
     Ok(ServerUrl {
+        rustls: MakeRustls::new(tls.client_config()?),
+        tls,
         hosts,
         connect_timeout,
         schema,
         shown,
     })
+}
+
+impl ServerUrl {
+    /// The warning a connection calls for: a password sent in clear to a host other than
+    /// loopback (a Unix socket counts as loopback).
+    fn insecure(&self, client: &Client) -> Option<String> {
+        let password = self
+            .hosts
+            .first()
+            .is_some_and(|(c, _)| c.get_password().is_some());
+        if client.encrypted() || !password || is_loopback(client.host()) {
+            return None;
+        }
+        let why = match self.tls.mode {
+            SslMode::Disable => "sslmode=disable",
+            _ => "the server declined TLS and sslmode is prefer",
+        };
+        Some(format!(
+            "the password for {} went to {} without TLS ({why}); set sslmode=verify-full (or require) in the URL",
+            self.shown,
+            client.host()
+        ))
+    }
+}
+
+/// Whether a host (`name:port`, `[v6]:port`, a URL, or a socket path) is on this machine.
+fn is_loopback(host: &str) -> bool {
+    let name = host.split_once("://").map_or(host, |(_, rest)| {
+        rest.rsplit_once('@').map_or(rest, |(_, h)| h)
+    });
+    let name = match name.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => name.split([':', '/', '?']).next().unwrap_or(""),
+    };
+    name.is_empty()
+        || name.starts_with('/')
+        || name.to_ascii_lowercase().starts_with("%2f")
+        || name == "localhost"
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The URL once per host it names, with the host as it may be shown: `postgresql://u@h1,h2/db`
@@ -148,15 +197,21 @@ fn configure(client_url: &str, shown: &str) -> Result<Config> {
     Ok(config)
 }
 
-/// Splits `url` into the URL for the client (without engram's `schema` parameter) and the
-/// schema, checked (the default when it names none).
-pub(crate) fn split_schema(url: &str) -> Result<(String, String)> {
+/// Splits `url` into the URL for the client (without engram's `schema` parameter and the TLS
+/// parameters [`super::tls`] reads), the schema, checked (the default when it names none), and
+/// the TLS parameters (percent-decoded).
+pub(crate) fn split_params(url: &str) -> Result<(String, String, TlsParams)> {
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
     let mut schema = DEFAULT_SCHEMA.to_string();
     let mut kept = Vec::new();
+    let mut tls = Vec::new();
     for kv in query.split('&').filter(|p| !p.is_empty()) {
         match kv.split_once('=') {
             Some(("schema", v)) => schema = v.to_string(),
+            Some((k, v)) if is_tls_param(k) => {
+                let v = percent_encoding::percent_decode_str(v).decode_utf8_lossy();
+                tls.push((k.to_string(), v.into_owned()));
+            }
             _ => kept.push(kv),
         }
     }
@@ -166,7 +221,7 @@ pub(crate) fn split_schema(url: &str) -> Result<(String, String)> {
     } else {
         format!("{base}?{}", kept.join("&"))
     };
-    Ok((client_url, schema))
+    Ok((client_url, schema, TlsParams::from_pairs(&tls)?))
 }
 
 fn validate_schema(s: &str) -> Result<()> {
@@ -301,6 +356,9 @@ pub(crate) struct Server {
     commit_count: AtomicU64,
     tables: Vec<TableSql>,
     commits: String,
+    /// Set by the first connection when it sent a password without TLS to a host other than
+    /// loopback: the warning to give once.
+    insecure: std::sync::OnceLock<String>,
     /// The query of what nearly every transaction reads first ([`CONTEXT`]), sent with its
     /// `BEGIN` in one round trip.
     context: String,
@@ -384,6 +442,7 @@ impl Server {
         let engine = Arc::new(Server {
             statement_timeout,
             settings,
+            insecure: std::sync::OnceLock::new(),
             context,
             commits: q(COMMITS),
             url,
@@ -396,8 +455,16 @@ impl Server {
             tables,
         });
         let conn = engine.take()?;
+        if let Some(w) = engine.url.insecure(&conn.client) {
+            let _ = engine.insecure.set(w);
+        }
         engine.give(conn);
         Ok(engine)
+    }
+
+    /// The warning the first connection called for, if any ([`ServerUrl::insecure`]).
+    pub(crate) fn insecure(&self) -> Option<&str> {
+        self.insecure.get().map(String::as_str)
     }
 
     /// The URL as it may be shown (no password).
@@ -449,7 +516,7 @@ impl Server {
         loop {
             let connected = client::connect(
                 &self.url.hosts,
-                NoTls,
+                &self.url.rustls,
                 self.url.connect_timeout,
                 self.statement_timeout + self.url.connect_timeout,
             );
@@ -670,4 +737,59 @@ pub(crate) enum Attempt<R> {
     Done(Result<R>),
     /// Run it again (the fault is what to report if time runs out).
     Again(Fault),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_is_split_per_host_keeping_user_path_and_query() {
+        let hosts =
+            host_urls("postgresql://u:p/w@h1:5432,h2:5433/db?target_session_attrs=read-write");
+        let got: Vec<(&str, &str)> = hosts
+            .iter()
+            .map(|(u, h)| (u.as_str(), h.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "postgresql://u:p/w@h1:5432/db?target_session_attrs=read-write",
+                    "h1:5432"
+                ),
+                (
+                    "postgresql://u:p/w@h2:5433/db?target_session_attrs=read-write",
+                    "h2:5433"
+                ),
+            ]
+        );
+        assert_eq!(
+            host_urls("postgresql://h/db"),
+            [("postgresql://h/db".to_string(), "h".to_string())]
+        );
+        assert_eq!(host_urls("postgresql:///db?host=a,b")[0].1, "");
+    }
+
+    #[test]
+    fn loopback_hosts_are_told_from_remote_ones() {
+        for h in [
+            "127.0.0.1:5432",
+            "localhost",
+            "[::1]:5432",
+            "/run/postgresql",
+            "%2Frun%2Fpg",
+            "127.9.9.9",
+        ] {
+            assert!(is_loopback(h), "{h}");
+        }
+        for h in [
+            "db.example:5432",
+            "10.0.0.1",
+            "[2001:db8::1]:5432",
+            "postgresql://u@db.example/x",
+        ] {
+            assert!(!is_loopback(h), "{h}");
+        }
+    }
 }

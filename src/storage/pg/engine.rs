@@ -122,6 +122,7 @@ impl Engine for PgEngine {
             _ => engine.read(opts.principal.as_deref(), |r| META.get(&r.tx, "format"))?,
         };
         let shown = PathBuf::from(engine.server.shown());
+        let insecure = engine.server.insecure().map(str::to_string);
         let created = match format {
             Some(v) => {
                 upgrade(&engine, opts, check_format_value(&v)?)?;
@@ -138,6 +139,7 @@ impl Engine for PgEngine {
             shown,
             created,
             repaired: None,
+            insecure,
         })
     }
 

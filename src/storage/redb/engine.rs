@@ -259,6 +259,7 @@ pub(crate) fn with_backend(
         shown: PathBuf::from(name),
         created: false,
         repaired: None,
+        insecure: None,
     })
 }
 
@@ -383,6 +384,7 @@ fn open_file(
         shown: path.to_path_buf(),
         created: false,
         repaired,
+        insecure: None,
     })
 }
 
