@@ -30,7 +30,7 @@ pub(crate) trait Engine: Sized {
     fn open(location: &Path, opts: &Options, create: bool) -> Result<Opened<Self>>;
 
     /// Runs `f` over one consistent snapshot, acting as `principal` (`None`: the admin).
-    fn read<R>(&self, principal: Option<&str>, f: impl FnOnce(&ReadTxn) -> Result<R>) -> Result<R>;
+    fn read<R>(&self, principal: Option<&str>, f: impl FnMut(&ReadTxn) -> Result<R>) -> Result<R>;
 
     /// Runs `f` in one write transaction and commits it durably, acting as `principal`. The engine's
     /// retry rule: redb waits up to the busy timeout for the one writer slot and runs `f` once;

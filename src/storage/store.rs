@@ -203,7 +203,7 @@ impl Store {
     }
 
     /// Runs `f` over one consistent snapshot. Keep it short: a read transaction pins pages.
-    pub fn read<R>(&self, f: impl FnOnce(&ReadTxn) -> Result<R>) -> Result<R> {
+    pub fn read<R>(&self, f: impl FnMut(&ReadTxn) -> Result<R>) -> Result<R> {
         self.engine.read(self.principal(), f)
     }
 

@@ -28,6 +28,8 @@ mod pg_errors;
 mod pg_failover;
 mod pg_hosts;
 mod pg_kill;
+mod pg_reconnect;
+mod pg_role;
 mod pg_tls;
 mod planted_links;
 mod race;

@@ -662,10 +662,23 @@ impl Server {
             } else {
                 "PRIMARY KEY (k)"
             };
-            let mut sql = format!(
-                "BEGIN ISOLATION LEVEL SERIALIZABLE; CREATE SCHEMA IF NOT EXISTS \"{}\";",
-                self.url.schema
-            );
+            // A schema made for engram by an administrator is used as it is: creating it (even
+            // `IF NOT EXISTS`) needs the CREATE privilege on the database, which a role limited
+            // to its schema lacks (docs/scale-out.md, "A role that can use one schema").
+            let exists = !conn
+                .client
+                .query_typed(
+                    "SELECT 1 FROM information_schema.schemata WHERE schema_name = $1",
+                    &[(&self.url.schema, Type::TEXT)],
+                )?
+                .is_empty();
+            let mut sql = String::from("BEGIN ISOLATION LEVEL SERIALIZABLE;");
+            if !exists {
+                sql.push_str(&format!(
+                    " CREATE SCHEMA IF NOT EXISTS \"{}\";",
+                    self.url.schema
+                ));
+            }
             for t in self.tables.iter().map(|t| &t.name).chain([&self.commits]) {
                 sql.push_str(&format!(
                     " CREATE TABLE IF NOT EXISTS {t} (k bytea NOT NULL, v bytea NOT NULL, {key});"

@@ -223,13 +223,20 @@ impl PgTx {
         self.run(|c| c.client().execute_typed(sql, params))
     }
 
-    /// Ends a read: the snapshot is released and the connection goes back to the pool.
-    pub(crate) fn end_read(self) {
+    /// Ends a read whose closure returned `out`: the snapshot is released and the connection
+    /// goes back to the pool; another attempt when a statement faulted (whatever the closure
+    /// made of the error).
+    pub(crate) fn end_read<R>(self, out: Result<R>) -> Attempt<R> {
+        let fault = self.fault.borrow_mut().take();
         let conn = self.conn.borrow_mut().take();
         if let Some(mut c) = conn {
             if c.client().batch_execute("ROLLBACK").is_ok() {
                 self.server.give(c);
             }
+        }
+        match fault {
+            Some(f) => Attempt::Again(f),
+            None => Attempt::Done(out),
         }
     }
 

@@ -123,7 +123,11 @@ impl Engine for RedbEngine {
         open(location, opts, create)
     }
 
-    fn read<R>(&self, principal: Option<&str>, f: impl FnOnce(&ReadTxn) -> Result<R>) -> Result<R> {
+    fn read<R>(
+        &self,
+        principal: Option<&str>,
+        mut f: impl FnMut(&ReadTxn) -> Result<R>,
+    ) -> Result<R> {
         self.guard("reading", |db| {
             f(&read_txn(
                 ReadKv::Redb(RedbRead::new(db.begin_read()?)),
