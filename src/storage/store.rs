@@ -203,6 +203,10 @@ impl Store {
     }
 
     /// Runs `f` over one consistent snapshot. Keep it short: a read transaction pins pages.
+    ///
+    /// On a server store `f` may run more than once (after a lost connection, or a
+    /// serialization failure on engines that abort reads): it must have no effects outside the
+    /// snapshot, as a write's closure.
     pub fn read<R>(&self, f: impl FnMut(&ReadTxn) -> Result<R>) -> Result<R> {
         self.engine.read(self.principal(), f)
     }

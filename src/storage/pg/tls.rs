@@ -133,16 +133,22 @@ impl TlsParams {
         let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
             .with_safe_default_protocol_versions()
             .map_err(|e| tls_error(format!("no TLS version to offer: {e}")))?;
-        let verifier: Arc<dyn ServerCertVerifier> = match verify {
-            None => Arc::new(Unverified(Arc::clone(&provider))),
-            Some(full) => {
-                let roots = roots(rootcert.as_deref())?;
-                let inner = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
-                    .build()
-                    .map_err(|e| tls_error(format!("the root certificates: {e}")))?;
-                Arc::new(Verified { inner, full })
-            }
+        let checked = match verify {
+            None => None,
+            Some(_) => Some(
+                WebPkiServerVerifier::builder_with_provider(
+                    Arc::new(roots(rootcert.as_deref())?),
+                    Arc::clone(&provider),
+                )
+                .build()
+                .map_err(|e| tls_error(format!("the root certificates: {e}")))?,
+            ),
         };
+        let verifier = Arc::new(Verifier {
+            roots: checked,
+            full: verify == Some(true),
+            provider,
+        });
         let builder = builder
             .dangerous()
             .with_custom_certificate_verifier(verifier);
@@ -225,15 +231,18 @@ fn roots(rootcert: Option<&str>) -> Result<RootCertStore> {
     Ok(store)
 }
 
-/// The verifier of `verify-ca` and `verify-full`: the chain against the roots, and with `full`
-/// the host name too.
+/// The server's certificate as `sslmode` asks: with `roots`, the chain checked against them
+/// (and with `full`, the host name too: `verify-full`); without, accepted as it is (`prefer`,
+/// `require`: encrypted, the server not authenticated). The handshake's signatures are checked
+/// either way, so the session is encrypted to whoever holds the certificate's key.
 #[derive(Debug)]
-struct Verified {
-    inner: Arc<WebPkiServerVerifier>,
+struct Verifier {
+    roots: Option<Arc<WebPkiServerVerifier>>,
     full: bool,
+    provider: Arc<CryptoProvider>,
 }
 
-impl ServerCertVerifier for Verified {
+impl ServerCertVerifier for Verifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -242,10 +251,10 @@ impl ServerCertVerifier for Verified {
         ocsp: &[u8],
         now: UnixTime,
     ) -> std::result::Result<ServerCertVerified, rustls::Error> {
-        match self
-            .inner
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
-        {
+        let Some(roots) = &self.roots else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        match roots.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
             // The name is checked after the chain: a name error means the chain held.
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
@@ -260,52 +269,11 @@ impl ServerCertVerifier for Verified {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
-    }
-}
-
-/// The verifier of `prefer` and `require` without roots (libpq's meaning: encrypted, but the
-/// server not authenticated). The handshake's signatures are still checked, so the session is
-/// encrypted to whoever holds the certificate's key.
-#[derive(Debug)]
-struct Unverified(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for Unverified {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
         verify_tls12_signature(
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
+            &self.provider.signature_verification_algorithms,
         )
     }
 
@@ -319,12 +287,14 @@ impl ServerCertVerifier for Unverified {
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
+            &self.provider.signature_verification_algorithms,
         )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 
