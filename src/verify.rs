@@ -58,7 +58,11 @@ impl Store {
             }
             Err(e) => return Err(e),
         }
+        // A server may run the read again (a lost connection): each attempt starts afresh.
+        let before = report.problems.len();
         self.read(|r| {
+            report.problems.truncate(before);
+            report.sessions = 0;
             let p = &mut report.problems;
             let mut problem = |s: String| {
                 if p.len() < MAX_PROBLEMS {

@@ -37,7 +37,7 @@ impl AnyEngine {
     pub(crate) fn read<R>(
         &self,
         principal: Option<&str>,
-        f: impl FnOnce(&ReadTxn) -> Result<R>,
+        f: impl FnMut(&ReadTxn) -> Result<R>,
     ) -> Result<R> {
         match self {
             AnyEngine::Redb(e) => e.read(principal, f),

@@ -30,7 +30,7 @@ pub(crate) trait Engine: Sized {
     fn open(location: &Path, opts: &Options, create: bool) -> Result<Opened<Self>>;
 
     /// Runs `f` over one consistent snapshot, acting as `principal` (`None`: the admin).
-    fn read<R>(&self, principal: Option<&str>, f: impl FnOnce(&ReadTxn) -> Result<R>) -> Result<R>;
+    fn read<R>(&self, principal: Option<&str>, f: impl FnMut(&ReadTxn) -> Result<R>) -> Result<R>;
 
     /// Runs `f` in one write transaction and commits it durably, acting as `principal`. The engine's
     /// retry rule: redb waits up to the busy timeout for the one writer slot and runs `f` once;
@@ -62,6 +62,8 @@ pub(crate) struct Opened<E> {
     pub(crate) created: bool,
     /// What the open did to a torn tail of a file.
     pub(crate) repaired: Option<TailRepair>,
+    /// What the open found unsafe in the connection to a server, to say once.
+    pub(crate) insecure: Option<String>,
 }
 
 impl<E> Opened<E> {
@@ -72,6 +74,7 @@ impl<E> Opened<E> {
             shown: self.shown,
             created: self.created,
             repaired: self.repaired,
+            insecure: self.insecure,
         }
     }
 }

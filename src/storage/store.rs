@@ -42,6 +42,7 @@ pub struct Store {
     path: PathBuf,
     opts: Options,
     repaired: Option<TailRepair>,
+    insecure: Option<String>,
     created: bool,
 }
 
@@ -59,6 +60,7 @@ impl Store {
             path: o.shown,
             opts,
             repaired: o.repaired,
+            insecure: o.insecure,
             created: o.created,
         }
     }
@@ -114,6 +116,13 @@ impl Store {
         self.repaired.as_ref()
     }
 
+    /// What opening this handle found unsafe in its connection to a server, if anything: a
+    /// password sent without TLS to a host other than loopback (`sslmode=disable`, or `prefer`
+    /// with a server that declined TLS). Say it to the user once (docs/scale-out.md, "TLS").
+    pub fn insecure_connection(&self) -> Option<&str> {
+        self.insecure.as_deref()
+    }
+
     /// Whether this handle's open made the store ([`Store::create`] on a path or schema that held
     /// none).
     pub fn was_created(&self) -> bool {
@@ -147,6 +156,7 @@ impl Store {
             path: self.path.clone(),
             opts: self.opts.clone().principal(principal),
             repaired: self.repaired.clone(),
+            insecure: self.insecure.clone(),
             created: self.created,
         }
     }
@@ -193,7 +203,11 @@ impl Store {
     }
 
     /// Runs `f` over one consistent snapshot. Keep it short: a read transaction pins pages.
-    pub fn read<R>(&self, f: impl FnOnce(&ReadTxn) -> Result<R>) -> Result<R> {
+    ///
+    /// On a server store `f` may run more than once (after a lost connection, or a
+    /// serialization failure on engines that abort reads): it must have no effects outside the
+    /// snapshot, as a write's closure.
+    pub fn read<R>(&self, f: impl FnMut(&ReadTxn) -> Result<R>) -> Result<R> {
         self.engine.read(self.principal(), f)
     }
 

@@ -34,7 +34,7 @@ impl Store {
         &self,
         op: &str,
         scope: &str,
-        f: impl FnOnce(&ReadTxn) -> Result<R>,
+        f: impl FnMut(&ReadTxn) -> Result<R>,
         items: impl FnOnce(&R) -> Vec<String>,
     ) -> Result<R> {
         self.audited_as(op, f, |r| (scope.to_string(), items(r)))
@@ -45,7 +45,7 @@ impl Store {
     pub(crate) fn audited_as<R>(
         &self,
         op: &str,
-        f: impl FnOnce(&ReadTxn) -> Result<R>,
+        mut f: impl FnMut(&ReadTxn) -> Result<R>,
         scoped: impl FnOnce(&R) -> (String, Vec<String>),
     ) -> Result<R> {
         let (r, on) = self.read(|t| Ok((f(t)?, t.config()?.audit)))?;

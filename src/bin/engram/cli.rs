@@ -473,6 +473,9 @@ pub fn open_store(path: &Path, opts: Options, read: bool) -> Result<Store, Error
     if let Some(r) = store.repaired_tail() {
         eprintln!("engram: note: {}", text::display_safe(&r.to_string()));
     }
+    if let Some(w) = store.insecure_connection() {
+        eprintln!("engram: warning: {}", text::display_safe(w));
+    }
     if !read || !store.config()?.audit {
         return Ok(store);
     }

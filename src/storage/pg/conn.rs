@@ -11,12 +11,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use postgres::error::SqlState;
-use postgres::types::Type;
-use postgres::{Client, NoTls, SimpleQueryMessage};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::Type;
+use tokio_postgres::{Config, SimpleQueryMessage};
 
 use crate::error::{Error, Result};
 use crate::storage::kv::TableId;
+use crate::storage::pg::client::{self, Client, SqlError};
+use crate::storage::pg::tls::{is_tls_param, MakeRustls, SslMode, TlsParams};
 use crate::storage::pg::url::without_password;
 
 /// The schema a URL names when it names none.
@@ -25,22 +27,138 @@ pub const DEFAULT_SCHEMA: &str = "engram";
 /// The table that records each write's commit id, so that an ambiguous commit can be resolved.
 pub(crate) const COMMITS: &str = "engram_commits";
 
-/// A parsed server URL: the connection settings, the schema, and the URL as it may be shown
-/// (never with a password).
+/// How long a connection's start-up may take per host when the URL sets no `connect_timeout`.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The shortest `statement_timeout` a transaction sets (it is four busy timeouts otherwise).
+const MIN_STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A parsed server URL: the connection settings of each host, the schema, and the URL as it may
+/// be shown (never with a password).
 pub(crate) struct ServerUrl {
-    config: postgres::Config,
+    /// Each host the URL names, in order, with its settings and its name as it may be shown
+    /// (one entry when the URL names one host, or names its hosts in its query).
+    hosts: Vec<(Config, String)>,
+    /// How long one host's start-up may take (`connect_timeout`).
+    connect_timeout: Duration,
+    /// The TLS parameters, and the connector they make.
+    tls: TlsParams,
+    rustls: MakeRustls,
     /// The schema, a plain identifier (`[a-z_][a-z0-9_]*`, at most 63 bytes).
     pub(crate) schema: String,
     /// The URL without its password: what messages and `Store::path` show.
     pub(crate) shown: String,
 }
 
-/// Parses `url`: engram's own `schema` parameter is taken out, the rest goes to the client.
+/// Parses `url`: engram's own `schema` parameter is taken out, the rest goes to the client,
+/// once per host (each host is tried in turn, each within `connect_timeout`, as libpq does).
 /// A password may come from the URL or from `PGPASSWORD`; neither is ever shown.
 pub(crate) fn parse_url(url: &str) -> Result<ServerUrl> {
-    let (client_url, schema) = split_schema(url)?;
+    let (client_url, schema, tls) = split_params(url)?;
     let shown = without_password(url);
-    let mut config: postgres::Config = client_url.parse().map_err(|e| {
+    let hosts = host_urls(&client_url)
+        .into_iter()
+        .map(|(u, host)| {
+            let name = if host.is_empty() { shown.clone() } else { host };
+            let mut config = configure(&u, &shown)?;
+            config.ssl_mode(tls.client_mode());
+            Ok((config, name))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let connect_timeout = hosts
+        .first()
+        .and_then(|(c, _)| c.get_connect_timeout().copied())
+        .unwrap_or(DEFAULT_CONNECT_TIMEOUT);
+    Ok(ServerUrl {
+        rustls: MakeRustls::new(tls.client_config()?),
+        tls,
+        hosts,
+        connect_timeout,
+        schema,
+        shown,
+    })
+}
+
+impl ServerUrl {
+    /// The warning a connection calls for: a password sent in clear to a host other than
+    /// loopback (a Unix socket counts as loopback).
+    fn insecure(&self, client: &Client) -> Option<String> {
+        let password = self
+            .hosts
+            .first()
+            .is_some_and(|(c, _)| c.get_password().is_some());
+        if client.encrypted() || !password || is_loopback(client.host()) {
+            return None;
+        }
+        let why = match self.tls.mode {
+            SslMode::Disable => "sslmode=disable",
+            _ => "the server declined TLS and sslmode is prefer",
+        };
+        Some(format!(
+            "the password for {} went to {} without TLS ({why}); set sslmode=verify-full (or require) in the URL",
+            self.shown,
+            client.host()
+        ))
+    }
+}
+
+/// Whether a host (`name:port`, `[v6]:port`, a URL, or a socket path) is on this machine.
+fn is_loopback(host: &str) -> bool {
+    let name = host.split_once("://").map_or(host, |(_, rest)| {
+        rest.rsplit_once('@').map_or(rest, |(_, h)| h)
+    });
+    let name = match name.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => name.split([':', '/', '?']).next().unwrap_or(""),
+    };
+    name.is_empty()
+        || name.starts_with('/')
+        || name.to_ascii_lowercase().starts_with("%2f")
+        || name == "localhost"
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The URL once per host it names, with the host as it may be shown: `postgresql://u@h1,h2/db`
+/// gives `postgresql://u@h1/db` and `postgresql://u@h2/db`. A URL with one host, or with its
+/// hosts in its query (`?host=`), is given whole, with no name.
+fn host_urls(url: &str) -> Vec<(String, String)> {
+    let whole = || vec![(url.to_string(), String::new())];
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return whole();
+    };
+    // The user info ends at the first `@`, as the client's parser reads it (url.rs).
+    let (user, after) = match rest.split_once('@') {
+        Some((info, after))
+            if !info
+                .split(':')
+                .next()
+                .unwrap_or("")
+                .contains(['/', '?', '=']) =>
+        {
+            (format!("{info}@"), after)
+        }
+        _ => (String::new(), rest),
+    };
+    let end = after.find(['/', '?']).unwrap_or(after.len());
+    let Some((hosts, tail)) = after.split_at_checked(end) else {
+        return whole();
+    };
+    if hosts.is_empty() {
+        return whole();
+    }
+    hosts
+        .split(',')
+        .map(|h| (format!("{scheme}://{user}{h}{tail}"), h.to_string()))
+        .collect()
+}
+
+/// The client's settings for one URL, with engram's defaults where the URL and the environment
+/// say nothing: the user, the password, `application_name`, `connect_timeout` (10 s), TCP
+/// keepalives after 30 s idle, and `tcp_user_timeout` (30 s).
+fn configure(client_url: &str, shown: &str) -> Result<Config> {
+    let mut config: Config = client_url.parse().map_err(|e| {
         Error::invalid(
             "database URL",
             format!("{shown} is not a PostgreSQL URL the client understands ({e})"),
@@ -60,24 +178,40 @@ pub(crate) fn parse_url(url: &str) -> Result<ServerUrl> {
         config.application_name("engram");
     }
     if config.get_connect_timeout().is_none() {
-        config.connect_timeout(Duration::from_secs(5));
+        config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
     }
-    Ok(ServerUrl {
-        config,
-        schema,
-        shown,
-    })
+    // The client's default is the system's (two hours); an idle pooled connection to a host
+    // that vanished is found out sooner.
+    if config.get_keepalives_idle() == Duration::from_secs(2 * 60 * 60) {
+        config.keepalives_idle(Duration::from_secs(30));
+    }
+    if config.get_keepalives_interval().is_none() {
+        config.keepalives_interval(Duration::from_secs(10));
+    }
+    if config.get_keepalives_retries().is_none() {
+        config.keepalives_retries(3);
+    }
+    if config.get_tcp_user_timeout().is_none() {
+        config.tcp_user_timeout(Duration::from_secs(30));
+    }
+    Ok(config)
 }
 
-/// Splits `url` into the URL for the client (without engram's `schema` parameter) and the
-/// schema, checked (the default when it names none).
-pub(crate) fn split_schema(url: &str) -> Result<(String, String)> {
+/// Splits `url` into the URL for the client (without engram's `schema` parameter and the TLS
+/// parameters [`super::tls`] reads), the schema, checked (the default when it names none), and
+/// the TLS parameters (percent-decoded).
+pub(crate) fn split_params(url: &str) -> Result<(String, String, TlsParams)> {
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
     let mut schema = DEFAULT_SCHEMA.to_string();
     let mut kept = Vec::new();
+    let mut tls = Vec::new();
     for kv in query.split('&').filter(|p| !p.is_empty()) {
         match kv.split_once('=') {
             Some(("schema", v)) => schema = v.to_string(),
+            Some((k, v)) if is_tls_param(k) => {
+                let v = percent_encoding::percent_decode_str(v).decode_utf8_lossy();
+                tls.push((k.to_string(), v.into_owned()));
+            }
             _ => kept.push(kv),
         }
     }
@@ -87,7 +221,7 @@ pub(crate) fn split_schema(url: &str) -> Result<(String, String)> {
     } else {
         format!("{base}?{}", kept.join("&"))
     };
-    Ok((client_url, schema))
+    Ok((client_url, schema, TlsParams::from_pairs(&tls)?))
 }
 
 fn validate_schema(s: &str) -> Result<()> {
@@ -121,9 +255,12 @@ pub(crate) enum Fault {
 }
 
 /// Whether an error is one the transaction loop handles by running again.
-pub(crate) fn classify(e: &postgres::Error) -> Option<Fault> {
+pub(crate) fn classify(e: &SqlError) -> Option<Fault> {
     if e.is_closed() {
         return Some(Fault::Lost(format!("the connection closed ({e})")));
+    }
+    if let SqlError::Stalled(m) = e {
+        return Some(Fault::Lost(m.clone()));
     }
     let Some(code) = e.code() else {
         // No SQLSTATE: the socket failed, or the server spoke out of turn.
@@ -153,18 +290,15 @@ pub(crate) fn classify(e: &postgres::Error) -> Option<Fault> {
     lost.then(|| Fault::Lost(format!("{c}: {}", db_message(e))))
 }
 
-fn db_message(e: &postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(d) => d.message().to_string(),
-        None => match std::error::Error::source(e) {
-            Some(cause) => format!("{e}: {cause}"),
-            None => e.to_string(),
-        },
+fn db_message(e: &SqlError) -> String {
+    match e {
+        SqlError::Pg(e) => client::cause(e),
+        SqlError::Stalled(m) => m.clone(),
     }
 }
 
 /// A server error that running again would not fix, as engram's error.
-pub(crate) fn server_error(e: &postgres::Error) -> Error {
+pub(crate) fn server_error(e: &SqlError) -> Error {
     match e.code() {
         Some(c) if *c == SqlState::UNDEFINED_TABLE => Error::ReadOnly(format!(
             "the store lacks a table that this engram adds on its first read-write open (any write, or `engram init`, adds it): {}",
@@ -174,7 +308,7 @@ pub(crate) fn server_error(e: &postgres::Error) -> Error {
             Error::Denied(format!("the PostgreSQL server refused: {}", db_message(e)))
         }
         Some(c) => Error::Server(format!("PostgreSQL error {}: {}", c.code(), db_message(e))),
-        None => Error::Server(format!("PostgreSQL: {e}")),
+        None => Error::Server(format!("PostgreSQL: {}", db_message(e))),
     }
 }
 
@@ -205,6 +339,13 @@ pub(crate) struct Server {
     url: ServerUrl,
     pool: Mutex<Vec<Conn>>,
     busy: Duration,
+    /// Each transaction's `statement_timeout`: four busy timeouts, at least 30 s. A round trip
+    /// waits for its answer this long plus `connect_timeout`, then the connection is given up.
+    statement_timeout: Duration,
+    /// What each transaction sets first, with `SET LOCAL` (so that it holds for the transaction
+    /// alone, as a pooler in transaction mode needs): the lock and statement timeouts, and
+    /// `bytea` in hex, which the transaction's first round trip parses.
+    settings: String,
     /// Every Nth statement of a write fails with a synthetic serialization error
     /// (`ENGRAM_PG_FAULT_EVERY=N`, for tests; 0: never).
     fault_every: u64,
@@ -215,6 +356,9 @@ pub(crate) struct Server {
     commit_count: AtomicU64,
     tables: Vec<TableSql>,
     commits: String,
+    /// Set by the first connection when it sent a password without TLS to a host other than
+    /// loopback: the warning to give once.
+    insecure: std::sync::OnceLock<String>,
     /// The query of what nearly every transaction reads first ([`CONTEXT`]), sent with its
     /// `BEGIN` in one round trip.
     context: String,
@@ -287,7 +431,18 @@ impl Server {
             })
             .collect::<Vec<_>>()
             .join(" UNION ALL ");
+        let statement_timeout = (busy * 4).max(MIN_STATEMENT_TIMEOUT);
+        // A row lock is waited for no longer than the busy timeout (then 55P03, which the
+        // transaction loop retries until the timeout is spent).
+        let settings = format!(
+            "SET LOCAL lock_timeout = {}; SET LOCAL statement_timeout = {}; SET LOCAL bytea_output = 'hex'",
+            busy.as_millis().max(1),
+            statement_timeout.as_millis()
+        );
         let engine = Arc::new(Server {
+            statement_timeout,
+            settings,
+            insecure: std::sync::OnceLock::new(),
             context,
             commits: q(COMMITS),
             url,
@@ -300,8 +455,16 @@ impl Server {
             tables,
         });
         let conn = engine.take()?;
+        if let Some(w) = engine.url.insecure(&conn.client) {
+            let _ = engine.insecure.set(w);
+        }
         engine.give(conn);
         Ok(engine)
+    }
+
+    /// The warning the first connection called for, if any ([`ServerUrl::insecure`]).
+    pub(crate) fn insecure(&self) -> Option<&str> {
+        self.insecure.get().map(String::as_str)
     }
 
     /// The URL as it may be shown (no password).
@@ -351,16 +514,12 @@ impl Server {
         let start = Instant::now();
         let mut pause = Duration::from_millis(20);
         loop {
-            let connected = self.url.config.connect(NoTls).and_then(|mut client| {
-                // A row lock is waited for no longer than the busy timeout (then 55P03, which
-                // the transaction loop retries until the timeout is spent).
-                // `bytea` in hex, which the transaction's first round trip parses.
-                client.batch_execute(&format!(
-                    "SET lock_timeout = {}; SET bytea_output = 'hex'",
-                    self.busy.as_millis().max(1)
-                ))?;
-                Ok(client)
-            });
+            let connected = client::connect(
+                &self.url.hosts,
+                &self.url.rustls,
+                self.url.connect_timeout,
+                self.statement_timeout + self.url.connect_timeout,
+            );
             match connected {
                 Ok(client) => return Ok(Conn { client }),
                 Err(e) => {
@@ -377,7 +536,7 @@ impl Server {
         }
     }
 
-    fn unreachable(&self, e: &postgres::Error, waited: Duration) -> Error {
+    fn unreachable(&self, e: &SqlError, waited: Duration) -> Error {
         let shown = &self.url.shown;
         match e.code() {
             Some(c) if c.code().starts_with("28") => Error::Server(format!(
@@ -444,10 +603,10 @@ impl Server {
         &self,
         conn: &mut Conn,
         begin: &str,
-    ) -> std::result::Result<Vec<ContextRows>, postgres::Error> {
+    ) -> std::result::Result<Vec<ContextRows>, SqlError> {
         let msgs = conn
             .client
-            .simple_query(&format!("{begin}; {}", self.context))?;
+            .simple_query(&format!("{begin}; {}; {}", self.settings, self.context))?;
         let mut rows: Vec<Vec<(Vec<u8>, Vec<u8>)>> = vec![Vec::new(); CONTEXT.len()];
         for m in msgs {
             let SimpleQueryMessage::Row(r) = m else {
@@ -491,16 +650,35 @@ impl Server {
     /// another process creates them at the same moment). YugabyteDB needs range-ordered keys.
     pub(crate) fn create_tables(&self) -> Result<()> {
         self.on_conn(|conn| {
-            let version: String = conn.client.query_one("SELECT version()", &[])?.try_get(0)?;
+            let version = (conn.client.simple_query("SELECT version()")?)
+                .iter()
+                .find_map(|m| match m {
+                    SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+                    _ => None,
+                })
+                .unwrap_or_default();
             let key = if version.contains("-YB-") || version.contains("Yugabyte") {
                 "PRIMARY KEY (k ASC)"
             } else {
                 "PRIMARY KEY (k)"
             };
-            let mut sql = format!(
-                "BEGIN ISOLATION LEVEL SERIALIZABLE; CREATE SCHEMA IF NOT EXISTS \"{}\";",
-                self.url.schema
-            );
+            // A schema made for engram by an administrator is used as it is: creating it (even
+            // `IF NOT EXISTS`) needs the CREATE privilege on the database, which a role limited
+            // to its schema lacks (docs/scale-out.md, "A role that can use one schema").
+            let exists = !conn
+                .client
+                .query_typed(
+                    "SELECT 1 FROM information_schema.schemata WHERE schema_name = $1",
+                    &[(&self.url.schema, Type::TEXT)],
+                )?
+                .is_empty();
+            let mut sql = String::from("BEGIN ISOLATION LEVEL SERIALIZABLE;");
+            if !exists {
+                sql.push_str(&format!(
+                    " CREATE SCHEMA IF NOT EXISTS \"{}\";",
+                    self.url.schema
+                ));
+            }
             for t in self.tables.iter().map(|t| &t.name).chain([&self.commits]) {
                 sql.push_str(&format!(
                     " CREATE TABLE IF NOT EXISTS {t} (k bytea NOT NULL, v bytea NOT NULL, {key});"
@@ -515,12 +693,12 @@ impl Server {
     pub(crate) fn table_names(&self) -> Result<Vec<String>> {
         self.on_conn(|conn| {
             conn.client
-                .query(
+                .query_typed(
                     "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1",
-                    &[&self.url.schema],
+                    &[(&self.url.schema, Type::TEXT)],
                 )?
                 .iter()
-                .map(|r| r.try_get::<_, String>(0))
+                .map(|r| Ok(r.try_get::<_, String>(0)?))
                 .collect()
         })
     }
@@ -529,7 +707,7 @@ impl Server {
     /// timeout); the connection goes back to the pool after a success.
     pub(crate) fn on_conn<R>(
         &self,
-        mut f: impl FnMut(&mut Conn) -> std::result::Result<R, postgres::Error>,
+        mut f: impl FnMut(&mut Conn) -> std::result::Result<R, SqlError>,
     ) -> Result<R> {
         self.retrying(|| {
             let mut conn = match self.take() {
@@ -572,4 +750,59 @@ pub(crate) enum Attempt<R> {
     Done(Result<R>),
     /// Run it again (the fault is what to report if time runs out).
     Again(Fault),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_is_split_per_host_keeping_user_path_and_query() {
+        let hosts =
+            host_urls("postgresql://u:p/w@h1:5432,h2:5433/db?target_session_attrs=read-write");
+        let got: Vec<(&str, &str)> = hosts
+            .iter()
+            .map(|(u, h)| (u.as_str(), h.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "postgresql://u:p/w@h1:5432/db?target_session_attrs=read-write",
+                    "h1:5432"
+                ),
+                (
+                    "postgresql://u:p/w@h2:5433/db?target_session_attrs=read-write",
+                    "h2:5433"
+                ),
+            ]
+        );
+        assert_eq!(
+            host_urls("postgresql://h/db"),
+            [("postgresql://h/db".to_string(), "h".to_string())]
+        );
+        assert_eq!(host_urls("postgresql:///db?host=a,b")[0].1, "");
+    }
+
+    #[test]
+    fn loopback_hosts_are_told_from_remote_ones() {
+        for h in [
+            "127.0.0.1:5432",
+            "localhost",
+            "[::1]:5432",
+            "/run/postgresql",
+            "%2Frun%2Fpg",
+            "127.9.9.9",
+        ] {
+            assert!(is_loopback(h), "{h}");
+        }
+        for h in [
+            "db.example:5432",
+            "10.0.0.1",
+            "[2001:db8::1]:5432",
+            "postgresql://u@db.example/x",
+        ] {
+            assert!(!is_loopback(h), "{h}");
+        }
+    }
 }

@@ -26,8 +26,9 @@ pub(crate) struct PgEngine {
 
 impl PgEngine {
     /// Starts a read: one consistent snapshot (`REPEATABLE READ READ ONLY`, never aborted for
-    /// serialization on PostgreSQL). A lost connection is replaced until the busy timeout.
-    pub(crate) fn begin_read(&self) -> Result<PgTx> {
+    /// serialization on PostgreSQL). A lost connection is replaced until the busy timeout. With
+    /// `inject`, its statements count towards `ENGRAM_PG_FAULT_EVERY`.
+    pub(crate) fn begin_read(&self, inject: bool) -> Result<PgTx> {
         self.server.retrying(|| {
             let mut conn = match self.server.take() {
                 Ok(c) => c,
@@ -38,7 +39,7 @@ impl PgEngine {
                 "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
             ) {
                 Ok(context) => {
-                    let tx = PgTx::new(Arc::clone(&self.server), conn, false, false);
+                    let tx = PgTx::new(Arc::clone(&self.server), conn, false, inject);
                     tx.seed(context);
                     Attempt::Done(Ok(tx))
                 }
@@ -122,6 +123,7 @@ impl Engine for PgEngine {
             _ => engine.read(opts.principal.as_deref(), |r| META.get(&r.tx, "format"))?,
         };
         let shown = PathBuf::from(engine.server.shown());
+        let insecure = engine.server.insecure().map(str::to_string);
         let created = match format {
             Some(v) => {
                 upgrade(&engine, opts, check_format_value(&v)?)?;
@@ -138,16 +140,37 @@ impl Engine for PgEngine {
             shown,
             created,
             repaired: None,
+            insecure,
         })
     }
 
-    fn read<R>(&self, principal: Option<&str>, f: impl FnOnce(&ReadTxn) -> Result<R>) -> Result<R> {
-        let r = read_txn(ReadKv::Pg(self.begin_read()?), principal);
-        let out = f(&r);
-        if let ReadKv::Pg(t) = r.tx {
-            t.end_read();
-        }
-        out
+    /// Runs again, whole, when a statement met a serialization failure (CockroachDB aborts
+    /// reads too) or a lost connection (a restart, a failover), up to the busy timeout, as a
+    /// write does.
+    fn read<R>(
+        &self,
+        principal: Option<&str>,
+        mut f: impl FnMut(&ReadTxn) -> Result<R>,
+    ) -> Result<R> {
+        let mut clean = false;
+        self.server.retrying(|| {
+            let tx = match self.begin_read(!clean) {
+                Ok(t) => t,
+                Err(e) => return Attempt::Done(Err(e)),
+            };
+            let r = read_txn(ReadKv::Pg(tx), principal);
+            let out = f(&r);
+            match r.tx {
+                ReadKv::Pg(t) => {
+                    let a = t.end_read(out);
+                    clean = matches!(a, Attempt::Again(Fault::Injected));
+                    a
+                }
+                ReadKv::Redb(_) => Attempt::Done(Err(Error::Storage(
+                    "a server transaction became a file transaction".into(),
+                ))),
+            }
+        })
     }
 
     /// Attempts until one commits, up to the busy timeout.

@@ -18,10 +18,11 @@ use std::collections::HashMap;
 use std::ops::{Bound, ControlFlow};
 use std::sync::Arc;
 
-use postgres::types::{ToSql, Type};
+use tokio_postgres::types::Type;
 
 use crate::error::{Error, Result};
 use crate::storage::kv::{empty_range, Dir, KvRead, KvWrite, TableId, Visit};
+use crate::storage::pg::client::{Param, SqlError};
 use crate::storage::pg::conn::{classify, server_error, Attempt, Conn, ContextRows, Fault, Server};
 
 /// One transaction of the server engine (see the module doc).
@@ -136,10 +137,6 @@ impl std::fmt::Debug for PgTx {
 
 type Rows = Vec<(Vec<u8>, Vec<u8>)>;
 
-/// A statement parameter with its type: statements are sent typed, unprepared, so that each
-/// costs one round trip even on a fresh connection (a CLI process makes one per run).
-type Param<'a> = (&'a (dyn ToSql + Sync), Type);
-
 impl PgTx {
     pub(crate) fn new(server: Arc<Server>, conn: Conn, write: bool, inject: bool) -> PgTx {
         PgTx {
@@ -174,10 +171,7 @@ impl PgTx {
     }
 
     /// Runs one statement on the connection, recording a fault that calls for another attempt.
-    fn run<R>(
-        &self,
-        f: impl FnOnce(&mut Conn) -> std::result::Result<R, postgres::Error>,
-    ) -> Result<R> {
+    fn run<R>(&self, f: impl FnOnce(&mut Conn) -> std::result::Result<R, SqlError>) -> Result<R> {
         if let Some(fault) = self.fault.borrow().as_ref() {
             return Err(fault_error(fault));
         }
@@ -229,13 +223,20 @@ impl PgTx {
         self.run(|c| c.client().execute_typed(sql, params))
     }
 
-    /// Ends a read: the snapshot is released and the connection goes back to the pool.
-    pub(crate) fn end_read(self) {
+    /// Ends a read whose closure returned `out`: the snapshot is released and the connection
+    /// goes back to the pool; another attempt when a statement faulted (whatever the closure
+    /// made of the error).
+    pub(crate) fn end_read<R>(self, out: Result<R>) -> Attempt<R> {
+        let fault = self.fault.borrow_mut().take();
         let conn = self.conn.borrow_mut().take();
         if let Some(mut c) = conn {
             if c.client().batch_execute("ROLLBACK").is_ok() {
                 self.server.give(c);
             }
+        }
+        match fault {
+            Some(f) => Attempt::Again(f),
+            None => Attempt::Done(out),
         }
     }
 

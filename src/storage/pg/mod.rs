@@ -1,6 +1,7 @@
 //! The server engine: a store kept in one schema of a PostgreSQL-protocol database (PostgreSQL;
 //! by the same SQL CockroachDB and YugabyteDB), reached by a `postgresql://` URL. [`url`] reads
-//! the URL and shows it without its password; `conn.rs` holds the connections and the
+//! the URL and shows it without its password; `client.rs` is one connection with its waits
+//! bounded; `tls.rs` TLS with libpq's parameters; `conn.rs` holds the connections and the
 //! transaction loop; `kv.rs` is the storage seam as SQL statements; `engine.rs` opens the store
 //! and implements [`crate::storage::engine::Engine`]. It may use the core files of `storage/`,
 //! never `store.rs` nor the redb engine.
@@ -13,6 +14,8 @@
 pub mod url;
 
 #[cfg(feature = "postgres")]
+mod client;
+#[cfg(feature = "postgres")]
 mod conn;
 #[cfg(feature = "postgres")]
 mod engine;
@@ -20,6 +23,8 @@ mod engine;
 mod kv;
 #[cfg(not(feature = "postgres"))]
 mod off;
+#[cfg(feature = "postgres")]
+mod tls;
 
 #[cfg(feature = "postgres")]
 pub(crate) use engine::PgEngine;

@@ -26,7 +26,7 @@ impl Engine for PgEngine {
         )))
     }
 
-    fn read<R>(&self, _: Option<&str>, _: impl FnOnce(&ReadTxn) -> Result<R>) -> Result<R> {
+    fn read<R>(&self, _: Option<&str>, _: impl FnMut(&ReadTxn) -> Result<R>) -> Result<R> {
         match *self {}
     }
 

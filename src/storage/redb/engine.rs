@@ -123,7 +123,11 @@ impl Engine for RedbEngine {
         open(location, opts, create)
     }
 
-    fn read<R>(&self, principal: Option<&str>, f: impl FnOnce(&ReadTxn) -> Result<R>) -> Result<R> {
+    fn read<R>(
+        &self,
+        principal: Option<&str>,
+        mut f: impl FnMut(&ReadTxn) -> Result<R>,
+    ) -> Result<R> {
         self.guard("reading", |db| {
             f(&read_txn(
                 ReadKv::Redb(RedbRead::new(db.begin_read()?)),
@@ -259,6 +263,7 @@ pub(crate) fn with_backend(
         shown: PathBuf::from(name),
         created: false,
         repaired: None,
+        insecure: None,
     })
 }
 
@@ -383,6 +388,7 @@ fn open_file(
         shown: path.to_path_buf(),
         created: false,
         repaired,
+        insecure: None,
     })
 }
 
