@@ -516,78 +516,30 @@ impl Store {
     }
 
     /// Writes every setting, scope, memory and summary as JSON Lines.
+    ///
+    /// From a file the lines are streamed as they are read. On a server the read may run again
+    /// (after a lost connection or a serialization failure), and written output cannot be taken
+    /// back: the lines are held in memory until the read has succeeded, then written (the
+    /// export's size in memory, once).
     pub fn export(&self, out: &mut dyn Write) -> Result<u64> {
         let scopes = self.read(|r| r.scopes())?;
-        self.audited(
+        let server = self.is_server();
+        let mut held: Vec<u8> = Vec::new();
+        let n = self.audited(
             "export",
             &scopes.join(","),
             |r| {
-                let mut n = 0u64;
-                let mut put = |line: &ExportLine, out: &mut dyn Write| -> Result<()> {
-                    let s = serde_json::to_string(line).map_err(|e| Error::Io(e.into()))?;
-                    out.write_all(crate::domain::text::json_safe(&s).as_bytes())?;
-                    out.write_all(b"\n")?;
-                    n += 1;
-                    Ok(())
-                };
-                put(
-                    &ExportLine::Store {
-                        format: crate::storage::schema::STORE_FORMAT,
-                    },
-                    out,
-                )?;
-                for name in CONFIG_NAMES {
-                    if let Some(v) = CONFIG.get(&r.tx, name)? {
-                        let value: u64 = crate::storage::codec::decode("config", name, &v)?;
-                        put(
-                            &ExportLine::Config {
-                                name: name.to_string(),
-                                value,
-                            },
-                            out,
-                        )?;
-                    }
+                if server {
+                    held.clear();
+                    export_lines(r, &mut held)
+                } else {
+                    export_lines(r, out)
                 }
-                // Streamed straight from the tables: nothing is collected.
-                for scope in r.scopes()? {
-                    let Some(meta) = r.scope_meta(&scope)? else {
-                        continue;
-                    };
-                    let dimension = vector::dimension(&r.tx, meta.id)?;
-                    if let Some(dimension) = dimension {
-                        let scope = scope.clone();
-                        put(&ExportLine::Vectors { scope, dimension }, out)?;
-                    }
-                    each_memory(&r.tx, meta.id, 0, meta.count, |m| {
-                        let vector = match dimension {
-                            Some(_) => vector::get(&r.tx, meta.id, m.id)?,
-                            None => None,
-                        };
-                        put(
-                            &ExportLine::Memory {
-                                scope: scope.clone(),
-                                memory: m,
-                                vector,
-                            },
-                            out,
-                        )
-                    })?;
-                    each_node(&r.tx, meta.id, |node| {
-                        put(
-                            &ExportLine::Summary {
-                                scope: scope.clone(),
-                                lo: node.block.lo(),
-                                hi: node.block.hi(),
-                                summary: node.summary,
-                            },
-                            out,
-                        )
-                    })?;
-                }
-                Ok(n)
             },
             |n| vec![format!("{n} lines")],
-        )
+        )?;
+        out.write_all(&held)?;
+        Ok(n)
     }
 
     /// Imports a JSON Lines export. Every line is parsed and checked first; the scopes it names
@@ -632,4 +584,71 @@ impl Store {
         })?;
         Ok(report)
     }
+}
+
+/// The lines of an export of the snapshot `r`, written to `out`; how many.
+fn export_lines(r: &crate::storage::txn::ReadTxn, out: &mut dyn Write) -> Result<u64> {
+    let mut n = 0u64;
+    let mut put = |line: &ExportLine, out: &mut dyn Write| -> Result<()> {
+        let s = serde_json::to_string(line).map_err(|e| Error::Io(e.into()))?;
+        out.write_all(crate::domain::text::json_safe(&s).as_bytes())?;
+        out.write_all(b"\n")?;
+        n += 1;
+        Ok(())
+    };
+    put(
+        &ExportLine::Store {
+            format: crate::storage::schema::STORE_FORMAT,
+        },
+        out,
+    )?;
+    for name in CONFIG_NAMES {
+        if let Some(v) = CONFIG.get(&r.tx, name)? {
+            let value: u64 = crate::storage::codec::decode("config", name, &v)?;
+            put(
+                &ExportLine::Config {
+                    name: name.to_string(),
+                    value,
+                },
+                out,
+            )?;
+        }
+    }
+    // Streamed straight from the tables: nothing is collected.
+    for scope in r.scopes()? {
+        let Some(meta) = r.scope_meta(&scope)? else {
+            continue;
+        };
+        let dimension = vector::dimension(&r.tx, meta.id)?;
+        if let Some(dimension) = dimension {
+            let scope = scope.clone();
+            put(&ExportLine::Vectors { scope, dimension }, out)?;
+        }
+        each_memory(&r.tx, meta.id, 0, meta.count, |m| {
+            let vector = match dimension {
+                Some(_) => vector::get(&r.tx, meta.id, m.id)?,
+                None => None,
+            };
+            put(
+                &ExportLine::Memory {
+                    scope: scope.clone(),
+                    memory: m,
+                    vector,
+                },
+                out,
+            )
+        })?;
+        each_node(&r.tx, meta.id, |node| {
+            put(
+                &ExportLine::Summary {
+                    scope: scope.clone(),
+                    lo: node.block.lo(),
+                    hi: node.block.hi(),
+                    summary: node.summary,
+                },
+                out,
+            )
+        })?;
+    }
+    Ok(n)
 }

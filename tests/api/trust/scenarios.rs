@@ -304,8 +304,14 @@ fn a_redacted_memorys_text_appears_nowhere_after_redaction() {
     let rec = s.recall("r", &RecallQuery::new("XYZ")).unwrap();
     assert_eq!(rec.total, 0);
     let mut out = Vec::new();
-    s.export(&mut out).unwrap();
-    assert!(!String::from_utf8(out).unwrap().contains("XYZ"));
+    let lines = s.export(&mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(!text.contains("XYZ"));
+    // Each line once, as many as reported: on a server the read may run again (the
+    // conformance tier injects faults), and a second run must not write the export twice.
+    let all: Vec<&str> = text.lines().collect();
+    let distinct: std::collections::BTreeSet<&str> = all.iter().copied().collect();
+    assert_eq!((all.len() as u64, distinct.len()), (lines, all.len()));
     assert!(
         s.read(|r| r.nodes("r")).unwrap().is_empty(),
         "the summary built on it was dropped"
