@@ -92,13 +92,25 @@ impl TlsParams {
                 .map(|(_, v)| v.clone())
                 .or_else(|| std::env::var(env).ok().filter(|v| !v.is_empty()))
         };
+        let rootcert = get("sslrootcert", "PGSSLROOTCERT");
+        let system = rootcert.as_deref() == Some("system");
         let mode = match get("sslmode", "PGSSLMODE") {
             Some(m) => parse_mode(&m)?,
+            // libpq: `sslrootcert=system` makes verify-full the default.
+            None if system => SslMode::VerifyFull,
             None => SslMode::Prefer,
         };
+        if system && mode != SslMode::VerifyFull {
+            // libpq refuses it too: any public CA signs some certificate for some name, so
+            // only the name check makes the system's roots mean anything.
+            return Err(Error::invalid(
+                "sslmode",
+                "sslrootcert=system needs sslmode=verify-full (the default with it)",
+            ));
+        }
         Ok(TlsParams {
             mode,
-            rootcert: get("sslrootcert", "PGSSLROOTCERT"),
+            rootcert,
             cert: get("sslcert", "PGSSLCERT").map(PathBuf::from),
             key: get("sslkey", "PGSSLKEY").map(PathBuf::from),
         })
@@ -404,5 +416,42 @@ impl TlsStream for RustlsStream {
     /// is refused by the client).
     fn channel_binding(&self) -> ChannelBinding {
         ChannelBinding::none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
+        p.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn system_roots_mean_verify_full_as_in_libpq() {
+        let strong = pairs(&[("sslrootcert", "system"), ("sslmode", "verify-full")]);
+        assert_eq!(
+            TlsParams::from_pairs(&strong).unwrap().mode,
+            SslMode::VerifyFull
+        );
+        if std::env::var_os("PGSSLMODE").is_none() {
+            let bare = pairs(&[("sslrootcert", "system")]);
+            assert_eq!(
+                TlsParams::from_pairs(&bare).unwrap().mode,
+                SslMode::VerifyFull
+            );
+        }
+        for weak in ["disable", "prefer", "require", "verify-ca"] {
+            let p = pairs(&[("sslrootcert", "system"), ("sslmode", weak)]);
+            let e = TlsParams::from_pairs(&p).unwrap_err().to_string();
+            assert!(e.contains("verify-full"), "{weak}: {e}");
+        }
+        // A file keeps libpq's default, prefer.
+        if std::env::var_os("PGSSLMODE").is_none() {
+            let file = pairs(&[("sslrootcert", "/etc/ca.pem")]);
+            assert_eq!(TlsParams::from_pairs(&file).unwrap().mode, SslMode::Prefer);
+        }
     }
 }
