@@ -100,6 +100,8 @@ pub(crate) fn connect(
     let mut failures = Vec::new();
     let mut last = None;
     for (config, host) in hosts {
+        // Forget a TLS session an earlier host set up before it failed: only this host's counts.
+        tls.take_encrypted();
         let start = config.connect(tls.clone());
         // The timer is made inside the runtime, which owns the clock it needs.
         let attempt = rt.block_on(async { tokio::time::timeout(bound, start).await });
