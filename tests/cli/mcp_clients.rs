@@ -267,6 +267,26 @@ fn assert_batch_answer(answer: &Value) {
     );
 }
 
+/// A batch with a known method whose params are wrong, a request whose id rmcp cannot read (a
+/// fraction: rmcp would answer it with id null, which no batch waits for) and a ping.
+const BAD_PARAMS_BATCH: &str = r#"[{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":5}},{"jsonrpc":"2.0","id":1.5,"method":"ping"},{"jsonrpc":"2.0","id":9,"method":"ping"}]"#;
+
+/// The answer to [`BAD_PARAMS_BATCH`]: each bad element refused with its own id, the ping
+/// answered.
+fn assert_bad_params_answer(answer: &Value) {
+    let all = answer.as_array().cloned().unwrap_or_default();
+    assert_eq!(all.len(), 3, "{answer}");
+    let by_id = |id: Value| {
+        all.iter()
+            .find(|r| r["id"] == id)
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(by_id(json!(8))["error"]["code"], -32602, "{answer}");
+    assert_eq!(by_id(json!(1.5))["error"]["code"], -32600, "{answer}");
+    assert_eq!(by_id(json!(9))["result"], json!({}), "{answer}");
+}
+
 #[test]
 fn batches_are_served_in_2025_03_26_sessions_over_stdio_and_refused_in_later_ones() {
     let e = Env::init();
@@ -282,6 +302,8 @@ fn batches_are_served_in_2025_03_26_sessions_over_stdio_and_refused_in_later_one
     );
     let r = old.request("ping", json!({}));
     assert!(r.get("result").is_some(), "{r}");
+    old.send_line(BAD_PARAMS_BATCH);
+    assert_bad_params_answer(&old.read_message().expect("the batch's answer, not a hang"));
     let mut new = StdioServer::start_at(&e, &[], &[], "2025-11-25");
     new.send_line(BATCH);
     let r = new.read_message().expect("a refusal");
@@ -320,6 +342,10 @@ fn batches_are_served_in_2025_03_26_sessions_over_http_and_refused_in_later_ones
     assert_eq!(status, 200, "{resp}");
     let body = resp.split("\r\n\r\n").nth(1).unwrap_or_default();
     assert_batch_answer(&serde_json::from_str(body.trim()).expect(body));
+    let (status, resp) = s.post(&head, BAD_PARAMS_BATCH);
+    assert_eq!(status, 200, "{resp}");
+    let body = resp.split("\r\n\r\n").nth(1).unwrap_or_default();
+    assert_bad_params_answer(&serde_json::from_str(body.trim()).expect(body));
     let later = [head[0], head[1], ("MCP-Protocol-Version", "2025-11-25")];
     let (status, resp) = s.post(&later, BATCH);
     assert_eq!(status, 400, "{resp}");

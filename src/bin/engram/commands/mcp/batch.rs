@@ -139,6 +139,11 @@ fn kind(message: &Value) -> Option<Kind> {
     if m.get("jsonrpc")? != "2.0" || m.get("method").is_some_and(|x| x == "initialize") {
         return None; // not JSON-RPC, or an initialize, which 2025-03-26 keeps out of batches
     }
+    // What rmcp cannot read as a client message (a known method with bad params, a float id)
+    // it answers with id null, which no batch waits for: refused here, with its id.
+    if serde_json::from_value::<rmcp::model::ClientJsonRpcMessage>(message.clone()).is_err() {
+        return None;
+    }
     let id = m.get("id").filter(|id| id.is_string() || id.is_number());
     match (m.get("method"), id) {
         (Some(Value::String(_)), Some(id)) => Some(Kind::Request(id.clone())),
@@ -180,9 +185,10 @@ pub async fn serve_http(mut parts: request::Parts, batch: Vec<Value>, next: Next
         return refused_body(invalid(Value::Null, "invalid request: an empty batch"));
     }
     let mut answers = Vec::new();
+    let mut forwarded = false;
     for message in batch {
+        let id = message.get("id").cloned().unwrap_or(Value::Null);
         if kind(&message).is_none() {
-            let id = message.get("id").cloned().unwrap_or(Value::Null);
             answers.push(error_value(id, NOT_A_MESSAGE));
             continue;
         }
@@ -193,11 +199,19 @@ pub async fn serve_http(mut parts: request::Parts, batch: Vec<Value>, next: Next
             .await;
         let status = r.status();
         if status == StatusCode::ACCEPTED {
+            forwarded = true;
             continue;
         }
         if status != StatusCode::OK {
-            return r;
+            if !forwarded {
+                return r; // nothing of the batch ran: the refusal is the answer
+            }
+            // Earlier messages ran: their answers are kept, this one's refusal is an entry.
+            let why = format!("invalid request: refused with HTTP {}", status.as_u16());
+            answers.push(error_value(id, &why));
+            continue;
         }
+        forwarded = true;
         let Ok(bytes) = axum::body::to_bytes(r.into_body(), MAX_RESPONSE_BYTES).await else {
             continue;
         };
