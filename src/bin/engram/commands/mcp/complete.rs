@@ -38,11 +38,11 @@ pub fn complete(server: &Server, caller: &Caller, r: &CompleteRequestParams) -> 
             (_, "scope") if t.uri.starts_with("engram://{scope}/") => {
                 Box::new(scopes(server, caller).into_iter())
             }
-            ("engram://{scope}/memory/{id}", "id") => ids(count(server, caller, &scope)),
-            ("engram://{scope}/block/{lo}-{hi}", "lo") => los(count(server, caller, &scope)),
+            ("engram://{scope}/memory/{id}", "id") => ids(count(server, caller, &scope), typed),
+            ("engram://{scope}/block/{lo}-{hi}", "lo") => los(count(server, caller, &scope), typed),
             ("engram://{scope}/block/{lo}-{hi}", "hi") => {
                 let lo = context("lo").and_then(|l| l.parse().ok());
-                his(count(server, caller, &scope), lo)
+                his(count(server, caller, &scope), lo, typed)
             }
             _ => Box::new(std::iter::empty()),
         },
@@ -90,27 +90,54 @@ fn count(server: &Server, caller: &Caller, scope: &str) -> u64 {
     store.read(|r| r.count(scope)).unwrap_or(0)
 }
 
-/// Memory ids, newest first.
-fn ids(count: u64) -> Values {
-    Box::new((0..count).rev().map(|i| i.to_string()))
+/// The ids below `count` whose decimal form starts with `typed`, largest first, made from the
+/// prefix (each length's range in turn), so that a completion costs what it returns, not the
+/// scope's size: a prefix that is not a number without leading zeros gives nothing.
+fn with_prefix(count: u64, typed: &str) -> Box<dyn Iterator<Item = u64> + Send> {
+    if typed.is_empty() {
+        return Box::new((0..count).rev());
+    }
+    let canonical =
+        typed.bytes().all(|b| b.is_ascii_digit()) && !(typed.len() > 1 && typed.starts_with('0'));
+    let Some(p) = typed.parse::<u64>().ok().filter(|_| canonical) else {
+        return Box::new(std::iter::empty());
+    };
+    let mut ranges = Vec::new();
+    let mut scale: u64 = 1;
+    while let Some(lo) = p.checked_mul(scale).filter(|lo| *lo < count) {
+        let hi = p
+            .checked_add(1)
+            .and_then(|q| q.checked_mul(scale))
+            .map_or(count, |h| h.min(count));
+        if p != 0 || scale == 1 {
+            ranges.push(lo..hi); // "0" is only 0 itself
+        }
+        let Some(next) = scale.checked_mul(10) else {
+            break;
+        };
+        scale = next;
+    }
+    Box::new(ranges.into_iter().rev().flat_map(|r| r.rev()))
 }
 
-/// The `lo` of every whole aligned block, newest first: the even ids with a successor.
-fn los(count: u64) -> Values {
-    let ids = (0..count.saturating_sub(1)).rev();
-    Box::new(ids.filter(|i| i % 2 == 0).map(|i| i.to_string()))
+/// Memory ids starting with `typed`, newest first.
+fn ids(count: u64, typed: &str) -> Values {
+    Box::new(with_prefix(count, typed).map(|i| i.to_string()))
+}
+
+/// The `lo` of every whole aligned block starting with `typed`, newest first: the even ids with
+/// a successor.
+fn los(count: u64, typed: &str) -> Values {
+    let ids = with_prefix(count, typed).filter(move |i| i % 2 == 0 && i + 1 < count);
+    Box::new(ids.map(|i| i.to_string()))
 }
 
 /// The `hi` of the whole aligned blocks starting at `lo` (every odd id below the count when
 /// `lo` is not known), newest first.
-fn his(count: u64, lo: Option<u64>) -> Values {
+fn his(count: u64, lo: Option<u64>, typed: &str) -> Values {
     let Some(lo) = lo else {
-        return Box::new(
-            (0..count)
-                .rev()
-                .filter(|i| i % 2 == 1)
-                .map(|i| i.to_string()),
-        );
+        let odd = with_prefix(count, typed).filter(|i| i % 2 == 1);
+        return Box::new(odd.map(|i| i.to_string()));
     };
     let mut out = Vec::new();
     let mut size: u64 = 2;
@@ -123,4 +150,39 @@ fn his(count: u64, lo: Option<u64>) -> Values {
     }
     out.reverse();
     Box::new(out.into_iter())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_give_the_matching_ids_largest_first_without_a_scan() {
+        let all = |c, t| with_prefix(c, t).collect::<Vec<u64>>();
+        assert_eq!(all(25, "2"), [24, 23, 22, 21, 20, 2]);
+        assert_eq!(all(3, ""), [2, 1, 0]);
+        assert_eq!(all(100, "0"), [0]);
+        assert!(all(100, "05").is_empty() && all(100, "x").is_empty() && all(0, "1").is_empty());
+        assert_eq!(
+            all(u64::MAX, "18446744073709551614"),
+            [18446744073709551614]
+        );
+        // A scope of 10^12 ids: the first values come at once, whatever the prefix.
+        let big: Vec<u64> = with_prefix(1_000_000_000_000, "7").take(3).collect();
+        assert_eq!(big, [799_999_999_999, 799_999_999_998, 799_999_999_997]);
+        // Every id below a count, for every prefix, is exactly what a scan finds.
+        for count in [0u64, 1, 9, 10, 11, 99, 100, 101, 1234] {
+            for typed in ["", "0", "1", "12", "9", "10", "123"] {
+                let scan: Vec<u64> = (0..count)
+                    .rev()
+                    .filter(|i| i.to_string().starts_with(typed))
+                    .collect();
+                let mut got = all(count, typed);
+                let mut want = scan.clone();
+                got.sort_unstable();
+                want.sort_unstable();
+                assert_eq!(got, want, "{count} {typed}");
+            }
+        }
+    }
 }
