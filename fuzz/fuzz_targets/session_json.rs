@@ -7,6 +7,18 @@
 use engram::{nesting_depth, MAX_JSON_DEPTH};
 use libfuzzer_sys::fuzz_target;
 
+/// serde_json's reserved key for a raw value (`serde_json::raw::TOKEN`, private).
+const RAW_VALUE_KEY: &str = "$serde_json::private::RawValue";
+
+/// The first key of a compacted object, read as a string (escapes resolved).
+fn first_key(c: &str) -> Option<String> {
+    let rest = c.strip_prefix('{')?;
+    serde_json::Deserializer::from_str(rest)
+        .into_iter::<String>()
+        .next()?
+        .ok()
+}
+
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
@@ -21,7 +33,13 @@ fuzz_target!(|data: &[u8]| {
         // Stored byte for byte: a number beyond f64 is valid JSON a `Value` cannot hold (the
         // MCP server serves such a message as text); anything else accepted parses.
         match serde_json::from_str::<serde_json::Value>(&c) {
-            Ok(v) => assert!(v.is_object()),
+            Ok(v) if v.is_object() => {}
+            // serde_json (with its `raw_value` feature, which the workspace enables) reads an
+            // object whose first key is its reserved `$serde_json::private::RawValue` as a raw
+            // value, or refuses it: such a message is stored and loaded byte for byte, and over
+            // MCP it is served as its inner value or as text (docs/mcp.md, "Not done").
+            _ if first_key(&c).as_deref() == Some(RAW_VALUE_KEY) => {}
+            Ok(v) => panic!("an accepted message read back as {v}, not an object"),
             Err(e) => assert!(e.to_string().contains("number out of range"), "{e}"),
         }
     }
