@@ -96,18 +96,8 @@ abs_dir() {
   (cd "$1" && pwd -P)
 }
 
-# A port nothing listens on, below the usual ephemeral range (32768-60999).
-free_port() {
-  local p _
-  for _ in $(seq 200); do
-    p=$((20000 + RANDOM % 12000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      echo "$p"
-      return 0
-    fi
-  done
-  die "no free port found"
-}
+# shellcheck source=scripts/free-port.sh
+. "$(dirname "${BASH_SOURCE[0]}")/free-port.sh"
 
 port_of() {
   [ -s "$1/port" ] || die "$1 holds no server started by pg-server.sh (no $1/port)"

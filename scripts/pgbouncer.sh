@@ -21,17 +21,8 @@ ensure_binary() {
       DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends pgbouncer >&2; }
 }
 
-free_port() {
-  local p _
-  for _ in $(seq 200); do
-    p=$((20000 + RANDOM % 12000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      echo "$p"
-      return 0
-    fi
-  done
-  die "no free port found"
-}
+# shellcheck source=scripts/free-port.sh
+. "$(dirname "${BASH_SOURCE[0]}")/free-port.sh"
 
 cmd_run() {
   [ "${1:-}" = "--" ] || die "usage: run -- CMD..."
