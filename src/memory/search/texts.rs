@@ -10,6 +10,7 @@ use std::collections::HashMap;
 
 use crate::domain::rank::{covered, idf, term_score_with, B, COVERAGE, K1};
 use crate::domain::tokenize::{query_terms, tokens};
+use crate::memory::search::vector::norm;
 
 /// The lexical score of each of `texts` for `query`, in their order: 0 for a text holding none
 /// of the query's terms (or for every text, when the query has no term).
@@ -92,13 +93,6 @@ pub fn best_cosine(q: &[f32], packed: &[f32]) -> Option<f64> {
             }
         })
         .max_by(f64::total_cmp)
-}
-
-fn norm(v: &[f32]) -> f64 {
-    v.iter()
-        .map(|x| f64::from(*x) * f64::from(*x))
-        .sum::<f64>()
-        .sqrt()
 }
 
 #[cfg(test)]

@@ -45,7 +45,8 @@ pub fn validate(v: &[f32]) -> Result<()> {
     Ok(())
 }
 
-fn norm(v: &[f32]) -> f64 {
+/// The Euclidean norm of `v`, summed in `f64`.
+pub(crate) fn norm(v: &[f32]) -> f64 {
     v.iter()
         .map(|x| f64::from(*x) * f64::from(*x))
         .sum::<f64>()
