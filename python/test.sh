@@ -17,7 +17,7 @@ python="${PYTHON:-python3}"
 py="$venv/bin/python"
 
 if [ ! -x "$py" ]; then
-  echo "== creating $venv"
+  echo "== $(date -u +%T) creating $venv"
   "$python" -m venv "$venv"
 fi
 
@@ -40,7 +40,7 @@ langgraph_pins="langgraph==1.2.22 langgraph-checkpoint==4.3.2 langgraph-checkpoi
 mcp_client="mcp==2.3.0"
 deps_key="v3 $extras optillm-nodeps numpy scikit-learn $mcp_client $langgraph_pins"
 if [ "$(cat "$venv/.engram-deps" 2>/dev/null)" != "$deps_key" ]; then
-  echo "== installing ./python[$extras] and the optillm memory plugin"
+  echo "== $(date -u +%T) installing ./python[$extras] and the optillm memory plugin"
   # shellcheck disable=SC2086 # the pins are separate words
   pip install --quiet "./python[$extras]" numpy scikit-learn "$mcp_client" $langgraph_pins
   pip install --quiet --no-deps optillm
@@ -50,17 +50,17 @@ if [ "$(cat "$venv/.engram-deps" 2>/dev/null)" != "$deps_key" ]; then
 fi
 
 if [ "$(cat "$venv/.engram-build" 2>/dev/null)" != "$build_key" ]; then  # sources changed
-  echo "== building and installing ./python (release)"
+  echo "== $(date -u +%T) building and installing ./python (release)"
   pip install --quiet --force-reinstall --no-deps ./python
   echo "$build_key" >"$venv/.engram-build"
 fi
 
 # tests/test_mcp.py runs the real `engram` binary (ENGRAM_BIN), built here in release.
-echo "== cargo build --release --bin engram"
+echo "== $(date -u +%T) cargo build --release --bin engram"
 cargo build --release --quiet --bin engram
 export ENGRAM_BIN="${ENGRAM_BIN:-${CARGO_TARGET_DIR:-$root/target}/release/engram}"
 
-echo "== pytest python/tests"
+echo "== $(date -u +%T) pytest python/tests"
 cd "$root/python/tests"
 # Run from the tests folder, so that `import engram` finds the installed package and not the
 # source folder (which has no compiled extension).

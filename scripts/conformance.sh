@@ -25,11 +25,11 @@ fi
 export ENGRAM_TEST_BACKEND=postgres
 api=(store::model store::pending_props store::cover_props store::group_commit session:: trust::)
 cli=(commands:: session:: session_processes:: trust:: optmem_import:: hostile:: run_lines:: shell::)
-echo "== conformance: in-process tests on the server"
+echo "== $(date -u +%T) conformance: in-process tests on the server"
 cargo test --release --test api -- "${api[@]}"
-echo "== conformance: CLI tests on the server"
+echo "== $(date -u +%T) conformance: CLI tests on the server"
 cargo test --release --test cli -- "${cli[@]}"
-echo "== conformance: in-process tests on the server, a serialization failure every 7th statement"
+echo "== $(date -u +%T) conformance: in-process tests on the server, a serialization failure every 7th statement"
 ENGRAM_PG_FAULT_EVERY=7 cargo test --release --test api -- "${api[@]}"
-echo "== conformance: in-process tests on the server, every 13th commit's connection lost (before or after COMMIT)"
+echo "== $(date -u +%T) conformance: in-process tests on the server, every 13th commit's connection lost (before or after COMMIT)"
 ENGRAM_PG_LOSE_COMMIT=13 cargo test --release --test api -- "${api[@]}"
