@@ -30,6 +30,8 @@ mod pg_errors;
 mod pg_failover;
 mod pg_hosts;
 mod pg_kill;
+#[cfg(feature = "mcp")]
+mod pg_patroni;
 mod pg_reconnect;
 mod pg_role;
 mod pg_tls;
