@@ -52,7 +52,8 @@ impl Cluster {
             .arg("-u")
             .output()
             .is_ok_and(|o| o.stdout.starts_with(b"0"));
-        if !(have("patroni") && have("etcd")) && !root {
+        let installed = have("patroni") && have("etcd");
+        if !installed && !root {
             let why = "patroni and etcd are not installed (apt-get install patroni etcd-server)";
             assert!(
                 std::env::var_os("CI").is_none(),
