@@ -9,6 +9,10 @@
 # ambiguous commit is shown to be resolved (by its commit id) neither twice nor never. (The fault tests of the server, tests/cli/pg_*.rs, run in
 # the plain `cargo test` when ENGRAM_TEST_PG is set.)
 #
+# `--plain` runs the first two passes only (the in-process and the CLI tests on the server, no
+# injected faults): the README's test command runs them so through PgBouncer
+# (scripts/pgbouncer.sh run -- bash scripts/conformance.sh --plain).
+#
 # Skips when ENGRAM_TEST_PG is unset, except under CI, where that is a failure: CI must never
 # skip the server tier silently. Start a throwaway server for it with
 #   bash scripts/pg-server.sh run --fast -- bash scripts/conformance.sh
@@ -22,6 +26,12 @@ if [ -z "${ENGRAM_TEST_PG:-}" ]; then
   echo "conformance: ENGRAM_TEST_PG is unset: the server tier is skipped (bash scripts/pg-server.sh run --fast -- bash scripts/conformance.sh runs it)"
   exit 0
 fi
+plain=0
+case ${1:-} in
+  --plain) plain=1 ;;
+  "") ;;
+  *) echo "usage: conformance.sh [--plain]" >&2; exit 2 ;;
+esac
 export ENGRAM_TEST_BACKEND=postgres
 api=(store::model store::pending_props store::cover_props store::group_commit session:: trust::)
 cli=(commands:: session:: session_processes:: trust:: optmem_import:: hostile:: run_lines:: shell::)
@@ -29,6 +39,9 @@ echo "== $(date -u +%T) conformance: in-process tests on the server"
 cargo test --release --test api -- "${api[@]}"
 echo "== $(date -u +%T) conformance: CLI tests on the server"
 cargo test --release --test cli -- "${cli[@]}"
+if [ "$plain" = 1 ]; then
+  exit 0
+fi
 echo "== $(date -u +%T) conformance: in-process tests on the server, a serialization failure every 7th statement"
 ENGRAM_PG_FAULT_EVERY=7 cargo test --release --test api -- "${api[@]}"
 echo "== $(date -u +%T) conformance: in-process tests on the server, every 13th commit's connection lost (before or after COMMIT)"

@@ -46,8 +46,9 @@ def message(i: int) -> dict:
     return {"role": "ai" if i % 2 else "user", "content": body[:1000], "id": f"m-{i}"}
 
 
-def drive(saver, steps: int, size_of) -> dict:
-    """Runs the steps against `saver`; latency windows and sizes at the marks."""
+def drive(saver, steps: int, size_of):
+    """Runs the steps against `saver`, yielding after each one (so that main() can run every
+    saver in lockstep); returns the step times and the sizes at the marks."""
     thread = f"bench-{uuid.uuid4().hex[:8]}"
     config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
     ck = empty_checkpoint()
@@ -73,6 +74,7 @@ def drive(saver, steps: int, size_of) -> dict:
         assert len(got.checkpoint["channel_values"]["messages"]) == n
         if n in MARKS:
             sizes[n] = size_of()
+        yield
     return {"times": times, "sizes": sizes}
 
 
@@ -134,7 +136,7 @@ def run_engram_file(steps: int, tmp: str) -> dict:
 
     path = os.path.join(tmp, "engram.redb")
     with EngramSaver(path) as saver:
-        r = drive(saver, steps, file_size(path))
+        r = yield from drive(saver, steps, file_size(path))
         r["stats"] = saver.stats()
     return r
 
@@ -148,7 +150,7 @@ def run_sqlite(steps: int, tmp: str) -> dict:
     conn = sqlite3.connect(path, check_same_thread=False)
     saver = SqliteSaver(conn)
     saver.setup()
-    r = drive(saver, steps, file_size(path))
+    r = yield from drive(saver, steps, file_size(path))
     conn.close()
     return r
 
@@ -165,7 +167,7 @@ def run_postgres(steps: int, url: str) -> dict:
     with PostgresSaver.from_conn_string(conn_url) as saver:
         saver.setup()
         tables = ["checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_migrations"]
-        return drive(saver, steps, pg_size(url, schema, tables))
+        return (yield from drive(saver, steps, pg_size(url, schema, tables)))
 
 
 def run_engram_server(steps: int, url: str) -> dict:
@@ -175,9 +177,34 @@ def run_engram_server(steps: int, url: str) -> dict:
     sep = "&" if "?" in url else "?"
     with EngramSaver(f"{url}{sep}schema={schema}") as saver:
         tables = ["checkpoints", "checkpoint_channels", "checkpoint_items", "checkpoint_writes"]
-        r = drive(saver, steps, pg_size(url, schema, tables))
+        r = yield from drive(saver, steps, pg_size(url, schema, tables))
         r["stats"] = saver.stats()
     return r
+
+
+def lockstep(running: list) -> dict:
+    """Runs the savers' steps in turn, one step of each, the order rotated every step: a load
+    that comes and goes on a shared machine then falls on every saver alike, where running them
+    one after another gave the later ones a different machine."""
+    results, seconds, turn = {}, {name: 0.0 for name, _ in running}, 0
+    while running:
+        order = running[turn % len(running):] + running[:turn % len(running)]
+        turn += 1
+        for name, gen in order:
+            t0 = time.time()
+            try:
+                next(gen)
+            except StopIteration as done:
+                r = done.value
+                results[name] = {
+                    "latency": windows(r["times"]),
+                    "bytes": r["sizes"],
+                    "stats": r.get("stats"),
+                    "seconds": round(seconds[name] + time.time() - t0, 1),
+                }
+                running = [(n, g) for n, g in running if n != name]
+            seconds[name] += time.time() - t0
+    return results
 
 
 def main() -> None:
@@ -195,18 +222,10 @@ def main() -> None:
         if args.pg:
             plan += [("postgres", lambda: run_postgres(args.steps, args.pg)),
                      ("engram-pg", lambda: run_engram_server(args.steps, args.pg))]
-        for name, fn in plan:
-            if only and name not in only:
-                continue
-            t0 = time.time()
-            r = fn()
-            results[name] = {
-                "latency": windows(r["times"]),
-                "bytes": r["sizes"],
-                "stats": r.get("stats"),
-                "seconds": round(time.time() - t0, 1),
-            }
-            print(name, json.dumps(results[name]), file=sys.stderr, flush=True)
+        running = [(name, fn()) for name, fn in plan if not only or name in only]
+        results = lockstep(running)
+    for name, r in results.items():
+        print(name, json.dumps(r), file=sys.stderr, flush=True)
     report = {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "load": os.getloadavg(),
