@@ -236,6 +236,8 @@ fn accepting_on_the_page_is_recorded_with_the_sessions_principal() {
         "{show}"
     );
     assert!(b.get("/ui/wake").body.contains("the user is a night owl"));
+    assert!(b.get("/ui/log?status=accepted").body.contains("night owl"));
+    assert!(!b.get("/ui/log?status=proposed").body.contains("night owl"));
 }
 
 #[test]

@@ -5,7 +5,6 @@
 //! so the event names that principal. Redacting and forgetting first show a confirmation that
 //! names what will be purged.
 
-use engram::text::date_of;
 use engram::{Block, Decision, Error, NewMemory, RecallQuery};
 
 use super::html::{esc, hidden, link};
@@ -35,8 +34,7 @@ pub fn page(cx: &Cx) -> Result<Out, Error> {
     body.push_str("<table><thead><tr><th scope=\"col\">Memory</th><th scope=\"col\">Actions</th></tr></thead><tbody>");
     let shown = r.shown_lines();
     for (m, line) in r.matches.iter().zip(&shown).rev() {
-        let proposed = line.starts_with(&format!("#{} {} [proposed", m.id, date_of(m.observed_us)));
-        if only_proposed && !proposed {
+        if only_proposed && super::log::status_of(m, line) != "proposed" {
             continue;
         }
         body.push_str(&row(cx, m.id, line));
