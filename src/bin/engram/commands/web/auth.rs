@@ -179,10 +179,10 @@ pub async fn admit(web: &Web, req: Request) -> Result<(Session, Params), Respons
 /// The login form, with a message (escaped) above it.
 pub fn login_page(message: &str) -> Response {
     let body = format!(
-        "<h1>Log in</h1>{}<form method=\"post\" action=\"/ui/login\">\
+        "<main><h1>Log in</h1>{}<form method=\"post\" action=\"/ui/login\">\
          <label for=\"token\">Bearer token (from <code>engram token add</code>)</label>\
          <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"off\" required>\
-         <button type=\"submit\">Log in</button></form>",
+         <button type=\"submit\">Log in</button></form></main>",
         if message.is_empty() {
             String::new()
         } else {

@@ -17,7 +17,7 @@ pub const SECURITY_HEADERS: &[(&str, &str)] = &[
     ),
     ("x-content-type-options", "nosniff"),
     ("x-frame-options", "DENY"),
-    ("referrer-policy", "no-referrer"),
+    ("referrer-policy", "same-origin"),
     ("cache-control", "no-store"),
 ];
 

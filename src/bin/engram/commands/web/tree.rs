@@ -60,7 +60,7 @@ fn picture(cx: &Cx, total: u64, blocks: &[(Block, &str)]) -> String {
     let scale = WIDTH / (total.max(1) as f64);
     let height = (f64::from(top) + 2.0) * ROW;
     let mut svg = format!(
-        "<svg role=\"img\" aria-labelledby=\"tree-title\" viewBox=\"0 0 {WIDTH} {height}\" width=\"100%\">\
+        "<svg role=\"group\" aria-labelledby=\"tree-title\" viewBox=\"0 0 {WIDTH} {height}\" width=\"100%\">\
          <title id=\"tree-title\">Wake's cover and the pending merges, by position and level</title>"
     );
     for (b, class) in blocks {
@@ -74,7 +74,11 @@ fn picture(cx: &Cx, total: u64, blocks: &[(Block, &str)]) -> String {
         );
         if b.size() > 1 {
             let href = link(cx, "/ui/zoom", &[("block", &b.to_string())]);
-            svg.push_str(&format!("<a href=\"{}\">{rect}</a>", esc(&href)));
+            svg.push_str(&format!(
+                "<a href=\"{}\" aria-label=\"zoom {} ({class})\">{rect}</a>",
+                esc(&href),
+                esc(&b.to_string())
+            ));
         } else {
             svg.push_str(&rect);
         }
