@@ -28,12 +28,8 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import playwright' 2>
   python3 -m venv "$venv"
   "$venv/bin/pip" --disable-pip-version-check install --quiet playwright==1.65.2
 fi
-key="$(cat "$here/package.json" "$here/package-lock.json" | sha256sum | cut -d' ' -f1)"
-if [ "$(cat "$node_dir/.installed" 2>/dev/null)" != "$key" ] || [ ! -d "$node_dir/node_modules" ]; then
-  echo "== npm install axe-core into $node_dir" >&2
-  cp "$here/package.json" "$here/package-lock.json" "$node_dir/"
-  (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error >&2)
-  echo "$key" >"$node_dir/.installed"
-fi
+# shellcheck source=../../scripts/npm-once.sh
+source "$root/scripts/npm-once.sh"
+npm_once "$here" "$node_dir"
 exec "$venv/bin/python" "$here/test_web.py" "$bin" "$out" "$chromium" \
   "$node_dir/node_modules/axe-core/axe.min.js"
