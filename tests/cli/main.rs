@@ -53,3 +53,5 @@ mod subscriptions;
 mod token;
 mod trust;
 mod url_secrets;
+#[cfg(feature = "mcp")]
+mod web_inspector;

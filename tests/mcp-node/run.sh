@@ -16,13 +16,9 @@ dir="${ENGRAM_NODE_DIR:-$root/target/mcp-node}"
 mkdir -p "$dir"
 exec 9>"$dir/.lock"
 flock 9
-key="$(cat "$here/package.json" "$here/package-lock.json" | sha256sum | cut -d' ' -f1)"
-if [ "$(cat "$dir/.installed" 2>/dev/null)" != "$key" ] || [ ! -d "$dir/node_modules" ]; then
-  echo "== npm install into $dir" >&2
-  cp "$here/package.json" "$here/package-lock.json" "$dir/"
-  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >&2)
-  echo "$key" >"$dir/.installed"
-fi
+# shellcheck source=../../scripts/npm-once.sh
+source "$root/scripts/npm-once.sh"
+npm_once "$here" "$dir"
 cp "$here"/*.mjs "$here"/*.yml "$dir/"
 case "${1:-}" in
   clients) exec node "$dir/failing_calls.mjs" "${@:2}" ;;

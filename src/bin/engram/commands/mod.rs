@@ -19,6 +19,8 @@ pub mod token;
 mod tree;
 mod trust;
 mod wake;
+#[cfg(feature = "mcp")]
+pub mod web;
 
 use std::io::Write;
 

@@ -22,6 +22,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use super::guard::{ConnSlot, GuardedListener};
 use super::{batch, stdio, Caller, EngramMcp, Server};
 use crate::commands::token::token_hash;
+use crate::commands::web;
 
 /// The hash of the token a request carried, so that a long-lived subscription can check
 /// before each notification that the token was not revoked since.
@@ -35,7 +36,13 @@ struct Gate {
 }
 
 /// Serves until interrupted. A bare port (`8765`) means `127.0.0.1:8765`.
-pub async fn serve(handler: EngramMcp, addr: &str, origins: &[String]) -> Result<(), Error> {
+/// With `ui`, the web inspector ([`crate::commands::web`]) is served at `/ui/` beside it.
+pub async fn serve(
+    handler: EngramMcp,
+    addr: &str,
+    origins: &[String],
+    ui: bool,
+) -> Result<(), Error> {
     let addr = if addr.contains(':') {
         addr.to_string()
     } else {
@@ -61,19 +68,29 @@ pub async fn serve(handler: EngramMcp, addr: &str, origins: &[String]) -> Result
         .with_allowed_origins(origins.clone())
         .enforce_origin_validation()
         .with_cancellation_token(ct.child_token());
+    let server = Arc::clone(&handler.0);
+    let scope = server.scope.clone();
     let gate = Arc::new(Gate {
-        server: Arc::clone(&handler.0),
-        origins,
+        server: Arc::clone(&server),
+        origins: origins.clone(),
     });
     let service = StreamableHttpService::new(
         move || Ok(handler.clone()),
         LocalSessionManager::default().into(),
         config,
     );
-    let app = axum::Router::new()
+    let mut app = axum::Router::new()
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(gate, authenticate));
+    if ui {
+        let open: web::Opener = Arc::new(move || server.store());
+        let pages = web::router(open, origins, scope).layer(axum::middleware::from_fn(mark));
+        app = app.merge(pages);
+    }
     eprintln!("engram: serving MCP at http://{local}/mcp");
+    if ui {
+        eprintln!("engram: serving the inspector at http://{local}/ui/");
+    }
     axum::serve(
         listener,
         app.into_make_service_with_connect_info::<ConnSlot>(),
@@ -218,4 +235,15 @@ async fn authenticate(State(gate): State<Arc<Gate>>, mut req: Request, next: Nex
             "the store cannot check tokens now\n",
         ),
     }
+}
+
+/// Marks the connection of an inspector request that carried a valid session (or logged in)
+/// as authenticated, as a valid token does for `/mcp`, so that the listener never sheds it.
+async fn mark(req: Request, next: Next) -> Response {
+    let conn = req.extensions().get::<ConnectInfo<ConnSlot>>().cloned();
+    let r = next.run(req).await;
+    if let (Some(ConnectInfo(conn)), Some(_)) = (conn, r.extensions().get::<web::Authenticated>()) {
+        conn.authenticated();
+    }
+    r
 }

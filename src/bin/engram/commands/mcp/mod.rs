@@ -57,6 +57,10 @@ pub struct McpArgs {
     /// origin is always accepted; a request carrying any other Origin is refused
     #[arg(long, value_name = "ORIGIN")]
     pub allow_origin: Vec<String>,
+    /// Also serve the web inspector at /ui/ (HTTP; docs/inspector.md): log in with a token
+    /// from `engram token add`
+    #[arg(long, requires = "http")]
+    pub ui: bool,
 }
 
 /// What every call of one server process shares.
@@ -488,7 +492,7 @@ pub fn serve(
         .build()?;
     rt.block_on(async move {
         match &a.http {
-            Some(addr) => http::serve(handler, addr, &a.allow_origin).await,
+            Some(addr) => http::serve(handler, addr, &a.allow_origin, a.ui).await,
             None => stdio::serve(handler).await,
         }
     })?;

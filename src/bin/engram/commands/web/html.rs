@@ -1,0 +1,208 @@
+//! HTML for the inspector: escaping (every value a page shows passes [`esc`]), the layout with
+//! its navigation, forms' hidden fields, query strings both ways, and the security headers every
+//! answer carries. The stylesheet is `style.css`, compiled in; the pages use no script.
+
+use axum::http::{header, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use engram::Error;
+
+use super::{Cx, Params};
+
+/// The headers of every answer: no script, no framing, no sniffing, no caching.
+pub const SECURITY_HEADERS: &[(&str, &str)] = &[
+    (
+        "content-security-policy",
+        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; \
+         frame-ancestors 'none'; base-uri 'none'",
+    ),
+    ("x-content-type-options", "nosniff"),
+    ("x-frame-options", "DENY"),
+    ("referrer-policy", "same-origin"),
+    ("cache-control", "no-store"),
+];
+
+/// The stylesheet.
+const CSS: &str = include_str!("style.css");
+
+/// Escapes text for an element's content or a quoted attribute.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Percent-encodes a query value (everything but unreserved characters).
+pub fn enc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Decodes one `application/x-www-form-urlencoded` component (`+` is a space).
+fn dec(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while let Some(&c) = b.get(i) {
+        let hex = b
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok());
+        match (c, hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(v)) => {
+                out.push(v);
+                i += 3;
+            }
+            (b'+', _) => {
+                out.push(b' ');
+                i += 1;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The pairs of a query string or form body.
+pub fn parse_params(s: &str) -> Params {
+    s.split('&')
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            (dec(k), dec(v))
+        })
+        .collect()
+}
+
+/// The first value of `name` ("" when absent).
+pub fn param<'a>(p: &'a Params, name: &str) -> &'a str {
+    p.iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+        .unwrap_or_default()
+}
+
+/// The hidden fields every form of a page carries: the CSRF token and the scope.
+pub fn hidden(cx: &Cx) -> String {
+    format!(
+        "<input type=\"hidden\" name=\"csrf\" value=\"{}\"><input type=\"hidden\" name=\"scope\" value=\"{}\">",
+        esc(&cx.csrf),
+        esc(&cx.scope)
+    )
+}
+
+/// A link to `path` in the page's scope, with more query pairs (values encoded here).
+pub fn link(cx: &Cx, path: &str, more: &[(&str, &str)]) -> String {
+    let mut q = format!("{path}?scope={}", enc(&cx.scope));
+    for (k, v) in more {
+        q.push_str(&format!("&{k}={}", enc(v)));
+    }
+    q
+}
+
+/// Lines (as the CLI prints them) as a list, escaped.
+pub fn lines(ls: &[String]) -> String {
+    let mut out = String::from("<ul class=\"lines\">");
+    for l in ls {
+        out.push_str(&format!("<li>{}</li>", esc(l)));
+    }
+    out.push_str("</ul>");
+    out
+}
+
+/// The page around `body`: navigation, the scope picker, who is logged in, log out.
+pub fn layout(title: &str, cx: &Cx, body: &str) -> Html<String> {
+    let mut nav = String::new();
+    let mut pages = vec![
+        ("/ui/wake", "Wake"),
+        ("/ui/tree", "Tree"),
+        ("/ui/log", "Log"),
+        ("/ui/review", "Review"),
+        ("/ui/sessions", "Sessions"),
+    ];
+    if cx.admin {
+        pages.push(("/ui/admin", "Grants and tokens"));
+    }
+    for (path, name) in pages {
+        nav.push_str(&format!(
+            "<a href=\"{}\">{name}</a> ",
+            esc(&link(cx, path, &[]))
+        ));
+    }
+    let mut options = String::new();
+    for s in &cx.scopes {
+        let sel = if *s == cx.scope { " selected" } else { "" };
+        options.push_str(&format!("<option{sel}>{}</option>", esc(s)));
+    }
+    let head = format!(
+        "<header><nav aria-label=\"pages\">{nav}</nav>\
+         <form method=\"get\" action=\"\" class=\"inline\"><label for=\"scope\">Scope</label>\
+         <select id=\"scope\" name=\"scope\">{options}</select><button type=\"submit\">Show</button></form>\
+         <form method=\"post\" action=\"/ui/logout\" class=\"inline\">{}\
+         <span>{}</span> <button type=\"submit\">Log out</button></form></header>",
+        hidden(cx),
+        esc(&cx.principal)
+    );
+    bare(
+        title,
+        &format!("{head}<main><h1>{}</h1>{body}</main>", esc(title)),
+    )
+}
+
+/// A whole document around `body`, without navigation.
+pub fn bare(title: &str, body: &str) -> Html<String> {
+    Html(format!(
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{} - engram</title><link rel=\"stylesheet\" href=\"/ui/style.css\"></head>\
+         <body>{body}</body></html>",
+        esc(title)
+    ))
+}
+
+/// `GET /ui/style.css`.
+pub fn stylesheet() -> Response {
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], CSS).into_response()
+}
+
+/// An error page with a status.
+pub fn error(status: StatusCode, message: &str) -> Response {
+    let body = format!(
+        "<main><h1>{}</h1><p role=\"alert\">{}</p><p><a href=\"/ui/wake\">Back</a></p></main>",
+        status.as_u16(),
+        esc(message)
+    );
+    (status, bare("Error", &body)).into_response()
+}
+
+/// The page for a library error: denied 403, invalid 400, not found 404, else 500.
+pub fn failure(e: &Error) -> Response {
+    let status = match e {
+        Error::Denied(_) => StatusCode::FORBIDDEN,
+        Error::Invalid { .. } | Error::WrongBlock { .. } | Error::OutOfRange { .. } => {
+            StatusCode::BAD_REQUEST
+        }
+        Error::NotFound { .. } => StatusCode::NOT_FOUND,
+        Error::Conflict(_) => StatusCode::CONFLICT,
+        Error::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    error(status, &e.to_string())
+}

@@ -1,0 +1,352 @@
+//! The web inspector (`engram mcp --http ADDR --ui`, docs/inspector.md, issue 26), spoken to in
+//! plain HTTP/1.1 as a browser would: logging in with a token sets an `HttpOnly`,
+//! `SameSite=Strict` cookie scoped to `/ui`; no cookie leads to the login page; a POST without
+//! the session's CSRF token or from a foreign Origin is refused; a reader sees only its scopes
+//! and gets 403 for the admin page; an accept made on the page is recorded with the session's
+//! principal; a redaction purges the text from the pages, search and export; a revoked token
+//! ends its sessions at once; hostile memory text is escaped; every answer carries the
+//! security headers.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use crate::common::mcp::{status_of, token, token_and_id, HttpServer};
+use crate::common::{run_raw, Env};
+
+/// One answer: status, head and body.
+struct Answer {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+impl Answer {
+    /// The value of header `name` (lower-case), if any.
+    fn header(&self, name: &str) -> Option<String> {
+        self.head.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim()
+                .eq_ignore_ascii_case(name)
+                .then(|| v.trim().to_string())
+        })
+    }
+}
+
+/// Sends one request and reads the whole answer (the connection closes after it).
+fn send(s: &HttpServer, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+    let mut t = TcpStream::connect(&s.addr).expect("connect");
+    t.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        s.addr,
+        body.len()
+    );
+    if method == "POST" {
+        req.push_str("Content-Type: application/x-www-form-urlencoded\r\n");
+    }
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    t.write_all(req.as_bytes()).expect("send");
+    let mut resp = Vec::new();
+    let _ = t.read_to_end(&mut resp);
+    let text = String::from_utf8_lossy(&resp).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    Answer {
+        status: status_of(&text),
+        head: head.to_string(),
+        body: body.to_string(),
+    }
+}
+
+/// Percent-encodes a form value.
+fn enc(v: &str) -> String {
+    v.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// A logged-in browser: its cookie and its CSRF token.
+struct Browser<'a> {
+    s: &'a HttpServer,
+    cookie: String,
+    csrf: String,
+}
+
+impl<'a> Browser<'a> {
+    /// Logs in with `tok`; panics unless it succeeds.
+    fn login(s: &'a HttpServer, tok: &str) -> Browser<'a> {
+        let a = send(s, "POST", "/ui/login", &[], &format!("token={}", enc(tok)));
+        assert_eq!(a.status, 303, "{}{}", a.head, a.body);
+        let set = a.header("set-cookie").expect("a cookie");
+        let cookie = set.split(';').next().unwrap_or_default().to_string();
+        let mut b = Browser {
+            s,
+            cookie,
+            csrf: String::new(),
+        };
+        let page = b.get("/ui/wake");
+        assert_eq!(page.status, 200, "{}", page.body);
+        let at = page
+            .body
+            .find("name=\"csrf\" value=\"")
+            .expect("a CSRF field")
+            + 19;
+        b.csrf = page.body[at..at + 64].to_string();
+        b
+    }
+
+    fn get(&self, path: &str) -> Answer {
+        send(self.s, "GET", path, &[("Cookie", &self.cookie)], "")
+    }
+
+    /// POSTs a form with the session's CSRF token and the server's own Origin.
+    fn post(&self, path: &str, form: &str) -> Answer {
+        let origin = format!("http://{}", self.s.addr);
+        let body = format!("csrf={}&{form}", self.csrf);
+        send(
+            self.s,
+            "POST",
+            path,
+            &[("Cookie", &self.cookie), ("Origin", &origin)],
+            &body,
+        )
+    }
+}
+
+fn start(e: &Env) -> HttpServer {
+    HttpServer::start(e, &["--ui"])
+}
+
+#[test]
+fn login_sets_a_strict_cookie_and_no_cookie_sees_the_login_page() {
+    let e = Env::init();
+    let tok = token(&e, "admin");
+    let s = start(&e);
+    let none = send(&s, "GET", "/ui/wake", &[], "");
+    assert_eq!(none.status, 303);
+    assert_eq!(none.header("location").as_deref(), Some("/ui/login"));
+    let login = send(&s, "GET", "/ui/login", &[], "");
+    assert_eq!(login.status, 200);
+    assert!(login.body.contains("name=\"token\""), "{}", login.body);
+    let csp = login.header("content-security-policy").expect("a CSP");
+    assert!(
+        csp.contains("frame-ancestors 'none'") && !csp.contains("unsafe-inline"),
+        "{csp}"
+    );
+    assert_eq!(
+        login.header("x-content-type-options").as_deref(),
+        Some("nosniff")
+    );
+    let wrong = send(&s, "POST", "/ui/login", &[], "token=engram_nottoken");
+    assert_eq!(wrong.status, 401);
+    assert!(wrong.header("set-cookie").is_none());
+    let ok = send(
+        &s,
+        "POST",
+        "/ui/login",
+        &[],
+        &format!("token={}", enc(&tok)),
+    );
+    assert_eq!(ok.status, 303);
+    let set = ok.header("set-cookie").expect("a cookie");
+    for flag in ["HttpOnly", "SameSite=Strict", "Path=/ui"] {
+        assert!(set.contains(flag), "{set}");
+    }
+    // A forged cookie is no session.
+    let forged = send(&s, "GET", "/ui/wake", &[("Cookie", "engram_ui=00")], "");
+    assert_eq!(forged.status, 303);
+}
+
+#[test]
+fn a_post_without_the_csrf_token_or_from_another_origin_is_refused() {
+    let e = Env::init();
+    e.ok(&["note", "--kind", "inference", "the user likes tea"]);
+    let tok = token(&e, "admin");
+    let s = start(&e);
+    let b = Browser::login(&s, &tok);
+    let cookie = [("Cookie", b.cookie.as_str())];
+    let no_token = send(&s, "POST", "/ui/decide", &cookie, "id=0&decision=accept");
+    assert_eq!(no_token.status, 403, "{}", no_token.body);
+    let wrong = send(
+        &s,
+        "POST",
+        "/ui/decide",
+        &cookie,
+        "csrf=00&id=0&decision=accept",
+    );
+    assert_eq!(wrong.status, 403);
+    let body = format!("csrf={}&id=0&decision=accept", b.csrf);
+    let foreign = [
+        ("Cookie", b.cookie.as_str()),
+        ("Origin", "https://evil.example"),
+    ];
+    let cross = send(&s, "POST", "/ui/decide", &foreign, &body);
+    assert_eq!(cross.status, 403);
+    let cross_login = send(
+        &s,
+        "POST",
+        "/ui/login",
+        &[("Origin", "https://evil.example")],
+        &format!("token={}", enc(&tok)),
+    );
+    assert_eq!(cross_login.status, 403);
+    assert!(e.ok(&["show", "0"]).contains("status: proposed"));
+    // Logging out needs the token too, and then the cookie is no session.
+    assert_eq!(send(&s, "POST", "/ui/logout", &cookie, "").status, 403);
+    assert_eq!(b.post("/ui/logout", "").status, 303);
+    assert_eq!(b.get("/ui/wake").status, 303);
+}
+
+#[test]
+fn accepting_on_the_page_is_recorded_with_the_sessions_principal() {
+    let e = Env::init();
+    e.ok(&["note", "--kind", "inference", "the user is a night owl"]);
+    e.ok(&["grant", "user:carol", "read", "default"]);
+    e.ok(&["grant", "user:carol", "write", "default"]);
+    let tok = token(&e, "user:carol");
+    let s = start(&e);
+    let b = Browser::login(&s, &tok);
+    let review = b.get("/ui/review?proposed=1");
+    assert_eq!(review.status, 200);
+    assert!(
+        review.body.contains("[proposed] the user is a night owl"),
+        "{}",
+        review.body
+    );
+    let r = b.post(
+        "/ui/decide",
+        "scope=default&id=0&decision=accept&why=checked+with+her",
+    );
+    assert_eq!(r.status, 303, "{}", r.body);
+    let show = e.ok(&["show", "0"]);
+    assert!(
+        show.contains("status: accepted")
+            && show.contains("accept by user:carol: checked with her"),
+        "{show}"
+    );
+    assert!(b.get("/ui/wake").body.contains("the user is a night owl"));
+    assert!(b.get("/ui/log?status=accepted").body.contains("night owl"));
+    assert!(!b.get("/ui/log?status=proposed").body.contains("night owl"));
+}
+
+#[test]
+fn a_reader_sees_only_its_scopes_and_not_the_admin_page() {
+    let e = Env::init();
+    e.ok(&["--scope", "team/x", "note", "shared fact"]);
+    e.ok(&["--scope", "private", "note", "private diary"]);
+    e.ok(&["grant", "user:bob", "read", "team/"]);
+    let admin = token(&e, "admin");
+    let bob = token(&e, "user:bob");
+    let s = start(&e);
+    let a = Browser::login(&s, &admin);
+    assert!(a.get("/ui/wake").body.contains("Grants and tokens"));
+    assert!(!Browser::login(&s, &bob)
+        .get("/ui/wake")
+        .body
+        .contains("Grants and tokens"));
+    let grants = a.get("/ui/admin");
+    assert_eq!(grants.status, 200);
+    assert!(grants.body.contains("user:bob"), "{}", grants.body);
+    let b = Browser::login(&s, &bob);
+    assert_eq!(b.get("/ui/admin").status, 403);
+    let wake = b.get("/ui/wake");
+    assert!(wake.body.contains("shared fact"), "{}", wake.body);
+    assert!(!wake.body.contains("private"), "{}", wake.body);
+    let denied = b.get("/ui/log?scope=private");
+    assert_eq!(denied.status, 403);
+    assert!(!denied.body.contains("private diary"));
+    // A forged POST (the reader may not write) is refused by the library.
+    let forged = b.post("/ui/decide", "scope=team%2Fx&id=0&decision=retract");
+    assert_eq!(forged.status, 403, "{}", forged.body);
+}
+
+#[test]
+fn redacting_purges_the_text_from_pages_search_and_export() {
+    let e = Env::init();
+    e.ok(&["note", "the door code is 4711 zebra"]);
+    e.ok(&["note", "an ordinary note"]);
+    let tok = token(&e, "admin");
+    let s = start(&e);
+    let b = Browser::login(&s, &tok);
+    let confirm = b.get("/ui/confirm?scope=default&id=0");
+    assert!(
+        confirm.body.contains("the door code is 4711 zebra"),
+        "{}",
+        confirm.body
+    );
+    let r = b.post("/ui/redact", "scope=default&id=0&reason=a+secret");
+    assert_eq!(r.status, 303, "{}", r.body);
+    for page in [
+        "/ui/wake",
+        "/ui/log",
+        "/ui/review",
+        "/ui/log?mode=search&q=zebra",
+    ] {
+        let a = b.get(page);
+        assert_eq!(a.status, 200, "{page}");
+        assert!(!a.body.contains("door code"), "{page}: {}", a.body);
+    }
+    assert!(!e.export().contains("zebra"));
+    assert!(!e.ok(&["search", "zebra"]).contains("zebra"));
+}
+
+#[test]
+fn a_revoked_token_ends_its_sessions_at_once() {
+    let e = Env::init();
+    let (tok, id) = token_and_id(&e, "admin");
+    let s = start(&e);
+    let b = Browser::login(&s, &tok);
+    assert_eq!(b.get("/ui/log").status, 200);
+    e.ok(&["token", "revoke", &id]);
+    let after = b.get("/ui/log");
+    assert_eq!(after.status, 303);
+    assert_eq!(after.header("location").as_deref(), Some("/ui/login"));
+}
+
+#[test]
+fn hostile_memory_text_is_escaped_on_every_page() {
+    let e = Env::init();
+    let hostile = "<script>alert(1)</script> \"><img src=x onerror=alert(2)>";
+    e.ok(&["note", hostile]);
+    let mut c = e.cmd();
+    c.args(["session", "save", "s1"]);
+    let msg = br#"[{"role":"user","content":"<script>alert(3)</script>"}]"#;
+    assert_eq!(run_raw(c, Some(msg)).code, 0);
+    let tok = token(&e, "admin");
+    let s = start(&e);
+    let b = Browser::login(&s, &tok);
+    for page in [
+        "/ui/wake",
+        "/ui/log",
+        "/ui/log?q=script",
+        "/ui/review",
+        "/ui/tree",
+        "/ui/confirm?id=0",
+        "/ui/sessions",
+        "/ui/session?id=s1",
+        "/ui/log?q=%3Cscript%3E&mode=search",
+        "/ui/wake?scope=%3Cscript%3E",
+    ] {
+        let a = b.get(page);
+        assert!(
+            !a.body.contains("<script>") && !a.body.contains("<img"),
+            "{page}: {}",
+            a.body
+        );
+    }
+    assert!(b
+        .get("/ui/log")
+        .body
+        .contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+}
