@@ -13,7 +13,8 @@
 //! `cargo bench -p engram-bench-compare --bench search` runs all three (full: the whole grid,
 //! 10^4 to 10^6 memories, 10^4 and 10^5 vectors); `-- --quick` uses a 4-point grid and 10^3 and
 //! 10^4 memories and vectors; `-- --only quality`, `speed` or `vectors` (or several, joined by
-//! commas) runs those parts. The report goes to stdout and `target/bench/search.md`.
+//! commas) runs those parts; `-- --sizes 100000,1000000` sets the speed part's memory counts
+//! (in place of the full or quick run's). The report goes to stdout and `target/bench/search.md`.
 //! A note's cost with and without the index is measured with the `compare` bench's
 //! `profile:note` and `note_durable` on this build and on the previous format's (see
 //! docs/performance.md).
@@ -54,6 +55,19 @@ fn main() {
         .position(|a| a == "--only")
         .and_then(|i| args.get(i + 1))
         .cloned();
+    let sizes_arg: Option<Vec<u64>> = args
+        .iter()
+        .position(|a| a == "--sizes")
+        .and_then(|i| args.get(i + 1))
+        .map(|s| {
+            s.split(',')
+                .map(|n| {
+                    n.trim()
+                        .parse()
+                        .expect("--sizes: memory counts joined by commas")
+                })
+                .collect()
+        });
     let runs = |part: &str| {
         only.as_deref()
             .is_none_or(|o| o.split(',').any(|x| x == part))
@@ -103,10 +117,10 @@ fn main() {
         );
     }
     if runs("speed") {
-        let sizes: &[u64] = if quick {
-            &[1_000, 10_000]
-        } else {
-            &[10_000, 100_000, 1_000_000]
+        let sizes: &[u64] = match (&sizes_arg, quick) {
+            (Some(s), _) => s,
+            (None, true) => &[1_000, 10_000],
+            (None, false) => &[10_000, 100_000, 1_000_000],
         };
         let _ = writeln!(md, "\n### Speed\n");
         md.push_str(&speed::speed(dir, sizes));
