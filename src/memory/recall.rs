@@ -35,6 +35,11 @@ pub struct RecallQuery {
     /// Take the pattern as plain words: each whitespace-separated word must occur in the line, in
     /// any order, as a literal (case-insensitive), instead of as one regex.
     pub words: bool,
+    /// Count every match into [`Recall::total`] (the default). `false` stops the scan at the
+    /// first match past the page (or the budget), so that a page of a large log costs the page,
+    /// not the log: `total` then counts only the matches seen (the page and one more when
+    /// [`Recall::next_before`] is set), a lower bound.
+    pub count_all: bool,
 }
 
 impl RecallQuery {
@@ -49,6 +54,7 @@ impl RecallQuery {
             max_bytes: 20_000,
             before: None,
             words: false,
+            count_all: true,
         }
     }
 }
@@ -58,7 +64,8 @@ impl RecallQuery {
 pub struct Recall {
     /// The newest matches that fit the budget, oldest first.
     pub matches: Vec<Memory>,
-    /// How many memories matched in all.
+    /// How many memories matched in all (with [`RecallQuery::count_all`] off, how many the scan
+    /// saw before it stopped).
     pub total: u64,
     /// The matches as shown, with their markers (proposed, superseded, untrusted...).
     pub lines: Vec<String>,
@@ -254,6 +261,9 @@ impl ReadTxn {
                 } else {
                     collecting = false;
                 }
+            }
+            if !collecting && !q.count_all {
+                return Ok(ControlFlow::Break(()));
             }
             Ok(ControlFlow::Continue(()))
         })?;

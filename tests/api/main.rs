@@ -15,6 +15,7 @@ mod store {
     mod key_order;
     mod model;
     mod pending_props;
+    mod recall_pages;
 }
 
 mod crash {

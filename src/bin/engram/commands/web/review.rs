@@ -18,6 +18,8 @@ pub fn page(cx: &Cx) -> Result<Out, Error> {
     let mut q = RecallQuery::new(".");
     q.limit = Some(PAGE);
     q.before = cx.param("before").parse().ok();
+    // A page costs the page, not the log (10^6 memories).
+    q.count_all = false;
     let r = cx.store.recall(&cx.scope, &q)?;
     let only_proposed = cx.param("proposed") == "1";
     let mut body = notice(cx);
