@@ -111,8 +111,43 @@ impl<'a> Wire<'a> {
     }
 
     /// A varint of at most `max` bytes whose last byte is at most `last` (postcard's rule).
+    ///
+    /// One byte is the common case (counters, lengths); a longer varint that ends within the
+    /// next eight bytes (a timestamp or a revision takes eight) is read as one little-endian
+    /// word, its 7-bit groups put together without a loop over the bytes; the rest (nine or ten
+    /// bytes, or the end of the payload near) takes the byte loop, [`Wire::varint_bytes`].
     #[inline]
     fn varint(&mut self, max: usize, last: u8) -> Option<u64> {
+        let (&first, rest) = self.b.split_first()?;
+        if first & 0x80 == 0 {
+            self.b = rest;
+            return Some(u64::from(first));
+        }
+        let Some(word) = self.b.first_chunk::<8>() else {
+            return self.varint_bytes(max, last);
+        };
+        let w = u64::from_le_bytes(*word);
+        let ends = !w & 0x8080_8080_8080_8080;
+        if ends == 0 {
+            return self.varint_bytes(max, last);
+        }
+        // Bytes used, 2 to 8: the first byte whose high bit is clear ends the varint.
+        let n = (ends.trailing_zeros() / 8 + 1) as usize;
+        let end = (w >> (8 * (n - 1))) & 0xFF;
+        if n > max || (n == max && end > u64::from(last)) {
+            return None;
+        }
+        let used = if n == 8 { w } else { w & ((1u64 << (8 * n)) - 1) };
+        let mut out = 0u64;
+        for k in 0..8 {
+            out |= ((used >> (8 * k)) & 0x7F) << (7 * k);
+        }
+        self.b = self.b.get(n..)?;
+        Some(out)
+    }
+
+    /// [`Wire::varint`] byte by byte.
+    fn varint_bytes(&mut self, max: usize, last: u8) -> Option<u64> {
         let mut out = 0u64;
         for (i, &byte) in self.b.iter().take(max).enumerate() {
             out |= u64::from(byte & 0x7F) << (7 * i);
@@ -227,6 +262,39 @@ pub fn decode_str<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every varint length (1 to 10 bytes, and 11, which postcard refuses), at the end of the
+    /// payload and with bytes after it (the word path and the byte loop), for `u64` and `u32`,
+    /// against postcard.
+    #[test]
+    fn wire_varints_of_every_length_read_as_postcard_reads_them() {
+        let mut cases: Vec<Vec<u8>> = Vec::new();
+        for len in 1..=11usize {
+            for top in [0x00u8, 0x01, 0x02, 0x0F, 0x10, 0x7F] {
+                let mut v = vec![0xFFu8; len - 1];
+                v.push(top);
+                cases.push(v);
+            }
+        }
+        for bytes in cases {
+            for tail in [&[][..], &[0x05, 0x80, 0x01, 0, 0, 0, 0, 0, 0, 0, 0][..]] {
+                let mut b = bytes.clone();
+                b.extend_from_slice(tail);
+                let want = postcard::take_from_bytes::<u64>(&b).ok();
+                let mut w = Wire::new(&b);
+                assert_eq!(w.u64(), want.map(|x| x.0), "u64 {b:02x?}");
+                if let Some((_, rest)) = want {
+                    assert_eq!(w.left(), rest.len());
+                }
+                let want = postcard::take_from_bytes::<u32>(&b).ok();
+                let mut w = Wire::new(&b);
+                assert_eq!(w.u32(), want.map(|x| x.0), "u32 {b:02x?}");
+                if let Some((_, rest)) = want {
+                    assert_eq!(w.left(), rest.len());
+                }
+            }
+        }
+    }
 
     #[test]
     fn wire_reads_what_postcard_reads() {
