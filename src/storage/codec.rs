@@ -111,8 +111,54 @@ impl<'a> Wire<'a> {
     }
 
     /// A varint of at most `max` bytes whose last byte is at most `last` (postcard's rule).
+    /// One byte is the common case (counters, lengths) and is read here; longer ones in
+    /// [`Wire::varint_long`].
     #[inline]
     fn varint(&mut self, max: usize, last: u8) -> Option<u64> {
+        if let Some((&first, rest)) = self.b.split_first() {
+            if first & 0x80 == 0 {
+                self.b = rest;
+                return Some(u64::from(first));
+            }
+        }
+        self.varint_long(max, last)
+    }
+
+    /// A varint of two bytes or more. One that ends within the next eight bytes (a timestamp or
+    /// a revision takes eight) is read as one little-endian word, its 7-bit groups put together
+    /// by three shift-and-mask steps; the rest (nine or ten bytes, or the end of the payload
+    /// near) takes the byte loop, [`Wire::varint_bytes`].
+    fn varint_long(&mut self, max: usize, last: u8) -> Option<u64> {
+        let Some(word) = self.b.first_chunk::<8>() else {
+            return self.varint_bytes(max, last);
+        };
+        let w = u64::from_le_bytes(*word);
+        let ends = !w & 0x8080_8080_8080_8080;
+        if ends == 0 {
+            return self.varint_bytes(max, last);
+        }
+        // Bytes used, 1 to 8: the first byte whose high bit is clear ends the varint.
+        let n = (ends.trailing_zeros() / 8 + 1) as usize;
+        let end = (w >> (8 * (n - 1))) & 0xFF;
+        if n > max || (n == max && end > u64::from(last)) {
+            return None;
+        }
+        let used = if n == 8 {
+            w
+        } else {
+            w & ((1u64 << (8 * n)) - 1)
+        };
+        // Eight 7-bit groups, one per byte, packed into 56 bits: pairs, then quads, then all.
+        let x = used & 0x7F7F_7F7F_7F7F_7F7F;
+        let x = ((x & 0x7F00_7F00_7F00_7F00) >> 1) | (x & 0x007F_007F_007F_007F);
+        let x = ((x & 0x3FFF_0000_3FFF_0000) >> 2) | (x & 0x0000_3FFF_0000_3FFF);
+        let x = ((x & 0x0FFF_FFFF_0000_0000) >> 4) | (x & 0x0000_0000_0FFF_FFFF);
+        self.b = self.b.get(n..)?;
+        Some(x)
+    }
+
+    /// [`Wire::varint`] byte by byte.
+    fn varint_bytes(&mut self, max: usize, last: u8) -> Option<u64> {
         let mut out = 0u64;
         for (i, &byte) in self.b.iter().take(max).enumerate() {
             out |= u64::from(byte & 0x7F) << (7 * i);
@@ -227,6 +273,48 @@ pub fn decode_str<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every varint length (1 to 10 bytes, and 11, which postcard refuses), at the end of the
+    /// payload and with bytes after it (the word path and the byte loop), for `u64` and `u32`,
+    /// against postcard.
+    #[test]
+    fn wire_varints_of_every_length_read_as_postcard_reads_them() {
+        let mut cases: Vec<Vec<u8>> = Vec::new();
+        for len in 1..=11usize {
+            for top in [0x00u8, 0x01, 0x02, 0x0F, 0x10, 0x7F] {
+                let mut v = vec![0xFFu8; len - 1];
+                v.push(top);
+                cases.push(v);
+            }
+        }
+        // Varied bit patterns of every width, encoded by postcard.
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..64 {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            for shift in 0..64 {
+                let bytes = postcard::to_allocvec(&(x >> shift)).unwrap();
+                assert_eq!(Wire::new(&bytes).u64(), Some(x >> shift));
+            }
+        }
+        for bytes in cases {
+            for tail in [&[][..], &[0x05, 0x80, 0x01, 0, 0, 0, 0, 0, 0, 0, 0][..]] {
+                let mut b = bytes.clone();
+                b.extend_from_slice(tail);
+                let want = postcard::take_from_bytes::<u64>(&b).ok();
+                let mut w = Wire::new(&b);
+                assert_eq!(w.u64(), want.map(|x| x.0), "u64 {b:02x?}");
+                if let Some((_, rest)) = want {
+                    assert_eq!(w.left(), rest.len());
+                }
+                let want = postcard::take_from_bytes::<u32>(&b).ok();
+                let mut w = Wire::new(&b);
+                assert_eq!(w.u32(), want.map(|x| x.0), "u32 {b:02x?}");
+                if let Some((_, rest)) = want {
+                    assert_eq!(w.left(), rest.len());
+                }
+            }
+        }
+    }
 
     #[test]
     fn wire_reads_what_postcard_reads() {

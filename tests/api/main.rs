@@ -42,6 +42,7 @@ mod search {
 
 mod session {
     mod contract;
+    mod golden_format2;
     mod model;
 }
 

@@ -1,0 +1,159 @@
+//! Guards how sessions are stored in store format 2 with a real store written by the `engram`
+//! binary of the format-2 code (commit 00dd3a1) and committed as
+//! `tests/fixtures/format2-sessions.redb` (never regenerated: a store written by this engram must
+//! stay readable, and a later format migrates it). It was made with:
+//!
+//! ```text
+//! engram init
+//! echo '[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"東京 café?"}]' | engram session save chat-1
+//! echo '[{"role":"assistant","content":"hello"},{"role":"user","content":"東京 café?"},{"role":"assistant","content":"yes"}]' | engram session save chat-1
+//! echo '[{"type":"message","content":"x"},{"type":"function_call","name":"f","arguments":"{}"}]' | engram session append chat-2 --key k1
+//! (the same again: replayed)
+//! echo '[{"type":"message","content":"y"}]' | engram session append chat-2
+//! engram session pop chat-2
+//! echo '[]' | engram session save empty
+//! echo '[{ "n" : [1, 2.50, 1e400], "s": "a  b" }]' | engram session save tools
+//! engram note "sessions live beside the log" --observed 2024-05-01
+//! ```
+//!
+//! The test opens a copy and checks every session's messages, counters, archive and
+//! idempotency key through the API, that a save of the same list writes nothing (the stored
+//! hashes still match), a clean `verify`, and the raw bytes of a message, its hash and a
+//! session record.
+
+use std::path::{Path, PathBuf};
+
+use engram::format::{decode, SESSIONS, SESSION_HASHES, SESSION_MESSAGES};
+use engram::redb::{ReadableDatabase, ReadableTable};
+use engram::Store;
+
+const CHAT1: [&str; 3] = [
+    r#"{"role":"assistant","content":"hello"}"#,
+    r#"{"role":"user","content":"東京 café?"}"#,
+    r#"{"role":"assistant","content":"yes"}"#,
+];
+const CHAT2: [&str; 2] = [
+    r#"{"type":"message","content":"x"}"#,
+    r#"{"type":"function_call","name":"f","arguments":"{}"}"#,
+];
+const TOOLS: &str = r#"{"n":[1,2.50,1e400],"s":"a  b"}"#;
+
+fn fixture_copy() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/format2-sessions.redb");
+    let dst = dir.path().join("format2-sessions.redb");
+    std::fs::copy(src, &dst).unwrap();
+    (dir, dst)
+}
+
+#[test]
+fn the_format2_sessions_still_read_exactly() {
+    let (_dir, path) = fixture_copy();
+    let mut s = Store::open(&path).unwrap();
+    let list = s.session_list("", None, None).unwrap();
+    let shape: Vec<(&str, u64, u64, u64)> = list
+        .iter()
+        .map(|i| (i.id.as_str(), i.count, i.bytes, i.archived))
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            ("chat-1", 3, 115, 1),
+            ("chat-2", 2, 84, 0),
+            ("empty", 0, 0, 0),
+            ("tools", 1, 31, 0)
+        ]
+    );
+    for i in &list {
+        assert!(i.created_us <= i.updated_us && i.revision >= i.updated_us as u64);
+    }
+    assert_eq!(s.session_load("chat-1").unwrap().unwrap(), CHAT1);
+    assert_eq!(s.session_load("chat-2").unwrap().unwrap(), CHAT2);
+    assert_eq!(
+        s.session_load("empty").unwrap().unwrap(),
+        Vec::<String>::new()
+    );
+    assert_eq!(s.session_load("tools").unwrap().unwrap(), [TOOLS]);
+    assert_eq!(s.session_load("absent").unwrap(), None);
+    assert_eq!(s.session_items("chat-1", Some(2)).unwrap(), CHAT1[1..]);
+    let lossy = s.session_items_lossy("chat-1", None).unwrap();
+    assert_eq!((lossy.items.len(), lossy.unreadable.len()), (3, 0));
+    let archived = s.session_archived("chat-1").unwrap();
+    assert_eq!(archived.len(), 1);
+    assert_eq!(archived[0].message, r#"{"role":"user","content":"hi"}"#);
+
+    // The stored idempotency key still replays; the stored hashes still match a resave.
+    let again = s
+        .session_append("chat-2", &CHAT2, Some("k1"), None)
+        .unwrap();
+    assert_eq!(
+        (again.first_index, again.count, again.replayed),
+        (0, 2, true)
+    );
+    let same = s.session_save("chat-1", &CHAT1, None).unwrap();
+    assert_eq!((same.kept, same.written, same.archived), (3, 0, 0));
+
+    let report = s.verify().unwrap();
+    assert!(report.ok(), "{:?}", report.problems);
+    assert_eq!((report.memories, report.sessions), (1, 4));
+    drop(s);
+    raw_bytes(&path);
+}
+
+/// The rows under the engine: chat-1 holds sequence numbers 1 to 3 (0 was archived), chat-2
+/// holds 0 and 1 (2 was popped).
+fn raw_bytes(path: &Path) {
+    let db = engram::redb::Database::builder()
+        .set_concurrency_mode(engram::redb::ConcurrencyMode::MultiWriter)
+        .open(path)
+        .unwrap();
+    let rtx = db.begin_read().unwrap();
+    let msgs = rtx.open_table(SESSION_MESSAGES).unwrap();
+    let seqs: Vec<(String, u64)> = msgs
+        .iter()
+        .unwrap()
+        .map(|r| {
+            let (k, _) = r.unwrap();
+            let (id, seq) = k.value();
+            (id.to_string(), seq)
+        })
+        .collect();
+    let ids = |v: &[(&str, u64)]| -> Vec<(String, u64)> {
+        v.iter().map(|(i, s)| (i.to_string(), *s)).collect()
+    };
+    assert_eq!(
+        seqs,
+        ids(&[
+            ("chat-1", 1),
+            ("chat-1", 2),
+            ("chat-1", 3),
+            ("chat-2", 0),
+            ("chat-2", 1),
+            ("tools", 0)
+        ])
+    );
+    let yes = msgs.get(("chat-1", 3)).unwrap().unwrap();
+    let mut want = vec![0x01, 0x24];
+    want.extend_from_slice(CHAT1[2].as_bytes());
+    want.extend_from_slice(&crc32fast::hash(&want[1..]).to_le_bytes());
+    assert_eq!(
+        yes.value(),
+        want,
+        "version 1, varint length 36, text, CRC32"
+    );
+    let hashes = rtx.open_table(SESSION_HASHES).unwrap();
+    let h = hashes.get(("chat-1", 3)).unwrap().unwrap();
+    let h: [u8; 16] = decode("session_hashes", &"(chat-1, 3)", h.value()).unwrap();
+    assert_eq!(
+        h,
+        xxhash_rust::xxh3::xxh3_128(CHAT1[2].as_bytes()).to_le_bytes()
+    );
+    let sessions = rtx.open_table(SESSIONS).unwrap();
+    let rec = sessions.get("chat-2").unwrap().unwrap();
+    let rec = rec.value();
+    // Nine varints after the version byte: created, updated (zigzag, 8 bytes each here), the
+    // revision (8 bytes), next_seq 3, count 2, bytes 84, archive_next 0, archived 0, archived
+    // bytes 0; then the CRC32.
+    assert_eq!((rec.len(), rec[0]), (1 + 8 + 8 + 8 + 6 + 4, 0x01));
+    assert_eq!(rec[25..31], [0x03, 0x02, 0x54, 0x00, 0x00, 0x00]);
+}
