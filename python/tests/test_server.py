@@ -48,3 +48,41 @@ def test_a_missing_server_store_is_not_found_and_a_password_is_never_shown():
         engram.Store(bad, busy_timeout=0.2)
     assert "s3cret-pw" not in str(e.value)
     assert "cannot reach" in str(e.value)
+
+
+def pg_script(*args):
+    """scripts/pg-server.sh ARGS; its stdout."""
+    import subprocess
+
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "pg-server.sh")
+    return subprocess.run(["bash", script, *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_a_store_held_open_goes_on_after_its_server_restarts():
+    """Issue 23: a long-lived Python Store (as an agent process holds one) reconnects by itself
+    after a server restart; a write issued while the server is down waits (within the busy
+    timeout) and lands once, and a read then sees it."""
+    import tempfile
+    import threading
+
+    # A private server (the shared one must not restart under other tests), under pg-server.sh
+    # run's TMPDIR, which the postgres user can enter.
+    d = tempfile.mkdtemp(prefix="py-restart-", dir=os.environ.get("TMPDIR"))
+    base = pg_script("start", d, "--fast")
+    try:
+        s = engram.Store(f"{base}?schema=restart", busy_timeout=20)
+        s.note("before the restart")
+        s.session_append("chat", [{"role": "user", "content": "one"}])
+        pg_script("stop", d)
+        later = threading.Timer(1.0, pg_script, args=("restart", d))
+        later.start()
+        # Issued while the server is down: waits for it within the busy timeout.
+        s.note("while it was down")
+        later.join()
+        s.session_append("chat", [{"role": "user", "content": "two"}])
+        assert s.count() == 2
+        assert [m["content"] for m in s.session_load("chat")] == ["one", "two"]
+        assert "while it was down" in s.recall("down")["text"]
+        s.close()
+    finally:
+        pg_script("stop", d)
