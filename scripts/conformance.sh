@@ -34,7 +34,7 @@ case ${1:-} in
 esac
 export ENGRAM_TEST_BACKEND=postgres
 api=(store::model store::pending_props store::cover_props store::group_commit session:: trust::)
-cli=(commands:: session:: session_processes:: trust:: optmem_import:: hostile:: run_lines:: shell::)
+cli=(commands:: session:: session_processes:: trust:: optmem_import:: hostile:: run_lines:: shell:: web_inspector::)
 echo "== $(date -u +%T) conformance: in-process tests on the server"
 cargo test --release --test api -- "${api[@]}"
 echo "== $(date -u +%T) conformance: CLI tests on the server"
