@@ -28,10 +28,11 @@ die() {
   exit 1
 }
 log() { echo "patroni.sh: $*" >&2; }
-is_root() { [ "$(id -u)" = 0 ]; }
 
 # shellcheck source=scripts/free-port.sh
 . "$(dirname "${BASH_SOURCE[0]}")/free-port.sh"
+# shellcheck source=scripts/pg-user.sh
+. "$(dirname "${BASH_SOURCE[0]}")/pg-user.sh"
 
 install_packages() {
   is_root || die "installing patroni and etcd-server needs root"
@@ -52,16 +53,6 @@ ensure_binaries() {
   [ -x "$PGBIN/initdb" ] || die "no PostgreSQL binaries in $PGBIN (install postgresql-15 or set PGBIN)"
 }
 
-# Runs a command as the user that may run PostgreSQL, from DIR.
-as_pg() {
-  local dir=$1
-  shift
-  if is_root; then
-    (cd "$dir" && runuser -u postgres -- "$@")
-  else
-    (cd "$dir" && "$@")
-  fi
-}
 
 # Starts CMD... in the background as the PostgreSQL user, its pid in PIDFILE, its output in LOG.
 spawn() {

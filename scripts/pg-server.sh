@@ -40,21 +40,8 @@ log() {
   echo "pg-server.sh: $*" >&2
 }
 
-is_root() {
-  [ "$(id -u)" = 0 ]
-}
-
-# Runs a server binary as the user that may run it, from DIR (so that an unreadable working
-# directory such as /root does not bother it).
-as_pg() {
-  local dir=$1
-  shift
-  if is_root; then
-    (cd "$dir" && runuser -u postgres -- "$@")
-  else
-    (cd "$dir" && "$@")
-  fi
-}
+# shellcheck source=scripts/pg-user.sh
+. "$(dirname "${BASH_SOURCE[0]}")/pg-user.sh"
 
 install_pg() {
   is_root || die "installing postgresql-15 needs root"
