@@ -12,6 +12,8 @@ Run with the venv of python/test.sh (it has engram, langgraph and the two savers
 
     target/pyvenv/bin/python benches/langgraph/bench.py [--steps 2000] [--pg URL] [--json OUT]
 
+The savers run in lockstep: one step of each in turn, the order rotated every step.
+
 `--pg` (default: $ENGRAM_TEST_PG) adds PostgresSaver and EngramSaver on that server;
 scripts/pg-server.sh run -- ... gives a throwaway one.
 """
