@@ -59,15 +59,18 @@ pub fn run(cx: &mut Context<'_>, a: &TokenArgs) -> Result<u8, Error> {
     }
 }
 
-/// A new token: `engram_` and 64 hex digits of the operating system's randomness.
-fn new_token() -> Result<String, Error> {
-    let mut bytes = [0u8; 32];
+/// `N` bytes of the operating system's randomness as `2 * N` hex digits (tokens, the web
+/// inspector's session ids and CSRF tokens).
+pub fn random_hex<const N: usize>() -> Result<String, Error> {
+    let mut bytes = [0u8; N];
     getrandom::fill(&mut bytes)
         .map_err(|e| Error::Io(std::io::Error::other(format!("no randomness: {e}"))))?;
-    Ok(format!(
-        "engram_{}",
-        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
-    ))
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// A new token: `engram_` and 64 hex digits of the operating system's randomness.
+fn new_token() -> Result<String, Error> {
+    Ok(format!("engram_{}", random_hex::<32>()?))
 }
 
 /// Stores the new token's hash and prints the token, once.

@@ -14,7 +14,7 @@ use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::{html, see_other, Params, Web};
-use crate::commands::token::token_hash;
+use crate::commands::token::{random_hex, token_hash};
 
 /// The cookie's name.
 const COOKIE: &str = "engram_ui";
@@ -50,13 +50,13 @@ pub struct Sessions {
 impl Sessions {
     /// Opens a session; returns its id.
     fn open(&self, principal: String, hash: String) -> Option<(String, Session)> {
-        let id = random_hex()?;
+        let id = random_hex::<32>().ok()?;
         let mut t = self.table.lock().ok()?;
         t.0 += 1;
         let s = Session {
             principal,
             hash,
-            csrf: random_hex()?,
+            csrf: random_hex::<32>().ok()?,
             opened: t.0,
         };
         if t.1.len() >= MAX_SESSIONS {
@@ -81,13 +81,6 @@ impl Sessions {
             t.1.remove(id);
         }
     }
-}
-
-/// 32 random bytes from the operating system, in hex.
-fn random_hex() -> Option<String> {
-    let mut b = [0u8; 32];
-    getrandom::fill(&mut b).ok()?;
-    Some(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
 /// Equal without an early exit (the CSRF token is a secret).
