@@ -40,44 +40,26 @@ pub fn esc(s: &str) -> String {
     out
 }
 
-/// Percent-encodes a query value (everything but unreserved characters).
+/// What a query value leaves as it is: the unreserved characters of RFC 3986.
+const QUERY_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// `s` percent-encoded for a query value (the percent-encoding crate, which engram already
+/// uses for server URLs).
 pub fn enc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(s, QUERY_VALUE).to_string()
 }
 
-/// Decodes one `application/x-www-form-urlencoded` component (`+` is a space).
+/// A form-encoded key or value decoded: `+` is a space, then `%XX` escapes (so `%2B` stays a
+/// `+`); invalid UTF-8 becomes U+FFFD.
 fn dec(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while let Some(&c) = b.get(i) {
-        let hex = b
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok());
-        match (c, hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
-            (b'%', Some(v)) => {
-                out.push(v);
-                i += 3;
-            }
-            (b'+', _) => {
-                out.push(b' ');
-                i += 1;
-            }
-            (c, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    let spaced = s.replace('+', " ");
+    percent_encoding::percent_decode_str(&spaced)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// The pairs of a query string or form body.
@@ -205,4 +187,26 @@ pub fn failure(e: &Error) -> Response {
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     error(status, &e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{dec, enc, parse_params};
+
+    #[test]
+    fn values_round_trip_and_form_encoding_is_read_as_browsers_send_it() {
+        for v in ["plain", "a b&c=d", "100% <x> \"q\" 'é' 日本", "+%2B", ""] {
+            assert_eq!(dec(&enc(v)), v);
+        }
+        assert_eq!(enc("a b~-._"), "a%20b~-._");
+        let p = parse_params("q=a+b%2Bc&scope=%E6%97%A5&bad=%zz%&empty");
+        let want = [
+            ("q", "a b+c"),
+            ("scope", "日"),
+            ("bad", "%zz%"),
+            ("empty", ""),
+        ];
+        let got: Vec<(&str, &str)> = p.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(got, want);
+    }
 }
