@@ -155,4 +155,25 @@ impl ReadTxn {
         })?;
         Ok(out)
     }
+
+    /// The newest `limit` messages of the session's archive, oldest first: a reverse range scan
+    /// that stops after `limit` (the web inspector's page; an archive grows without bound).
+    pub fn session_archived_newest(&self, id: &str, limit: usize) -> Result<Vec<Archived>> {
+        validate_session_id(id)?;
+        self.require(Access::Read, &session_scope(id))?;
+        let mut out = Vec::new();
+        if limit == 0 {
+            return Ok(out);
+        }
+        SESSION_ARCHIVE.scan(&self.tx, range(id), Dir::Reverse, |(_, seq), v| {
+            out.push(decode("session_archive", &SKey(id, seq), v)?);
+            Ok(if out.len() >= limit {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            })
+        })?;
+        out.reverse();
+        Ok(out)
+    }
 }

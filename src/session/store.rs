@@ -135,4 +135,8 @@ impl Store {
     pub fn session_archived(&self, id: &str) -> Result<Vec<Archived>> {
         self.read(|r| r.session_archived(id))
     }
+    /// The newest `limit` archived messages; see [`ReadTxn::session_archived_newest`].
+    pub fn session_archived_newest(&self, id: &str, limit: usize) -> Result<Vec<Archived>> {
+        self.read(|r| r.session_archived_newest(id, limit))
+    }
 }

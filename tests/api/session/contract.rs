@@ -131,6 +131,16 @@ fn trimming_history_archives_instead_of_losing() {
         .map(|a| a.message)
         .collect();
     assert_eq!(archived, all[1..81].to_vec());
+    // The newest n of the archive, oldest first, by a bounded reverse scan.
+    for n in [0, 1, 7, 80, 200] {
+        let newest: Vec<String> = s
+            .session_archived_newest("t", n)
+            .unwrap()
+            .into_iter()
+            .map(|a| a.message)
+            .collect();
+        assert_eq!(newest, archived[80 - n.min(80)..].to_vec(), "newest {n}");
+    }
     // Saving the same list again changes nothing, not even the revision.
     let again = s.session_save("t", &refs, None).unwrap();
     assert_eq!(

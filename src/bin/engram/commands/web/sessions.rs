@@ -43,11 +43,10 @@ pub fn one(cx: &Cx) -> Result<Out, Error> {
         return Err(bad("id", "name a session"));
     }
     let items = cx.store.session_items_lossy(id, Some(PAGE))?;
-    let archived = cx.store.session_archived(id)?;
+    let archived = cx.store.session_archived_newest(id, PAGE)?;
     let old: Vec<String> = archived
         .iter()
         .rev()
-        .take(PAGE)
         .map(|a| format!("{} {}", date_of(a.archived_us), a.message))
         .collect();
     let body = format!(
