@@ -268,6 +268,13 @@ fn patroni_promotes_the_replica_and_no_acknowledged_write_is_lost() {
 
     // A few seconds of load: at least 20 acknowledged writes by each client.
     wait_for(&cli_l, &mcp_l, Duration::from_secs(30), |l| l.acked() >= 20);
+    for (label, l) in [("engram processes", &cli_l), ("engram mcp", &mcp_l)] {
+        let before = l.lock().expect("ledger").acked();
+        assert!(
+            before >= 20,
+            "[{label}] too little load to judge: {before} acknowledged"
+        );
+    }
     let kill = Instant::now();
     let old = cluster.verb("kill-leader", &[]);
     let new = cluster.verb("wait-leader", &[&old]);
