@@ -10,3 +10,4 @@ pub mod rank;
 pub mod record;
 pub mod text;
 pub mod tokenize;
+pub mod verbs;

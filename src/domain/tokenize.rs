@@ -24,7 +24,11 @@
 //!    valid entry, at most 4,096 bytes, stays under it).
 //!
 //! An index keeps every term; [`query_terms`] is what a query asks for: its terms without generic
-//! English stop words, each once (see `domain::rank` for the measurement).
+//! English stop words, each once (see `domain::rank` for the measurement). [`query_term_forms`]
+//! adds to each the terms that count as it: an English irregular verb asked in its base form
+//! (`go`) also matches its other forms (`went`, `gone`), which no stemmer reaches
+//! ([`crate::domain::verbs`]). That expansion is on the query side only: the index keeps the
+//! words as written, so it needs no format change and a store indexed before it ranks with it.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -240,6 +244,18 @@ pub fn tokens(text: &str) -> Vec<String> {
     folded_words(text).map(|w| stem(&stemmer, w)).collect()
 }
 
+/// A term a query asks for, with every term that counts as it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryTerm {
+    /// The term (the one a hit's matched terms name).
+    pub term: String,
+    /// Every term that counts as [`QueryTerm::term`], it first: the stems of an English irregular
+    /// verb's other forms when the query word is its base form ([`crate::domain::verbs`]), else
+    /// the term alone. A memory holding several of them holds the term once, with their
+    /// frequencies summed.
+    pub forms: Vec<String>,
+}
+
 /// The terms a query asks for: its [`tokens`] without generic English stop words
 /// ([`STOP_WORDS`], matched before stemming), each once, in first-seen order, at most
 /// [`MAX_QUERY_TERMS`]. A query made only of stop words keeps them all.
@@ -251,6 +267,22 @@ pub fn tokens(text: &str) -> Vec<String> {
 /// assert_eq!(query_terms("what is it"), ["what", "is", "it"]);
 /// ```
 pub fn query_terms(query: &str) -> Vec<String> {
+    query_term_forms(query)
+        .into_iter()
+        .map(|t| t.term)
+        .collect()
+}
+
+/// [`query_terms`], each with the forms that count as it ([`QueryTerm::forms`]).
+///
+/// ```
+/// use engram::tokenize::query_term_forms;
+/// let q = query_term_forms("When did Caroline go to the support group?");
+/// assert_eq!(q[1].term, "go");
+/// assert_eq!(q[1].forms, ["go", "went", "gone", "goe"]);
+/// assert_eq!(q[2].forms, ["support"]);
+/// ```
+pub fn query_term_forms(query: &str) -> Vec<QueryTerm> {
     let stemmer = Stemmer::create(Algorithm::English);
     let words: Vec<String> = folded_words(query).collect();
     let content: Vec<&String> = words
@@ -262,12 +294,20 @@ pub fn query_terms(query: &str) -> Vec<String> {
     } else {
         content
     };
-    let mut terms: Vec<String> = Vec::new();
+    let mut terms: Vec<QueryTerm> = Vec::new();
     for w in chosen {
-        let t = stem(&stemmer, w.clone());
-        if !terms.contains(&t) {
-            terms.push(t);
+        let term = stem(&stemmer, w.clone());
+        if terms.iter().any(|t| t.term == term) {
+            continue;
         }
+        let mut forms = vec![term.clone()];
+        for f in crate::domain::verbs::forms(w).unwrap_or(&[]) {
+            let s = stem(&stemmer, (*f).to_owned());
+            if !forms.contains(&s) {
+                forms.push(s);
+            }
+        }
+        terms.push(QueryTerm { term, forms });
         if terms.len() == MAX_QUERY_TERMS {
             break;
         }

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::ops::ControlFlow;
 
 use crate::domain::rank::{covered, idf, term_score_with, with_neighbours_by};
+use crate::domain::tokenize::QueryTerm;
 use crate::error::Result;
 use crate::memory::search::RankParams;
 use crate::storage::index::{decode_forward, read_stats, write::each_posting, Posting, STATS_DOC};
@@ -54,13 +55,30 @@ fn postings(kv: &(impl KvRead + ?Sized), sid: u32, terms: &[String]) -> Result<V
     Ok(out)
 }
 
+/// One query term's postings from those of its forms ([`QueryTerm::forms`]): a document holding
+/// several forms appears once, with their frequencies summed.
+fn merged(mut lists: Vec<Vec<Posting>>) -> Vec<Posting> {
+    if lists.len() <= 1 {
+        return lists.pop().unwrap_or_default();
+    }
+    let mut by_doc: BTreeMap<u64, Posting> = BTreeMap::new();
+    for p in lists.into_iter().flatten() {
+        by_doc
+            .entry(p.doc)
+            .and_modify(|e| e.tf = e.tf.saturating_add(p.tf))
+            .or_insert(p);
+    }
+    by_doc.into_values().collect()
+}
+
 /// Scores every document of scope `sid` (which holds `count` memories) that contains a query
-/// term, boosted by how many of the query's terms it contains, with neighbour propagation; documents are memory ids (below 2^56) or summary documents.
+/// term (any of its forms), boosted by how many of the query's terms it contains, with neighbour
+/// propagation; documents are memory ids (below 2^56) or summary documents.
 pub fn lexical(
     kv: &(impl KvRead + ?Sized),
     sid: u32,
     count: u64,
-    terms: &[String],
+    terms: &[QueryTerm],
     k: &RankParams,
 ) -> Result<HashMap<u64, Scored>> {
     let st = read_stats(kv, sid)?;
@@ -69,7 +87,10 @@ pub fn lexical(
         return Ok(out);
     }
     let avglen = st.total_len as f64 / st.docs as f64;
-    for (i, list) in postings(kv, sid, terms)?.into_iter().enumerate() {
+    let forms: Vec<String> = terms.iter().flat_map(|t| t.forms.iter().cloned()).collect();
+    let mut lists = postings(kv, sid, &forms)?.into_iter();
+    for (i, t) in terms.iter().enumerate() {
+        let list = merged(lists.by_ref().take(t.forms.len()).collect());
         let w = idf(st.docs, list.len() as u64);
         for p in list {
             let e = out.entry(p.doc).or_insert(Scored {

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use crate::domain::block::Block;
 use crate::domain::record::{ScopeMeta, Status};
-use crate::domain::tokenize::query_terms;
+use crate::domain::tokenize::{query_term_forms, QueryTerm};
 use crate::error::{Error, Result};
 use crate::memory::lifecycle::{marked_line, state_of};
 use crate::memory::log::get_memory;
@@ -35,7 +35,7 @@ fn require_index(r: &ReadTxn) -> Result<()> {
 fn rank_scope(
     r: &ReadTxn,
     meta: &ScopeMeta,
-    terms: &[String],
+    terms: &[QueryTerm],
     q: &SearchQuery,
 ) -> Result<HashMap<u64, Scored>> {
     let mode = q.effective_mode();
@@ -57,7 +57,7 @@ fn rank_scope(
 pub(crate) fn search(r: &ReadTxn, scopes: &[String], q: &SearchQuery) -> Result<SearchResult> {
     require_index(r)?;
     q.params.validate()?;
-    let terms = query_terms(&q.text);
+    let terms = query_term_forms(&q.text);
     if terms.is_empty() && (q.vector.is_none() || q.effective_mode() == SearchMode::Lexical) {
         return Err(Error::invalid("query", "there is no word to look for"));
     }
@@ -98,7 +98,7 @@ pub(crate) fn search(r: &ReadTxn, scopes: &[String], q: &SearchQuery) -> Result<
         bytes += line.len() + 1;
         let terms = (0..terms.len())
             .filter(|b| mask & (1u64 << b) != 0)
-            .filter_map(|b| terms.get(b).cloned())
+            .filter_map(|b| terms.get(b).map(|t| t.term.clone()))
             .collect();
         let block = doc_block(doc)?;
         let id = (block.size() == 1).then_some(block.lo());

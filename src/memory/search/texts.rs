@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use crate::domain::rank::{covered, idf, term_score_with, B, COVERAGE, K1};
-use crate::domain::tokenize::{query_terms, tokens};
+use crate::domain::tokenize::{query_term_forms, tokens, QueryTerm};
 use crate::memory::search::vector::norm;
 
 /// The lexical score of each of `texts` for `query`, in their order: 0 for a text holding none
@@ -21,26 +21,31 @@ use crate::memory::search::vector::norm;
 /// assert!(s[0] > s[1] && s[1] > 0.0 && s[2] == 0.0);
 /// ```
 pub fn rank_texts(query: &str, texts: &[&str]) -> Vec<f64> {
-    let asked = query_terms(query);
+    let asked = query_term_forms(query);
     if asked.is_empty() || texts.is_empty() {
         return vec![0.0; texts.len()];
     }
     let docs: Vec<(HashMap<String, u32>, u32)> = texts.iter().map(|t| bag(t)).collect();
     let total: u64 = docs.iter().map(|d| u64::from(d.1)).sum();
     let avg = total as f64 / docs.len() as f64;
+    // A term's frequency in a text: its forms' frequencies summed (QueryTerm::forms).
+    let tf = |bag: &HashMap<String, u32>, t: &QueryTerm| -> u32 {
+        t.forms.iter().filter_map(|f| bag.get(f)).fold(0u32, |a, n| a.saturating_add(*n))
+    };
     let weights: Vec<f64> = asked
         .iter()
         .map(|t| {
-            let df = docs.iter().filter(|d| d.0.contains_key(t)).count();
+            let df = docs.iter().filter(|d| tf(&d.0, t) > 0).count();
             idf(docs.len() as u64, df as u64)
         })
         .collect();
     let n_asked = u32::try_from(asked.len()).unwrap_or(u32::MAX);
     docs.iter()
-        .map(|(tf, len)| {
+        .map(|(bag, len)| {
             let (mut score, mut matched) = (0.0, 0u32);
             for (t, w) in asked.iter().zip(&weights) {
-                if let Some(&n) = tf.get(t) {
+                let n = tf(bag, t);
+                if n > 0 {
                     score += term_score_with(n, *len, avg, *w, K1, B);
                     matched += 1;
                 }

@@ -1,4 +1,5 @@
-//! Guards ranked search end to end, one behaviour per test: the best match ranks first; a
+//! Guards ranked search end to end, one behaviour per test: the best match ranks first; a query's
+//! irregular verb in its base form finds its other forms, counted as one term; a
 //! summary hit names its block; retracted and superseded memories rank only on request, marked;
 //! redacted text is purged from the index (no posting, no hit) with its vector; a reader of one
 //! scope gets no hit, count or score from another; accents and CJK are found; the index survives
@@ -61,6 +62,29 @@ fn the_best_match_ranks_first_and_names_its_terms() {
         r.hits.iter().all(|h| h.id != Some(2)),
         "lunch matches nothing"
     );
+    clean(&mut s);
+}
+
+#[test]
+fn a_verb_asked_in_its_base_form_finds_its_past_forms_as_one_term() {
+    let (_d, mut s) = store();
+    for t in [
+        "Caroline went to the support group",
+        "the group photo is online",
+        "we have gone there, going again",
+        "they leave at noon",
+    ] {
+        s.note("u", NewMemory::new(t)).unwrap();
+    }
+    let r = s.search("u", &exact("when did Caroline go to the group?")).unwrap();
+    assert_eq!(r.hits[0].id, Some(0), "{:?}", r.hits);
+    assert_eq!(r.hits[0].terms, ["carolin", "go", "group"], "named by the base form");
+    let mut go = ids(&s, "u", &exact("go"));
+    go.sort();
+    assert_eq!(go, [Some(0), Some(2)], "went, gone and going are forms of go");
+    assert_eq!(ids(&s, "u", &exact("went")), [Some(0)], "a past form matches only itself");
+    assert!(ids(&s, "u", &exact("left")).is_empty(), "left is not a base form");
+    assert_eq!(ids(&s, "u", &exact("leave")), [Some(3)]);
     clean(&mut s);
 }
 
