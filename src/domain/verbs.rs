@@ -15,6 +15,7 @@
 //! search".
 
 /// Each verb's base form, then its other forms; sorted by the base form.
+#[rustfmt::skip]
 const VERBS: &[&[&str]] = &[
     &["arise", "arose", "arisen"], &["awake", "awoke", "awoken"],
     &["bear", "bore", "borne", "born"], &["beat", "beaten"], &["become", "became"],
@@ -71,11 +72,18 @@ mod tests {
     #[test]
     fn the_table_is_sorted_by_base_form_with_other_forms() {
         for pair in VERBS.windows(2) {
-            assert!(pair[0][0] < pair[1][0], "{:?} before {:?}", pair[0], pair[1]);
+            assert!(
+                pair[0][0] < pair[1][0],
+                "{:?} before {:?}",
+                pair[0],
+                pair[1]
+            );
         }
         for v in VERBS {
             assert!(v.len() >= 2, "{v:?} has no other form");
-            assert!(v.iter().all(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_lowercase())));
+            assert!(v
+                .iter()
+                .all(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_lowercase())));
         }
     }
 

@@ -30,7 +30,10 @@ pub fn rank_texts(query: &str, texts: &[&str]) -> Vec<f64> {
     let avg = total as f64 / docs.len() as f64;
     // A term's frequency in a text: its forms' frequencies summed (QueryTerm::forms).
     let tf = |bag: &HashMap<String, u32>, t: &QueryTerm| -> u32 {
-        t.forms.iter().filter_map(|f| bag.get(f)).fold(0u32, |a, n| a.saturating_add(*n))
+        t.forms
+            .iter()
+            .filter_map(|f| bag.get(f))
+            .fold(0u32, |a, n| a.saturating_add(*n))
     };
     let weights: Vec<f64> = asked
         .iter()

@@ -76,14 +76,31 @@ fn a_verb_asked_in_its_base_form_finds_its_past_forms_as_one_term() {
     ] {
         s.note("u", NewMemory::new(t)).unwrap();
     }
-    let r = s.search("u", &exact("when did Caroline go to the group?")).unwrap();
+    let r = s
+        .search("u", &exact("when did Caroline go to the group?"))
+        .unwrap();
     assert_eq!(r.hits[0].id, Some(0), "{:?}", r.hits);
-    assert_eq!(r.hits[0].terms, ["carolin", "go", "group"], "named by the base form");
+    assert_eq!(
+        r.hits[0].terms,
+        ["carolin", "go", "group"],
+        "named by the base form"
+    );
     let mut go = ids(&s, "u", &exact("go"));
     go.sort();
-    assert_eq!(go, [Some(0), Some(2)], "went, gone and going are forms of go");
-    assert_eq!(ids(&s, "u", &exact("went")), [Some(0)], "a past form matches only itself");
-    assert!(ids(&s, "u", &exact("left")).is_empty(), "left is not a base form");
+    assert_eq!(
+        go,
+        [Some(0), Some(2)],
+        "went, gone and going are forms of go"
+    );
+    assert_eq!(
+        ids(&s, "u", &exact("went")),
+        [Some(0)],
+        "a past form matches only itself"
+    );
+    assert!(
+        ids(&s, "u", &exact("left")).is_empty(),
+        "left is not a base form"
+    );
     assert_eq!(ids(&s, "u", &exact("leave")), [Some(3)]);
     clean(&mut s);
 }
