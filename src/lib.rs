@@ -106,7 +106,7 @@ pub use session::{
     compact_message, validate_session_id, Archived, SaveOutcome, SessionAppended, SessionInfo,
     SessionItems, MAX_MESSAGE_BYTES, MAX_SESSION_ID_BYTES,
 };
-pub use storage::access::{pattern_matches, validate_principal, Access};
+pub use storage::access::{pattern_matches, validate_principal, Access, DEFAULT_ADMIN};
 pub use storage::config::{validate_config, Config, CONFIG_NAMES};
 pub use storage::options::{Options, UpgradeProgress};
 pub use storage::pg::url::{url_of, without_password};

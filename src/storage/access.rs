@@ -151,16 +151,25 @@ impl Auth {
         what: &str,
         admin: impl FnOnce() -> Result<String>,
     ) -> Result<()> {
-        let ok = match (p, &self.admin) {
-            (None, _) => true,
-            (Some(p), Some(a)) => p == a,
-            (Some(p), None) => p == admin()?,
-        };
-        if ok {
+        if self.admin_is(p, admin)? {
             Ok(())
         } else {
             Err(Error::Denied(format!("only the admin may {what}")))
         }
+    }
+
+    /// Whether `p` is the admin, reading the admin's name through `admin` when the grants did not
+    /// (a store without grants): what [`Auth::check_admin`] decides.
+    pub(crate) fn admin_is(
+        &self,
+        p: Option<&str>,
+        admin: impl FnOnce() -> Result<String>,
+    ) -> Result<bool> {
+        Ok(match (p, &self.admin) {
+            (None, _) => true,
+            (Some(p), Some(a)) => p == a,
+            (Some(p), None) => p == admin()?,
+        })
     }
 
     /// Whether `p` may do anything (the admin, a store without grants, or no principal), so
@@ -245,6 +254,12 @@ impl Asker {
     pub(crate) fn require_admin(&self, kv: &(impl KvRead + ?Sized), what: &str) -> Result<()> {
         self.auth(kv)?
             .check_admin(self.principal(), what, || read_admin(kv))
+    }
+
+    /// Whether the principal is the admin (by name too in a store without grants), as
+    /// [`Asker::require_admin`] decides.
+    pub(crate) fn is_admin(&self, kv: &(impl KvRead + ?Sized)) -> Result<bool> {
+        self.auth(kv)?.admin_is(self.principal(), || read_admin(kv))
     }
 
     /// Whether the principal may read everything (the admin, or a grant on every scope).

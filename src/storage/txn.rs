@@ -199,10 +199,11 @@ impl ReadTxn {
         self.asker.require_admin(&self.tx, what)
     }
 
-    /// Whether this transaction's principal is the store's admin (the MCP server lists its
-    /// admin tools only then).
+    /// Whether this transaction's principal is the store's admin, exactly when an admin-only
+    /// call would be allowed (the MCP server lists its admin tools only then; the web
+    /// inspector links its admin page).
     pub fn is_admin(&self) -> Result<bool> {
-        Ok(self.asker.auth(&self.tx)?.is_admin(self.asker.principal()))
+        self.asker.is_admin(&self.tx)
     }
 }
 

@@ -479,3 +479,21 @@ fn recall_and_search_over_all_readable_scopes_are_one_audited_read_each() {
     assert_eq!(got, [("recall", "a,c", 2), ("search", "a,c", 2)]);
     assert_eq!(a[0].items, ["a #0", "c #0"]);
 }
+
+#[test]
+fn the_admin_is_the_admin_by_name_with_or_without_grants() {
+    let (_d, s) = store();
+    let admin = s.as_principal(Some(engram::DEFAULT_ADMIN));
+    let bob = s.as_principal(Some("user:bob"));
+    let is_admin = |st: &Store| st.read(|r| r.is_admin()).unwrap();
+    // Without grants: the admin by name may do admin-only things, and says so.
+    assert!(
+        is_admin(&s) && is_admin(&admin),
+        "no principal and the admin by name"
+    );
+    assert!(!is_admin(&bob));
+    assert!(admin.grants().is_ok());
+    assert!(matches!(bob.grants(), Err(Error::Denied(_))));
+    s.grant("user:bob", Access::Read, "team/").unwrap();
+    assert!(is_admin(&s) && is_admin(&admin) && !is_admin(&bob));
+}
