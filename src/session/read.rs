@@ -10,9 +10,12 @@ use super::record::{
 };
 use crate::error::{Error, Result};
 use crate::storage::access::Access;
+use crate::storage::chunk::decode_chunk;
 use crate::storage::codec::decode;
 use crate::storage::kv::Dir;
-use crate::storage::tables::{SESSIONS, SESSION_ARCHIVE, SESSION_MESSAGES};
+use crate::storage::tables::{
+    stored_format, CHUNK_FORMAT, SESSIONS, SESSION_ARCHIVE, SESSION_CHUNKS, SESSION_MESSAGES,
+};
 use crate::storage::txn::ReadTxn;
 
 impl ReadTxn {
@@ -57,8 +60,73 @@ impl ReadTxn {
     }
 
     /// The latest `limit` messages, oldest first, after the caller's checks; `lossy` skips and
-    /// names damaged ones instead of failing.
+    /// names damaged chunks instead of failing. A read-only handle of a format-2 store (which
+    /// has no chunks until its first read-write open) reads the format-2 rows instead.
     fn read_messages(&self, id: &str, limit: Option<usize>, lossy: bool) -> Result<SessionItems> {
+        let r = self.read_chunks(id, limit, lossy);
+        // Found nothing, or failed: the store may be format 2, its chunks not yet made (the
+        // table may even be missing). Only then is the format read.
+        let found = matches!(&r, Ok(i) if !i.items.is_empty() || !i.unreadable.is_empty());
+        if !found && matches!(stored_format(&self.tx), Ok(Some(f)) if f < CHUNK_FORMAT) {
+            return self.read_rows(id, limit, lossy);
+        }
+        r
+    }
+
+    /// [`ReadTxn::read_messages`] over the chunks: one range scan (for `limit`, reverse until
+    /// `limit` messages). A chunk that fails to decode counts as one record toward `limit`
+    /// and is named by its key (its first sequence number).
+    fn read_chunks(&self, id: &str, limit: Option<usize>, lossy: bool) -> Result<SessionItems> {
+        let mut out = SessionItems {
+            items: Vec::new(),
+            unreadable: Vec::new(),
+        };
+        if limit.is_none() {
+            // The whole session is read: a server fetches it in one statement.
+            SESSION_CHUNKS.prefetch_range(&self.tx, range(id))?;
+        }
+        let dir = if limit.is_some() {
+            Dir::Reverse
+        } else {
+            Dir::Forward
+        };
+        let limit = limit.unwrap_or(usize::MAX);
+        let mut seen = 0usize;
+        SESSION_CHUNKS.scan(&self.tx, range(id), dir, |(_, key), v| {
+            if seen >= limit {
+                return Ok(ControlFlow::Break(()));
+            }
+            match decode_chunk(id, key, v) {
+                Ok(c) if dir == Dir::Forward => {
+                    seen += c.entries.len();
+                    out.items.extend(c.entries.into_iter().map(|e| e.text));
+                }
+                Ok(c) => {
+                    for e in c.entries.into_iter().rev() {
+                        if seen >= limit {
+                            break;
+                        }
+                        seen += 1;
+                        out.items.push(e.text);
+                    }
+                }
+                Err(Error::Corrupt { .. }) if lossy => {
+                    seen += 1;
+                    out.unreadable.push(key);
+                }
+                Err(e) => return Err(e),
+            }
+            Ok(ControlFlow::Continue(()))
+        })?;
+        if dir == Dir::Reverse {
+            out.items.reverse();
+            out.unreadable.reverse();
+        }
+        Ok(out)
+    }
+
+    /// [`ReadTxn::read_messages`] over the rows of store format 2, one per message.
+    fn read_rows(&self, id: &str, limit: Option<usize>, lossy: bool) -> Result<SessionItems> {
         let mut out = SessionItems {
             items: Vec::new(),
             unreadable: Vec::new(),

@@ -24,6 +24,7 @@
 pub mod access;
 pub(crate) mod any_engine;
 pub mod any_kv;
+pub mod chunk;
 pub mod codec;
 pub mod config;
 pub mod engine;
