@@ -43,6 +43,7 @@ mod search {
 mod session {
     mod contract;
     mod golden_format2;
+    mod golden_format3;
     mod model;
 }
 
