@@ -182,7 +182,8 @@ fn verify_chunks(
             Ok(c) => c,
             Err(e) => {
                 s.chain = None;
-                return Ok(problem(e.to_string()));
+                problem(e.to_string());
+                return Ok(());
             }
         };
         if c.entries.is_empty() || c.entries.len() > CHUNK_MAX_ENTRIES {

@@ -22,6 +22,7 @@ mod crash {
     mod full_disk;
     mod group_commit;
     mod io_errors;
+    mod migration;
     mod power_loss;
     mod torn_tail;
 }
