@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::storage::access::Access;
 use crate::storage::chunk::decode_chunk;
 use crate::storage::codec::decode;
+use crate::storage::keys::Table;
 use crate::storage::kv::Dir;
 use crate::storage::tables::{
     stored_format, CHUNK_FORMAT, SESSIONS, SESSION_ARCHIVE, SESSION_CHUNKS, SESSION_MESSAGES,
@@ -77,82 +78,73 @@ impl ReadTxn {
     /// `limit` messages). A chunk that fails to decode counts as one record toward `limit`
     /// and is named by its key (its first sequence number).
     fn read_chunks(&self, id: &str, limit: Option<usize>, lossy: bool) -> Result<SessionItems> {
-        let mut out = SessionItems {
-            items: Vec::new(),
-            unreadable: Vec::new(),
-        };
-        if limit.is_none() {
-            // The whole session is read: a server fetches it in one statement.
-            SESSION_CHUNKS.prefetch_range(&self.tx, range(id))?;
-        }
-        let dir = if limit.is_some() {
-            Dir::Reverse
-        } else {
-            Dir::Forward
-        };
-        let limit = limit.unwrap_or(usize::MAX);
-        let mut seen = 0usize;
-        SESSION_CHUNKS.scan(&self.tx, range(id), dir, |(_, key), v| {
-            if seen >= limit {
-                return Ok(ControlFlow::Break(()));
-            }
-            match decode_chunk(id, key, v) {
+        self.read_window(
+            &SESSION_CHUNKS,
+            id,
+            limit,
+            |key, v, dir, left, out| match decode_chunk(id, key, v) {
                 Ok(c) if dir == Dir::Forward => {
-                    seen += c.entries.len();
+                    let n = c.entries.len();
                     out.items.extend(c.entries.into_iter().map(|e| e.text));
+                    Ok(n)
                 }
                 Ok(c) => {
-                    for e in c.entries.into_iter().rev() {
-                        if seen >= limit {
-                            break;
-                        }
-                        seen += 1;
-                        out.items.push(e.text);
-                    }
+                    let before = out.items.len();
+                    out.items
+                        .extend(c.entries.into_iter().rev().take(left).map(|e| e.text));
+                    Ok(out.items.len() - before)
                 }
                 Err(Error::Corrupt { .. }) if lossy => {
-                    seen += 1;
                     out.unreadable.push(key);
+                    Ok(1)
                 }
-                Err(e) => return Err(e),
-            }
-            Ok(ControlFlow::Continue(()))
-        })?;
-        if dir == Dir::Reverse {
-            out.items.reverse();
-            out.unreadable.reverse();
-        }
-        Ok(out)
+                Err(e) => Err(e),
+            },
+        )
     }
 
     /// [`ReadTxn::read_messages`] over the rows of store format 2, one per message.
     fn read_rows(&self, id: &str, limit: Option<usize>, lossy: bool) -> Result<SessionItems> {
-        let mut out = SessionItems {
-            items: Vec::new(),
-            unreadable: Vec::new(),
-        };
-        if limit.is_none() {
-            // The whole session is read: a server fetches it in one statement.
-            SESSION_MESSAGES.prefetch_range(&self.tx, range(id))?;
-        }
-        // The whole session reads forward (no reversal); the latest `limit` read backward.
-        let dir = if limit.is_some() {
-            Dir::Reverse
-        } else {
-            Dir::Forward
-        };
-        let limit = limit.unwrap_or(usize::MAX);
-        let mut seen = 0usize;
-        SESSION_MESSAGES.scan(&self.tx, range(id), dir, |(_, seq), v| {
-            if seen >= limit {
-                return Ok(ControlFlow::Break(()));
-            }
-            seen += 1;
+        self.read_window(&SESSION_MESSAGES, id, limit, |seq, v, _, _, out| {
             match decode_message(id, seq, v) {
                 Ok(m) => out.items.push(m),
                 Err(Error::Corrupt { .. }) if lossy => out.unreadable.push(seq),
                 Err(e) => return Err(e),
             }
+            Ok(1)
+        })
+    }
+
+    /// The scan both layouts share: the whole session forward (a server fetches it in one
+    /// statement), or the latest `limit` records backward, then put back in order. `take` adds
+    /// what one row holds to the items (newest first when reading backward, at most `left`),
+    /// and returns how many records it counted.
+    fn read_window(
+        &self,
+        table: &Table<(&'static str, u64)>,
+        id: &str,
+        limit: Option<usize>,
+        mut take: impl FnMut(u64, &[u8], Dir, usize, &mut SessionItems) -> Result<usize>,
+    ) -> Result<SessionItems> {
+        let mut out = SessionItems {
+            items: Vec::new(),
+            unreadable: Vec::new(),
+        };
+        if limit.is_none() {
+            table.prefetch_range(&self.tx, range(id))?;
+        }
+        let dir = if limit.is_some() {
+            Dir::Reverse
+        } else {
+            Dir::Forward
+        };
+        let limit = limit.unwrap_or(usize::MAX);
+        let mut seen = 0usize;
+        table.scan(&self.tx, range(id), dir, |(_, key), v| {
+            if seen >= limit {
+                return Ok(ControlFlow::Break(()));
+            }
+            seen += take(key, v, dir, limit - seen, &mut out)?;
             Ok(ControlFlow::Continue(()))
         })?;
         if dir == Dir::Reverse {

@@ -157,15 +157,7 @@ fn chunk_bytes(path: &Path) {
         .unwrap());
     assert!(rtx.open_table(SESSION_HASHES).unwrap().is_empty().unwrap());
     let chunks = rtx.open_table(SESSION_CHUNKS).unwrap();
-    let keys: Vec<(String, u64)> = chunks
-        .iter()
-        .unwrap()
-        .map(|r| {
-            let (k, _) = r.unwrap();
-            let (id, seq) = k.value();
-            (id.to_string(), seq)
-        })
-        .collect();
+    let keys = keys_of(&chunks);
     assert_eq!(
         keys,
         [
@@ -243,15 +235,7 @@ fn raw_bytes(path: &Path) {
         .unwrap();
     let rtx = db.begin_read().unwrap();
     let msgs = rtx.open_table(SESSION_MESSAGES).unwrap();
-    let seqs: Vec<(String, u64)> = msgs
-        .iter()
-        .unwrap()
-        .map(|r| {
-            let (k, _) = r.unwrap();
-            let (id, seq) = k.value();
-            (id.to_string(), seq)
-        })
-        .collect();
+    let seqs = keys_of(&msgs);
     let ids = |v: &[(&str, u64)]| -> Vec<(String, u64)> {
         v.iter().map(|(i, s)| (i.to_string(), *s)).collect()
     };
@@ -290,4 +274,16 @@ fn raw_bytes(path: &Path) {
     // bytes 0; then the CRC32.
     assert_eq!((rec.len(), rec[0]), (1 + 8 + 8 + 8 + 6 + 4, 0x01));
     assert_eq!(rec[25..31], [0x03, 0x02, 0x54, 0x00, 0x00, 0x00]);
+}
+
+/// The keys of a session table, in order.
+fn keys_of(t: &impl ReadableTable<(&'static str, u64), &'static [u8]>) -> Vec<(String, u64)> {
+    t.iter()
+        .unwrap()
+        .map(|r| {
+            let (k, _) = r.unwrap();
+            let (id, seq) = k.value();
+            (id.to_string(), seq)
+        })
+        .collect()
 }
