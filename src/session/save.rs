@@ -1,6 +1,8 @@
-//! Saving a whole session ([`WriteTxn::session_save`]): only what changed is written, dropped
-//! messages go to the archive, which the retention setting bounds. Also the write steps the
-//! append-style calls share: pushing and dropping messages, the next revision.
+//! Saving a whole session ([`WriteTxn::session_save`]): only what changed is written (the common
+//! save, which extends the stored list, is recognized by the hash chain of the last chunk and
+//! reads no stored hash), dropped messages go to the archive, which the retention setting
+//! bounds. Also the write steps the append-style calls share: the last chunk, pushing messages
+//! onto it, the next revision.
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -128,7 +130,7 @@ impl WriteTxn<'_> {
 
     /// Replaces the session's messages with `messages` (JSON objects), atomically, writing only
     /// what changed; dropped messages go to the archive. With `expected_revision`, fails with
-    /// [`Error::Conflict`] (writing nothing) unless the session is at that revision (0: absent).
+    /// [`crate::Error::Conflict`] (writing nothing) unless the session is at that revision (0: absent).
     pub fn session_save(
         &mut self,
         id: &str,
