@@ -10,7 +10,7 @@ use super::record::{
 };
 use crate::error::{Error, Result};
 use crate::storage::access::Access;
-use crate::storage::chunk::decode_chunk;
+use crate::storage::chunk::{decode_chunk, salvage};
 use crate::storage::codec::decode;
 use crate::storage::keys::Table;
 use crate::storage::kv::Dir;
@@ -75,8 +75,9 @@ impl ReadTxn {
     }
 
     /// [`ReadTxn::read_messages`] over the chunks: one range scan (for `limit`, reverse until
-    /// `limit` messages). A chunk that fails to decode counts as one record toward `limit`
-    /// and is named by its key (its first sequence number).
+    /// `limit` messages). From a chunk that fails to decode, the lossy reads take every message
+    /// that still has its stored hash and name the others ([`salvage`]), each counting toward
+    /// `limit`.
     fn read_chunks(&self, id: &str, limit: Option<usize>, lossy: bool) -> Result<SessionItems> {
         self.read_window(
             &SESSION_CHUNKS,
@@ -95,8 +96,18 @@ impl ReadTxn {
                     Ok(out.items.len() - before)
                 }
                 Err(Error::Corrupt { .. }) if lossy => {
-                    out.unreadable.push(key);
-                    Ok(1)
+                    let mut parts = salvage(key, v);
+                    if dir == Dir::Reverse {
+                        parts.reverse();
+                    }
+                    let n = parts.len().min(left);
+                    for part in parts.into_iter().take(n) {
+                        match part {
+                            Ok(text) => out.items.push(text),
+                            Err(seq) => out.unreadable.push(seq),
+                        }
+                    }
+                    Ok(n)
                 }
                 Err(e) => Err(e),
             },

@@ -201,6 +201,66 @@ impl Packer {
     }
 }
 
+/// What a lossy read makes of a chunk that fails to decode (its checksum, say): its entries read
+/// by their layout, each returned when its text still has its stored hash (a 128-bit check of
+/// that message alone) and named by its sequence number otherwise. Reading stops at the first
+/// entry whose layout does not hold; a chunk whose start does not hold is named by its key.
+pub fn salvage(key: u64, bytes: &[u8]) -> Vec<std::result::Result<String, u64>> {
+    let mut out = Vec::new();
+    let mut b = bytes
+        .get(1..bytes.len().saturating_sub(4))
+        .unwrap_or_default();
+    let count = take(&mut b, 16).and_then(|_| varint(&mut b));
+    let mut next = key;
+    for i in 0..count.unwrap_or(0).min(CHUNK_MAX_ENTRIES as u64) {
+        let Some(gap) = varint(&mut b) else { break };
+        let seq = if i == 0 {
+            key
+        } else {
+            next.saturating_add(gap)
+        };
+        next = seq.saturating_add(1);
+        let entry = (|| {
+            let hash: [u8; 16] = take(&mut b, 16)?.try_into().ok()?;
+            let len = usize::try_from(varint(&mut b)?).ok()?;
+            Some((hash, take(&mut b, len)?))
+        })();
+        let Some((hash, text)) = entry else {
+            out.push(Err(seq));
+            break;
+        };
+        match std::str::from_utf8(text) {
+            Ok(t) if msg_hash(t) == hash => out.push(Ok(t.to_string())),
+            _ => out.push(Err(seq)),
+        }
+    }
+    if out.is_empty() {
+        out.push(Err(key));
+    }
+    out
+}
+
+/// The next `n` bytes of `b`.
+fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+    let (head, tail) = b.split_at_checked(n)?;
+    *b = tail;
+    Some(head)
+}
+
+/// The next LEB128 varint of `b` (at most 10 bytes).
+fn varint(b: &mut &[u8]) -> Option<u64> {
+    let mut v = 0u64;
+    for i in 0..10 {
+        let (&x, tail) = b.split_first()?;
+        *b = tail;
+        v |= u64::from(x & 0x7f) << (7 * i);
+        if x & 0x80 == 0 {
+            return Some(v);
+        }
+    }
+    None
+}
+
 /// Writes `chunks` of session `id`.
 pub fn put_chunks<S: KvWrite + ?Sized>(
     kv: &mut S,
@@ -315,6 +375,32 @@ mod tests {
         assert_eq!(chunks.last().unwrap().1.chain, chain);
         // The 5000-byte message has a chunk of its own.
         assert!(chunks.iter().any(|(k, c)| *k == 14 && c.entries.len() == 1));
+    }
+
+    #[test]
+    fn a_damaged_chunk_gives_back_every_message_that_still_has_its_hash() {
+        let msgs: Vec<String> = (0..5).map(|i| text(i * 3)).collect();
+        let mut p = Packer::after(CHAIN_START);
+        for (i, m) in msgs.iter().enumerate() {
+            p.push(10 + 2 * i as u64, msg_hash(m), m.clone());
+        }
+        let (key, chunk) = p.finish().pop().unwrap();
+        let mut bytes = encode(&chunk).unwrap();
+        // A bit flipped in the third message's text.
+        let at = bytes.len() - 4 - msgs[4].len() - 18 - msgs[3].len() - 18 - 3;
+        bytes[at] ^= 0x01;
+        assert!(decode_chunk("s", key, &bytes).is_err());
+        let got = salvage(key, &bytes);
+        let want: Vec<std::result::Result<String, u64>> = vec![
+            Ok(msgs[0].clone()),
+            Ok(msgs[1].clone()),
+            Err(14),
+            Ok(msgs[3].clone()),
+            Ok(msgs[4].clone()),
+        ];
+        assert_eq!(got, want);
+        // Nothing readable: named by the key.
+        assert_eq!(salvage(key, &[1, 2, 3]), vec![Err(key)]);
     }
 
     #[test]
