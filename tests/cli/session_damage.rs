@@ -4,9 +4,11 @@
 //! engram's checksum is not); then the strict reads fail naming it, the lossy reads return every
 //! other message in order and name the damaged one, `--limit` windows count it, and the CLI's
 //! `session load` / `session items` print the valid messages and exit 5 with the damage on stderr.
-//! Store format 3 keeps messages in chunks of up to 3 KB and names a damaged chunk by its first
-//! sequence number (docs/design.md, section 13.3): each message here is over 3 KB, so that each
-//! has a chunk of its own and one damaged chunk is one damaged message.
+//! Store format 3 keeps messages in chunks of up to 3 KB, and a strict read names a damaged
+//! chunk by its first sequence number (docs/design.md, section 13.3): each message here is over
+//! 3 KB, so that each has a chunk of its own and the damaged value is message 2's. (Damage
+//! inside a chunk of several messages is read past message by message: the unit test of
+//! `chunk::salvage` and python/tests/test_openai_agents.py.)
 
 use std::path::Path;
 use std::process::Command;
