@@ -111,7 +111,7 @@ pub use storage::config::{validate_config, Config, CONFIG_NAMES};
 pub use storage::options::{Options, UpgradeProgress};
 pub use storage::pg::url::{url_of, without_password};
 pub use storage::redb::tail::TailRepair;
-pub use storage::store::{Store, DEFAULT_SCOPE};
+pub use storage::store::{Migration, Store, DEFAULT_SCOPE};
 pub use storage::txn::{ReadTxn, ScopeStats, WriteTxn};
 pub use trust::audit::AuditEntry;
 pub use trust::grants::Grant;
@@ -126,6 +126,9 @@ pub use verify::Report;
 /// envelope (docs/design.md, sections 2 to 5). Writing through these bypasses every check of
 /// [`Store`]; the fuzz targets and the format tests use them to build damaged stores.
 pub mod format {
+    pub use crate::storage::chunk::{
+        chain_next, decode_chunk, Chunk, Entry, CHAIN_START, CHUNK_MAX_BYTES, CHUNK_MAX_ENTRIES,
+    };
     pub use crate::storage::codec::{decode, decode_str, encode, payload, VALUE_VERSION};
     pub use crate::storage::keys::{self, Key};
     pub use crate::storage::kv::TableId;

@@ -2,7 +2,7 @@
 //! a panic, and a value that decodes re-encodes to the same bytes (the envelope is canonical).
 #![no_main]
 
-use engram::format::{decode, encode};
+use engram::format::{decode, encode, Chunk};
 use engram::{Archived, BuiltFrom, Kind, Memory, SessionAppended, Status, Summary};
 use libfuzzer_sys::fuzz_target;
 use serde::de::DeserializeOwned;
@@ -21,7 +21,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&which, bytes)) = data.split_first() else {
         return;
     };
-    match which % 13 {
+    match which % 14 {
         0 => check::<Memory>(bytes),
         1 => check::<Summary>(bytes),
         2 => check::<BuiltFrom>(bytes),
@@ -34,6 +34,7 @@ fuzz_target!(|data: &[u8]| {
         9 => check::<i64>(bytes),
         10 => check::<String>(bytes),
         11 => check::<[u8; 16]>(bytes),
+        12 => check::<Chunk>(bytes),
         _ => check::<Vec<u64>>(bytes),
     }
 });

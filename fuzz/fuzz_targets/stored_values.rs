@@ -2,7 +2,8 @@
 //! chosen table is replaced by the input (or its row removed), and the store is then used
 //! through engram: every read and write path and `verify` must return a result, never panic.
 //! This reaches the decoders of the crate-private values (scope counters, idempotency entries,
-//! session records) that `decode_values` cannot name.
+//! session records) that `decode_values` cannot name, and the session chunks of store format 3
+//! (the base image is written by this build; its format-2 session tables are empty).
 #![no_main]
 
 mod common;
@@ -55,7 +56,7 @@ fuzz_target!(|data: &[u8]| {
         b.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
         let db = b.create_with_backend(disk.clone()).expect("raw open");
         let w = db.begin_write().expect("write");
-        let r = match table % 11 {
+        let r = match table % 12 {
             0 => change(&w, schema::META, pick, remove, value),
             1 => change(&w, schema::CONFIG, pick, remove, value),
             2 => change(&w, schema::SCOPES, pick, remove, value),
@@ -66,6 +67,7 @@ fuzz_target!(|data: &[u8]| {
             7 => change(&w, schema::SESSION_MESSAGES, pick, remove, value),
             8 => change(&w, schema::SESSION_HASHES, pick, remove, value),
             9 => change(&w, schema::SESSION_ARCHIVE, pick, remove, value),
+            10 => change(&w, schema::SESSION_CHUNKS, pick, remove, value),
             _ => change(&w, schema::SESSION_IDEMPOTENCY, pick, remove, value),
         };
         r.expect("change a value");

@@ -10,11 +10,10 @@ use super::record::{
 };
 use crate::error::{Error, Result};
 use crate::storage::access::Access;
+use crate::storage::chunk::{decode_chunk, put_chunks, Live, Packer, CHAIN_START};
 use crate::storage::codec::{decode, encode};
 use crate::storage::kv::Dir;
-use crate::storage::tables::{
-    SESSIONS, SESSION_ARCHIVE, SESSION_HASHES, SESSION_IDEMPOTENCY, SESSION_MESSAGES,
-};
+use crate::storage::tables::{SESSIONS, SESSION_ARCHIVE, SESSION_CHUNKS, SESSION_IDEMPOTENCY};
 use crate::storage::txn::WriteTxn;
 
 impl WriteTxn<'_> {
@@ -67,7 +66,12 @@ impl WriteTxn<'_> {
         let mut rec = existing.unwrap_or_else(|| self.new_record());
         let first_index = rec.count;
         if !new.is_empty() {
-            self.push_messages(id, &mut rec, &new)?;
+            let tail = if rec.count > 0 {
+                self.last_chunk(id)?
+            } else {
+                None
+            };
+            self.push_messages(id, &mut rec, tail, &new)?;
         }
         rec.revision = self.next_revision(rec.revision);
         rec.updated_us = self.now;
@@ -101,13 +105,38 @@ impl WriteTxn<'_> {
         let Some(mut rec) = existing else {
             return Ok(None);
         };
-        let last = SESSION_HASHES.edge(&self.tx, range(id), Dir::Reverse, |(_, seq), _| Ok(seq))?;
-        let Some(seq) = last else { return Ok(None) };
-        let mut out = self.drop_messages(id, &mut rec, &[seq], false)?;
+        // The last chunk, and the chain before it (the previous chunk's), to rewrite it without
+        // its last message.
+        let mut last = Vec::with_capacity(2);
+        SESSION_CHUNKS.scan(&self.tx, range(id), Dir::Reverse, |(_, key), v| {
+            last.push((key, decode_chunk(id, key, v)?));
+            Ok(if last.len() >= 2 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            })
+        })?;
+        let mut last = last.into_iter();
+        let Some((key, chunk)) = last.next() else {
+            return Ok(None);
+        };
+        let before = last.next().map_or(CHAIN_START, |(_, c)| c.chain);
+        let mut lives: Vec<Live> = chunk.into_live(key).collect();
+        let Some(popped) = lives.pop() else {
+            return Ok(None);
+        };
+        SESSION_CHUNKS.delete(&mut self.tx, (id, key))?;
+        let mut packer = Packer::after(before);
+        for l in lives {
+            packer.push(l.seq, l.hash, l.text);
+        }
+        put_chunks(&mut self.tx, id, &packer.finish())?;
+        rec.count = rec.count.saturating_sub(1);
+        rec.bytes = rec.bytes.saturating_sub(popped.text.len() as u64);
         rec.revision = self.next_revision(rec.revision);
         rec.updated_us = self.now;
         self.put_session(id, &rec)?;
-        Ok(out.pop())
+        Ok(Some(popped.text))
     }
 
     /// Removes every live item of the session (the archive stays; see
@@ -119,8 +148,7 @@ impl WriteTxn<'_> {
             return Ok(0);
         };
         let n = rec.count;
-        SESSION_MESSAGES.delete_range(&mut self.tx, range(id))?;
-        SESSION_HASHES.delete_range(&mut self.tx, range(id))?;
+        SESSION_CHUNKS.delete_range(&mut self.tx, range(id))?;
         rec.count = 0;
         rec.bytes = 0;
         rec.revision = self.next_revision(rec.revision);
@@ -137,8 +165,7 @@ impl WriteTxn<'_> {
         if !SESSIONS.delete(&mut self.tx, id)? {
             return Ok(false);
         }
-        SESSION_MESSAGES.delete_range(&mut self.tx, range(id))?;
-        SESSION_HASHES.delete_range(&mut self.tx, range(id))?;
+        SESSION_CHUNKS.delete_range(&mut self.tx, range(id))?;
         SESSION_ARCHIVE.delete_range(&mut self.tx, range(id))?;
         let mut keys = Vec::new();
         SESSION_IDEMPOTENCY.scan(&self.tx, (id, "").., Dir::Forward, |(sid, key), _| {

@@ -13,10 +13,14 @@
 //! Each is a method of [`crate::WriteTxn`] or [`crate::ReadTxn`], and of [`crate::Store`] as one
 //! transaction.
 //!
-//! `save` writes only what changed: it compares the 128-bit hashes of the stored messages with
-//! those of the new list, keeps the longest common prefix, keeps the longest run of stored
-//! messages that the new list continues with (so a framework that trims old history keeps its
-//! recent messages in place), and writes only the rest. Messages a save drops are moved to the
+//! Live messages are stored in chunks of up to 64 (store format 3: [`crate::storage::chunk`],
+//! docs/design.md section 13), each message with its 128-bit hash and each chunk with the
+//! session's hash chain. `save` writes only what changed: when the new list extends the stored
+//! one (the chain of its first messages equals the last chunk's) it appends to the last chunk;
+//! otherwise it compares the hashes of the stored messages with those of the new list, keeps the
+//! longest common prefix, keeps the longest run of stored messages that the new list continues
+//! with (so a framework that trims old history keeps its recent messages in place), and rewrites
+//! the chunks from the first changed one. Messages a save drops are moved to the
 //! session's archive, never lost silently. Every change gets a store-wide revision number, so
 //! `expected_revision` gives optimistic concurrency without ABA.
 //!

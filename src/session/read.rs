@@ -10,9 +10,13 @@ use super::record::{
 };
 use crate::error::{Error, Result};
 use crate::storage::access::Access;
+use crate::storage::chunk::{decode_chunk, salvage};
 use crate::storage::codec::decode;
+use crate::storage::keys::Table;
 use crate::storage::kv::Dir;
-use crate::storage::tables::{SESSIONS, SESSION_ARCHIVE, SESSION_MESSAGES};
+use crate::storage::tables::{
+    stored_format, CHUNK_FORMAT, SESSIONS, SESSION_ARCHIVE, SESSION_CHUNKS, SESSION_MESSAGES,
+};
 use crate::storage::txn::ReadTxn;
 
 impl ReadTxn {
@@ -57,17 +61,89 @@ impl ReadTxn {
     }
 
     /// The latest `limit` messages, oldest first, after the caller's checks; `lossy` skips and
-    /// names damaged ones instead of failing.
+    /// names damaged chunks instead of failing. A read-only handle of a format-2 store (which
+    /// has no chunks until its first read-write open) reads the format-2 rows instead.
     fn read_messages(&self, id: &str, limit: Option<usize>, lossy: bool) -> Result<SessionItems> {
+        let r = self.read_chunks(id, limit, lossy);
+        // Found nothing, or failed: the store may be format 2, its chunks not yet made (the
+        // table may even be missing). Only then is the format read.
+        let found = matches!(&r, Ok(i) if !i.items.is_empty() || !i.unreadable.is_empty());
+        if !found && matches!(stored_format(&self.tx), Ok(Some(f)) if f < CHUNK_FORMAT) {
+            return self.read_rows(id, limit, lossy);
+        }
+        r
+    }
+
+    /// [`ReadTxn::read_messages`] over the chunks: one range scan (for `limit`, reverse until
+    /// `limit` messages). From a chunk that fails to decode, the lossy reads take every message
+    /// that still has its stored hash and name the others ([`salvage`]), each counting toward
+    /// `limit`.
+    fn read_chunks(&self, id: &str, limit: Option<usize>, lossy: bool) -> Result<SessionItems> {
+        self.read_window(
+            &SESSION_CHUNKS,
+            id,
+            limit,
+            |key, v, dir, left, out| match decode_chunk(id, key, v) {
+                Ok(c) if dir == Dir::Forward => {
+                    let n = c.entries.len();
+                    out.items.extend(c.entries.into_iter().map(|e| e.text));
+                    Ok(n)
+                }
+                Ok(c) => {
+                    let before = out.items.len();
+                    out.items
+                        .extend(c.entries.into_iter().rev().take(left).map(|e| e.text));
+                    Ok(out.items.len() - before)
+                }
+                Err(Error::Corrupt { .. }) if lossy => {
+                    let mut parts = salvage(key, v);
+                    if dir == Dir::Reverse {
+                        parts.reverse();
+                    }
+                    let n = parts.len().min(left);
+                    for part in parts.into_iter().take(n) {
+                        match part {
+                            Ok(text) => out.items.push(text),
+                            Err(seq) => out.unreadable.push(seq),
+                        }
+                    }
+                    Ok(n)
+                }
+                Err(e) => Err(e),
+            },
+        )
+    }
+
+    /// [`ReadTxn::read_messages`] over the rows of store format 2, one per message.
+    fn read_rows(&self, id: &str, limit: Option<usize>, lossy: bool) -> Result<SessionItems> {
+        self.read_window(&SESSION_MESSAGES, id, limit, |seq, v, _, _, out| {
+            match decode_message(id, seq, v) {
+                Ok(m) => out.items.push(m),
+                Err(Error::Corrupt { .. }) if lossy => out.unreadable.push(seq),
+                Err(e) => return Err(e),
+            }
+            Ok(1)
+        })
+    }
+
+    /// The scan both layouts share: the whole session forward (a server fetches it in one
+    /// statement), or the latest `limit` records backward, then put back in order. `take` adds
+    /// what one row holds to the items (newest first when reading backward, at most `left`),
+    /// and returns how many records it counted.
+    fn read_window(
+        &self,
+        table: &Table<(&'static str, u64)>,
+        id: &str,
+        limit: Option<usize>,
+        mut take: impl FnMut(u64, &[u8], Dir, usize, &mut SessionItems) -> Result<usize>,
+    ) -> Result<SessionItems> {
         let mut out = SessionItems {
             items: Vec::new(),
             unreadable: Vec::new(),
         };
         if limit.is_none() {
-            // The whole session is read: a server fetches it in one statement.
-            SESSION_MESSAGES.prefetch_range(&self.tx, range(id))?;
+            table.prefetch_range(&self.tx, range(id))?;
         }
-        // The whole session reads forward (no reversal); the latest `limit` read backward.
         let dir = if limit.is_some() {
             Dir::Reverse
         } else {
@@ -75,16 +151,11 @@ impl ReadTxn {
         };
         let limit = limit.unwrap_or(usize::MAX);
         let mut seen = 0usize;
-        SESSION_MESSAGES.scan(&self.tx, range(id), dir, |(_, seq), v| {
+        table.scan(&self.tx, range(id), dir, |(_, key), v| {
             if seen >= limit {
                 return Ok(ControlFlow::Break(()));
             }
-            seen += 1;
-            match decode_message(id, seq, v) {
-                Ok(m) => out.items.push(m),
-                Err(Error::Corrupt { .. }) if lossy => out.unreadable.push(seq),
-                Err(e) => return Err(e),
-            }
+            seen += take(key, v, dir, limit - seen, &mut out)?;
             Ok(ControlFlow::Continue(()))
         })?;
         if dir == Dir::Reverse {

@@ -3,8 +3,6 @@
 //! `SessionRecord`, messages with their 128-bit hashes, the archive, idempotency records) and
 //! how each decodes, with the types the session calls return.
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -108,9 +106,7 @@ pub(super) fn compact_nth(m: &str, what: &str, i: usize) -> Result<(String, [u8;
     Ok((c, h))
 }
 
-pub(super) fn hash(msg: &str) -> [u8; 16] {
-    xxhash_rust::xxh3::xxh3_128(msg.as_bytes()).to_le_bytes()
-}
+pub(super) use crate::storage::chunk::{msg_hash as hash, SKey};
 
 /// Strings packed into one buffer, with their ends.
 pub(super) struct Packed {
@@ -259,13 +255,6 @@ pub(super) struct IdemRecord {
     pub(super) hash: [u8; 16],
 }
 
-pub(super) struct SKey<'a>(pub(super) &'a str, pub(super) u64);
-impl fmt::Display for SKey<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "({:?}, {})", self.0, self.1)
-    }
-}
-
 pub(super) fn read_record(kv: &(impl KvRead + ?Sized), id: &str) -> Result<Option<SessionRecord>> {
     SESSIONS.read(kv, id, |v| decode_record(id, v))
 }
@@ -296,22 +285,6 @@ pub(super) fn decode_record(id: &str, bytes: &[u8]) -> Result<SessionRecord> {
 
 pub(super) fn decode_message(id: &str, seq: u64, bytes: &[u8]) -> Result<String> {
     decode_str("session_messages", &SKey(id, seq), bytes).map(str::to_owned)
-}
-
-pub(super) fn decode_hash(id: &str, seq: u64, bytes: &[u8]) -> Result<[u8; 16]> {
-    let key = SKey(id, seq);
-    let body = payload("session_hashes", &key, bytes)?;
-    body.try_into().map_err(|_| {
-        if body.len() > 16 {
-            Error::corrupt(
-                "session_hashes",
-                key,
-                format!("{} trailing bytes after the value", body.len() - 16),
-            )
-        } else {
-            wire_error("session_hashes", &key, None)
-        }
-    })
 }
 
 pub(super) fn range(id: &str) -> std::ops::RangeInclusive<(&str, u64)> {

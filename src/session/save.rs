@@ -1,20 +1,25 @@
-//! Saving a whole session ([`WriteTxn::session_save`]): only what changed is written, dropped
-//! messages go to the archive, which the retention setting bounds. Also the write steps the
-//! append-style calls share: pushing and dropping messages, the next revision.
+//! Saving a whole session ([`WriteTxn::session_save`]): only what changed is written (the common
+//! save, which extends the stored list, is recognized by the hash chain of the last chunk and
+//! reads no stored hash), dropped messages go to the archive, which the retention setting
+//! bounds. Also the write steps the append-style calls share: the last chunk, pushing messages
+//! onto it, the next revision.
 
 use std::borrow::Cow;
 use std::collections::HashSet;
 use std::ops::ControlFlow;
 
 use super::record::{
-    check_revision, compact_nth, decode_hash, decode_message, hash, range, read_record,
-    session_scope, validate_session_id, Archived, SKey, SaveOutcome, SessionRecord,
+    check_revision, compact_nth, hash, range, read_record, session_scope, validate_session_id,
+    Archived, SKey, SaveOutcome, SessionRecord,
 };
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::storage::access::Access;
+use crate::storage::chunk::{
+    chain_next, decode_chunk, put_chunks, Chunk, Live, Packer, CHAIN_START,
+};
 use crate::storage::codec::{decode, encode};
 use crate::storage::kv::Dir;
-use crate::storage::tables::{SESSIONS, SESSION_ARCHIVE, SESSION_HASHES, SESSION_MESSAGES};
+use crate::storage::tables::{SESSIONS, SESSION_ARCHIVE, SESSION_CHUNKS};
 use crate::storage::txn::WriteTxn;
 
 impl WriteTxn<'_> {
@@ -50,60 +55,54 @@ impl WriteTxn<'_> {
         }
     }
 
+    /// The session's last chunk with its key (one reverse probe), or `None` when it has none.
+    pub(super) fn last_chunk(&self, id: &str) -> Result<Option<(u64, Chunk)>> {
+        SESSION_CHUNKS.edge(&self.tx, range(id), Dir::Reverse, |(_, key), v| {
+            Ok((key, decode_chunk(id, key, v)?))
+        })
+    }
+
+    /// Appends `msgs` (compact texts with their hashes) to the live list, after `tail` (the
+    /// session's last chunk, which is filled first while they fit), numbering them from
+    /// `rec.next_seq`.
     pub(super) fn push_messages<S: AsRef<str>>(
         &mut self,
         id: &str,
         rec: &mut SessionRecord,
+        tail: Option<(u64, Chunk)>,
         msgs: &[(S, [u8; 16])],
     ) -> Result<()> {
+        if msgs.is_empty() {
+            return Ok(());
+        }
+        let mut packer = match tail {
+            Some((key, chunk)) => Packer::resume(key, chunk),
+            None => Packer::after(CHAIN_START),
+        };
         for (text, hsh) in msgs {
             let text = text.as_ref();
-            let seq = rec.next_seq;
-            SESSION_MESSAGES.put(&mut self.tx, (id, seq), &encode(&text)?)?;
-            SESSION_HASHES.put(&mut self.tx, (id, seq), &encode(hsh)?)?;
+            packer.push(rec.next_seq, *hsh, text.to_string());
             rec.next_seq += 1;
             rec.count += 1;
             rec.bytes += text.len() as u64;
         }
-        Ok(())
+        put_chunks(&mut self.tx, id, &packer.finish())
     }
 
-    /// Removes live messages `seqs` and, when `archive`, moves them to the archive.
-    pub(super) fn drop_messages(
-        &mut self,
-        id: &str,
-        rec: &mut SessionRecord,
-        seqs: &[u64],
-        archive: bool,
-    ) -> Result<Vec<String>> {
-        let mut out = Vec::with_capacity(seqs.len());
-        for &seq in seqs {
-            let text = match SESSION_MESSAGES.take(&mut self.tx, (id, seq))? {
-                Some(v) => decode_message(id, seq, &v)?,
-                None => {
-                    return Err(Error::corrupt(
-                        "session_messages",
-                        SKey(id, seq),
-                        "a message listed in the hashes is missing",
-                    ))
-                }
+    /// Moves `texts` (live messages just dropped) to the session's archive.
+    fn archive(&mut self, id: &str, rec: &mut SessionRecord, texts: Vec<String>) -> Result<()> {
+        for message in texts {
+            let len = message.len() as u64;
+            let entry = Archived {
+                archived_us: self.now,
+                message,
             };
-            SESSION_HASHES.delete(&mut self.tx, (id, seq))?;
-            rec.count = rec.count.saturating_sub(1);
-            rec.bytes = rec.bytes.saturating_sub(text.len() as u64);
-            if archive {
-                let entry = Archived {
-                    archived_us: self.now,
-                    message: text.clone(),
-                };
-                SESSION_ARCHIVE.put(&mut self.tx, (id, rec.archive_next), &encode(&entry)?)?;
-                rec.archive_next += 1;
-                rec.archived += 1;
-                rec.archived_bytes += text.len() as u64;
-            }
-            out.push(text);
+            SESSION_ARCHIVE.put(&mut self.tx, (id, rec.archive_next), &encode(&entry)?)?;
+            rec.archive_next += 1;
+            rec.archived += 1;
+            rec.archived_bytes += len;
         }
-        Ok(out)
+        Ok(())
     }
 
     pub(super) fn enforce_retention(&mut self, id: &str, rec: &mut SessionRecord) -> Result<()> {
@@ -131,7 +130,7 @@ impl WriteTxn<'_> {
 
     /// Replaces the session's messages with `messages` (JSON objects), atomically, writing only
     /// what changed; dropped messages go to the archive. With `expected_revision`, fails with
-    /// [`Error::Conflict`] (writing nothing) unless the session is at that revision (0: absent).
+    /// [`crate::Error::Conflict`] (writing nothing) unless the session is at that revision (0: absent).
     pub fn session_save(
         &mut self,
         id: &str,
@@ -142,54 +141,168 @@ impl WriteTxn<'_> {
         self.require(Access::Write, &session_scope(id))?;
         let existing = self.session_record(id)?;
         let mut rec = existing.clone().unwrap_or_else(|| self.new_record());
-        let stored = self.stored_hashes(id, &rec)?;
-        let new = checked(messages, &stored)?;
-        check_revision(existing.as_ref(), expected_revision)?;
-        let (p, j) = kept_runs(&stored, &new);
-        let kept = p + (stored.len() - j);
-        let to_archive: Vec<u64> = stored
-            .get(p..j)
-            .unwrap_or_default()
+        let tail = if rec.count > 0 {
+            self.last_chunk(id)?
+        } else {
+            None
+        };
+        let Some(added) = extends(messages, &rec, tail.as_ref()) else {
+            return self.save_other(id, messages, expected_revision, existing, rec);
+        };
+        // The common save: the stored list plus new messages. No stored hash is read.
+        let kept = messages.len() - added;
+        let new: Vec<(String, [u8; 16])> = messages
             .iter()
-            .map(|x| x.0)
-            .collect();
-        let to_write = new.get(kept.min(new.len())..).unwrap_or_default();
-        if existing.is_some() && to_archive.is_empty() && to_write.is_empty() {
-            return Ok(SaveOutcome {
-                revision: rec.revision,
-                kept: kept as u64,
-                written: 0,
-                archived: 0,
-            });
+            .enumerate()
+            .skip(kept)
+            .map(|(i, m)| compact_nth(m, "message", i))
+            .collect::<Result<_>>()?;
+        check_revision(existing.as_ref(), expected_revision)?;
+        if existing.is_some() && new.is_empty() {
+            return Ok(unchanged(&rec, kept));
         }
-        self.drop_messages(id, &mut rec, &to_archive, true)?;
-        self.push_messages(id, &mut rec, to_write)?;
-        self.enforce_retention(id, &mut rec)?;
+        self.push_messages(id, &mut rec, tail, &new)?;
+        self.finish_save(id, &mut rec, kept, new.len(), 0)
+    }
+
+    /// Retention, the revision and the record after a save that wrote; its outcome.
+    fn finish_save(
+        &mut self,
+        id: &str,
+        rec: &mut SessionRecord,
+        kept: usize,
+        written: usize,
+        archived: usize,
+    ) -> Result<SaveOutcome> {
+        self.enforce_retention(id, rec)?;
         rec.revision = self.next_revision(rec.revision);
         rec.updated_us = self.now;
-        self.put_session(id, &rec)?;
+        self.put_session(id, rec)?;
         Ok(SaveOutcome {
             revision: rec.revision,
             kept: kept as u64,
-            written: to_write.len() as u64,
-            archived: to_archive.len() as u64,
+            written: written as u64,
+            archived: archived as u64,
         })
     }
 
-    /// The sequence numbers and hashes of the session's live messages, oldest first.
-    fn stored_hashes(&self, id: &str, rec: &SessionRecord) -> Result<Vec<(u64, [u8; 16])>> {
-        // `count` is stored bytes: a capacity from it is capped, the vector grows past the cap.
-        let mut v = Vec::with_capacity(usize::try_from(rec.count).unwrap_or(0).min(1 << 16));
-        if rec.count > 64 {
-            // Every stored hash is read: a server sends them in one statement, not in pages.
-            SESSION_HASHES.prefetch_range(&self.tx, range(id))?;
+    /// A save that does not extend the stored list: the stored hashes are read (one range scan
+    /// of the chunks), the list is aligned with them, what it drops is archived, and the chunks
+    /// from the first changed one to the end are rewritten.
+    fn save_other(
+        &mut self,
+        id: &str,
+        messages: &[&str],
+        expected_revision: Option<u64>,
+        existing: Option<SessionRecord>,
+        mut rec: SessionRecord,
+    ) -> Result<SaveOutcome> {
+        let chunks = self.all_chunks(id)?;
+        let stored: Vec<(u64, [u8; 16])> = chunks
+            .iter()
+            .flat_map(|c| c.lives.iter().map(|l| (l.seq, l.hash)))
+            .collect();
+        let new = checked(messages, &stored)?;
+        check_revision(existing.as_ref(), expected_revision)?;
+        let (p, j) = kept_runs(&stored, &new);
+        let s = stored.len();
+        let kept = p + (s - j);
+        let to_write = new.get(kept.min(new.len())..).unwrap_or_default();
+        if existing.is_some() && p == j && to_write.is_empty() {
+            return Ok(unchanged(&rec, kept));
         }
-        SESSION_HASHES.each(&self.tx, range(id), |(_, seq), val| {
-            v.push((seq, decode_hash(id, seq, val)?));
+        // The first chunk that changes: the one holding message `p` (the last one when only
+        // messages are added). It and every chunk after it are rewritten.
+        let at = p.min(s.saturating_sub(1));
+        let first = chunks.iter().rposition(|c| c.start <= at).unwrap_or(0);
+        let before = first
+            .checked_sub(1)
+            .and_then(|i| chunks.get(i))
+            .map_or(CHAIN_START, |c| c.chain);
+        let mut packer = Packer::after(before);
+        let mut dropped = Vec::with_capacity(j - p);
+        for c in chunks.into_iter().skip(first) {
+            SESSION_CHUNKS.delete(&mut self.tx, (id, c.key))?;
+            for (i, l) in (c.start..).zip(c.lives) {
+                if (p..j).contains(&i) {
+                    rec.count = rec.count.saturating_sub(1);
+                    rec.bytes = rec.bytes.saturating_sub(l.text.len() as u64);
+                    dropped.push(l.text);
+                } else {
+                    packer.push(l.seq, l.hash, l.text);
+                }
+            }
+        }
+        let archived = dropped.len();
+        self.archive(id, &mut rec, dropped)?;
+        for (text, hsh) in to_write {
+            packer.push(rec.next_seq, *hsh, text.to_string());
+            rec.next_seq += 1;
+            rec.count += 1;
+            rec.bytes += text.len() as u64;
+        }
+        put_chunks(&mut self.tx, id, &packer.finish())?;
+        self.finish_save(id, &mut rec, kept, to_write.len(), archived)
+    }
+
+    /// Every chunk of the session, decoded, oldest first.
+    fn all_chunks(&self, id: &str) -> Result<Vec<Stored>> {
+        // Every chunk is read: a server sends them in one statement, not in pages.
+        SESSION_CHUNKS.prefetch_range(&self.tx, range(id))?;
+        let mut out: Vec<Stored> = Vec::new();
+        let mut start = 0;
+        SESSION_CHUNKS.each(&self.tx, range(id), |(_, key), v| {
+            let c = decode_chunk(id, key, v)?;
+            let chain = c.chain;
+            let lives: Vec<Live> = c.into_live(key).collect();
+            let n = lives.len();
+            out.push(Stored {
+                key,
+                chain,
+                start,
+                lives,
+            });
+            start += n;
             Ok(())
         })?;
-        Ok(v)
+        Ok(out)
     }
+}
+
+/// A stored chunk in a save that reads them all: its key, its chain, the index of its first
+/// message in the live list, its messages.
+struct Stored {
+    key: u64,
+    chain: [u8; 16],
+    start: usize,
+    lives: Vec<Live>,
+}
+
+/// The outcome of a save that changes nothing.
+fn unchanged(rec: &SessionRecord, kept: usize) -> SaveOutcome {
+    SaveOutcome {
+        revision: rec.revision,
+        kept: kept as u64,
+        written: 0,
+        archived: 0,
+    }
+}
+
+/// How many messages a save adds to the stored list, when it is the stored list plus new
+/// messages: the hash chain of its first `count` messages equals the last chunk's. `None`
+/// otherwise.
+fn extends(messages: &[&str], rec: &SessionRecord, tail: Option<&(u64, Chunk)>) -> Option<usize> {
+    let count = usize::try_from(rec.count).ok()?;
+    let stored = messages.get(..count)?;
+    let want = match tail {
+        Some((_, c)) => c.chain,
+        None if count == 0 => CHAIN_START,
+        None => return None,
+    };
+    let chain = stored
+        .iter()
+        .fold(CHAIN_START, |c, m| chain_next(&c, &hash(m)));
+    (chain == want).then_some(messages.len() - count)
 }
 
 /// The messages of a save, each compact and checked, with its hash.

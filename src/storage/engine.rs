@@ -20,7 +20,7 @@ use crate::storage::any_kv::{ReadKv, WriteKv};
 use crate::storage::codec::{decode, encode};
 use crate::storage::options::Options;
 use crate::storage::redb::tail::TailRepair;
-use crate::storage::tables::{META, STORE_FORMAT};
+use crate::storage::tables::{CHUNK_FORMAT, INDEX_FORMAT, META, STORE_FORMAT};
 use crate::storage::txn::{ReadTxn, WriteTxn};
 
 /// What every storage engine does for a store.
@@ -64,6 +64,9 @@ pub(crate) struct Opened<E> {
     pub(crate) repaired: Option<TailRepair>,
     /// What the open found unsafe in the connection to a server, to say once.
     pub(crate) insecure: Option<String>,
+    /// The store format the store had when opened, before any upgrade (a new store: this
+    /// build's).
+    pub(crate) format: u32,
 }
 
 impl<E> Opened<E> {
@@ -75,6 +78,7 @@ impl<E> Opened<E> {
             created: self.created,
             repaired: self.repaired,
             insecure: self.insecure,
+            format: self.format,
         }
     }
 }
@@ -111,29 +115,39 @@ pub(crate) fn check_format_value(v: &[u8]) -> Result<u32> {
     Ok(format)
 }
 
-/// Builds the search index of a store of an older format (format 1) from its log and tree and
-/// marks it format 2, in one write transaction; a read-only handle leaves the store as it is
-/// (search then asks for `engram reindex`).
-pub(crate) fn upgrade(engine: &impl Engine, opts: &Options, format: u32) -> Result<()> {
+/// Upgrades a store of an older format to this build's, in one write transaction: format 1 to
+/// 2 builds the search index from the log and tree (section 12.5 of docs/design.md), format 2
+/// to 3 moves every session's messages into chunks (section 13.4), then `meta.format` is set. A
+/// read-only handle leaves the store as it is. Returns the format the store had when the
+/// transaction began (another process may have upgraded it since this one read it).
+pub(crate) fn upgrade(engine: &impl Engine, opts: &Options, format: u32) -> Result<u32> {
     if format >= STORE_FORMAT || opts.read_only {
-        return Ok(());
+        return Ok(format);
     }
-    engine.write(opts.principal.as_deref(), |tx| {
-        // Another process may have upgraded it since this one read the format.
-        let now = match META.get_for_update(&mut tx.tx, "format")? {
-            Some(v) => decode::<u32>("meta", &"format", &v)?,
-            None => format,
-        };
-        if now < STORE_FORMAT {
-            let tell = opts.on_upgrade.clone();
-            crate::storage::index::build::rebuild_all(&mut tx.tx, &mut |done, all| {
-                if let Some(t) = &tell {
-                    (t.0)(done, all);
-                }
-            })?;
-        }
-        Ok(())
-    })
+    engine.write(opts.principal.as_deref(), |tx| upgrade_in(&mut tx.tx, opts))
+}
+
+/// The upgrade inside a write transaction; returns the format found.
+pub(crate) fn upgrade_in(kv: &mut WriteKv<'_>, opts: &Options) -> Result<u32> {
+    let now = match META.get_for_update(kv, "format")? {
+        Some(v) => decode::<u32>("meta", &"format", &v)?,
+        None => return Ok(STORE_FORMAT),
+    };
+    if now < INDEX_FORMAT {
+        let tell = opts.on_upgrade.clone();
+        crate::storage::index::build::rebuild_all(kv, &mut |done, all| {
+            if let Some(t) = &tell {
+                (t.0)(done, all);
+            }
+        })?;
+    }
+    if now < CHUNK_FORMAT {
+        crate::storage::chunk::migrate_sessions(kv)?;
+    }
+    if now < STORE_FORMAT {
+        META.put(kv, "format", &encode(&STORE_FORMAT)?)?;
+    }
+    Ok(now)
 }
 
 /// The refusal of a write on a read-only handle.

@@ -12,7 +12,7 @@ use std::ops::{Bound, ControlFlow};
 
 use crate::error::Result;
 
-/// The 27 tables of [`crate::storage::tables`]; each engine maps an id to its own table.
+/// The 28 tables of [`crate::storage::tables`]; each engine maps an id to its own table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[allow(missing_docs)]
 pub enum TableId {
@@ -43,11 +43,12 @@ pub enum TableId {
     CheckpointItems,
     CheckpointWrites,
     StoreItems,
+    SessionChunks,
 }
 
 impl TableId {
     /// Every table, in the order of [`crate::storage::tables::TABLE_NAMES`].
-    pub const ALL: [TableId; 27] = [
+    pub const ALL: [TableId; 28] = [
         TableId::Meta,
         TableId::Config,
         TableId::Scopes,
@@ -75,6 +76,7 @@ impl TableId {
         TableId::CheckpointItems,
         TableId::CheckpointWrites,
         TableId::StoreItems,
+        TableId::SessionChunks,
     ];
 
     /// The table's name in the file (and in errors).
@@ -107,6 +109,7 @@ impl TableId {
             TableId::CheckpointItems => "checkpoint_items",
             TableId::CheckpointWrites => "checkpoint_writes",
             TableId::StoreItems => "store_items",
+            TableId::SessionChunks => "session_chunks",
         }
     }
 

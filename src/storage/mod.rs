@@ -11,7 +11,9 @@
 //!   `any_engine.rs`, the open engine of a store whichever it is (`AnyEngine`, which names both
 //!   engines); [`any_kv`], a transaction of either ([`any_kv::ReadKv`], [`any_kv::WriteKv`]);
 //! - [`kv`], the byte-level seam every table access goes through, with its key encoding in
-//!   [`keys`] and the typed tables in [`tables`]; the value envelope ([`codec`]);
+//!   [`keys`] and the typed tables in [`tables`]; the value envelope ([`codec`]); the session
+//!   chunks of store format 3 and the migration to them ([`chunk`]), beside the search index
+//!   ([`index`]), both of which the upgrade in [`engine`] builds;
 //! - [`txn`] (read and write transactions), [`access`] (who is asking and what their grants
 //!   allow), [`config`] (the settings), [`options`] (how a store is opened), group commit;
 //! - [`store`], the [`crate::Store`] handle, which names no engine.
@@ -24,6 +26,7 @@
 pub mod access;
 pub(crate) mod any_engine;
 pub mod any_kv;
+pub mod chunk;
 pub mod codec;
 pub mod config;
 pub mod engine;

@@ -44,6 +44,18 @@ pub struct Store {
     repaired: Option<TailRepair>,
     insecure: Option<String>,
     created: bool,
+    /// The store format when this handle opened it, before any upgrade.
+    format: u32,
+}
+
+/// What [`Store::migrate`] did: the store format the store had when the handle opened it, and
+/// the one it has now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Migration {
+    /// The format the store had when this handle opened it.
+    pub from: u32,
+    /// The format it has now: this build's.
+    pub to: u32,
 }
 
 impl std::fmt::Debug for Store {
@@ -62,6 +74,7 @@ impl Store {
             repaired: o.repaired,
             insecure: o.insecure,
             created: o.created,
+            format: o.format,
         }
     }
 
@@ -134,6 +147,22 @@ impl Store {
         self.engine.is_server()
     }
 
+    /// Upgrades the store to this build's format (docs/design.md, sections 11 to 13: format 1
+    /// to 2 builds the search index, 2 to 3 moves sessions into chunks), in one write
+    /// transaction. A read-write open has already done it: this runs it again (a no-op when
+    /// done) and says what happened since the handle opened the store. `engram migrate`.
+    pub fn migrate(&self) -> Result<Migration> {
+        if self.opts.read_only {
+            return Err(crate::storage::engine::read_only_handle());
+        }
+        let opts = self.opts.clone();
+        let found = self.write(|tx| crate::storage::engine::upgrade_in(&mut tx.tx, &opts))?;
+        Ok(Migration {
+            from: self.format.min(found),
+            to: tables::STORE_FORMAT,
+        })
+    }
+
     /// Whether this handle was opened read-only ([`Options::read_only`]).
     pub fn is_read_only(&self) -> bool {
         self.opts.read_only
@@ -158,6 +187,7 @@ impl Store {
             repaired: self.repaired.clone(),
             insecure: self.insecure.clone(),
             created: self.created,
+            format: self.format,
         }
     }
 

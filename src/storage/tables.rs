@@ -1,4 +1,4 @@
-//! The typed descriptors of the 27 tables, for call sites: `LOG.get(kv, (scope, id))`. Each
+//! The typed descriptors of the 28 tables, for call sites: `LOG.get(kv, (scope, id))`. Each
 //! names its [`TableId`] and its key shape (see [`crate::storage::keys`]); the redb definitions
 //! of the same tables, with the same key types, are in [`crate::storage::redb::schema`]. Values are
 //! envelope bytes ([`crate::storage::codec`]); `pending` and `stale` store empty values.
@@ -24,10 +24,16 @@ pub const PENDING: Table<(u32, u8, u64)> = Table::new(TableId::Pending);
 pub const IDEMPOTENCY: Table<(u32, &str)> = Table::new(TableId::Idempotency);
 /// Sessions: id -> counters, times and revision.
 pub const SESSIONS: Table<&str> = Table::new(TableId::Sessions);
-/// Live session messages: (session id, sequence number) -> JSON text.
+/// Live session messages of store format 2: (session id, sequence number) -> JSON text. Format
+/// 3 keeps them in [`SESSION_CHUNKS`]; this table is only the migration's input (and a
+/// read-only handle's view of a format-2 store).
 pub const SESSION_MESSAGES: Table<(&str, u64)> = Table::new(TableId::SessionMessages);
-/// The hash of each live message: (session id, sequence number) -> hash.
+/// The hash of each live message of store format 2: (session id, sequence number) -> hash.
+/// Only the migration's input in format 3, as [`SESSION_MESSAGES`].
 pub const SESSION_HASHES: Table<(&str, u64)> = Table::new(TableId::SessionHashes);
+/// Live session messages with their hashes, in runs (store format 3): (session id, sequence
+/// number of the run's first message) -> a chunk ([`crate::storage::chunk`]).
+pub const SESSION_CHUNKS: Table<(&str, u64)> = Table::new(TableId::SessionChunks);
 /// Dropped messages: (session id, archive sequence number) -> time and JSON text.
 pub const SESSION_ARCHIVE: Table<(&str, u64)> = Table::new(TableId::SessionArchive);
 /// Idempotency keys of session appends: (session id, key) -> outcome.
@@ -69,7 +75,15 @@ pub const STORE_ITEMS: Table<(&str, &str)> = Table::new(TableId::StoreItems);
 /// The store format this build writes (the `format` entry of [`META`]), on every engine.
 /// Format 2 adds the search index ([`SEARCH_TAIL`], [`SEARCH_POSTINGS`]) and [`VECTORS`], which
 /// every write keeps: an older engram refuses the store rather than write past its index.
-pub const STORE_FORMAT: u32 = 2;
+/// Format 3 keeps a session's live messages in chunks ([`SESSION_CHUNKS`]) instead of one row
+/// per message and per hash.
+pub const STORE_FORMAT: u32 = 3;
+
+/// The first store format with the search index (a format-1 store has none until upgraded).
+pub const INDEX_FORMAT: u32 = 2;
+
+/// The first store format with session chunks.
+pub const CHUNK_FORMAT: u32 = 3;
 
 /// The format `meta.format` records (`None`: not recorded; an error: a damaged value).
 pub(crate) fn stored_format(kv: &(impl KvRead + ?Sized)) -> Result<Option<u32>> {
@@ -121,4 +135,5 @@ pub const TABLE_NAMES: &[&str] = &[
     "checkpoint_items",
     "checkpoint_writes",
     "store_items",
+    "session_chunks",
 ];

@@ -22,6 +22,7 @@ mod crash {
     mod full_disk;
     mod group_commit;
     mod io_errors;
+    mod migration;
     mod power_loss;
     mod torn_tail;
 }
@@ -43,6 +44,7 @@ mod search {
 mod session {
     mod contract;
     mod golden_format2;
+    mod golden_format3;
     mod model;
 }
 

@@ -44,6 +44,7 @@ mod run_lines;
 mod search;
 mod session;
 mod session_damage;
+mod session_migrate;
 mod session_processes;
 mod shell;
 mod sigkill;

@@ -4,6 +4,11 @@
 //! engram's checksum is not); then the strict reads fail naming it, the lossy reads return every
 //! other message in order and name the damaged one, `--limit` windows count it, and the CLI's
 //! `session load` / `session items` print the valid messages and exit 5 with the damage on stderr.
+//! Store format 3 keeps messages in chunks of up to 3 KB, and a strict read names a damaged
+//! chunk by its first sequence number (docs/design.md, section 13.3): each message here is over
+//! 3 KB, so that each has a chunk of its own and the damaged value is message 2's. (Damage
+//! inside a chunk of several messages is read past message by message: the unit test of
+//! `chunk::salvage` and python/tests/test_openai_agents.py.)
 
 use std::path::Path;
 use std::process::Command;
@@ -14,7 +19,8 @@ use engram::{Error, Store};
 const BIN: &str = env!("CARGO_BIN_EXE_engram");
 
 fn msg(i: usize) -> String {
-    format!(r#"{{"role":"user","content":"message {i}"}}"#)
+    let pad = "p".repeat(3100);
+    format!(r#"{{"role":"user","content":"message {i}","pad":"{pad}"}}"#)
 }
 
 /// A store with session "s1" of five messages, the third (seq 2) damaged; returns its path.
@@ -32,7 +38,7 @@ fn damaged_store(dir: &Path) -> std::path::PathBuf {
         .unwrap();
     let tx = db.begin_write().unwrap();
     {
-        let mut t = tx.open_table(engram::format::SESSION_MESSAGES).unwrap();
+        let mut t = tx.open_table(engram::format::SESSION_CHUNKS).unwrap();
         let mut bytes = t.get(("s1", 2u64)).unwrap().unwrap().value().to_vec();
         let mid = bytes.len() / 2;
         bytes[mid] ^= 0x20;
@@ -50,7 +56,7 @@ fn a_damaged_message_is_skipped_and_named_never_hiding_the_others() {
     // The strict reads refuse, naming the message.
     match store.session_items("s1", None) {
         Err(Error::Corrupt { table, key, .. }) => {
-            assert_eq!(table, "session_messages");
+            assert_eq!(table, "session_chunks");
             assert!(key.contains("s1") && key.contains('2'), "{key}");
         }
         other => panic!("expected Corrupt, got {other:?}"),

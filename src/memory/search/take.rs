@@ -15,7 +15,7 @@ use crate::memory::search::{vector, Hit, SearchMode, SearchQuery, SearchResult};
 use crate::memory::tree::{get_summary, marked_summary_line};
 
 use crate::storage::index::doc_block;
-use crate::storage::tables::{stored_format, STALE, STORE_FORMAT};
+use crate::storage::tables::{stored_format, INDEX_FORMAT, STALE};
 use crate::storage::txn::ReadTxn;
 
 /// A ranked document: score, the scope's position in the query, document, matched terms.
@@ -23,7 +23,7 @@ type Ranked = (f64, usize, u64, u64);
 
 /// Fails unless the store has its search index (format 2).
 fn require_index(r: &ReadTxn) -> Result<()> {
-    if stored_format(&r.tx)?.unwrap_or(0) < STORE_FORMAT {
+    if stored_format(&r.tx)?.unwrap_or(0) < INDEX_FORMAT {
         return Err(Error::Unsupported(
             "this store was written by an older engram and has no search index yet: run `engram reindex` (or open it once read-write)".into(),
         ));

@@ -217,7 +217,7 @@ pub fn check_all<'a>(
 ) -> Result<()> {
     // A damaged format value is verify_rows's to report; the index is then not checked.
     let format = crate::storage::tables::stored_format(kv).ok().flatten();
-    if format.unwrap_or(0) < crate::storage::tables::STORE_FORMAT {
+    if format.unwrap_or(0) < crate::storage::tables::INDEX_FORMAT {
         return Ok(());
     }
     for (name, sid, count) in scopes {

@@ -15,7 +15,7 @@ use crate::storage::engine::{
 use crate::storage::options::Options;
 use crate::storage::pg::conn::{classify, server_error, Attempt, Fault, Server, COMMITS};
 use crate::storage::pg::kv::PgTx;
-use crate::storage::tables::{META, TABLE_NAMES};
+use crate::storage::tables::{META, STORE_FORMAT, TABLE_NAMES};
 use crate::storage::txn::{ReadTxn, WriteTxn};
 
 /// An open server store: its connections, and whether this handle may write.
@@ -124,14 +124,11 @@ impl Engine for PgEngine {
         };
         let shown = PathBuf::from(engine.server.shown());
         let insecure = engine.server.insecure().map(str::to_string);
-        let created = match format {
-            Some(v) => {
-                upgrade(&engine, opts, check_format_value(&v)?)?;
-                false
-            }
+        let (created, format) = match format {
+            Some(v) => (false, upgrade(&engine, opts, check_format_value(&v)?)?),
             None if create => {
                 initialize(&engine, opts.principal.as_deref())?;
-                true
+                (true, STORE_FORMAT)
             }
             None => return Err(Error::NotFound { path: shown }),
         };
@@ -141,6 +138,7 @@ impl Engine for PgEngine {
             created,
             repaired: None,
             insecure,
+            format,
         })
     }
 

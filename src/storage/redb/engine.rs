@@ -25,7 +25,7 @@ use crate::storage::redb::file::{
 use crate::storage::redb::kv::{RedbRead, RedbWrite};
 use crate::storage::redb::schema::{self, META, STORE_FORMAT};
 use crate::storage::redb::tail::{self, TailRepair};
-use crate::storage::tables::{CHECKPOINT_TABLES, SEARCH_TABLES};
+use crate::storage::tables::{CHECKPOINT_TABLES, CHUNK_FORMAT, INDEX_FORMAT, SEARCH_TABLES};
 use crate::storage::txn::{ReadTxn, WriteTxn};
 
 /// The open database, and the first failure of the storage engine on it.
@@ -253,17 +253,19 @@ pub(crate) fn with_backend(
         Err(TableError::TableDoesNotExist(_)) => Ok(true),
         Err(e) => Err(e.into()),
     })?;
-    if fresh {
+    let format = if fresh {
         initialize(&engine, opts.principal.as_deref())?;
+        STORE_FORMAT
     } else {
-        check_format(&engine, Path::new(name), opts)?;
-    }
+        check_format(&engine, Path::new(name), opts)?
+    };
     Ok(Opened {
         engine,
         shown: PathBuf::from(name),
         created: false,
         repaired: None,
         insecure: None,
+        format,
     })
 }
 
@@ -382,25 +384,30 @@ fn open_file(
             )));
         }
     }
-    check_format(&engine, path, opts)?;
+    let format = check_format(&engine, path, opts)?;
     Ok(Opened {
         engine,
         shown: path.to_path_buf(),
         created: false,
         repaired,
         insecure: None,
+        format,
     })
 }
 
-/// Checks the format of an open file, adds the tables of a newer engram it lacks, and builds
-/// the search index of a format-1 store (section 12 of docs/design.md).
-fn check_format(engine: &RedbEngine, path: &Path, opts: &Options) -> Result<()> {
+/// Checks the format of an open file, adds the tables of a newer engram it lacks, and upgrades
+/// a store of an older format (sections 12.5 and 13.4 of docs/design.md); returns the format
+/// it had.
+fn check_format(engine: &RedbEngine, path: &Path, opts: &Options) -> Result<u32> {
     let (missing, format) = engine.guard("reading the store header", |db| read_format(db, path))?;
-    // A read-only handle reads a format-1 store as it is (without the search tables, which only
-    // search needs, nor LangGraph's, which only its verbs need); its next read-write open adds
-    // them and builds the index.
+    // A read-only handle reads a store of an older format as it is (a format-1 store without
+    // the search tables, which only search needs; a format-2 store without the session chunks,
+    // its sessions read from the format-2 tables; neither with LangGraph's tables, which only
+    // its verbs need); its next read-write open adds them and upgrades the store.
     let only_index = missing.iter().all(|t| {
-        CHECKPOINT_TABLES.contains(t) || (format < STORE_FORMAT && SEARCH_TABLES.contains(t))
+        CHECKPOINT_TABLES.contains(t)
+            || (format < INDEX_FORMAT && SEARCH_TABLES.contains(t))
+            || (format < CHUNK_FORMAT && *t == "session_chunks")
     });
     let readable_as_is = missing.is_empty() || (opts.read_only && only_index);
     if !readable_as_is {

@@ -421,6 +421,7 @@ redb_tables! {
     CheckpointItems => CHECKPOINT_ITEMS: (&'static str, &'static str, &'static str, u64), &'static [u8];
     CheckpointWrites => CHECKPOINT_WRITES: (&'static str, &'static str, &'static str, &'static str, u64), &'static [u8];
     StoreItems => STORE_ITEMS: (&'static str, &'static str), &'static [u8];
+    SessionChunks => SESSION_CHUNKS: (&'static str, u64), &'static [u8];
 }
 
 /// A read transaction of redb as a [`KvRead`], each table opened once.

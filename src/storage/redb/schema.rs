@@ -80,4 +80,9 @@ pub const CHECKPOINT_WRITES: TableDefinition<(&str, &str, &str, &str, u64), &[u8
 /// LangGraph's long-term store: (namespace, key) -> the item.
 pub const STORE_ITEMS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("store_items");
 
+/// Live session messages with their hashes, in runs of up to 64 (store format 3): (session id,
+/// sequence number of the run's first message) -> a chunk.
+pub const SESSION_CHUNKS: TableDefinition<(&str, u64), &[u8]> =
+    TableDefinition::new("session_chunks");
+
 pub use crate::storage::tables::{STORE_FORMAT, TABLE_NAMES};

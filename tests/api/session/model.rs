@@ -27,8 +27,15 @@ enum Op {
 
 const IDS: [&str; 3] = ["alpha", "beta/1", "γ session"];
 
+/// Message `n`; every third is about 1.1 KB, so that a session's messages span several chunks
+/// of at most 3 KB (docs/design.md, section 13.2) and saves, pops and trims cross their bounds.
 fn msg(n: u8) -> String {
-    format!("{{\"role\":\"user\",\"content\":\"message {n}\",\"n\":{n}}}")
+    let pad = if n % 3 == 0 {
+        "x".repeat(1100)
+    } else {
+        String::new()
+    };
+    format!("{{\"role\":\"user\",\"content\":\"message {n}{pad}\",\"n\":{n}}}")
 }
 
 fn op() -> impl Strategy<Value = Op> {

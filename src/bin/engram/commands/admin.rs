@@ -79,6 +79,29 @@ pub fn stats(cx: &mut Context<'_>) -> Result<u8, Error> {
     Ok(0)
 }
 
+/// `engram migrate`: the store's format before and after. Opening the store read-write (as this
+/// command does) already upgraded it; the command says what that did.
+pub fn migrate(cx: &mut Context<'_>) -> Result<u8, Error> {
+    let m = cx.store.migrate()?;
+    cx.emit(&m)?;
+    if cx.text_wanted() {
+        if m.from < m.to {
+            writeln!(
+                cx.out,
+                "Upgraded the store from format {} to {}.",
+                m.from, m.to
+            )?;
+        } else {
+            writeln!(
+                cx.out,
+                "The store is at format {}: nothing to migrate.",
+                m.to
+            )?;
+        }
+    }
+    Ok(0)
+}
+
 /// Checks the file and every invariant; prints the report, and exits 5 if anything is wrong.
 pub fn verify(cx: &mut Context<'_>) -> Result<u8, Error> {
     let busy = Progress::start(cx.json, None, "verifying every page and record");

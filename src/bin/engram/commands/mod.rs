@@ -87,6 +87,8 @@ pub enum Command {
     Verify,
     /// Rebuild the search index from the log and the summaries (admin only)
     Reindex,
+    /// Upgrade the store to this engram's format now (any read-write open does it) and say what it did
+    Migrate,
     /// Conversation histories: JSON arrays of message objects on stdin and stdout
     Session(session::SessionArgs),
     /// Serve the store to MCP clients (coding agents): stdio, or Streamable HTTP with --http
@@ -147,6 +149,7 @@ pub fn run(cx: &mut Context<'_>, command: &Command) -> Result<u8, Error> {
         Command::Stats => admin::stats(cx),
         Command::Verify => admin::verify(cx),
         Command::Reindex => search::reindex(cx),
+        Command::Migrate => admin::migrate(cx),
         Command::Session(a) => session::run(cx, a),
         #[cfg(feature = "mcp")]
         Command::Mcp(_) => Err(Error::Invalid {
@@ -195,6 +198,7 @@ pub fn reads_only(command: &Command) -> bool {
         | Command::Forget(_)
         | Command::Copy(_)
         | Command::Reindex
+        | Command::Migrate
         | Command::Import(_) => false,
         #[cfg(feature = "mcp")]
         Command::Mcp(_) => false,

@@ -271,8 +271,9 @@ impl Floor {
 }
 
 /// A byte copy of an engram session store, read as engram's `session_load` and `session_list`
-/// must at least read it: the messages of one session by range, each checked and decoded with
-/// `engram::codec` into a `String`; every session's id and record (checked, not decoded).
+/// must at least read it: the chunks of one session by range (store format 3), each checked and
+/// decoded with `engram::format` into its messages' `String`s; every session's id and record
+/// (checked, not decoded).
 pub struct SessionFloor {
     db: redb::Database,
 }
@@ -292,14 +293,13 @@ impl SessionFloor {
     pub fn load(&self, id: &str) -> Vec<String> {
         let rtx = self.db.begin_read().expect("read");
         let t = rtx
-            .open_table(::engram::format::SESSION_MESSAGES)
-            .expect("session_messages");
+            .open_table(::engram::format::SESSION_CHUNKS)
+            .expect("session_chunks");
         let mut out = Vec::new();
         for item in t.range((id, 0)..=(id, u64::MAX)).expect("range") {
-            let (_, v) = item.expect("entry");
-            let m =
-                ::engram::format::decode_str("session_messages", &id, v.value()).expect("message");
-            out.push(m.to_string());
+            let (k, v) = item.expect("entry");
+            let c = ::engram::format::decode_chunk(id, k.value().1, v.value()).expect("chunk");
+            out.extend(c.entries.into_iter().map(|e| e.text));
         }
         out
     }

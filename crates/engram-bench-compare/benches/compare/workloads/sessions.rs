@@ -312,7 +312,7 @@ fn load_and_list(
     floor_line(
         rep,
         w,
-        "the session's messages by range, each decoded to a String",
+        "the session's chunks by range, each decoded into its messages' Strings",
         &mm,
         engines,
     );
