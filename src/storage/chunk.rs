@@ -314,17 +314,24 @@ pub fn migrate_sessions<S: KvWrite + ?Sized>(kv: &mut S) -> Result<u64> {
                 Ok(())
             },
         )?;
+        // The hashes by one range read too (on a server one statement, not one per message).
+        let mut hashes = std::collections::HashMap::new();
+        SESSION_HASHES.each(
+            kv,
+            (id.as_str(), 0)..=(id.as_str(), u64::MAX),
+            |(_, seq), v| {
+                hashes.insert(seq, decode_hash(id, seq, v)?);
+                Ok(())
+            },
+        )?;
         let mut packer = Packer::after(CHAIN_START);
         for (seq, text) in rows {
-            let stored = match SESSION_HASHES.get(kv, (id.as_str(), seq))? {
-                Some(v) => decode_hash(id, seq, &v)?,
-                None => {
-                    return Err(Error::corrupt(
-                        "session_hashes",
-                        SKey(id, seq),
-                        "a stored message has no hash",
-                    ))
-                }
+            let Some(stored) = hashes.remove(&seq) else {
+                return Err(Error::corrupt(
+                    "session_hashes",
+                    SKey(id, seq),
+                    "a stored message has no hash",
+                ));
             };
             if stored != msg_hash(&text) {
                 return Err(Error::corrupt(

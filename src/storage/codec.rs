@@ -179,6 +179,13 @@ impl<'a> Wire<'a> {
         Some(((n >> 1) as i64) ^ -((n & 1) as i64))
     }
 
+    /// The next `n` bytes as they are (a fixed-size array's bytes, say).
+    pub(crate) fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
+        let (head, rest) = self.b.split_at_checked(n)?;
+        self.b = rest;
+        Some(head)
+    }
+
     /// A string: its length, then its UTF-8 bytes.
     pub(crate) fn str(&mut self) -> Option<&'a str> {
         let n = usize::try_from(self.u64()?).ok()?;
