@@ -10,7 +10,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::storage::codec::{decode, decode_str, encode, payload, wire_error};
+use crate::storage::codec::{decode, decode_str, encode, payload, wire_error, Wire};
 use crate::storage::kv::KvWrite;
 use crate::storage::tables::{SESSIONS, SESSION_CHUNKS, SESSION_HASHES, SESSION_MESSAGES};
 
@@ -207,13 +207,16 @@ impl Packer {
 /// entry whose layout does not hold; a chunk whose start does not hold is named by its key.
 pub fn salvage(key: u64, bytes: &[u8]) -> Vec<std::result::Result<String, u64>> {
     let mut out = Vec::new();
-    let mut b = bytes
-        .get(1..bytes.len().saturating_sub(4))
-        .unwrap_or_default();
-    let count = take(&mut b, 16).and_then(|_| varint(&mut b));
+    // The payload between the version byte and the CRC, unchecked: the check already failed.
+    let mut w = Wire::new(
+        bytes
+            .get(1..bytes.len().saturating_sub(4))
+            .unwrap_or_default(),
+    );
+    let count = w.bytes(16).and_then(|_| w.u64());
     let mut next = key;
     for i in 0..count.unwrap_or(0).min(CHUNK_MAX_ENTRIES as u64) {
-        let Some(gap) = varint(&mut b) else { break };
+        let Some(gap) = w.u64() else { break };
         let seq = if i == 0 {
             key
         } else {
@@ -221,16 +224,16 @@ pub fn salvage(key: u64, bytes: &[u8]) -> Vec<std::result::Result<String, u64>> 
         };
         next = seq.saturating_add(1);
         let entry = (|| {
-            let hash: [u8; 16] = take(&mut b, 16)?.try_into().ok()?;
-            let len = usize::try_from(varint(&mut b)?).ok()?;
-            Some((hash, take(&mut b, len)?))
+            let hash = w.bytes(16)?;
+            let len = usize::try_from(w.u64()?).ok()?;
+            Some((hash, w.bytes(len)?))
         })();
         let Some((hash, text)) = entry else {
             out.push(Err(seq));
             break;
         };
         match std::str::from_utf8(text) {
-            Ok(t) if msg_hash(t) == hash => out.push(Ok(t.to_string())),
+            Ok(t) if msg_hash(t)[..] == *hash => out.push(Ok(t.to_string())),
             _ => out.push(Err(seq)),
         }
     }
@@ -238,27 +241,6 @@ pub fn salvage(key: u64, bytes: &[u8]) -> Vec<std::result::Result<String, u64>> 
         out.push(Err(key));
     }
     out
-}
-
-/// The next `n` bytes of `b`.
-fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-    let (head, tail) = b.split_at_checked(n)?;
-    *b = tail;
-    Some(head)
-}
-
-/// The next LEB128 varint of `b` (at most 10 bytes).
-fn varint(b: &mut &[u8]) -> Option<u64> {
-    let mut v = 0u64;
-    for i in 0..10 {
-        let (&x, tail) = b.split_first()?;
-        *b = tail;
-        v |= u64::from(x & 0x7f) << (7 * i);
-        if x & 0x80 == 0 {
-            return Some(v);
-        }
-    }
-    None
 }
 
 /// Writes `chunks` of session `id`.
