@@ -12,7 +12,8 @@
 //! - the **postings** (table `search_postings`, key `(scope id, term, first document)`): blocks
 //!   of up to [`BLOCK_MAX`] postings in document order. When the tail reaches [`TAIL_MAX`]
 //!   documents, the write that fills it folds every tail entry into the blocks (each touched
-//!   term's block read and rewritten once per fold, not once per note);
+//!   term's block read and rewritten once per fold, not once per note); a batch that would fill
+//!   the tail is folded with it at once, without tail entries;
 //! - the **statistics** ([`IndexStats`], in the tail at `(scope id, u64::MAX)`): documents,
 //!   their total length, the tail's size: BM25's N and average length, per scope.
 

@@ -16,19 +16,28 @@ use crate::storage::kv::{Dir, KvWrite};
 use crate::storage::tables::{SEARCH_POSTINGS, SEARCH_TAIL};
 
 /// Indexes documents of scope `sid`, none of them indexed yet, as `(document, text)`: one tail
-/// entry each (none for a text without terms), the statistics written once.
+/// entry each (none for a text without terms), the statistics written once. A call that would
+/// fill the tail (a batch) skips it: the tail and the new documents are folded into the posting
+/// blocks together, each term's blocks rewritten once for the whole call instead of once per
+/// [`TAIL_MAX`] documents. The index holds the same postings either way.
 pub fn add<S: KvWrite + ?Sized>(kv: &mut S, sid: u32, docs: &[(u64, &str)]) -> Result<()> {
     let mut st = read_stats(kv, sid)?;
+    let batch = st.tail.saturating_add(docs.len() as u64) >= TAIL_MAX;
+    let mut folded = Vec::new();
     for &(doc, text) in docs {
         let Some(f) = Forward::of(text) else { continue };
-        SEARCH_TAIL.put(kv, (sid, doc), &f.encode())?;
         st.docs += 1;
         st.total_len += u64::from(f.len);
-        st.tail += 1;
-        if st.tail >= TAIL_MAX {
-            fold(kv, sid)?;
-            st.tail = 0;
+        if batch {
+            folded.push((doc, f));
+        } else {
+            SEARCH_TAIL.put(kv, (sid, doc), &f.encode())?;
+            st.tail += 1;
         }
+    }
+    if batch {
+        fold(kv, sid, folded)?;
+        st.tail = 0;
     }
     write_stats(kv, sid, &st)
 }
@@ -119,12 +128,11 @@ fn remove_posting<S: KvWrite + ?Sized>(
     Ok(Some(p))
 }
 
-/// Moves every tail entry of scope `sid` into the posting blocks. The caller resets the tail
-/// count in the statistics.
-pub fn fold<S: KvWrite + ?Sized>(kv: &mut S, sid: u32) -> Result<()> {
+/// Moves every tail entry of scope `sid`, and `more` documents (not in the tail), into the
+/// posting blocks. The caller resets the tail count in the statistics.
+fn fold<S: KvWrite + ?Sized>(kv: &mut S, sid: u32, more: Vec<(u64, Forward)>) -> Result<()> {
     let mut by_term: BTreeMap<String, Vec<Posting>> = BTreeMap::new();
-    SEARCH_TAIL.each(kv, (sid, 0)..(sid, STATS_DOC), |(_, doc), v| {
-        let f = decode_forward(sid, doc, v)?;
+    let mut post = |doc: u64, f: Forward| {
         for (term, tf) in f.terms {
             let p = Posting {
                 doc,
@@ -133,10 +141,16 @@ pub fn fold<S: KvWrite + ?Sized>(kv: &mut S, sid: u32) -> Result<()> {
             };
             by_term.entry(term).or_default().push(p);
         }
+    };
+    SEARCH_TAIL.each(kv, (sid, 0)..(sid, STATS_DOC), |(_, doc), v| {
+        post(doc, decode_forward(sid, doc, v)?);
         Ok(())
     })?;
+    more.into_iter().for_each(|(doc, f)| post(doc, f));
     SEARCH_TAIL.delete_range(kv, (sid, 0)..(sid, STATS_DOC))?;
-    for (term, new) in by_term {
+    for (term, mut new) in by_term {
+        // A summary's document may sort before the tail's memories.
+        new.sort_unstable_by_key(|p| p.doc);
         merge(kv, sid, &term, &new)?;
     }
     Ok(())

@@ -16,7 +16,7 @@
 //! cores, longer when other processes keep the disk busy); `-- --quick` uses fewer notes and
 //! sessions (it says which). `-- --only note_durable,history` runs a subset (workload names, or
 //! the groups `history` (wake, recall, bytes per memory), `sessions` (load, list, bytes per
-//! message) and `diagnostics`); `-- --only profile:note|note-mw|session|wake|wake3|wake6|recall|
+//! message) and `diagnostics`); `-- --only profile:note|note-mw|batch|session|wake|wake3|wake6|recall|
 //! load` runs one engram workload for `valgrind --tool=callgrind --toggle-collect='*measured_part*'`.
 //! The table goes to stdout and `target/bench/compare.md`, the figures to
 //! `target/bench/compare.json`, the wake plot to `target/bench/wake_latency.svg`.

@@ -1,4 +1,4 @@
-//! CPU profile targets for callgrind (`-- --only profile:note|note-mw|session|session-long|wake|
+//! CPU profile targets for callgrind (`-- --only profile:note|note-mw|batch|session|session-long|wake|
 //! wake3|wake6|recall|load`): the engram work of one workload, in a function named `measured_part` so that
 //! `valgrind --tool=callgrind --toggle-collect='*measured_part*'` leaves the setup out. Also
 //! `profile:store:N`, which only builds a history of N memories at `$ENGRAM_BENCH_KEEP`.
@@ -18,6 +18,16 @@ pub fn profile(dir: &Path, what: &str) {
             measured_part(&mut || {
                 for i in 0..200 {
                     store.note(SCOPE, new_memory(i)).expect("note");
+                }
+            });
+        }
+        "batch" => {
+            // note_batch's shape: 10 durable batches of 1,000 memories.
+            let store = create(&path, false);
+            measured_part(&mut || {
+                for b in 0..10u64 {
+                    let items = (b * 1000..(b + 1) * 1000).map(new_memory).collect();
+                    store.append(SCOPE, items, None).expect("append");
                 }
             });
         }
