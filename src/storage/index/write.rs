@@ -69,28 +69,44 @@ pub fn remove<S: KvWrite + ?Sized>(kv: &mut S, sid: u32, doc: u64, text: &str) -
     Ok(())
 }
 
+/// A block of a term's postings: its first document, its postings, and whether it is the
+/// term's last block.
+type Found = (u64, Vec<Posting>, bool);
+
 /// The block of `term` that holds (or would hold) `doc`: the last one starting at or before it,
-/// else the first one; its first document and postings.
+/// else the first one.
 fn block_for<S: KvWrite + ?Sized>(
     kv: &S,
     sid: u32,
     term: &str,
     doc: u64,
-) -> Result<Option<(u64, Vec<Posting>)>> {
-    let read = |(_, _, first): (u32, std::borrow::Cow<'_, str>, u64), v: &[u8]| {
-        Ok((first, decode_block(sid, term, first, v)?))
+) -> Result<Option<Found>> {
+    // The term's last block, by one probe: the answer when it starts at or before `doc` (a fold
+    // appends after the term's last document) or when the term has no block (a new word,
+    // number or name), the two common cases.
+    let last = SEARCH_POSTINGS.edge(
+        kv,
+        (sid, term, 0)..=(sid, term, u64::MAX),
+        Dir::Reverse,
+        |(_, _, f), v| {
+            if f > doc {
+                return Ok(None);
+            }
+            Ok(Some((f, decode_block(sid, term, f, v)?, true)))
+        },
+    )?;
+    let Some(None) = last else {
+        return Ok(last.flatten());
+    };
+    let read = |(_, _, f): (u32, std::borrow::Cow<'_, str>, u64), v: &[u8]| {
+        Ok((f, decode_block(sid, term, f, v)?, false))
     };
     if let Some(b) =
         SEARCH_POSTINGS.edge(kv, (sid, term, 0)..=(sid, term, doc), Dir::Reverse, read)?
     {
         return Ok(Some(b));
     }
-    SEARCH_POSTINGS.edge(
-        kv,
-        (sid, term, doc)..=(sid, term, u64::MAX),
-        Dir::Forward,
-        read,
-    )
+    SEARCH_POSTINGS.edge(kv, (sid, term, doc)..=(sid, term, u64::MAX), Dir::Forward, read)
 }
 
 /// Writes `postings` (in document order) as blocks of at most [`BLOCK_MAX`], each keyed by its
@@ -116,7 +132,7 @@ fn remove_posting<S: KvWrite + ?Sized>(
     term: &str,
     doc: u64,
 ) -> Result<Option<Posting>> {
-    let Some((first, mut postings)) = block_for(kv, sid, term, doc)? else {
+    let Some((first, mut postings, _)) = block_for(kv, sid, term, doc)? else {
         return Ok(None);
     };
     let Ok(i) = postings.binary_search_by_key(&doc, |p| p.doc) else {
@@ -163,8 +179,8 @@ fn merge<S: KvWrite + ?Sized>(kv: &mut S, sid: u32, term: &str, new: &[Posting])
     while let Some(p0) = rest.first() {
         let (mut merged, next) = match block_for(kv, sid, term, p0.doc)? {
             None => (Vec::new(), None),
-            Some((first, postings)) => {
-                let next = match first.checked_add(1) {
+            Some((first, postings, last)) => {
+                let next = match first.checked_add(1).filter(|_| !last) {
                     Some(f) => SEARCH_POSTINGS.edge(
                         kv,
                         (sid, term, f)..=(sid, term, u64::MAX),
