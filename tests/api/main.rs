@@ -12,6 +12,7 @@ mod store {
     mod cover_props;
     mod golden_format;
     mod group_commit;
+    mod journal;
     mod key_order;
     mod model;
     mod pending_props;
