@@ -168,9 +168,11 @@ impl RedbEngine {
         if matches!(self.db()?, Db::ReadOnly(_)) {
             let (format, m) = self
                 .read(None, |r| Ok((stored_format(&r.tx)?, marker(&r.tx)?)))
-                .unwrap_or((None, (0, 0)));
-            let n = match format {
-                Some(f) if f >= JOURNAL_STORE_FORMAT => journal::pending(&bytes, &jpath, m)?.len(),
+                .unwrap_or((None, None));
+            let n = match (format, m) {
+                (Some(f), Some(m)) if f >= JOURNAL_STORE_FORMAT => {
+                    journal::pending(&bytes, &jpath, m)?.len()
+                }
                 _ => 0,
             };
             if n > 0 {
@@ -189,7 +191,11 @@ impl RedbEngine {
                     Some(f) if f >= JOURNAL_STORE_FORMAT => {}
                     _ => return Ok(()),
                 }
-                let m = marker(&w)?;
+                // No marker: no journal was ever written for this store (the first journaled
+                // open sets one before its first record), so this file is another store's.
+                let Some(m) = marker(&w)? else {
+                    return Ok(());
+                };
                 let todo = journal::pending(&bytes, &jpath, m)?;
                 if todo.is_empty() && m.1 == 0 {
                     return Ok(());
@@ -206,10 +212,22 @@ impl RedbEngine {
     }
 
     /// Starts the commit journal of an exclusive read-write handle, after [`RedbEngine::replay`]:
-    /// new records continue redb's marker epoch from seq 1 (a marker past seq 0 with no journal
-    /// to match, say one deleted by hand, gets a checkpoint first).
+    /// new records continue redb's marker epoch from seq 1. A store without a marker gets one
+    /// first, durably, at epoch = now in microseconds, so a stale journal left by another store
+    /// at this path (whose epochs count from its own first open) never matches; a marker past
+    /// seq 0 with no journal to match (one deleted by hand) gets a checkpoint first.
     fn start_journal(&mut self, path: &Path, opts: &Options) -> Result<()> {
-        let m = self.read(None, |r| marker(&r.tx))?;
+        let m = match self.read(None, |r| marker(&r.tx))? {
+            Some(m) => m,
+            None => {
+                let fresh = (u64::try_from(now_us()).unwrap_or(1), 0);
+                self.write(None, |tx| match &mut tx.tx {
+                    WriteKv::Redb(w) => put_marker(w, fresh),
+                    WriteKv::Pg(_) => Ok(()),
+                })?;
+                fresh
+            }
+        };
         let j = Journal::open(path, opts.journal_bytes, m.0)?;
         self.journal = Some(Mutex::new(j));
         if m.1 > 0 {
@@ -325,12 +343,12 @@ fn lock(j: &Mutex<Journal>) -> Result<std::sync::MutexGuard<'_, Journal>> {
         .map_err(|_| Error::Storage("the commit journal's lock is poisoned".into()))
 }
 
-/// The applied marker of the commit journal in `meta` ((0, 0) when none was ever set).
-fn marker(kv: &(impl KvRead + ?Sized)) -> Result<(u64, u64)> {
-    Ok(match META_T.get(kv, journal::MARKER_KEY)? {
-        Some(v) => decode::<(u64, u64)>("meta", &journal::MARKER_KEY, &v)?,
-        None => (0, 0),
-    })
+/// The applied marker of the commit journal in `meta` (`None` when none was ever set).
+fn marker(kv: &(impl KvRead + ?Sized)) -> Result<Option<(u64, u64)>> {
+    META_T
+        .get(kv, journal::MARKER_KEY)?
+        .map(|v| decode::<(u64, u64)>("meta", &journal::MARKER_KEY, &v))
+        .transpose()
 }
 
 /// Sets the applied marker.

@@ -5,8 +5,10 @@
 //! every acknowledged note and session, and pass `verify`. Also: checkpoints forced by a small
 //! journal keep everything, a record larger than the journal commits durably, a replay run twice
 //! is harmless, a journal cut at every byte of its last two records loses only the record cut
-//! (never an earlier one), and a read-only open of a store with records to replay is sent to a
-//! read-write open first.
+//! (never an earlier one), a read-only open of a store with records to replay is sent to a
+//! read-write open first, a record whose crc matches but whose changes do not decode is
+//! `Corrupt`, `verify` reports records past the applied marker, and a stale journal of another
+//! store at the same path is never replayed.
 
 use std::path::{Path, PathBuf};
 
@@ -197,4 +199,57 @@ fn a_journal_record_that_does_not_decode_is_corrupt() {
         }
         other => panic!("expected Corrupt, got {:?}", other.map(|_| ())),
     }
+}
+
+#[test]
+fn verify_reports_records_past_the_applied_marker() {
+    let to = tempfile::tempdir().unwrap();
+    let copy = killed_after(2, opts(), to.path());
+    // The multi-writer open replays epoch E and moves the marker to (E + 1, 0).
+    let mut s = Store::open(&copy).unwrap();
+    assert!(s.verify().unwrap().ok());
+    let mut j = std::fs::read(journal_of(&copy)).unwrap();
+    let epoch = u64::from_le_bytes(j[4104..4112].try_into().unwrap());
+    // A record of epoch E + 1, seq 1, with no changes, appears behind the open handle's back.
+    let mut body = Vec::new();
+    body.extend((epoch + 1).to_le_bytes());
+    body.extend(1u64.to_le_bytes());
+    body.push(0);
+    let mut rec = (body.len() as u32).to_le_bytes().to_vec();
+    rec.extend(crc32fast::hash(&body).to_le_bytes());
+    rec.extend(&body);
+    j[4096..4096 + rec.len()].copy_from_slice(&rec);
+    std::fs::write(journal_of(&copy), &j).unwrap();
+    let report = s.verify().unwrap();
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains("past the applied marker")),
+        "{:?}",
+        report.problems
+    );
+}
+
+#[test]
+fn a_stale_journal_of_another_store_is_never_replayed() {
+    let to = tempfile::tempdir().unwrap();
+    let old = killed_after(5, opts(), to.path());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("new.redb");
+    Store::create(&path).unwrap().close().unwrap();
+    std::fs::copy(journal_of(&old), journal_of(&path)).unwrap();
+    for o in [Options::default(), opts()] {
+        let s = Store::open_with(&path, o).unwrap();
+        assert!(s.count("default").unwrap_or(0) == 0);
+        s.close().unwrap();
+    }
+    let s = Store::open_with(&path, opts()).unwrap();
+    s.note("default", NewMemory::new("mine")).unwrap();
+    std::mem::forget(s);
+    let again = tempfile::tempdir().unwrap();
+    let copy = copy_pair(&path, again.path());
+    let s = Store::open(&copy).unwrap();
+    assert_eq!(s.count("default").unwrap(), 1);
+    assert_eq!(s.memory("default", 0).unwrap().text, "mine");
 }
