@@ -11,6 +11,7 @@ mod layers;
 mod store {
     mod cover_props;
     mod golden_format;
+    mod golden_journal;
     mod group_commit;
     mod journal;
     mod key_order;
