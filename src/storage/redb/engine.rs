@@ -21,7 +21,7 @@ use crate::storage::codec::{decode, encode};
 use crate::storage::engine::{
     check_format_value, initialize, read_txn, upgrade, write_txn, Engine, Opened,
 };
-use crate::storage::kv::KvRead;
+use crate::storage::kv::{KvRead, KvWrite};
 use crate::storage::options::Options;
 use crate::storage::redb::file::{
     builder, engine_panic, exists, make_parent, may_not_write, open_bounded, Db,
@@ -201,7 +201,7 @@ impl RedbEngine {
                     return Ok(());
                 }
                 for r in &todo {
-                    journal::apply(&mut w, r, &jpath)?;
+                    apply(&mut w, r, &jpath)?;
                 }
                 put_marker(&mut w, (m.0 + 1, 0))?;
                 w.close()?;
@@ -308,6 +308,30 @@ impl RedbEngine {
         }
         Ok(r)
     }
+}
+
+/// Applies one record's changes through the seam; a payload that does not decode is
+/// [`Error::Corrupt`] naming the journal and the record.
+fn apply(w: &mut RedbWrite<'_>, r: &journal::Found<'_>, path: &Path) -> Result<()> {
+    let ops = journal::decode(r.payload).ok_or_else(|| {
+        journal::corrupt(
+            path,
+            format_args!("record {}.{}", r.epoch, r.seq),
+            "its checksum matches but its changes do not decode",
+        )
+    })?;
+    for op in ops {
+        match op {
+            journal::Op::Put(t, k, v) => w.put(t, k, v)?,
+            journal::Op::Delete(t, k) => {
+                w.delete(t, k)?;
+            }
+            journal::Op::DeleteRange(t, lo, hi) => {
+                w.delete_range(t, lo, hi)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// How a journaled transaction commits.

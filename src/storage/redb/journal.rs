@@ -4,7 +4,7 @@
 //! `fdatasync`, before it commits the same changes to redb without a sync. Every journaled
 //! redb commit also sets `meta["journal"]` = (epoch, seq) in the same transaction, so redb's
 //! durable state says which records it already holds; a read-write open replays the records
-//! past that marker ([`super::engine`] does it, with [`pending`] and [`apply`]).
+//! past that marker ([`super::engine`] does it, with [`pending`] and [`decode`]).
 //!
 //! The file: bytes 0..4096 a header (magic `ENGRAMJ\0`, journal format u32 LE = 1, zeros),
 //! then records from offset 4096, each
@@ -17,8 +17,8 @@
 //! written once at creation) so that a record never makes it grow: its `fdatasync` flushes data
 //! only, not the file size.
 //!
-//! This module knows the bytes and the file; it never touches redb except through
-//! [`RedbWrite`] in [`apply`].
+//! This module knows the bytes and the file; it never touches redb (the engine applies the
+//! decoded changes through its `RedbWrite`).
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -27,8 +27,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::storage::codec::Wire;
-use crate::storage::kv::{KvWrite, TableId};
-use crate::storage::redb::kv::RedbWrite;
+use crate::storage::kv::TableId;
 
 /// The first bytes of a journal file.
 pub const MAGIC: &[u8; 8] = b"ENGRAMJ\0";
@@ -237,7 +236,8 @@ pub fn check_header(file: &[u8], path: &Path) -> Result<()> {
     }
 }
 
-fn corrupt(path: &Path, what: impl std::fmt::Display, why: impl Into<String>) -> Error {
+/// A damaged journal as [`Error::Corrupt`], naming the file and `what` (its header, a record).
+pub fn corrupt(path: &Path, what: impl std::fmt::Display, why: impl Into<String>) -> Error {
     Error::corrupt("(journal)", format!("{} {what}", path.display()), why)
 }
 
@@ -300,30 +300,6 @@ pub fn decode(payload: &[u8]) -> Option<Vec<Op<'_>>> {
         out.push(op(&mut w)?);
     }
     (w.left() == 0).then_some(out)
-}
-
-/// Applies one record's changes through the seam; a payload that does not decode is
-/// [`Error::Corrupt`] naming the journal and the record.
-pub(crate) fn apply(w: &mut RedbWrite<'_>, r: &Found<'_>, path: &Path) -> Result<()> {
-    let ops = decode(r.payload).ok_or_else(|| {
-        corrupt(
-            path,
-            format_args!("record {}.{}", r.epoch, r.seq),
-            "its checksum matches but its changes do not decode",
-        )
-    })?;
-    for op in ops {
-        match op {
-            Op::Put(t, k, v) => w.put(t, k, v)?,
-            Op::Delete(t, k) => {
-                w.delete(t, k)?;
-            }
-            Op::DeleteRange(t, lo, hi) => {
-                w.delete_range(t, lo, hi)?;
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Reads the whole journal of the store at `store`; `None` when there is none.
