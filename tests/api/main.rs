@@ -24,6 +24,7 @@ mod crash {
     mod full_disk;
     mod group_commit;
     mod io_errors;
+    mod journal_power_loss;
     mod migration;
     mod power_loss;
     mod torn_tail;

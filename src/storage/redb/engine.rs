@@ -160,18 +160,17 @@ impl RedbEngine {
     /// transaction that also moves the marker to (epoch + 1, 0); a read-only handle refuses a
     /// store with such records ([`Error::ReadOnly`], which a read-only open answers with one
     /// read-write open first).
-    fn replay(&self, path: &Path) -> Result<()> {
-        let Some(bytes) = journal::read(path)? else {
+    fn replay(&self, bytes: Option<Vec<u8>>, jpath: &Path) -> Result<()> {
+        let Some(bytes) = bytes else {
             return Ok(());
         };
-        let jpath = journal::path_of(path);
         if matches!(self.db()?, Db::ReadOnly(_)) {
             let (format, m) = self
                 .read(None, |r| Ok((stored_format(&r.tx)?, marker(&r.tx)?)))
                 .unwrap_or((None, None));
             let n = match (format, m) {
                 (Some(f), Some(m)) if f >= JOURNAL_STORE_FORMAT => {
-                    journal::pending(&bytes, &jpath, m)?.len()
+                    journal::pending(&bytes, jpath, m)?.len()
                 }
                 _ => 0,
             };
@@ -196,12 +195,12 @@ impl RedbEngine {
                 let Some(m) = marker(&w)? else {
                     return Ok(());
                 };
-                let todo = journal::pending(&bytes, &jpath, m)?;
+                let todo = journal::pending(&bytes, jpath, m)?;
                 if todo.is_empty() && m.1 == 0 {
                     return Ok(());
                 }
                 for r in &todo {
-                    apply(&mut w, r, &jpath)?;
+                    apply(&mut w, r, jpath)?;
                 }
                 put_marker(&mut w, (m.0 + 1, 0))?;
                 w.close()?;
@@ -216,7 +215,7 @@ impl RedbEngine {
     /// first, durably, at epoch = now in microseconds, so a stale journal left by another store
     /// at this path (whose epochs count from its own first open) never matches; a marker past
     /// seq 0 with no journal to match (one deleted by hand) gets a checkpoint first.
-    fn start_journal(&mut self, path: &Path, opts: &Options) -> Result<()> {
+    fn start_journal(&mut self, open: impl FnOnce(u64) -> Result<Journal>) -> Result<()> {
         let m = match self.read(None, |r| marker(&r.tx))? {
             Some(m) => m,
             None => {
@@ -228,7 +227,7 @@ impl RedbEngine {
                 fresh
             }
         };
-        let j = Journal::open(path, opts.journal_bytes, m.0)?;
+        let j = open(m.0)?;
         self.journal = Some(Mutex::new(j));
         if m.1 > 0 {
             self.checkpoint()?;
@@ -507,10 +506,12 @@ fn open(path: &Path, opts: &Options, create: bool) -> Result<Opened<RedbEngine>>
     }
 }
 
-/// Opens (creating it if empty) a store on a custom redb storage backend (see
-/// [`crate::Store::with_backend`]); `name` only labels it in messages.
+/// Opens (creating it if empty) a store on a custom redb storage backend, with its commit
+/// journal on `journal` if given (see [`crate::Store::with_backend`] and
+/// [`crate::Store::with_backends`]); `name` only labels it in messages.
 pub(crate) fn with_backend(
     backend: impl redb::StorageBackend,
+    journal: Option<Box<dyn redb::StorageBackend>>,
     name: &str,
     opts: &Options,
 ) -> Result<Opened<RedbEngine>> {
@@ -520,7 +521,8 @@ pub(crate) fn with_backend(
         Ok(r) => r?,
         Err(p) => return Err(engine_panic("opening the file", p)),
     };
-    let engine = RedbEngine::new(Db::ReadWrite(db), opts);
+    let mut engine = RedbEngine::new(Db::ReadWrite(db), opts);
+    let jpath = journal::path_of(Path::new(name));
     let fresh = engine.read(None, |r| match r.tx.redb()?.raw().open_table(META) {
         Ok(_) => Ok(false),
         Err(TableError::TableDoesNotExist(_)) => Ok(true),
@@ -530,8 +532,14 @@ pub(crate) fn with_backend(
         initialize(&engine, opts.principal.as_deref())?;
         STORE_FORMAT
     } else {
+        if let Some(j) = &journal {
+            engine.replay(journal::read_from(j.as_ref())?, &jpath)?;
+        }
         check_format(&engine, Path::new(name), opts)?
     };
+    if let Some(j) = journal.filter(|_| opts.exclusive && opts.journal) {
+        engine.start_journal(|epoch| Journal::on(j, &jpath, opts.journal_bytes, epoch))?;
+    }
     Ok(Opened {
         engine,
         shown: PathBuf::from(name),
@@ -657,10 +665,10 @@ fn open_file(
             )));
         }
     }
-    engine.replay(path)?;
+    engine.replay(journal::read(path)?, &journal::path_of(path))?;
     let format = check_format(&engine, path, opts)?;
     if opts.exclusive && opts.journal && !opts.read_only {
-        engine.start_journal(path, opts)?;
+        engine.start_journal(|epoch| Journal::open(path, opts.journal_bytes, epoch))?;
     }
     Ok(Opened {
         engine,

@@ -25,6 +25,8 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
+use redb::StorageBackend;
+
 use crate::error::{Error, Result};
 use crate::storage::codec::Wire;
 use crate::storage::kv::TableId;
@@ -302,19 +304,62 @@ pub fn decode(payload: &[u8]) -> Option<Vec<Op<'_>>> {
     (w.left() == 0).then_some(out)
 }
 
-/// Reads the whole journal of the store at `store`; `None` when there is none.
+/// Reads the whole journal of the store at `store`; `None` when there is none, or when it
+/// never got its header (see [`Journal::on`]).
 pub fn read(store: &Path) -> Result<Option<Vec<u8>>> {
     match std::fs::read(path_of(store)) {
+        Ok(b) if unformatted(&b) => Ok(None),
         Ok(b) => Ok(Some(b)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e.into()),
     }
 }
 
+/// Reads the whole journal on `io`; `None` when it never got its header.
+pub fn read_from(io: &dyn StorageBackend) -> Result<Option<Vec<u8>>> {
+    let len = usize::try_from(io.len()?)
+        .map_err(|_| Error::Storage("the journal is larger than memory".into()))?;
+    let mut b = vec![0u8; len];
+    io.read(0, &mut b)?;
+    Ok((!unformatted(&b)).then_some(b))
+}
+
+/// Whether a journal's first sector never got its header: shorter than the magic and the
+/// format, or zeros there. The header is written (and synced) only after the rest of the file,
+/// and no record before it, so such a journal holds nothing acknowledged.
+fn unformatted(b: &[u8]) -> bool {
+    b.get(..12).is_none_or(|h| h.iter().all(|x| *x == 0))
+}
+
+/// The journal file as a [`StorageBackend`], the one I/O interface of the journal (the crash
+/// tests put the simulated disk there, [`crate::Store::with_backends`]).
+#[derive(Debug)]
+struct FileIo(File);
+
+impl StorageBackend for FileIo {
+    fn len(&self) -> std::io::Result<u64> {
+        Ok(self.0.metadata()?.len())
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+        (&self.0).seek(SeekFrom::Start(offset))?;
+        (&self.0).read_exact(out)
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.0.set_len(len)
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        self.0.sync_data()
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        (&self.0).seek(SeekFrom::Start(offset))?;
+        (&self.0).write_all(data)
+    }
+}
+
 /// The open journal of an exclusive handle: where the next record goes and its number.
 #[derive(Debug)]
 pub(crate) struct Journal {
-    file: File,
+    io: Box<dyn StorageBackend>,
     size: u64,
     tail: u64,
     epoch: u64,
@@ -322,8 +367,8 @@ pub(crate) struct Journal {
 }
 
 impl Journal {
-    /// Opens the store's journal, making it first (`size` bytes, preallocated) if there is
-    /// none; new records start at epoch `epoch`, seq 1, offset [`HEADER`].
+    /// Opens the store's journal file, making it first (`size` bytes, preallocated, under a
+    /// temporary name) if there is none; see [`Journal::on`].
     pub(crate) fn open(store: &Path, size: u64, epoch: u64) -> Result<Journal> {
         let path = path_of(store);
         if !path.exists() {
@@ -333,15 +378,42 @@ impl Journal {
             .read(true)
             .write(true)
             .open(&path)?;
-        let size = file.metadata()?.len();
-        let mut head = vec![0u8; HEADER as usize];
-        (&file)
-            .read_exact(&mut head)
-            .map_err(|_| corrupt(&path, "header", "it is shorter than its header"))?;
-        check_header(&head, &path)?;
+        Journal::on(Box::new(FileIo(file)), &path, size, epoch)
+    }
+
+    /// The journal on `io` (named `path` in messages): one that never got its header is
+    /// formatted first (zeros to `size` bytes, synced, then the header, synced), so a
+    /// header, once there, always has the whole file behind it. New records start at epoch
+    /// `epoch`, seq 1, offset [`HEADER`].
+    pub(crate) fn on(
+        io: Box<dyn StorageBackend>,
+        path: &Path,
+        size: u64,
+        epoch: u64,
+    ) -> Result<Journal> {
+        let mut head = vec![0u8; 12];
+        let len = io.len()?;
+        if len >= 12 {
+            io.read(0, &mut head)?;
+        }
+        if unformatted(&head) {
+            let size = size.max(2 * HEADER).max(len);
+            let zeros = vec![0u8; 64 << 10];
+            let mut at = HEADER;
+            while at < size {
+                let n = (size - at).min(zeros.len() as u64);
+                io.write(at, zeros.get(..n as usize).unwrap_or_default())?;
+                at += n;
+            }
+            io.sync_data()?;
+            io.write(0, &header())?;
+            io.sync_data()?;
+            io.read(0, &mut head)?;
+        }
+        check_header(&head, path)?;
         Ok(Journal {
-            file,
-            size,
+            size: io.len()?,
+            io,
             tail: HEADER,
             epoch,
             seq: 0,
@@ -360,9 +432,8 @@ impl Journal {
 
     /// Writes `rec` (numbered [`Journal::next`]) at the tail and syncs its data.
     pub(crate) fn append(&mut self, rec: &[u8]) -> std::io::Result<()> {
-        (&self.file).seek(SeekFrom::Start(self.tail))?;
-        (&self.file).write_all(rec)?;
-        self.file.sync_data()?;
+        self.io.write(self.tail, rec)?;
+        self.io.sync_data()?;
         self.tail += rec.len() as u64;
         self.seq += 1;
         Ok(())
