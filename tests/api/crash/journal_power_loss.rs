@@ -212,3 +212,33 @@ fn power_loss_at_every_sync_of_store_or_journal_keeps_every_acknowledged_write()
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+#[test]
+fn a_failed_journal_write_refuses_every_later_write_and_loses_nothing_acknowledged() {
+    use engram_testkit::simdisk::{Fault, FaultPlan};
+    let (db, j) = disks(77, None);
+    let s = Store::with_backends(db.clone(), j.clone(), "jp", opts()).unwrap();
+    s.note("default", NewMemory::new("n0")).unwrap();
+    j.set_plan(FaultPlan {
+        fail_op: Some((1, Fault::Transient)),
+        ..FaultPlan::default()
+    });
+    assert!(s.note("default", NewMemory::new("lost")).is_err());
+    // The disk works again, but the handle's journal tail is unknown: it refuses to write.
+    let e = s.note("default", NewMemory::new("refused")).unwrap_err();
+    assert!(e.to_string().contains("reopen"), "{e}");
+    assert_eq!(s.count("default").unwrap(), 1);
+    std::mem::forget(s);
+    let (a, b) = images(&db, &j);
+    let mut s = Store::with_backends(
+        SimDisk::from_image(a, 1),
+        SimDisk::from_image(b, 2),
+        "jp",
+        opts(),
+    )
+    .unwrap();
+    assert_eq!(s.count("default").unwrap(), 1);
+    assert_eq!(s.memory("default", 0).unwrap().text, "n0");
+    s.note("default", NewMemory::new("n1")).unwrap();
+    assert!(s.verify().unwrap().ok());
+}
