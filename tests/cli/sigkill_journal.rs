@@ -131,11 +131,7 @@ fn check(db: &Path, ledger: &Ledger) {
 
 #[test]
 fn sigkill_of_a_journaled_writer_loses_no_acknowledged_write() {
-    let long = std::env::var("ENGRAM_CRASH_LONG").is_ok_and(|v| v == "1");
-    let seed = std::env::var("ENGRAM_CRASH_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20261202u64);
+    let (long, seed) = crate::sigkill::long_and_seed(20261202);
     let kills = if long { 100 } else { 12 };
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("memory.redb");
