@@ -7,10 +7,8 @@
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-use std::sync::Mutex;
 
 use redb::{Database, Durability, TableError, TransactionError, WriteTransaction};
 
