@@ -9,7 +9,8 @@
 //! all, nothing else, and `verify` is clean. The reopen is done once as an exclusive journaled
 //! handle and once more after it was itself killed.
 //!
-//! `ENGRAM_CRASH_LONG=1` runs three seeds per crash point instead of one.
+//! `ENGRAM_CRASH_LONG=1` runs the workload three times over (so several checkpoints) and three
+//! seeds per crash point instead of one.
 
 use engram::{NewMemory, Options, Store};
 use engram_testkit::simdisk::SimDisk;
@@ -67,12 +68,12 @@ fn disks(seed: u64, k: Option<u64>) -> (SimDisk, SimDisk) {
 
 /// Runs the workload until it fails; (notes acknowledged, session length acknowledged, the
 /// step in flight).
-fn run(db: &SimDisk, j: &SimDisk) -> (u64, Option<usize>, Option<Step>) {
+fn run(db: &SimDisk, j: &SimDisk, rounds: usize) -> (u64, Option<usize>, Option<Step>) {
     let Ok(s) = Store::with_backends(db.clone(), j.clone(), "jp", opts()) else {
         return (0, None, None);
     };
     let (mut notes, mut session) = (0u64, None);
-    for step in STEPS {
+    for step in STEPS.iter().cycle().take(STEPS.len() * rounds) {
         let ok = match *step {
             Step::Note => s
                 .note("default", NewMemory::new(format!("n{notes}")))
@@ -154,10 +155,11 @@ fn images(db: &SimDisk, j: &SimDisk) -> (Vec<u8>, Vec<u8>) {
 #[test]
 fn power_loss_at_every_sync_of_store_or_journal_keeps_every_acknowledged_write() {
     let long = std::env::var("ENGRAM_CRASH_LONG").is_ok_and(|v| v == "1");
+    let rounds = if long { 3 } else { 1 };
     // Syncs of a whole uncut run, on both disks.
     let (db, j) = disks(1, None);
     let before = db.syncs_total() + j.syncs_total();
-    let (notes, _, flight) = run(&db, &j);
+    let (notes, _, flight) = run(&db, &j, rounds);
     assert!(flight.is_none() && notes > 60);
     let syncs = db.syncs_total() + j.syncs_total() - before;
     assert!(
@@ -170,7 +172,7 @@ fn power_loss_at_every_sync_of_store_or_journal_keeps_every_acknowledged_write()
     for k in 1..=syncs + 1 {
         for seed in 0..if long { 3 } else { 1 } {
             let (db, j) = disks(k * 7 + seed * 1000, Some(k));
-            let (notes, session, flight) = run(&db, &j);
+            let (notes, session, flight) = run(&db, &j, rounds);
             let (a, b) = images(&db, &j);
             let case = format!("power loss at sync {k} (seed {seed})");
             // Reopen as an exclusive journaled handle (which replays), then kill it too.
