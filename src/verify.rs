@@ -60,6 +60,7 @@ impl Store {
         }
         // A server may run the read again (a lost connection): each attempt starts afresh.
         let before = report.problems.len();
+        let (server, path) = (self.is_server(), self.path().to_path_buf());
         self.read(|r| {
             report.problems.truncate(before);
             report.sessions = 0;
@@ -70,6 +71,9 @@ impl Store {
                 }
             };
             let scopes = storage::verify::verify_rows(r, &mut problem)?;
+            if !server {
+                storage::verify::verify_journal(r, &path, &mut problem)?;
+            }
             report.scopes = scopes.len();
             let counted = memory::verify::verify_memory(r, &scopes, &mut problem)?;
             report.memories = counted.memories;

@@ -1,5 +1,5 @@
 //! How a store is opened: [`Options`], which every engine reads (the busy timeout, redb's cache
-//! and concurrency mode, the principal, read-only). `crate::storage::store` re-exports it.
+//! and concurrency mode, the commit journal, the principal, read-only). `crate::storage::store` re-exports it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +30,17 @@ pub struct Options {
     /// it has a torn tail, or it lacks tables of this engram) is recovered by one read-write
     /// open before the read-only one, when the user may write it. Default false.
     pub read_only: bool,
+    /// With [`Options::exclusive`]: commit through the commit journal `<store>-journal`
+    /// (docs/design.md, "Commit journal"): each commit appends one record to it and syncs it
+    /// once, then commits to redb without a sync; checkpoints make redb durable in batches, and
+    /// the next open replays what a crash left in the journal only. Ignored without
+    /// `exclusive` (many processes share the file, and redb refuses a commit without a sync
+    /// there). Default true; false commits every transaction durably in redb itself (a
+    /// journal a crash left behind is still replayed on open).
+    pub journal: bool,
+    /// The size of a new commit journal, in bytes (tests set it small to force checkpoints).
+    #[doc(hidden)]
+    pub journal_bytes: u64,
     /// Called while the first read-write open of a format-1 store builds its search index, with
     /// (scopes done, scopes in all): a command line draws a bar with it. Default none.
     pub on_upgrade: Option<UpgradeProgress>,
@@ -54,6 +65,8 @@ impl Default for Options {
             principal: None,
             check_on_open: false,
             read_only: false,
+            journal: true,
+            journal_bytes: crate::storage::redb::journal::DEFAULT_SIZE,
             on_upgrade: None,
         }
     }
@@ -88,6 +101,17 @@ impl Options {
     /// Sets [`Options::on_upgrade`].
     pub fn on_upgrade(mut self, f: impl Fn(u64, u64) + Send + Sync + 'static) -> Self {
         self.on_upgrade = Some(UpgradeProgress(Arc::new(f)));
+        self
+    }
+    /// Sets [`Options::journal`].
+    pub fn journal(mut self, yes: bool) -> Self {
+        self.journal = yes;
+        self
+    }
+    /// Sets [`Options::journal_bytes`].
+    #[doc(hidden)]
+    pub fn journal_bytes(mut self, n: u64) -> Self {
+        self.journal_bytes = n;
         self
     }
     /// Sets [`Options::cache_bytes`].

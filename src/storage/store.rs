@@ -101,7 +101,22 @@ impl Store {
         name: &str,
         opts: Options,
     ) -> Result<Store> {
-        let o = crate::storage::redb::with_backend(backend, name, &opts)?;
+        let o = crate::storage::redb::with_backend(backend, None, name, &opts)?;
+        Ok(Self::opened(o.map(|e| AnyEngine::Redb(Arc::new(e))), opts))
+    }
+
+    /// [`Store::with_backend`] with the commit journal (docs/design.md, section 14) on a
+    /// backend of its own, for the crash tests: with [`Options::exclusive`] and
+    /// [`Options::journal`], commits go through it; a journal a crash left there is replayed
+    /// first.
+    #[doc(hidden)]
+    pub fn with_backends(
+        backend: impl redb::StorageBackend,
+        journal: impl redb::StorageBackend,
+        name: &str,
+        opts: Options,
+    ) -> Result<Store> {
+        let o = crate::storage::redb::with_backend(backend, Some(Box::new(journal)), name, &opts)?;
         Ok(Self::opened(o.map(|e| AnyEngine::Redb(Arc::new(e))), opts))
     }
 

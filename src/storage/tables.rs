@@ -76,8 +76,12 @@ pub const STORE_ITEMS: Table<(&str, &str)> = Table::new(TableId::StoreItems);
 /// Format 2 adds the search index ([`SEARCH_TAIL`], [`SEARCH_POSTINGS`]) and [`VECTORS`], which
 /// every write keeps: an older engram refuses the store rather than write past its index.
 /// Format 3 keeps a session's live messages in chunks ([`SESSION_CHUNKS`]) instead of one row
-/// per message and per hash.
-pub const STORE_FORMAT: u32 = 3;
+/// per message and per hash. Format 4 means that an opener replays the commit journal
+/// `<file>-journal` (docs/design.md, "Commit journal"); its tables are format 3's.
+pub const STORE_FORMAT: u32 = 4;
+
+/// The first store format whose opener replays the commit journal.
+pub const JOURNAL_STORE_FORMAT: u32 = 4;
 
 /// The first store format with the search index (a format-1 store has none until upgraded).
 pub const INDEX_FORMAT: u32 = 2;

@@ -1,13 +1,16 @@
 //! The storage layer's part of `verify` ([`crate::Store::verify`]): the store's own rows. The
 //! format mark and the scope-id counter in `meta`, every setting in `config`, and every scope's
 //! bookkeeping in `scopes` must decode, and no two scopes may share an id. The scopes found are
-//! handed to the layers above, whose rows they own.
+//! handed to the layers above, whose rows they own. The commit journal of a file store
+//! ([`crate::storage::redb::journal`]) is checked against its applied marker in `meta`.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use crate::domain::record::ScopeMeta;
 use crate::error::{Error, Result};
 use crate::storage::codec::decode;
+use crate::storage::redb::journal::{self, MARKER_KEY};
 use crate::storage::tables::{CONFIG, META, SCOPES};
 use crate::storage::txn::ReadTxn;
 
@@ -43,6 +46,11 @@ pub(crate) fn verify_rows(r: &ReadTxn, problem: &mut dyn FnMut(String)) -> Resul
         }
         Ok(())
     })?;
+    if let Some(v) = META.get(kv, MARKER_KEY)? {
+        if let Err(e) = decode::<(u64, u64)>("meta", &MARKER_KEY, &v) {
+            problem(e.to_string());
+        }
+    }
     match META.get(kv, "next_scope_id")? {
         Some(v) => match decode::<u32>("meta", &"next_scope_id", &v) {
             Ok(next) => {
@@ -59,4 +67,37 @@ pub(crate) fn verify_rows(r: &ReadTxn, problem: &mut dyn FnMut(String)) -> Resul
         None => problem("meta: next_scope_id is missing".into()),
     }
     Ok(scopes)
+}
+
+/// Checks the commit journal of the store file at `path`, if it has one: its header, and that
+/// redb holds every record (after an open, which replays, and the checkpoint `verify` makes
+/// first, no record may lie past the applied marker).
+pub(crate) fn verify_journal(
+    r: &ReadTxn,
+    path: &Path,
+    problem: &mut dyn FnMut(String),
+) -> Result<()> {
+    let Some(bytes) = journal::read(path)? else {
+        return Ok(());
+    };
+    let marker = match META.get(&r.tx, MARKER_KEY)? {
+        Some(v) => match decode::<(u64, u64)>("meta", &MARKER_KEY, &v) {
+            Ok(m) => m,
+            Err(_) => return Ok(()),
+        },
+        None => return Ok(()),
+    };
+    let jpath = journal::path_of(path);
+    match journal::pending(&bytes, &jpath, marker) {
+        Ok(p) if p.is_empty() => {}
+        Ok(p) => problem(format!(
+            "the journal {} holds {} records past the applied marker {}.{}",
+            jpath.display(),
+            p.len(),
+            marker.0,
+            marker.1
+        )),
+        Err(e) => problem(e.to_string()),
+    }
+    Ok(())
 }

@@ -11,7 +11,9 @@ mod layers;
 mod store {
     mod cover_props;
     mod golden_format;
+    mod golden_journal;
     mod group_commit;
+    mod journal;
     mod key_order;
     mod model;
     mod pending_props;
@@ -22,6 +24,7 @@ mod crash {
     mod full_disk;
     mod group_commit;
     mod io_errors;
+    mod journal_power_loss;
     mod migration;
     mod power_loss;
     mod torn_tail;

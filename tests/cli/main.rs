@@ -48,6 +48,7 @@ mod session_migrate;
 mod session_processes;
 mod shell;
 mod sigkill;
+mod sigkill_journal;
 #[cfg(feature = "mcp")]
 mod subscriptions;
 #[cfg(feature = "mcp")]

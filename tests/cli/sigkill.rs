@@ -203,13 +203,20 @@ fn check(db: &Path, ledger: &Ledger) -> Result<(), String> {
     Ok(())
 }
 
-#[test]
-fn sigkill_at_random_moments_loses_no_acknowledged_write() {
+/// Whether `ENGRAM_CRASH_LONG=1` asks for the long run, and the seed (`ENGRAM_CRASH_SEED`, or
+/// `default`).
+pub(crate) fn long_and_seed(default: u64) -> (bool, u64) {
     let long = std::env::var("ENGRAM_CRASH_LONG").is_ok_and(|v| v == "1");
     let seed = std::env::var("ENGRAM_CRASH_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(20240501u64);
+        .unwrap_or(default);
+    (long, seed)
+}
+
+#[test]
+fn sigkill_at_random_moments_loses_no_acknowledged_write() {
+    let (long, seed) = long_and_seed(20240501);
     let iterations = if long { 2000 } else { 150 };
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("memory.redb");

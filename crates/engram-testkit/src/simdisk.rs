@@ -210,7 +210,17 @@ enum Entry {
     },
 }
 
+/// The power line several disks share ([`SimDisk::share_power`]): one count of syncs across
+/// them, and one cut that takes every disk on it down at the same moment.
+#[derive(Debug, Default)]
+struct Power {
+    syncs: u64,
+    at: Option<u64>,
+    cut: bool,
+}
+
 struct State {
+    power: Option<Arc<Mutex<Power>>>,
     live: Vec<u8>,
     log: Vec<Entry>,
     plan: FaultPlan,
@@ -374,6 +384,10 @@ impl State {
     }
 }
 
+fn lock_power(p: &Mutex<Power>) -> MutexGuard<'_, Power> {
+    p.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn power_lost() -> io::Error {
     io::Error::other("simulated power loss: the disk is gone")
 }
@@ -389,6 +403,7 @@ impl SimDisk {
     pub fn from_image(image: Vec<u8>, seed: u64) -> SimDisk {
         SimDisk {
             state: Arc::new(Mutex::new(State {
+                power: None,
                 live: image,
                 log: Vec::new(),
                 plan: FaultPlan::default(),
@@ -446,9 +461,28 @@ impl SimDisk {
         self.lock().crashed.is_some()
     }
 
-    /// What survived the power loss, if the power was cut.
+    /// What survived the power loss, if the power was cut (on this disk, or on the power line
+    /// it shares: then this disk goes down now, which is the same moment, since nothing reached
+    /// it after the cut).
     pub fn crash_image(&self) -> Option<Vec<u8>> {
-        self.lock().crashed.clone()
+        let mut s = self.lock();
+        if s.crashed.is_none() && s.power.as_ref().is_some_and(|p| lock_power(p).cut) {
+            s.crash();
+        }
+        s.crashed.clone()
+    }
+
+    /// Puts `disks` on one power line: their syncs are counted together, and the power fails
+    /// for all of them at the `power_loss_at_sync`-th sync of any (the files of one machine: a
+    /// store and its commit journal). Each disk's own plan still applies too.
+    pub fn share_power(disks: &[&SimDisk], power_loss_at_sync: Option<u64>) {
+        let p = Arc::new(Mutex::new(Power {
+            at: power_loss_at_sync,
+            ..Power::default()
+        }));
+        for d in disks {
+            d.lock().power = Some(p.clone());
+        }
     }
 
     /// Cuts the power now (if it is not cut already) and returns what survived. Every later
@@ -487,6 +521,18 @@ impl SimDisk {
         let mut s = self.lock();
         if s.crashed.is_some() {
             return Err(power_lost());
+        }
+        if let Some(p) = s.power.clone() {
+            let mut p = lock_power(&p);
+            if kind == OpKind::Sync && !p.cut {
+                p.syncs += 1;
+                p.cut = p.at == Some(p.syncs);
+            }
+            if p.cut {
+                drop(p);
+                s.crash();
+                return Err(power_lost());
+            }
         }
         s.stats.ops += 1;
         match kind {

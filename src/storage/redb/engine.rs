@@ -7,25 +7,31 @@
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use redb::{Database, TableError, TransactionError, WriteTransaction};
+use redb::{Database, Durability, TableError, TransactionError, WriteTransaction};
 
 use crate::domain::text::now_us;
 use crate::error::{Error, Result};
 use crate::storage::any_kv::{ReadKv, WriteKv};
+use crate::storage::codec::{decode, encode};
 use crate::storage::engine::{
     check_format_value, initialize, read_txn, upgrade, write_txn, Engine, Opened,
 };
+use crate::storage::kv::{KvRead, KvWrite};
 use crate::storage::options::Options;
 use crate::storage::redb::file::{
     builder, engine_panic, exists, make_parent, may_not_write, open_bounded, Db,
 };
+use crate::storage::redb::journal::{self, Journal};
 use crate::storage::redb::kv::{RedbRead, RedbWrite};
 use crate::storage::redb::schema::{self, META, STORE_FORMAT};
 use crate::storage::redb::tail::{self, TailRepair};
-use crate::storage::tables::{CHECKPOINT_TABLES, CHUNK_FORMAT, INDEX_FORMAT, SEARCH_TABLES};
+use crate::storage::tables::{
+    stored_format, CHECKPOINT_TABLES, CHUNK_FORMAT, INDEX_FORMAT, JOURNAL_STORE_FORMAT,
+    META as META_T, SEARCH_TABLES,
+};
 use crate::storage::txn::{ReadTxn, WriteTxn};
 
 /// The open database, and the first failure of the storage engine on it.
@@ -42,6 +48,12 @@ pub(crate) struct RedbEngine {
     failed: std::sync::OnceLock<String>,
     /// How long a writer waits for the writer slot ([`Options::busy_timeout`]).
     busy: Duration,
+    /// The commit journal of an exclusive handle ([`Options::journal`]). Its lock is taken
+    /// only by a thread that holds redb's writer slot, so it never waits on it.
+    journal: Option<Mutex<Journal>>,
+    /// Why a commit failed to write the journal: every later write refuses (the redb
+    /// transaction was aborted, but the journal's tail is unknown until the next open).
+    journal_failed: std::sync::OnceLock<String>,
 }
 
 impl RedbEngine {
@@ -50,6 +62,8 @@ impl RedbEngine {
             db: Some(db),
             failed: std::sync::OnceLock::new(),
             busy: opts.busy_timeout,
+            journal: None,
+            journal_failed: std::sync::OnceLock::new(),
         }
     }
 
@@ -98,7 +112,13 @@ impl RedbEngine {
     }
 
     /// Closes the database: redb commits its allocator state. A failed engine is not closed.
+    /// A journaled engine checkpoints first, so the file alone holds every commit.
     fn shut(&mut self) -> Result<()> {
+        let checkpoint = if self.db.is_some() && self.failed.get().is_none() {
+            self.checkpoint()
+        } else {
+            Ok(())
+        };
         let Some(db) = self.db.take() else {
             return Ok(());
         };
@@ -106,8 +126,142 @@ impl RedbEngine {
             std::mem::forget(db);
             return Err(crate::error::damaged_file(reason.clone()));
         }
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| db.close()))
-            .unwrap_or_else(|p| Err(engine_panic("closing the file", p)))
+        let closed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| db.close()))
+            .unwrap_or_else(|p| Err(engine_panic("closing the file", p)));
+        checkpoint.and(closed)
+    }
+
+    /// A checkpoint of the commit journal (nothing without one): one durable redb commit that
+    /// sets the applied marker to (epoch + 1, 0), which makes every earlier commit without a
+    /// sync durable too; the journal then starts over from its top in the new epoch.
+    fn checkpoint(&self) -> Result<()> {
+        let Some(journal) = &self.journal else {
+            return Ok(());
+        };
+        self.guard("checkpointing the journal", |db| {
+            let tx = begin_write(db.writable()?, self.busy)?;
+            let mut j = lock(journal)?;
+            let next = j.epoch() + 1;
+            {
+                let mut w = RedbWrite::new(&tx);
+                put_marker(&mut w, (next, 0))?;
+                w.close()?;
+            }
+            tx.commit()?;
+            j.reset(next);
+            Ok(())
+        })
+    }
+
+    /// Replays the commit journal a crash left (docs/design.md, "Commit journal"): on a
+    /// read-write handle, the records past redb's applied marker are applied in one durable
+    /// transaction that also moves the marker to (epoch + 1, 0); a read-only handle refuses a
+    /// store with such records ([`Error::ReadOnly`], which a read-only open answers with one
+    /// read-write open first).
+    fn replay(&self, bytes: Option<Vec<u8>>, jpath: &Path) -> Result<()> {
+        let Some(bytes) = bytes else {
+            return Ok(());
+        };
+        if matches!(self.db()?, Db::ReadOnly(_)) {
+            let (format, m) = self
+                .read(None, |r| Ok((stored_format(&r.tx)?, marker(&r.tx)?)))
+                .unwrap_or((None, None));
+            let n = match (format, m) {
+                (Some(f), Some(m)) if f >= JOURNAL_STORE_FORMAT => {
+                    journal::pending(&bytes, jpath, m)?.len()
+                }
+                _ => 0,
+            };
+            if n > 0 {
+                return Err(Error::ReadOnly(format!(
+                    "its journal {} holds {n} acknowledged commits that a read-write open applies",
+                    jpath.display()
+                )));
+            }
+            return Ok(());
+        }
+        self.guard("replaying the journal", |db| {
+            let tx = begin_write(db.writable()?, self.busy)?;
+            {
+                let mut w = RedbWrite::new(&tx);
+                match stored_format(&w)? {
+                    Some(f) if f >= JOURNAL_STORE_FORMAT => {}
+                    _ => return Ok(()),
+                }
+                // No marker: no journal was ever written for this store (the first journaled
+                // open sets one before its first record), so this file is another store's.
+                let Some(m) = marker(&w)? else {
+                    return Ok(());
+                };
+                let todo = journal::pending(&bytes, jpath, m)?;
+                if todo.is_empty() && m.1 == 0 {
+                    return Ok(());
+                }
+                for r in &todo {
+                    apply(&mut w, r, jpath)?;
+                }
+                put_marker(&mut w, (m.0 + 1, 0))?;
+                w.close()?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    /// Starts the commit journal of an exclusive read-write handle, after [`RedbEngine::replay`]:
+    /// new records continue redb's marker epoch from seq 1. A store without a marker gets one
+    /// first, durably, at epoch = now in microseconds, so a stale journal left by another store
+    /// at this path (whose epochs count from its own first open) never matches; a marker past
+    /// seq 0 with no journal to match (one deleted by hand) gets a checkpoint first.
+    fn start_journal(&mut self, open: impl FnOnce(u64) -> Result<Journal>) -> Result<()> {
+        let m = match self.read(None, |r| marker(&r.tx))? {
+            Some(m) => m,
+            None => {
+                let fresh = (u64::try_from(now_us()).unwrap_or(1), 0);
+                self.write(None, |tx| match &mut tx.tx {
+                    WriteKv::Redb(w) => put_marker(w, fresh),
+                    WriteKv::Pg(_) => Ok(()),
+                })?;
+                fresh
+            }
+        };
+        let j = open(m.0)?;
+        self.journal = Some(Mutex::new(j));
+        if m.1 > 0 {
+            self.checkpoint()?;
+        }
+        Ok(())
+    }
+
+    /// Commits a journaled write transaction, as [`plan`] decided (see docs/design.md,
+    /// "Commit journal"): nothing changed, a commit without a sync; a record, written and
+    /// synced before redb commits without a sync (a failure of either refuses every later
+    /// write); a record too large for the journal, a durable redb commit (a checkpoint of its
+    /// own).
+    fn finish(&self, mut tx: WriteTransaction, plan: Plan, j: &mut Journal) -> Result<()> {
+        match plan {
+            Plan::Nothing => {
+                tx.set_durability(Durability::None)?;
+                Ok(tx.commit()?)
+            }
+            Plan::Durable(epoch) => {
+                tx.commit()?;
+                j.reset(epoch);
+                Ok(())
+            }
+            Plan::Record(rec) => {
+                if let Err(e) = j.append(&rec) {
+                    // Dropping `tx` aborts the redb transaction.
+                    let _ = self.journal_failed.set(e.to_string());
+                    return Err(e.into());
+                }
+                tx.set_durability(Durability::None)?;
+                tx.commit().map_err(|e| {
+                    let _ = self.journal_failed.set(e.to_string());
+                    Error::from(e)
+                })
+            }
+        }
     }
 }
 
@@ -116,6 +270,111 @@ impl Drop for RedbEngine {
         // Drop cannot report an error; `Store::close` does.
         let _ = self.shut();
     }
+}
+
+impl RedbEngine {
+    /// [`Engine::write`] on a journaled handle.
+    fn write_journaled<R>(
+        &self,
+        journal: &Mutex<Journal>,
+        principal: Option<&str>,
+        mut f: impl FnMut(&mut WriteTxn<'_>) -> Result<R>,
+    ) -> Result<R> {
+        let due = self.guard("writing", |db| {
+            let tx = begin_write(db.writable()?, self.busy)?;
+            let mut j = lock(journal)?;
+            // The seam's tables borrow `tx` until `w` goes; the commit takes it.
+            let (r, plan) = {
+                let mut w = write_txn(WriteKv::Redb(RedbWrite::recording(&tx)), principal);
+                let r = f(&mut w)?;
+                let WriteKv::Redb(t) = &mut w.tx else {
+                    return Err(Error::Storage("a redb transaction changed engine".into()));
+                };
+                let plan = plan(t, &j)?;
+                t.close()?;
+                (r, plan)
+            };
+            self.finish(tx, plan, &mut j)?;
+            Ok((r, j.wants_checkpoint()))
+        })?;
+        let (r, due) = due;
+        if due {
+            // The write is acknowledged (its record is synced): a failed checkpoint leaves it
+            // in the journal, and redb refuses the next write.
+            let _ = self.checkpoint();
+        }
+        Ok(r)
+    }
+}
+
+/// Applies one record's changes through the seam; a payload that does not decode is
+/// [`Error::Corrupt`] naming the journal and the record.
+fn apply(w: &mut RedbWrite<'_>, r: &journal::Found<'_>, path: &Path) -> Result<()> {
+    let ops = journal::decode(r.payload).ok_or_else(|| {
+        journal::corrupt(
+            path,
+            format_args!("record {}.{}", r.epoch, r.seq),
+            "its checksum matches but its changes do not decode",
+        )
+    })?;
+    for op in ops {
+        match op {
+            journal::Op::Put(t, k, v) => w.put(t, k, v)?,
+            journal::Op::Delete(t, k) => {
+                w.delete(t, k)?;
+            }
+            journal::Op::DeleteRange(t, lo, hi) => {
+                w.delete_range(t, lo, hi)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// How a journaled transaction commits.
+enum Plan {
+    /// It changed nothing: no record.
+    Nothing,
+    /// This record goes to the journal first.
+    Record(Vec<u8>),
+    /// Too large for the journal: a durable commit that starts this epoch.
+    Durable(u64),
+}
+
+/// Takes the transaction's changes and puts the applied marker that goes with them.
+fn plan(w: &mut RedbWrite<'_>, j: &Journal) -> Result<Plan> {
+    let ops = w.take_ops();
+    if ops.is_empty() {
+        return Ok(Plan::Nothing);
+    }
+    let (epoch, seq) = j.next();
+    let rec = journal::record(epoch, seq, &ops.payload())?;
+    if j.fits(rec.len()) {
+        put_marker(w, (epoch, seq))?;
+        Ok(Plan::Record(rec))
+    } else {
+        put_marker(w, (epoch + 1, 0))?;
+        Ok(Plan::Durable(epoch + 1))
+    }
+}
+
+/// The journal behind its lock.
+fn lock(j: &Mutex<Journal>) -> Result<std::sync::MutexGuard<'_, Journal>> {
+    j.lock()
+        .map_err(|_| Error::Storage("the commit journal's lock is poisoned".into()))
+}
+
+/// The applied marker of the commit journal in `meta` (`None` when none was ever set).
+fn marker(kv: &(impl KvRead + ?Sized)) -> Result<Option<(u64, u64)>> {
+    META_T
+        .get(kv, journal::MARKER_KEY)?
+        .map(|v| decode::<(u64, u64)>("meta", &journal::MARKER_KEY, &v))
+        .transpose()
+}
+
+/// Sets the applied marker.
+fn put_marker(w: &mut RedbWrite<'_>, m: (u64, u64)) -> Result<()> {
+    META_T.put(w, journal::MARKER_KEY, &encode(&m)?)
 }
 
 impl Engine for RedbEngine {
@@ -141,6 +400,14 @@ impl Engine for RedbEngine {
         principal: Option<&str>,
         mut f: impl FnMut(&mut WriteTxn<'_>) -> Result<R>,
     ) -> Result<R> {
+        if let Some(why) = self.journal_failed.get() {
+            return Err(Error::Storage(format!(
+                "an earlier commit failed ({why}); reopen the store to write again"
+            )));
+        }
+        if let Some(journal) = &self.journal {
+            return self.write_journaled(journal, principal, f);
+        }
         self.guard("writing", |db| {
             let tx = begin_write(db.writable()?, self.busy)?;
             let r = {
@@ -164,6 +431,7 @@ impl Engine for RedbEngine {
     /// every page checksum of the snapshot and repairs nothing (damage is [`Error::Corrupt`]).
     fn check_integrity(this: &mut Arc<Self>) -> Result<bool> {
         let engine = only(this, "the integrity check")?;
+        engine.checkpoint()?;
         if matches!(engine.db()?, Db::ReadOnly(_)) {
             let intact = engine.read(None, |r| Ok(r.tx.redb()?.raw().verify_checksums()?))?;
             if !intact {
@@ -177,7 +445,9 @@ impl Engine for RedbEngine {
     }
 
     fn compact(this: &mut Arc<Self>) -> Result<()> {
-        only(this, "compaction")?.guard_mut("compacting the file", |db| {
+        let engine = only(this, "compaction")?;
+        engine.checkpoint()?;
+        engine.guard_mut("compacting the file", |db| {
             while db.compact()? {}
             Ok(())
         })
@@ -234,10 +504,12 @@ fn open(path: &Path, opts: &Options, create: bool) -> Result<Opened<RedbEngine>>
     }
 }
 
-/// Opens (creating it if empty) a store on a custom redb storage backend (see
-/// [`crate::Store::with_backend`]); `name` only labels it in messages.
+/// Opens (creating it if empty) a store on a custom redb storage backend, with its commit
+/// journal on `journal` if given (see [`crate::Store::with_backend`] and
+/// [`crate::Store::with_backends`]); `name` only labels it in messages.
 pub(crate) fn with_backend(
     backend: impl redb::StorageBackend,
+    journal: Option<Box<dyn redb::StorageBackend>>,
     name: &str,
     opts: &Options,
 ) -> Result<Opened<RedbEngine>> {
@@ -247,7 +519,8 @@ pub(crate) fn with_backend(
         Ok(r) => r?,
         Err(p) => return Err(engine_panic("opening the file", p)),
     };
-    let engine = RedbEngine::new(Db::ReadWrite(db), opts);
+    let mut engine = RedbEngine::new(Db::ReadWrite(db), opts);
+    let jpath = journal::path_of(Path::new(name));
     let fresh = engine.read(None, |r| match r.tx.redb()?.raw().open_table(META) {
         Ok(_) => Ok(false),
         Err(TableError::TableDoesNotExist(_)) => Ok(true),
@@ -257,8 +530,14 @@ pub(crate) fn with_backend(
         initialize(&engine, opts.principal.as_deref())?;
         STORE_FORMAT
     } else {
+        if let Some(j) = &journal {
+            engine.replay(journal::read_from(j.as_ref())?, &jpath)?;
+        }
         check_format(&engine, Path::new(name), opts)?
     };
+    if let Some(j) = journal.filter(|_| opts.exclusive && opts.journal) {
+        engine.start_journal(|epoch| Journal::on(j, &jpath, opts.journal_bytes, epoch))?;
+    }
     Ok(Opened {
         engine,
         shown: PathBuf::from(name),
@@ -372,7 +651,7 @@ fn open_file(
     repaired: Option<TailRepair>,
 ) -> Result<Opened<RedbEngine>> {
     let db = open_bounded(opts, path).map_err(|e| may_not_write(path, e))?;
-    let engine = RedbEngine::new(db, opts);
+    let mut engine = RedbEngine::new(db, opts);
     if let Some(r) = &repaired {
         // A repair is kept only if every page of the recovered store matches its checksum:
         // a cut that took live bytes must stay an error, never become wrong answers.
@@ -384,7 +663,11 @@ fn open_file(
             )));
         }
     }
+    engine.replay(journal::read(path)?, &journal::path_of(path))?;
     let format = check_format(&engine, path, opts)?;
+    if opts.exclusive && opts.journal && !opts.read_only {
+        engine.start_journal(|epoch| Journal::open(path, opts.journal_bytes, epoch))?;
+    }
     Ok(Opened {
         engine,
         shown: path.to_path_buf(),

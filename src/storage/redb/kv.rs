@@ -18,6 +18,7 @@ use redb::{AccessGuard, ReadOnlyTable, ReadTransaction, ReadableTable, WriteTran
 use crate::error::{Error, Result};
 use crate::storage::keys::{self, Key};
 use crate::storage::kv::{empty_range, Dir, KvRead, KvWrite, TableId, Visit};
+use crate::storage::redb::journal::Ops;
 use crate::storage::redb::schema;
 
 /// A key shape that is also redb's typed key: how a decoded key is viewed as redb's key, and how
@@ -484,6 +485,8 @@ impl KvRead for RedbRead {
 pub struct RedbWrite<'t> {
     tx: &'t WriteTransaction,
     tables: [RefCell<Option<WriteT<'t>>>; TableId::ALL.len()],
+    /// The changes made so far, when the commit journal records them.
+    ops: Option<Ops>,
 }
 
 fn in_use(id: TableId) -> Error {
@@ -498,7 +501,21 @@ impl<'t> RedbWrite<'t> {
         RedbWrite {
             tx,
             tables: std::array::from_fn(|_| RefCell::new(None)),
+            ops: None,
         }
+    }
+
+    /// A write transaction that also records every change it makes, for the commit journal
+    /// ([`crate::storage::redb::journal`]).
+    pub(crate) fn recording(tx: &'t WriteTransaction) -> Self {
+        let mut w = RedbWrite::new(tx);
+        w.ops = Some(Ops::default());
+        w
+    }
+
+    /// The changes recorded so far (empty when not recording); recording stops.
+    pub(crate) fn take_ops(&mut self) -> Ops {
+        self.ops.take().unwrap_or_default()
     }
 
     /// Opens every table of format 1, creating those the file lacks.
@@ -574,15 +591,27 @@ impl KvWrite for RedbWrite<'_> {
     }
 
     fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<()> {
-        self.with_mut(t, |w| w.put(t, key, value))
+        self.with_mut(t, |w| w.put(t, key, value))?;
+        if let Some(o) = &mut self.ops {
+            o.put(t, key, value);
+        }
+        Ok(())
     }
 
     fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool> {
-        self.with_mut(t, |w| w.delete(t, key))
+        let found = self.with_mut(t, |w| w.delete(t, key))?;
+        if let Some(o) = self.ops.as_mut().filter(|_| found) {
+            o.delete(t, key);
+        }
+        Ok(found)
     }
 
     fn delete_range(&mut self, t: TableId, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<u64> {
-        self.with_mut(t, |w| w.delete_range(t, lo, hi))
+        let n = self.with_mut(t, |w| w.delete_range(t, lo, hi))?;
+        if let Some(o) = self.ops.as_mut().filter(|_| n > 0) {
+            o.delete_range(t, lo, hi);
+        }
+        Ok(n)
     }
 }
 

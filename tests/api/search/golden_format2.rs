@@ -93,8 +93,9 @@ fn the_format2_fixture_still_searches_exactly() {
     let meta = r.open_table(engram::format::META).unwrap();
     assert_eq!(
         meta.get("format").unwrap().unwrap().value(),
-        // The read-write open above upgraded it to format 3 (section 13 of docs/design.md).
-        [0x01, 0x03, 0x37, 0xbe, 0x0b, 0x4b]
+        // The read-write open above upgraded it to the current format, 4 (sections 13 and
+        // "Commit journal" of docs/design.md).
+        [0x01, 0x04, 0x94, 0x2b, 0x6f, 0xd5]
     );
     let tail = r.open_table(TAIL).unwrap();
     // "staging is down today": length 4; down, is, stage, today once each.

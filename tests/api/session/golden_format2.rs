@@ -18,7 +18,7 @@
 //!
 //! The test pins the format-2 rows of a copy (the raw bytes of a message, its hash and a session
 //! record), reads it read-only through the kept format-2 read path, then opens it read-write,
-//! which migrates it to format 3 (docs/design.md, section 13.4), and checks every session's
+//! which migrates it to format 3 (docs/design.md, section 13.4) and on to 4, and checks every session's
 //! messages, counters, archive and idempotency key through the API, that a save of the same
 //! list writes nothing (the migrated chain matches), a clean `verify`, the chunks' bytes, and
 //! that the old rows are gone. A damaged format-2 row stops the migration, leaving format 2.
@@ -69,8 +69,8 @@ fn the_format2_sessions_still_read_exactly() {
 
     // The first read-write open migrates it.
     let mut s = Store::open(&path).unwrap();
-    assert_eq!(s.migrate().unwrap(), Migration { from: 2, to: 3 });
-    assert_eq!(stored_format(&path), 3);
+    assert_eq!(s.migrate().unwrap(), Migration { from: 2, to: 4 });
+    assert_eq!(stored_format(&path), 4);
     check_sessions(&s);
 
     // The stored idempotency key still replays; the migrated chain matches a resave.
@@ -91,7 +91,7 @@ fn the_format2_sessions_still_read_exactly() {
     chunk_bytes(&path);
     // Opening it again migrates nothing.
     let s = Store::open(&path).unwrap();
-    assert_eq!(s.migrate().unwrap(), Migration { from: 3, to: 3 });
+    assert_eq!(s.migrate().unwrap(), Migration { from: 4, to: 4 });
     check_sessions(&s);
 }
 
