@@ -21,7 +21,7 @@
 //! decoded changes through its `RedbWrite`).
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Write;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
@@ -341,8 +341,7 @@ impl StorageBackend for FileIo {
         Ok(self.0.metadata()?.len())
     }
     fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
-        (&self.0).seek(SeekFrom::Start(offset))?;
-        (&self.0).read_exact(out)
+        read_at(&self.0, offset, out)
     }
     fn set_len(&self, len: u64) -> std::io::Result<()> {
         self.0.set_len(len)
@@ -351,9 +350,34 @@ impl StorageBackend for FileIo {
         self.0.sync_data()
     }
     fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
-        (&self.0).seek(SeekFrom::Start(offset))?;
-        (&self.0).write_all(data)
+        write_at(&self.0, offset, data)
     }
+}
+
+/// A positioned read: one `pread` on Unix (no seek, so the file offset is never shared state).
+#[cfg(unix)]
+fn read_at(f: &File, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(f, out, offset)
+}
+
+/// A positioned write: one `pwrite` on Unix.
+#[cfg(unix)]
+fn write_at(f: &File, offset: u64, data: &[u8]) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::write_all_at(f, data, offset)
+}
+
+#[cfg(not(unix))]
+fn read_at(mut f: &File, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    f.seek(SeekFrom::Start(offset))?;
+    f.read_exact(out)
+}
+
+#[cfg(not(unix))]
+fn write_at(mut f: &File, offset: u64, data: &[u8]) -> std::io::Result<()> {
+    use std::io::{Seek, SeekFrom};
+    f.seek(SeekFrom::Start(offset))?;
+    f.write_all(data)
 }
 
 /// The open journal of an exclusive handle: where the next record goes and its number.

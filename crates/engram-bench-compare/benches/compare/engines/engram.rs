@@ -1,6 +1,8 @@
 //! engram: a `Store` with its default `Options` (MultiWriter: any number of processes may share
 //! the file; every commit durable; a 32 MiB page cache). Its variant `engram-x` opens the store
-//! with `Options::exclusive(true)` (one process owns the file, one fsync per commit).
+//! with `Options::exclusive(true)` (one process owns the file; each commit is one record of the
+//! commit journal and its `fdatasync`, redb made durable at checkpoints), and `engram-x0` the
+//! same without the journal (`journal(false)`: one durable redb commit, one fsync, per commit).
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -13,6 +15,8 @@ use crate::data::{self, SCOPE};
 
 /// The variant's name.
 pub const ENGRAM_X: &str = "engram-x";
+/// The variant without the commit journal.
+pub const ENGRAM_X0: &str = "engram-x0";
 
 pub const ENTRY: Entry = Entry {
     name: ENGRAM,
@@ -28,6 +32,17 @@ pub const EXCLUSIVE: Entry = Entry {
     open: |stem| Box::new(Engram::open(stem, true)),
     build_history: None,
     sessions: |stem| Ok(Box::new(Engram::open(stem, true))),
+};
+
+pub const EXCLUSIVE_NO_JOURNAL: Entry = Entry {
+    name: ENGRAM_X0,
+    variant: Some((
+        ENGRAM,
+        "engram with Options::exclusive(true).journal(false)",
+    )),
+    open: |stem| Box::new(Engram::open_x0(stem)),
+    build_history: None,
+    sessions: |stem| Ok(Box::new(Engram::open_x0(stem))),
 };
 
 /// The store file at `stem`.
@@ -80,6 +95,20 @@ impl Engram {
         Engram {
             name: if exclusive { ENGRAM_X } else { ENGRAM },
             store: Some(Arc::new(create(&path, exclusive))),
+            path,
+            opts: WakeOptions::default(),
+        }
+    }
+
+    /// The exclusive variant without the commit journal.
+    pub fn open_x0(stem: &Path) -> Engram {
+        let path = with_suffix(stem, "-x0.redb");
+        let opts = Options::default().exclusive(true).journal(false);
+        Engram {
+            name: ENGRAM_X0,
+            store: Some(Arc::new(
+                Store::create_with(&path, opts).expect("create store"),
+            )),
             path,
             opts: WakeOptions::default(),
         }

@@ -42,7 +42,7 @@ pub const ENGINES: [Entry; 4] = [
 ];
 
 /// Variants of an engine, run next to it in some workloads and reported in the diagnostics.
-pub const VARIANTS: [Entry; 1] = [engram::EXCLUSIVE];
+pub const VARIANTS: [Entry; 2] = [engram::EXCLUSIVE, engram::EXCLUSIVE_NO_JOURNAL];
 
 /// One engine: its name and how to open it for each kind of workload.
 pub struct Entry {

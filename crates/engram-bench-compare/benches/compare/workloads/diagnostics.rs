@@ -50,7 +50,7 @@ fn counted_store(dir: &Path, name: &str, exclusive: bool) -> (Store, Arc<IoCount
 /// commit, in one concurrency mode.
 fn commits(plan: &Plan, dir: &Path, exclusive: bool, rep: &mut Report) {
     let mode = if exclusive {
-        "ExclusiveWriter"
+        "ExclusiveWriter, without the commit journal"
     } else {
         "MultiWriter (default)"
     };

@@ -76,7 +76,7 @@ pub fn note_durable(plan: &Plan, dir: &Path, rep: &mut Report) {
         &names(&engines),
         &totals,
         n,
-        " (one fsync per commit)",
+        "",
     );
 }
 
