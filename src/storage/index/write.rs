@@ -75,12 +75,7 @@ type Found = (u64, Vec<Posting>, bool);
 
 /// The block of `term` that holds (or would hold) `doc`: the last one starting at or before it,
 /// else the first one.
-fn block_for<S: KvWrite + ?Sized>(
-    kv: &S,
-    sid: u32,
-    term: &str,
-    doc: u64,
-) -> Result<Option<Found>> {
+fn block_for<S: KvWrite + ?Sized>(kv: &S, sid: u32, term: &str, doc: u64) -> Result<Option<Found>> {
     // The term's last block, by one probe: the answer when it starts at or before `doc` (a fold
     // appends after the term's last document) or when the term has no block (a new word,
     // number or name), the two common cases.
@@ -106,7 +101,12 @@ fn block_for<S: KvWrite + ?Sized>(
     {
         return Ok(Some(b));
     }
-    SEARCH_POSTINGS.edge(kv, (sid, term, doc)..=(sid, term, u64::MAX), Dir::Forward, read)
+    SEARCH_POSTINGS.edge(
+        kv,
+        (sid, term, doc)..=(sid, term, u64::MAX),
+        Dir::Forward,
+        read,
+    )
 }
 
 /// Writes `postings` (in document order) as blocks of at most [`BLOCK_MAX`], each keyed by its

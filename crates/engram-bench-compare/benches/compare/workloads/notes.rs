@@ -70,14 +70,7 @@ pub fn note_durable(plan: &Plan, dir: &Path, rep: &mut Report) {
     });
     check_counts(&engines, WARM + chunk * ROUNDS as u64);
     let n = (chunk * ROUNDS as u64) as usize;
-    rates(
-        rep,
-        w,
-        &names(&engines),
-        &totals,
-        n,
-        "",
-    );
+    rates(rep, w, &names(&engines), &totals, n, "");
 }
 
 /// Durable batches of `batch_size` memories; then the bytes each engine allocated per memory.
