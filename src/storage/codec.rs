@@ -224,6 +224,46 @@ impl WireOut {
         WireOut { out }
     }
 
+    /// A writer of bare bytes, without [`WireOut::seal`]'s envelope (the journal's changes,
+    /// which its record's own CRC covers); read back with [`Wire`], taken with
+    /// [`WireOut::into_bytes`].
+    pub(crate) fn bare(capacity: usize) -> Self {
+        WireOut {
+            out: Vec::with_capacity(capacity),
+        }
+    }
+
+    /// One byte as it is.
+    pub(crate) fn byte(&mut self, b: u8) {
+        self.out.push(b);
+    }
+
+    /// Bytes as they are, with no length (the caller's format knows where they end).
+    pub(crate) fn raw(&mut self, b: &[u8]) {
+        self.out.extend_from_slice(b);
+    }
+
+    /// Bytes as postcard writes a `&[u8]`: the length, then the bytes.
+    pub(crate) fn bytes(&mut self, b: &[u8]) {
+        self.u64(b.len() as u64);
+        self.out.extend_from_slice(b);
+    }
+
+    /// How many bytes are written so far.
+    pub(crate) fn len(&self) -> usize {
+        self.out.len()
+    }
+
+    /// The bytes written so far.
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        &self.out
+    }
+
+    /// The bytes written, of a [`WireOut::bare`] writer.
+    pub(crate) fn into_bytes(self) -> Vec<u8> {
+        self.out
+    }
+
     /// A `u64` (or `usize`, `u32`) as postcard's LEB128 varint.
     pub(crate) fn u64(&mut self, mut n: u64) {
         while n >= 0x80 {

@@ -77,7 +77,7 @@ pub(crate) fn verify_journal(
     path: &Path,
     problem: &mut dyn FnMut(String),
 ) -> Result<()> {
-    let Some(bytes) = journal::read(path)? else {
+    let Some(io) = journal::open_existing(path)? else {
         return Ok(());
     };
     let marker = match META.get(&r.tx, MARKER_KEY)? {
@@ -88,7 +88,7 @@ pub(crate) fn verify_journal(
         None => return Ok(()),
     };
     let jpath = journal::path_of(path);
-    match journal::pending(&bytes, &jpath, marker) {
+    match journal::pending(io.as_ref(), &jpath, marker) {
         Ok(p) if p.is_empty() => {}
         Ok(p) => problem(format!(
             "the journal {} holds {} records past the applied marker {}.{}",

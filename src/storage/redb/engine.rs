@@ -158,8 +158,8 @@ impl RedbEngine {
     /// transaction that also moves the marker to (epoch + 1, 0); a read-only handle refuses a
     /// store with such records ([`Error::ReadOnly`], which a read-only open answers with one
     /// read-write open first).
-    fn replay(&self, bytes: Option<Vec<u8>>, jpath: &Path) -> Result<()> {
-        let Some(bytes) = bytes else {
+    fn replay(&self, io: Option<&dyn redb::StorageBackend>, jpath: &Path) -> Result<()> {
+        let Some(io) = io else {
             return Ok(());
         };
         if matches!(self.db()?, Db::ReadOnly(_)) {
@@ -168,7 +168,7 @@ impl RedbEngine {
                 .unwrap_or((None, None));
             let n = match (format, m) {
                 (Some(f), Some(m)) if f >= JOURNAL_STORE_FORMAT => {
-                    journal::pending(&bytes, jpath, m)?.len()
+                    journal::pending(io, jpath, m)?.len()
                 }
                 _ => 0,
             };
@@ -193,7 +193,7 @@ impl RedbEngine {
                 let Some(m) = marker(&w)? else {
                     return Ok(());
                 };
-                let todo = journal::pending(&bytes, jpath, m)?;
+                let todo = journal::pending(io, jpath, m)?;
                 if todo.is_empty() && m.1 == 0 {
                     return Ok(());
                 }
@@ -309,8 +309,8 @@ impl RedbEngine {
 
 /// Applies one record's changes through the seam; a payload that does not decode is
 /// [`Error::Corrupt`] naming the journal and the record.
-fn apply(w: &mut RedbWrite<'_>, r: &journal::Found<'_>, path: &Path) -> Result<()> {
-    let ops = journal::decode(r.payload).ok_or_else(|| {
+fn apply(w: &mut RedbWrite<'_>, r: &journal::Found, path: &Path) -> Result<()> {
+    let ops = journal::decode(&r.payload).ok_or_else(|| {
         journal::corrupt(
             path,
             format_args!("record {}.{}", r.epoch, r.seq),
@@ -531,7 +531,7 @@ pub(crate) fn with_backend(
         STORE_FORMAT
     } else {
         if let Some(j) = &journal {
-            engine.replay(journal::read_from(j.as_ref())?, &jpath)?;
+            engine.replay(Some(j.as_ref()), &jpath)?;
         }
         check_format(&engine, Path::new(name), opts)?
     };
@@ -663,7 +663,10 @@ fn open_file(
             )));
         }
     }
-    engine.replay(journal::read(path)?, &journal::path_of(path))?;
+    engine.replay(
+        journal::open_existing(path)?.as_deref(),
+        &journal::path_of(path),
+    )?;
     let format = check_format(&engine, path, opts)?;
     if opts.exclusive && opts.journal && !opts.read_only {
         engine.start_journal(|epoch| Journal::open(path, opts.journal_bytes, epoch))?;

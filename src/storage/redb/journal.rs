@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use redb::StorageBackend;
 
 use crate::error::{Error, Result};
-use crate::storage::codec::Wire;
+use crate::storage::codec::{Wire, WireOut};
 use crate::storage::kv::TableId;
 
 /// The first bytes of a journal file.
@@ -56,36 +56,26 @@ pub fn path_of(store: &Path) -> PathBuf {
 }
 
 /// One transaction's changes at the storage seam, encoded as they happen.
-#[derive(Debug, Default, Clone)]
 pub struct Ops {
     count: u64,
-    bytes: Vec<u8>,
+    bytes: WireOut,
 }
 
-fn varint(out: &mut Vec<u8>, mut n: u64) {
-    while n >= 0x80 {
-        out.push((n as u8) | 0x80);
-        n >>= 7;
+impl Default for Ops {
+    fn default() -> Self {
+        Ops {
+            count: 0,
+            bytes: WireOut::bare(256),
+        }
     }
-    out.push(n as u8);
 }
 
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
-    varint(out, b.len() as u64);
-    out.extend_from_slice(b);
-}
-
-fn put_bound(out: &mut Vec<u8>, b: Bound<&[u8]>) {
-    match b {
-        Bound::Unbounded => out.push(0),
-        Bound::Included(k) => {
-            out.push(1);
-            put_bytes(out, k);
-        }
-        Bound::Excluded(k) => {
-            out.push(2);
-            put_bytes(out, k);
-        }
+impl std::fmt::Debug for Ops {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ops")
+            .field("count", &self.count)
+            .field("bytes", &self.bytes.len())
+            .finish()
     }
 }
 
@@ -98,36 +88,50 @@ impl Ops {
     /// Records a put.
     pub fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) {
         self.head(0, t);
-        put_bytes(&mut self.bytes, key);
-        put_bytes(&mut self.bytes, value);
+        self.bytes.bytes(key);
+        self.bytes.bytes(value);
     }
 
     /// Records a delete (of a key that was there).
     pub fn delete(&mut self, t: TableId, key: &[u8]) {
         self.head(1, t);
-        put_bytes(&mut self.bytes, key);
+        self.bytes.bytes(key);
     }
 
     /// Records a range delete (that removed something).
     pub fn delete_range(&mut self, t: TableId, lo: Bound<&[u8]>, hi: Bound<&[u8]>) {
         self.head(2, t);
-        put_bound(&mut self.bytes, lo);
-        put_bound(&mut self.bytes, hi);
+        self.bound(lo);
+        self.bound(hi);
     }
 
     fn head(&mut self, kind: u8, t: TableId) {
         self.count += 1;
-        self.bytes.push(kind);
+        self.bytes.byte(kind);
         // 28 tables: the index always fits a byte.
-        self.bytes.push(t.index() as u8);
+        self.bytes.byte(t.index() as u8);
+    }
+
+    fn bound(&mut self, b: Bound<&[u8]>) {
+        match b {
+            Bound::Unbounded => self.bytes.byte(0),
+            Bound::Included(k) => {
+                self.bytes.byte(1);
+                self.bytes.bytes(k);
+            }
+            Bound::Excluded(k) => {
+                self.bytes.byte(2);
+                self.bytes.bytes(k);
+            }
+        }
     }
 
     /// The payload of a record: the count, then the changes.
     pub fn payload(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.bytes.len() + 10);
-        varint(&mut out, self.count);
-        out.extend_from_slice(&self.bytes);
-        out
+        let mut out = WireOut::bare(self.bytes.len() + 10);
+        out.u64(self.count);
+        out.raw(self.bytes.as_slice());
+        out.into_bytes()
     }
 }
 
@@ -164,13 +168,13 @@ pub fn header() -> Vec<u8> {
 
 /// One record found by [`walk`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Found<'a> {
+pub struct Found {
     /// The checkpoint epoch it belongs to.
     pub epoch: u64,
     /// Its number within the epoch, from 1.
     pub seq: u64,
     /// The changes.
-    pub payload: &'a [u8],
+    pub payload: Vec<u8>,
     /// The offset just past it.
     pub end: u64,
 }
@@ -185,42 +189,66 @@ fn le_u64(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(a))
 }
 
-/// The record at `at` of `file`, if its length is sane and its crc matches.
-fn record_at(file: &[u8], at: usize) -> Option<Found<'_>> {
-    let len = usize::try_from(le_u32(file, at)?).ok()?;
-    if len < LEN_FIXED as usize || len > file.len() {
-        return None;
+/// The record at offset `at` of the journal on `io` (`file_len` bytes long), if it is of
+/// `epoch` and numbered `seq`, its length is sane and its crc matches; `None` otherwise. Reads
+/// the fixed head first and the rest only when the head's epoch and seq are the ones wanted, so
+/// the walk past a checkpoint (whose first record is of an older epoch) reads 24 bytes.
+fn record_at(
+    io: &dyn StorageBackend,
+    file_len: u64,
+    at: u64,
+    epoch: u64,
+    seq: u64,
+) -> std::io::Result<Option<Found>> {
+    let mut head = [0u8; RECORD_HEAD];
+    if at.saturating_add(RECORD_HEAD as u64) > file_len {
+        return Ok(None);
     }
-    let crc = le_u32(file, at + 4)?;
-    let body = file.get(at + 8..(at + 8).checked_add(len)?)?;
-    if crc32fast::hash(body) != crc {
-        return None;
+    io.read(at, &mut head)?;
+    let (Some(len), Some(crc), Some(e), Some(s)) = (
+        le_u32(&head, 0),
+        le_u32(&head, 4),
+        le_u64(&head, 8),
+        le_u64(&head, 16),
+    ) else {
+        return Ok(None);
+    };
+    let end = at.saturating_add(8).saturating_add(u64::from(len));
+    if len < LEN_FIXED || end > file_len || e != epoch || s != seq {
+        return Ok(None);
     }
-    Some(Found {
-        epoch: le_u64(body, 0)?,
-        seq: le_u64(body, 8)?,
-        payload: body.get(16..)?,
-        end: (at + 8 + len) as u64,
-    })
+    let mut payload = vec![0u8; (len - LEN_FIXED) as usize];
+    io.read(at + RECORD_HEAD as u64, &mut payload)?;
+    let mut h = crc32fast::Hasher::new();
+    h.update(head.get(8..).unwrap_or_default());
+    h.update(&payload);
+    if h.finalize() != crc {
+        return Ok(None);
+    }
+    Ok(Some(Found {
+        epoch,
+        seq,
+        payload,
+        end,
+    }))
 }
 
-/// The chain of records of `epoch` from offset [`HEADER`]: seq 1, 2, ... while each record's
-/// length is sane, its crc matches and it follows the one before. Whatever comes first that
-/// does not (a torn tail, zeros, a record of an older epoch) ends the walk: it was never
-/// acknowledged, or it was made durable in redb by a checkpoint.
-pub fn walk(file: &[u8], epoch: u64) -> Vec<Found<'_>> {
+/// The chain of records of `epoch` on `io` from offset [`HEADER`]: seq 1, 2, ... while each
+/// record's length is sane, its crc matches and it follows the one before. Whatever comes first
+/// that does not (a torn tail, zeros, a record of an older epoch) ends the walk: it was never
+/// acknowledged, or it was made durable in redb by a checkpoint. Only the records' bytes are
+/// read, never the rest of the file.
+pub fn walk(io: &dyn StorageBackend, epoch: u64) -> std::io::Result<Vec<Found>> {
+    let len = io.len()?;
     let mut out = Vec::new();
-    let mut at = HEADER as usize;
+    let mut at = HEADER;
     let mut want = 1u64;
-    while let Some(r) = record_at(file, at) {
-        if r.epoch != epoch || r.seq != want {
-            break;
-        }
-        at = r.end as usize;
+    while let Some(r) = record_at(io, len, at, epoch, want)? {
+        at = r.end;
         want += 1;
         out.push(r);
     }
-    out
+    Ok(out)
 }
 
 /// Checks the header of a journal file's bytes.
@@ -243,13 +271,20 @@ pub fn corrupt(path: &Path, what: impl std::fmt::Display, why: impl Into<String>
     Error::corrupt("(journal)", format!("{} {what}", path.display()), why)
 }
 
-/// The records of `file` that redb does not hold yet: those of the marker's epoch past its seq.
-pub fn pending<'a>(file: &'a [u8], path: &Path, marker: (u64, u64)) -> Result<Vec<Found<'a>>> {
-    check_header(file, path)?;
-    Ok(walk(file, marker.0)
-        .into_iter()
-        .filter(|r| r.seq > marker.1)
-        .collect())
+/// The records of the journal on `io` (named `path` in messages) that redb does not hold yet:
+/// those of the marker's epoch past its seq. None for a journal that never got its header.
+pub fn pending(io: &dyn StorageBackend, path: &Path, marker: (u64, u64)) -> Result<Vec<Found>> {
+    let mut head = [0u8; 12];
+    if io.len()? >= head.len() as u64 {
+        io.read(0, &mut head)?;
+    }
+    if unformatted(&head) {
+        return Ok(Vec::new());
+    }
+    check_header(&head, path)?;
+    let mut all = walk(io, marker.0)?;
+    all.retain(|r| r.seq > marker.1);
+    Ok(all)
 }
 
 /// One change decoded from a payload.
@@ -304,24 +339,55 @@ pub fn decode(payload: &[u8]) -> Option<Vec<Op<'_>>> {
     (w.left() == 0).then_some(out)
 }
 
-/// Reads the whole journal of the store at `store`; `None` when there is none, or when it
-/// never got its header (see [`Journal::on`]).
-pub fn read(store: &Path) -> Result<Option<Vec<u8>>> {
-    match std::fs::read(path_of(store)) {
-        Ok(b) if unformatted(&b) => Ok(None),
-        Ok(b) => Ok(Some(b)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e.into()),
+/// Opens the journal of the store at `store` to read it ([`pending`]); `None` when there is
+/// none. A journal that is a symbolic link, a FIFO, a device or anything but a regular file is
+/// [`Error::Invalid`]: engram makes it, so anything else there was put by someone else, and is
+/// never followed (nor waited on).
+pub fn open_existing(store: &Path) -> Result<Option<Box<dyn StorageBackend>>> {
+    match open_regular(&path_of(store), false) {
+        Ok(f) => Ok(Some(Box::new(FileIo(f)))),
+        Err(Error::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
-/// Reads the whole journal on `io`; `None` when it never got its header.
-pub fn read_from(io: &dyn StorageBackend) -> Result<Option<Vec<u8>>> {
-    let len = usize::try_from(io.len()?)
-        .map_err(|_| Error::Storage("the journal is larger than memory".into()))?;
-    let mut b = vec![0u8; len];
-    io.read(0, &mut b)?;
-    Ok((!unformatted(&b)).then_some(b))
+/// Opens `path`, which must be a regular file (not through a symbolic link), to read it and, if
+/// `write`, to write it. On Unix the open itself refuses a link (`O_NOFOLLOW`) and never blocks
+/// on a FIFO (`O_NONBLOCK`, which a regular file's I/O ignores); the type is then checked on the
+/// open file, so nothing can swap the path between the check and the open.
+fn open_regular(path: &Path, write: bool) -> Result<File> {
+    let refused = |kind: &str| {
+        Error::invalid(
+            "journal path",
+            format!(
+                "{} is {kind}; a store's journal is a regular file that engram makes: remove it",
+                path.display()
+            ),
+        )
+    };
+    let mut o = std::fs::OpenOptions::new();
+    o.read(true).write(write);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    #[cfg(not(unix))]
+    if std::fs::symlink_metadata(path)?.is_symlink() {
+        return Err(refused("a symbolic link"));
+    }
+    let file = match o.open(path) {
+        Ok(f) => f,
+        #[cfg(unix)]
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(refused("a symbolic link")),
+        Err(e) => return Err(e.into()),
+    };
+    if !file.metadata()?.is_file() {
+        return Err(refused(
+            "not a regular file (a directory, a FIFO, a device or a socket)",
+        ));
+    }
+    Ok(file)
 }
 
 /// Whether a journal's first sector never got its header: shorter than the magic and the
@@ -395,13 +461,13 @@ impl Journal {
     /// temporary name) if there is none; see [`Journal::on`].
     pub(crate) fn open(store: &Path, size: u64, epoch: u64) -> Result<Journal> {
         let path = path_of(store);
-        if !path.exists() {
-            make(&path, size.max(2 * HEADER))?;
-        }
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)?;
+        let file = match open_regular(&path, true) {
+            Err(Error::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                make(&path, size.max(2 * HEADER))?;
+                open_regular(&path, true)?
+            }
+            r => r?,
+        };
         Journal::on(Box::new(FileIo(file)), &path, size, epoch)
     }
 
@@ -490,8 +556,10 @@ fn make(path: &Path, size: u64) -> Result<()> {
         s.push(format!(".new-{}", std::process::id()));
         PathBuf::from(s)
     };
+    // A name of its own (create_new), so a file or link already there is never written through.
+    let _ = std::fs::remove_file(&tmp);
     let mut o = std::fs::OpenOptions::new();
-    o.write(true).create(true).truncate(true);
+    o.write(true).create_new(true);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
@@ -538,6 +606,34 @@ mod tests {
         o
     }
 
+    /// A journal in memory, to walk.
+    #[derive(Debug)]
+    struct Mem(Vec<u8>);
+
+    impl StorageBackend for Mem {
+        fn len(&self) -> std::io::Result<u64> {
+            Ok(self.0.len() as u64)
+        }
+        fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+            let at = offset as usize;
+            out.copy_from_slice(&self.0[at..at + out.len()]);
+            Ok(())
+        }
+        fn set_len(&self, _: u64) -> std::io::Result<()> {
+            Err(std::io::Error::other("read only"))
+        }
+        fn sync_data(&self) -> std::io::Result<()> {
+            Err(std::io::Error::other("read only"))
+        }
+        fn write(&self, _: u64, _: &[u8]) -> std::io::Result<()> {
+            Err(std::io::Error::other("read only"))
+        }
+    }
+
+    fn walk(f: &[u8], epoch: u64) -> Vec<Found> {
+        super::walk(&Mem(f.to_vec()), epoch).unwrap()
+    }
+
     fn file(recs: &[(u64, u64)]) -> Vec<u8> {
         let mut f = header();
         for (i, (e, s)) in recs.iter().enumerate() {
@@ -553,7 +649,7 @@ mod tests {
         let found = walk(&f, 3);
         assert_eq!(found.len(), 1);
         assert_eq!((found[0].epoch, found[0].seq), (3, 1));
-        let got = decode(found[0].payload).unwrap();
+        let got = decode(&found[0].payload).unwrap();
         assert_eq!(
             got,
             vec![
@@ -589,9 +685,14 @@ mod tests {
         assert_eq!(walk(&file(&[(1, 1), (2, 2)]), 1).len(), 1);
         assert_eq!(walk(&file(&[(1, 1), (1, 3)]), 1).len(), 1);
         assert_eq!(walk(&file(&[(1, 2)]), 1).len(), 0);
-        // Pending: past the marker only.
-        let p = pending(&f, Path::new("j"), (1, 2)).unwrap();
+        // Pending: past the marker only; none in a journal that never got its header.
+        let p = pending(&Mem(f.clone()), Path::new("j"), (1, 2)).unwrap();
         assert_eq!(p.iter().map(|r| r.seq).collect::<Vec<_>>(), [3]);
+        let mut blank = f.clone();
+        blank[..12].fill(0);
+        assert!(pending(&Mem(blank), Path::new("j"), (1, 0))
+            .unwrap()
+            .is_empty());
     }
 
     #[test]

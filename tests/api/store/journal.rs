@@ -7,8 +7,9 @@
 //! is harmless, a journal cut at every byte of its last two records loses only the record cut
 //! (never an earlier one), a read-only open of a store with records to replay is sent to a
 //! read-write open first, a record whose crc matches but whose changes do not decode is
-//! `Corrupt`, `verify` reports records past the applied marker, and a stale journal of another
-//! store at the same path is never replayed.
+//! `Corrupt`, `verify` reports records past the applied marker, a stale journal of another
+//! store at the same path is never replayed, and a journal path that is a symbolic link or a
+//! FIFO is refused, never followed or waited on.
 
 use std::path::{Path, PathBuf};
 
@@ -252,4 +253,54 @@ fn a_stale_journal_of_another_store_is_never_replayed() {
     let s = Store::open(&copy).unwrap();
     assert_eq!(s.count("default").unwrap(), 1);
     assert_eq!(s.memory("default", 0).unwrap().text, "mine");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_journal_path_that_is_a_link_or_a_fifo_is_refused_not_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    let s = Store::create_with(&path, opts()).unwrap();
+    s.note("default", NewMemory::new("kept")).unwrap();
+    s.close().unwrap();
+    let journal = journal_of(&path);
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::rename(&journal, &elsewhere).unwrap();
+    let before = std::fs::read(&elsewhere).unwrap();
+    let refused = |what: &str| {
+        for o in [
+            Options::default(),
+            opts(),
+            Options::default().read_only(true),
+        ] {
+            match Store::open_with(&path, o) {
+                Err(engram::Error::Invalid {
+                    what: "journal path",
+                    reason,
+                }) => {
+                    assert!(reason.contains("remove it"), "{what}: {reason}")
+                }
+                other => panic!("{what}: {:?}", other.map(|_| ())),
+            }
+        }
+    };
+    // A link to a journal, a dangling link and a FIFO (opened without waiting for a writer).
+    std::os::unix::fs::symlink(&elsewhere, &journal).unwrap();
+    refused("a link");
+    std::fs::remove_file(&journal).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("nothing"), &journal).unwrap();
+    refused("a dangling link");
+    std::fs::remove_file(&journal).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&journal)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    refused("a FIFO");
+    // The file the link pointed at was never written through it.
+    assert_eq!(std::fs::read(&elsewhere).unwrap(), before);
+    std::fs::remove_file(&journal).unwrap();
+    std::fs::rename(&elsewhere, &journal).unwrap();
+    let s = Store::open_with(&path, opts()).unwrap();
+    assert_eq!(s.memory("default", 0).unwrap().text, "kept");
 }
