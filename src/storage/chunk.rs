@@ -10,7 +10,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::storage::codec::{decode, decode_str, encode, payload, wire_error, Wire};
+use crate::storage::codec::{decode_str, encode, payload, wire_error, Wire};
 use crate::storage::kv::KvWrite;
 use crate::storage::tables::{SESSIONS, SESSION_CHUNKS, SESSION_HASHES, SESSION_MESSAGES};
 
@@ -79,8 +79,35 @@ pub fn chain_next(c: &[u8; 16], h: &[u8; 16]) -> [u8; 16] {
 }
 
 /// Decodes the chunk stored at `(id, key)`.
+///
+/// Read by hand with [`Wire`] (what postcard accepts for [`Chunk`], the same errors as
+/// [`crate::storage::codec::decode`]'s): serde reads the two 16-byte arrays of each entry one byte at a time, the
+/// larger part of a session load's decoding.
 pub fn decode_chunk(id: &str, key: u64, bytes: &[u8]) -> Result<Chunk> {
-    decode("session_chunks", &SKey(id, key), bytes)
+    let k = SKey(id, key);
+    let body = payload("session_chunks", &k, bytes)?;
+    let mut w = Wire::new(body);
+    match read_chunk(&mut w) {
+        Some(c) if w.left() == 0 => Ok(c),
+        Some(_) => Err(wire_error("session_chunks", &k, Some(&w))),
+        None => Err(wire_error("session_chunks", &k, None)),
+    }
+}
+
+/// A [`Chunk`] in postcard's wire format: the chain (16 bytes), the entry count, then per entry
+/// the gap, the hash (16 bytes) and the text.
+fn read_chunk(w: &mut Wire<'_>) -> Option<Chunk> {
+    let chain: [u8; 16] = w.bytes(16)?.try_into().ok()?;
+    let n = usize::try_from(w.u64()?).ok()?;
+    // An entry is at least 18 bytes: never reserve more than the payload could hold.
+    let mut entries = Vec::with_capacity(n.min(w.left() / 18));
+    for _ in 0..n {
+        let gap = w.u64()?;
+        let hash: [u8; 16] = w.bytes(16)?.try_into().ok()?;
+        let text = w.str()?.to_owned();
+        entries.push(Entry { gap, hash, text });
+    }
+    Some(Chunk { chain, entries })
 }
 
 impl Chunk {
@@ -335,9 +362,39 @@ pub fn migrate_sessions<S: KvWrite + ?Sized>(kv: &mut S) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::codec::decode;
 
     fn text(n: usize) -> String {
         format!("{{\"n\":\"{}\"}}", "x".repeat(n))
+    }
+
+    #[test]
+    fn the_hand_decoder_reads_what_serde_reads_and_refuses_what_it_refuses() {
+        let mut p = Packer::after(CHAIN_START);
+        for i in 0..70u64 {
+            let t = format!("{{\"n\":\"{}é\"}}", "x".repeat(i as usize * 7));
+            p.push(i * 300, msg_hash(&t), t);
+        }
+        for (key, c) in p.finish() {
+            let bytes = encode(&c).unwrap();
+            assert_eq!(decode_chunk("s", key, &bytes).unwrap(), c);
+            let body = payload("session_chunks", &SKey("s", key), &bytes).unwrap();
+            // Every cut of the payload and one byte more, each resealed with a good checksum:
+            // both decoders refuse the same ones.
+            let mut cuts: Vec<Vec<u8>> = (0..body.len()).map(|n| body[..n].to_vec()).collect();
+            cuts.push([body, &[0][..]].concat());
+            for b in cuts {
+                let mut sealed = vec![bytes[0]];
+                sealed.extend_from_slice(&b);
+                sealed.extend_from_slice(&crc32fast::hash(&b).to_le_bytes());
+                let serde = decode::<Chunk>("session_chunks", &SKey("s", key), &sealed);
+                let hand = decode_chunk("s", key, &sealed);
+                assert_eq!(serde.is_ok(), hand.is_ok(), "{} bytes", b.len());
+                if let (Ok(a), Ok(h)) = (serde, hand) {
+                    assert_eq!(a, h);
+                }
+            }
+        }
     }
 
     #[test]
