@@ -78,16 +78,19 @@ pub fn validate_field(what: &'static str, v: &str, max_bytes: usize) -> Result<(
     Ok(())
 }
 
+/// Whether every byte is printable ASCII (0x20..=0x7E): such bytes are valid UTF-8 and
+/// [`display_safe`] leaves them as they are. One unsigned compare per byte, folded without an
+/// early exit so that the compiler vectorizes it.
+pub(crate) fn printable_ascii(b: &[u8]) -> bool {
+    b.iter()
+        .fold(true, |ok, b| ok & (b.wrapping_sub(0x20) < 0x5f))
+}
+
 /// Makes stored text safe to print on one line: every control, separator or override character
 /// becomes U+FFFD. Valid text is returned unchanged (borrowed).
 pub fn display_safe(text: &str) -> std::borrow::Cow<'_, str> {
     // Printable ASCII, the common case, needs no per-character Unicode checks.
-    // One unsigned compare per byte (0x20..=0x7E), folded without an early exit so that the
-    // compiler vectorizes it.
-    if text
-        .bytes()
-        .fold(true, |ok, b| ok & (b.wrapping_sub(0x20) < 0x5f))
-    {
+    if printable_ascii(text.as_bytes()) {
         return std::borrow::Cow::Borrowed(text);
     }
     if text

@@ -43,7 +43,9 @@ fn check_position(scope_id: u32, pos: u64, id: u64) -> Result<()> {
 pub(crate) struct MemoryView<'a> {
     id: u64,
     pub(crate) observed_us: i64,
-    pub(crate) text: &'a str,
+    /// The text's bytes, not yet checked to be UTF-8: recall checks printable ASCII (which is
+    /// UTF-8) in one pass, and only other text with `from_utf8`.
+    pub(crate) text: &'a [u8],
     pub(crate) kind: Kind,
 }
 
@@ -57,7 +59,8 @@ pub(crate) fn decode_view(scope_id: u32, pos: u64, bytes: &[u8]) -> Result<Memor
         let id = w.u64()?;
         let observed_us = w.i64()?;
         w.i64()?;
-        let text = w.str()?;
+        let n = usize::try_from(w.u64()?).ok()?;
+        let text = w.bytes(n)?;
         let kind = match w.u32()? {
             0 => Kind::Statement,
             1 => Kind::Observation,
@@ -206,7 +209,7 @@ mod tests {
             let view = decode_view(1, m.id, &v).unwrap();
             assert_eq!(
                 (view.id, view.observed_us, view.text, view.kind),
-                (m.id, m.observed_us, m.text.as_str(), m.kind)
+                (m.id, m.observed_us, m.text.as_bytes(), m.kind)
             );
             assert!(decode_view(1, m.id + 1, &v).is_err());
         }

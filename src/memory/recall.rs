@@ -1,12 +1,13 @@
 //! Recall: the log streamed newest first against a linear-time regex, with filters on dates and
 //! kinds, a byte budget, and lines marked by their lifecycle state.
 
+use std::borrow::Cow;
 use std::ops::ControlFlow;
 
 use serde::Serialize;
 
 use crate::domain::record::{Kind, Memory};
-use crate::domain::text::{date_of, display_safe};
+use crate::domain::text::{date_of, display_safe, printable_ascii};
 use crate::error::{Error, Result};
 use crate::memory::log::{decode_memory, decode_view, itoa_u64, memory_line};
 use crate::storage::kv::Dir;
@@ -130,16 +131,25 @@ pub const MAX_WORDS: usize = 64;
 /// What a line must match: the pattern as one regex, or (`words`) every word of a list, as
 /// literals in any order, found in one pass over the line.
 #[derive(Debug, Clone)]
+///
+/// Both match bytes (`regex::bytes`, Unicode on): on UTF-8 text, which every line recall builds
+/// is, they match exactly what the `str` regexes of the same pattern match, and the scan builds
+/// its lines as bytes without checking UTF-8 a second time.
 pub enum Query {
     /// One regex.
-    Regex(regex::Regex),
+    Regex(regex::bytes::Regex),
     /// Each pattern of the set, a literal word, must occur.
-    Words(regex::RegexSet),
+    Words(regex::bytes::RegexSet),
 }
 
 impl Query {
     /// Whether `line` matches.
     pub fn is_match(&self, line: &str) -> bool {
+        self.is_match_bytes(line.as_bytes())
+    }
+
+    /// Whether `line`, UTF-8 text as bytes, matches.
+    pub fn is_match_bytes(&self, line: &[u8]) -> bool {
         match self {
             Query::Regex(re) => re.is_match(line),
             Query::Words(set) => set.matches(line).matched_all(),
@@ -147,12 +157,28 @@ impl Query {
     }
 }
 
+/// The limits every recall pattern compiles under (docs/security.md), for a `str` or a `bytes`
+/// builder alike: case-insensitive, a bounded program, DFA and nesting.
+macro_rules! bounded {
+    ($builder:expr) => {
+        $builder
+            .case_insensitive(true)
+            .size_limit(1 << 20)
+            .dfa_size_limit(4 << 20)
+            .nest_limit(64)
+    };
+}
+
 /// Compiles what a line must match: the pattern as one regex, or (`words`) each distinct
 /// whitespace-separated word as a literal, all of which must occur, in any order. At most
 /// [`MAX_WORDS`] distinct words (compared case-insensitively).
 pub fn compile_query(p: &str, words: bool) -> Result<Query> {
     if !words {
-        return Ok(Query::Regex(compile_pattern(p)?));
+        check_not_empty(p)?;
+        return bounded!(regex::bytes::RegexBuilder::new(p))
+            .build()
+            .map(Query::Regex)
+            .map_err(regex_error);
     }
     let mut seen = std::collections::BTreeMap::new();
     for w in p.split_whitespace() {
@@ -167,7 +193,7 @@ pub fn compile_query(p: &str, words: bool) -> Result<Query> {
     if seen.is_empty() {
         return Err(Error::invalid("words", "there is no word to look for"));
     }
-    regex::RegexSetBuilder::new(seen.values().map(|w| regex::escape(w)))
+    regex::bytes::RegexSetBuilder::new(seen.values().map(|w| regex::escape(w)))
         .case_insensitive(true)
         .size_limit(4 << 20)
         .dfa_size_limit(4 << 20)
@@ -178,16 +204,21 @@ pub fn compile_query(p: &str, words: bool) -> Result<Query> {
 
 /// Compiles a recall pattern: case-insensitive, linear time, with a bound on its compiled size.
 pub fn compile_pattern(p: &str) -> Result<regex::Regex> {
+    check_not_empty(p)?;
+    bounded!(regex::RegexBuilder::new(p))
+        .build()
+        .map_err(regex_error)
+}
+
+fn check_not_empty(p: &str) -> Result<()> {
     if p.is_empty() {
         return Err(Error::invalid("regex", "it is empty"));
     }
-    regex::RegexBuilder::new(p)
-        .case_insensitive(true)
-        .size_limit(1 << 20)
-        .dfa_size_limit(4 << 20)
-        .nest_limit(64)
-        .build()
-        .map_err(|e| Error::invalid("regex", e.to_string().replace('\n', " ")))
+    Ok(())
+}
+
+fn regex_error(e: regex::Error) -> Error {
+    Error::invalid("regex", e.to_string().replace('\n', " "))
 }
 
 impl ReadTxn {
@@ -214,7 +245,7 @@ impl ReadTxn {
         let mut day_cache: (Option<i64>, String) = (None, String::new());
         let mut num = [0u8; 20];
         let mut unreadable = Vec::new();
-        let mut line = String::new();
+        let mut line: Vec<u8> = Vec::new();
         let end = q.before.map_or(meta.count, |b| b.min(meta.count));
         let range = (meta.id, 0)..(meta.id, end);
         LOG.scan(&self.tx, range, Dir::Reverse, |(_, pos), v| {
@@ -227,6 +258,22 @@ impl ReadTxn {
                 }
                 Err(e) => return Err(e),
             };
+            // Printable ASCII (the common case) is UTF-8 and shown as it is: one pass. Other
+            // text is checked as UTF-8 (not UTF-8: an unreadable record, as a failed decode).
+            let safe = if printable_ascii(m.text) {
+                Cow::Borrowed(m.text)
+            } else {
+                match std::str::from_utf8(m.text) {
+                    Ok(t) => match display_safe(t) {
+                        Cow::Borrowed(t) => Cow::Borrowed(t.as_bytes()),
+                        Cow::Owned(t) => Cow::Owned(t.into_bytes()),
+                    },
+                    Err(_) => {
+                        unreadable.push(pos);
+                        return Ok(ControlFlow::Continue(()));
+                    }
+                }
+            };
             if q.kind.is_some_and(|k| k != m.kind)
                 || q.since_us.is_some_and(|s| m.observed_us < s)
                 || q.until_us.is_some_and(|u| m.observed_us >= u)
@@ -238,13 +285,13 @@ impl ReadTxn {
                 day_cache = (Some(day), date_of(m.observed_us));
             }
             line.clear();
-            line.push('#');
-            line.push_str(itoa_u64(pos, &mut num));
-            line.push(' ');
-            line.push_str(&day_cache.1);
-            line.push(' ');
-            line.push_str(&display_safe(m.text));
-            if !query.is_match(&line) {
+            line.push(b'#');
+            line.extend_from_slice(itoa_u64(pos, &mut num).as_bytes());
+            line.push(b' ');
+            line.extend_from_slice(day_cache.1.as_bytes());
+            line.push(b' ');
+            line.extend_from_slice(&safe);
+            if !query.is_match_bytes(&line) {
                 return Ok(ControlFlow::Continue(()));
             }
             total += 1;
@@ -346,4 +393,51 @@ fn recall_audit(found: &[(String, Recall)]) -> (String, Vec<String>) {
         .flat_map(|(s, r)| r.matches.iter().map(move |m| format!("{s} #{}", m.id)))
         .collect();
     (scopes.join(","), items)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The scan's two text paths: printable ASCII shown as it is, other text checked as UTF-8
+    //! (case folding across Unicode kept by the bytes regex), and text that is not UTF-8 under a
+    //! good checksum reported unreadable, never matched.
+    use super::*;
+    use crate::storage::codec::encode;
+    use crate::NewMemory;
+
+    #[test]
+    fn ascii_unicode_and_text_that_is_not_utf8() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path().join("s.redb")).unwrap();
+        for t in ["plain words 0", "Café ünïcode 1", "soon damaged 2"] {
+            store.note("default", NewMemory::new(t)).unwrap();
+        }
+        store
+            .write(|tx| {
+                let sid = crate::storage::txn::holding(tx.scope_meta("default")?, 2)?.id;
+                let mut m = tx.memory("default", 2)?;
+                m.text = "XXXX damaged 2".into();
+                let mut v = encode(&m)?;
+                let at = v.windows(4).position(|w| w == b"XXXX").unwrap();
+                v[at..at + 4].copy_from_slice(&[0xff, 0xfe, 0xc3, 0x28]);
+                let n = v.len();
+                let crc = crc32fast::hash(&v[1..n - 4]);
+                v[n - 4..].copy_from_slice(&crc.to_le_bytes());
+                LOG.put(&mut tx.tx, (sid, 2), &v)
+            })
+            .unwrap();
+        let r = store.recall("default", &RecallQuery::new(".")).unwrap();
+        assert_eq!(r.matches.iter().map(|m| m.id).collect::<Vec<_>>(), [0, 1]);
+        assert_eq!(r.unreadable, [2]);
+        let r = store
+            .recall("default", &RecallQuery::new("CAFÉ ÜNÏCODE"))
+            .unwrap();
+        assert_eq!(r.matches.iter().map(|m| m.id).collect::<Vec<_>>(), [1]);
+        let r = store
+            .recall(
+                "default",
+                &RecallQuery::new(r"^#0 \d{4}-\d\d-\d\d plain words 0$"),
+            )
+            .unwrap();
+        assert_eq!(r.total, 1);
+    }
 }
