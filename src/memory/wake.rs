@@ -60,8 +60,47 @@ impl std::hash::Hasher for BlockHasher {
 
 type BlockMap<V> = HashMap<Block, V, std::hash::BuildHasherDefault<BlockHasher>>;
 
+/// The alphas around a walk's own for which the walk makes the same choices, so takes the same
+/// path and finds the same count: the open interval (`above`, `below`). Each choice that
+/// depends on alpha (`size > alpha * (t - lo)`) narrows it to the side of that block's threshold
+/// `size / (t - lo)` the walk's alpha was on, with a relative margin far wider than the
+/// rounding of either side of the comparison (2^-53 each), so an alpha inside is on the same
+/// side of every comparison the walk made, exactly.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    above: f64,
+    below: f64,
+}
+
+impl Span {
+    /// The margin: 1e-14 relative, against a rounding error of about 2.2e-16.
+    const MARGIN: f64 = 1e-14;
+
+    fn any() -> Self {
+        Span {
+            above: f64::NEG_INFINITY,
+            below: f64::INFINITY,
+        }
+    }
+
+    /// Narrows to the alphas that split (`split`) or keep, as this walk's did, a block whose
+    /// threshold is `c`.
+    fn note(&mut self, split: bool, c: f64) {
+        if split {
+            self.below = self.below.min(c * (1.0 - Self::MARGIN));
+        } else {
+            self.above = self.above.max(c * (1.0 + Self::MARGIN));
+        }
+    }
+
+    fn holds(&self, alpha: f64) -> bool {
+        self.above < alpha && alpha < self.below
+    }
+}
+
 /// Walks the cover for `alpha` newest first, counting blocks (and collecting them into `out`),
-/// and stops as soon as more than `limit` are found.
+/// and stops as soon as more than `limit` are found; narrows `span` to the alphas that would
+/// walk the same way.
 /// `stack` is scratch space, reused across the walks of one cover (a walk allocates nothing).
 fn walk(
     t: u64,
@@ -70,6 +109,7 @@ fn walk(
     limit: usize,
     mut out: Option<&mut Vec<Block>>,
     stack: &mut Vec<Block>,
+    span: &mut Span,
 ) -> Result<usize> {
     let r = t.checked_next_power_of_two().unwrap_or(1 << 63);
     stack.clear();
@@ -80,8 +120,15 @@ fn walk(
             continue;
         }
         let size = b.size();
-        let split =
-            size > 1 && (b.hi() > t || (size as f64) > alpha * ((t - b.lo()) as f64) || !has(b)?);
+        let split = size > 1
+            && (b.hi() > t
+                || {
+                    let (size, left) = (size as f64, (t - b.lo()) as f64);
+                    let by_alpha = size > alpha * left;
+                    span.note(by_alpha, size / left);
+                    by_alpha
+                }
+                || !has(b)?);
         if split {
             if let Some((l, r)) = b.halves() {
                 stack.push(l);
@@ -100,6 +147,31 @@ fn walk(
     Ok(count)
 }
 
+/// The count of [`walk`] at `alpha` (with no output), from `known` when a walk already made
+/// there has a [`Span`] holding `alpha` (the bisection's later steps mostly fall between the
+/// same two thresholds: a third to a half of its 60 walks are not walked again).
+fn count_at(
+    t: u64,
+    alpha: f64,
+    has: &mut dyn FnMut(Block) -> Result<bool>,
+    limit: usize,
+    stack: &mut Vec<Block>,
+    known: Option<&mut Vec<(Span, usize)>>,
+) -> Result<usize> {
+    let mut span = Span::any();
+    match known {
+        Some(known) => {
+            if let Some((_, n)) = known.iter().find(|(s, _)| s.holds(alpha)) {
+                return Ok(*n);
+            }
+            let n = walk(t, alpha, has, limit, None, stack, &mut span)?;
+            known.push((span, n));
+            Ok(n)
+        }
+        None => walk(t, alpha, has, limit, None, stack, &mut span),
+    }
+}
+
 fn expand(
     b: Block,
     has: &mut dyn FnMut(Block) -> Result<bool>,
@@ -116,11 +188,15 @@ fn expand(
     Ok(())
 }
 
+/// The cover (see [`cover`]); `reference` as [`reference_cover`]; `reuse` takes a bisection
+/// step's count from an earlier walk whose [`Span`] holds it (always, but in the test that
+/// checks it changes nothing).
 fn cover_impl(
     t: u64,
     budget: usize,
     has: &mut dyn FnMut(Block) -> Result<bool>,
     reference: bool,
+    reuse: bool,
 ) -> Result<Cover> {
     if t == 0 {
         return Ok(Cover {
@@ -136,12 +212,13 @@ fn cover_impl(
     }
     // The stack holds at most one pending half per level, plus the block being split.
     let mut stack = Vec::with_capacity(2 * 65);
-    let coarsest = walk(t, 1.0, has, budget, None, &mut stack)?;
+    let mut span = Span::any();
+    let coarsest = walk(t, 1.0, has, budget, None, &mut stack, &mut span)?;
     if coarsest > budget && !reference {
         let keep = budget.saturating_sub(1);
         let mut blocks = Vec::new();
         if keep > 0 {
-            walk(t, 1.0, has, keep, Some(&mut blocks), &mut stack)?;
+            walk(t, 1.0, has, keep, Some(&mut blocks), &mut stack, &mut span)?;
             blocks.truncate(keep);
         }
         blocks.reverse();
@@ -149,16 +226,25 @@ fn cover_impl(
         return Ok(Cover { blocks, omitted });
     }
     let (mut lo, mut hi) = (0.0f64, 1.0f64);
+    let mut known = Vec::new();
     for _ in 0..60 {
         let mid = (lo + hi) / 2.0;
-        if walk(t, mid, has, budget, None, &mut stack)? <= budget {
+        if count_at(t, mid, has, budget, &mut stack, reuse.then_some(&mut known))? <= budget {
             hi = mid;
         } else {
             lo = mid;
         }
     }
     let mut blocks = Vec::with_capacity(budget.min(1024));
-    walk(t, hi, has, usize::MAX, Some(&mut blocks), &mut stack)?;
+    walk(
+        t,
+        hi,
+        has,
+        usize::MAX,
+        Some(&mut blocks),
+        &mut stack,
+        &mut span,
+    )?;
     blocks.reverse();
     while blocks.len() < budget {
         let Some(idx) = blocks.iter().rposition(|b| b.size() > 1) else {
@@ -195,13 +281,13 @@ pub fn cover(t: u64, budget: usize, has: &mut dyn FnMut(Block) -> Result<bool>) 
     if budget == 0 {
         return Err(Error::invalid("budget", "wake needs at least one line"));
     }
-    cover_impl(t, budget, has, false)
+    cover_impl(t, budget, has, false, true)
 }
 
 /// OptMem's cover, exactly as specified in the reference (every summary assumed present; it may
 /// exceed the budget when `budget < popcount(t)`). Used by tests to check [`cover`].
 pub fn reference_cover(t: u64, budget: usize) -> Vec<Block> {
-    cover_impl(t, budget, &mut |_| Ok(true), true)
+    cover_impl(t, budget, &mut |_| Ok(true), true, true)
         .map(|c| c.blocks)
         .unwrap_or_default()
 }
@@ -780,6 +866,49 @@ mod tests {
 
     fn names(v: &[Block]) -> Vec<String> {
         v.iter().map(|b| b.to_string()).collect()
+    }
+
+    /// Reusing a bisection step's count from an earlier walk's span never changes a cover:
+    /// against the plain bisection (every step walked), over histories of every size class, every
+    /// budget class and summaries missing in patterns of several densities.
+    #[test]
+    fn reusing_counts_between_thresholds_changes_no_cover() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for round in 0..3000u64 {
+            let t = match round % 4 {
+                0 => next() % 300 + 1,
+                1 => next() % 100_000 + 1,
+                2 => next() % (1 << 40) + 1,
+                _ => next() >> (next() % 64),
+            }
+            .max(1);
+            let budget = [1, 2, 3, 5, 8, 16, 40, 96, 200][(next() % 9) as usize];
+            // A block lacks its summary when a hash of it falls under the density.
+            let (density, salt) = (next() % 4, next());
+            let mut has = |b: Block| {
+                let h =
+                    (b.lo() ^ salt).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95) ^ u64::from(b.level());
+                Ok(h % 4 >= density)
+            };
+            let fast = cover_impl(t, budget, &mut has, false, true).unwrap();
+            let plain = cover_impl(t, budget, &mut has, false, false).unwrap();
+            assert_eq!(
+                (names(&fast.blocks), fast.omitted),
+                (names(&plain.blocks), plain.omitted),
+                "t {t} budget {budget} density {density}"
+            );
+            let all = &mut |_| Ok(true);
+            assert_eq!(
+                names(&cover_impl(t, budget, all, true, true).unwrap().blocks),
+                names(&cover_impl(t, budget, all, true, false).unwrap().blocks)
+            );
+        }
     }
 
     #[test]
