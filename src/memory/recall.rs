@@ -402,7 +402,7 @@ mod tests {
     //! good checksum reported unreadable, never matched.
     use super::*;
     use crate::storage::codec::encode;
-    use crate::NewMemory;
+    use crate::memory::note::NewMemory;
 
     #[test]
     fn ascii_unicode_and_text_that_is_not_utf8() {
