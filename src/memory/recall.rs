@@ -401,8 +401,8 @@ mod tests {
     //! (case folding across Unicode kept by the bytes regex), and text that is not UTF-8 under a
     //! good checksum reported unreadable, never matched.
     use super::*;
-    use crate::storage::codec::encode;
     use crate::memory::note::NewMemory;
+    use crate::storage::codec::encode;
 
     #[test]
     fn ascii_unicode_and_text_that_is_not_utf8() {
