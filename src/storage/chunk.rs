@@ -81,8 +81,8 @@ pub fn chain_next(c: &[u8; 16], h: &[u8; 16]) -> [u8; 16] {
 /// Decodes the chunk stored at `(id, key)`.
 ///
 /// Read by hand with [`Wire`] (what postcard accepts for [`Chunk`], the same errors as
-/// [`crate::storage::codec::decode`]'s): serde reads the two 16-byte arrays of each entry one byte at a time, the
-/// larger part of a session load's decoding.
+/// [`crate::storage::codec::decode`]'s): serde reads the two 16-byte arrays of each entry one
+/// byte at a time, the larger part of a session load's decoding.
 pub fn decode_chunk(id: &str, key: u64, bytes: &[u8]) -> Result<Chunk> {
     let k = SKey(id, key);
     let body = payload("session_chunks", &k, bytes)?;

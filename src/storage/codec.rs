@@ -211,7 +211,9 @@ impl<'a> Wire<'a> {
 
 /// The writer that mirrors [`Wire`]: a value built by hand in postcard's wire format, for the
 /// encoders on hot paths, then sealed into [`encode`]'s envelope. What it writes is what
-/// [`encode`] writes for the same types (each hand encoder's test compares the bytes).
+/// [`encode`] writes for the same types (each hand encoder's test compares the bytes). Its
+/// `Default` is an empty [`WireOut::bare`] writer.
+#[derive(Debug, Default)]
 pub(crate) struct WireOut {
     out: Vec<u8>,
 }

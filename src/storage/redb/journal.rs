@@ -56,27 +56,10 @@ pub fn path_of(store: &Path) -> PathBuf {
 }
 
 /// One transaction's changes at the storage seam, encoded as they happen.
+#[derive(Debug, Default)]
 pub struct Ops {
     count: u64,
     bytes: WireOut,
-}
-
-impl Default for Ops {
-    fn default() -> Self {
-        Ops {
-            count: 0,
-            bytes: WireOut::bare(256),
-        }
-    }
-}
-
-impl std::fmt::Debug for Ops {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ops")
-            .field("count", &self.count)
-            .field("bytes", &self.bytes.len())
-            .finish()
-    }
 }
 
 impl Ops {
