@@ -27,6 +27,9 @@ use crate::storage::txn::ReadTxn;
 pub const PART_LINES: usize = 500;
 /// ...and at most this many bytes.
 pub const PART_BYTES: usize = 20_000;
+/// A byte budget is met by trying at most this many distinct covers below the line budget,
+/// largest first (then bisection below them).
+pub const WAKE_SCAN: usize = 64;
 
 /// A cover of `[0, T)`: aligned blocks, oldest first, with `[0, omitted)` left out when the
 /// budget could not hold even the coarsest cover.
@@ -424,6 +427,17 @@ impl WakeView {
             })
     }
 
+    /// The lines of the budget this view takes: its items plus the line naming left-out
+    /// memories, if any.
+    pub fn used(&self) -> usize {
+        self.items.len() + usize::from(self.omitted > 0)
+    }
+
+    /// The bytes of the whole rendered output, all parts together.
+    pub fn size(&self, opts: &WakeOptions) -> usize {
+        self.parts(opts).iter().map(|p| p.len()).sum()
+    }
+
     /// Renders every part (each a complete text ending in a newline).
     pub fn parts(&self, opts: &WakeOptions) -> Vec<String> {
         let hints = &opts.hints;
@@ -635,18 +649,64 @@ impl ReadTxn {
         if bytes == 0 {
             return Ok(view);
         }
-        let size = |v: &WakeView| v.parts(opts).iter().map(|p| p.len()).sum::<usize>();
-        if size(&view) <= bytes {
+        if view.size(opts) <= bytes {
             return Ok(view);
         }
-        // The output does not grow monotonically with the line budget: below the coarsest cover
-        // the line naming left-out memories can be long. So: find the smallest budget that
-        // leaves nothing out (a monotone question); above it, output grows with the budget, so
-        // bisect for the largest that fits; if even that smallest one does not fit, try the
-        // budgets below it one by one (there are few: at most popcount(T) or the blocks the
-        // missing summaries force).
+        self.wake_within(scope, opts, view, bytes)
+    }
+
+    /// The view of the largest line budget below `view`'s whose whole output fits in `bytes`.
+    ///
+    /// The output does not grow monotonically with the line budget: below the coarsest cover the
+    /// line naming left-out memories can be long, and above it a long summary can take more
+    /// bytes than the finer lines that replace it. So the search goes down from the top, and the
+    /// first budget that fits is the largest. A budget's cover uses `used <= budget` lines and
+    /// every budget from `used` up gives the same cover (`tests/api/store/cover_props.rs` checks
+    /// it), so each step goes to the next smaller cover: one view per distinct cover, at most
+    /// [`WAKE_SCAN`] of them, then [`Self::wake_bisect`] below the last one tried.
+    fn wake_within(
+        &self,
+        scope: &str,
+        opts: &WakeOptions,
+        view: WakeView,
+        bytes: usize,
+    ) -> Result<WakeView> {
+        let mut next = view.used();
+        for _ in 0..WAKE_SCAN {
+            if next <= 1 {
+                return Err(no_line_fits(bytes));
+            }
+            let v = self.wake_view(scope, next - 1, opts.snapshot)?;
+            if v.size(opts) <= bytes {
+                return Ok(v);
+            }
+            next = v.used().min(next - 1);
+        }
+        if next <= 1 {
+            return Err(no_line_fits(bytes));
+        }
+        self.wake_bisect(scope, opts, next - 1, bytes)
+    }
+
+    /// A budget of at most `top` lines whose output fits in `bytes`, found by bisection, for
+    /// when the scan of [`Self::wake_within`] ends without one: the smallest budget that leaves
+    /// nothing out is a monotone question; above it, bisect for a budget that fits (the largest
+    /// when the output grows with the budget there, as it does unless summaries are longer than
+    /// what they cover); if even that smallest one does not fit, try the budgets below it one by
+    /// one (there are few: at most popcount(T) or the blocks the missing summaries force).
+    fn wake_bisect(
+        &self,
+        scope: &str,
+        opts: &WakeOptions,
+        top: usize,
+        bytes: usize,
+    ) -> Result<WakeView> {
         let view_of = |b: usize| self.wake_view(scope, b, opts.snapshot);
-        let (mut lo, mut hi) = (1usize, lines);
+        let view = view_of(top)?;
+        if view.size(opts) <= bytes {
+            return Ok(view);
+        }
+        let (mut lo, mut hi) = (1usize, top);
         if view.omitted == 0 {
             while lo < hi {
                 let mid = lo + (hi - lo) / 2;
@@ -658,13 +718,13 @@ impl ReadTxn {
             }
             let full = lo;
             let v = view_of(full)?;
-            if size(&v) <= bytes {
-                let (mut ok, mut bad) = (full, lines);
+            if v.size(opts) <= bytes {
+                let (mut ok, mut bad) = (full, top);
                 let mut best = v;
                 while bad - ok > 1 {
                     let mid = ok + (bad - ok) / 2;
                     let v = view_of(mid)?;
-                    if size(&v) <= bytes {
+                    if v.size(opts) <= bytes {
                         ok = mid;
                         best = v;
                     } else {
@@ -675,22 +735,26 @@ impl ReadTxn {
             }
             hi = full;
         }
-        for b in (1..hi.min(lines)).rev().take(256) {
+        for b in (1..hi.min(top)).rev().take(256) {
             let v = view_of(b)?;
-            if size(&v) <= bytes {
+            if v.size(opts) <= bytes {
                 return Ok(v);
             }
         }
-        Err(Error::invalid(
-            "--bytes",
-            format!("{bytes} bytes cannot hold even one line of this memory"),
-        ))
+        Err(no_line_fits(bytes))
     }
 
     /// Renders wake part `opts.part` as text.
     pub fn wake_text(&self, scope: &str, opts: &WakeOptions) -> Result<String> {
         self.wake(scope, opts)?.part(opts)
     }
+}
+
+fn no_line_fits(bytes: usize) -> Error {
+    Error::invalid(
+        "--bytes",
+        format!("{bytes} bytes cannot hold even one line of this memory"),
+    )
 }
 
 fn item_name(i: &WakeItem) -> String {
@@ -788,7 +852,18 @@ impl ReadTxn {
         if bytes == 0 || first.1.len() <= bytes {
             return Ok(first);
         }
-        let (mut ok, mut bad) = (0usize, lines);
+        // As for one scope, the output does not grow monotonically with the budget, so the
+        // budgets are tried from the top (the first that fits is the largest), at most
+        // WAKE_SCAN of them, then by bisection below.
+        let mut bad = lines;
+        for _ in 0..WAKE_SCAN.min(lines - 1) {
+            bad -= 1;
+            let r = render(bad)?;
+            if r.1.len() <= bytes {
+                return Ok(r);
+            }
+        }
+        let mut ok = 0usize;
         let mut best = None;
         while bad - ok > 1 {
             let mid = ok + (bad - ok) / 2;

@@ -372,6 +372,24 @@ proptest! {
         prop_assert_eq!(again, c);
     }
 
+    /// Every budget from the lines a cover takes up to its own budget gives that same cover:
+    /// wake's byte budget relies on it to step from one distinct cover to the next smaller one.
+    #[test]
+    fn budgets_between_the_lines_taken_and_the_budget_give_the_same_cover(
+        (t, budget, m) in (t_strategy(), budget_strategy())
+            .prop_flat_map(|(t, b)| (Just(t), Just(b), missing_strategy(t)))
+    ) {
+        let (c, _) = run_cover(t, budget, &m);
+        for b in lines(&c).max(1)..budget {
+            let (d, _) = run_cover(t, b, &m);
+            prop_assert_eq!(&d, &c, "budget {} against {} ({} lines taken)", b, budget, lines(&c));
+        }
+        if lines(&c) > 1 && t > 0 {
+            let (d, _) = run_cover(t, lines(&c) - 1, &m);
+            prop_assert!(d != c, "a budget below the lines taken gives the same cover");
+        }
+    }
+
     /// No summary at all: the newest memories raw, the rest named in one line.
     #[test]
     fn no_summaries_shows_the_newest_raw(t in t_strategy(), budget in budget_strategy()) {

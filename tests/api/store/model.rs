@@ -1147,3 +1147,62 @@ fn wake_byte_budget_uses_a_line_budget_that_fits() {
         }
     }
 }
+
+/// Above the smallest line budget that leaves nothing out, a summary can take more bytes than
+/// the finer lines that replace it at a larger budget, so the output is not monotone there
+/// either; the byte budget still takes the largest line budget that fits (found by
+/// `store_matches_model` with a summary of the longest text allowed). Sixteen memories, every
+/// merge answered with a short line but 0-7's and 0-15's with long ones; every byte budget that
+/// is the size of some line budget's output, under line budgets from 2 to 16.
+#[test]
+fn wake_byte_budget_passes_over_a_long_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(crate::backend::location(dir.path(), "memory.redb")).unwrap();
+    for i in 0..16 {
+        store
+            .note("default", NewMemory::new(format!("m{i}")))
+            .unwrap();
+    }
+    while let Some(p) = store.next_prompt("default").unwrap() {
+        let long = p.block.lo() == 0 && p.block.size() >= 8;
+        let text = if long {
+            "\u{e9}".repeat(140)
+        } else {
+            "s".into()
+        };
+        store.nap("default", p.block, &text).unwrap();
+    }
+    let opts = |lines: usize, bytes: Option<usize>| WakeOptions {
+        lines: Some(lines),
+        bytes,
+        ..WakeOptions::default()
+    };
+    let views: Vec<WakeView> = (1..=16)
+        .map(|l| store.wake("default", &opts(l, None)).unwrap())
+        .collect();
+    let size = |v: &WakeView, bytes: usize| -> usize {
+        v.parts(&opts(16, Some(bytes)))
+            .iter()
+            .map(|p| p.len())
+            .sum()
+    };
+    let long_line = |v: &WakeView| v.lines("engram").iter().any(|l| l.starts_with("#0-"));
+    assert!(long_line(&views[0]) && !long_line(&views[15]));
+    let mut missed = Vec::new();
+    for lines in [2usize, 4, 6, 8, 12, 16] {
+        for bytes in views.iter().map(|v| size(v, 999)) {
+            let best = (1..=lines)
+                .rev()
+                .find(|&l| size(&views[l - 1], bytes) <= bytes)
+                .map(|l| views[l - 1].lines("engram"));
+            let got = store.wake("default", &opts(lines, Some(bytes)));
+            if got.ok().map(|v| v.lines("engram")) != best {
+                missed.push((lines, bytes));
+            }
+        }
+    }
+    assert!(
+        missed.is_empty(),
+        "(--lines, --bytes) not at the largest line budget that fits: {missed:?}"
+    );
+}
