@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::block::Block;
 use crate::error::{Error, Result};
-use crate::storage::codec::{decode, encode, WireOut};
+use crate::storage::codec::{decode, encode, payload, wire_error, Wire, WireOut};
 use crate::storage::kv::{KvRead, KvWrite};
 use crate::storage::tables::SEARCH_TAIL;
 
@@ -128,17 +128,19 @@ pub struct Posting {
 
 /// Encodes a block (postings in document order, at least one): each posting as (gap from the
 /// previous document, or 0 for the first, which the key holds; tf; length), postcard varints.
-pub fn encode_block(postings: &[Posting]) -> Result<Vec<u8>> {
+/// Written by hand: byte for byte [`encode`] of the rows as a `Vec<(u64, u32, u32)>` (the tests
+/// compare them), without the rows' copy and serde's per-field calls, on every fold's path.
+pub fn encode_block(postings: &[Posting]) -> Vec<u8> {
+    let mut w = WireOut::with_capacity(postings.len() * 4 + 2);
+    w.u64(postings.len() as u64);
     let mut prev = postings.first().map_or(0, |p| p.doc);
-    let rows: Vec<(u64, u32, u32)> = postings
-        .iter()
-        .map(|p| {
-            let gap = p.doc.wrapping_sub(prev);
-            prev = p.doc;
-            (gap, p.tf, p.len)
-        })
-        .collect();
-    encode(&rows)
+    for p in postings {
+        w.u64(p.doc.wrapping_sub(prev));
+        prev = p.doc;
+        w.u64(u64::from(p.tf));
+        w.u64(u64::from(p.len));
+    }
+    w.seal()
 }
 
 /// A posting block's key, as errors name it.
@@ -150,13 +152,23 @@ impl std::fmt::Display for BlockKey<'_> {
     }
 }
 
-/// Decodes the block at `(sid, term, first)`.
+/// Decodes the block at `(sid, term, first)`. Read by hand with [`Wire`]: what [`decode`] of
+/// the rows as a `Vec<(u64, u32, u32)>` accepts, with its errors (the tests compare them on
+/// every cut of a block); a query reads every block of its terms this way.
 pub fn decode_block(sid: u32, term: &str, first: u64, bytes: &[u8]) -> Result<Vec<Posting>> {
     let key = BlockKey(sid, term, first);
-    let rows: Vec<(u64, u32, u32)> = decode("search_postings", &key, bytes)?;
+    let mut w = Wire::new(payload("search_postings", &key, bytes)?);
+    let n = w
+        .u64()
+        .ok_or_else(|| wire_error("search_postings", &key, None))?;
+    // Each posting takes at least three bytes: a hostile count reserves no more than the bytes.
+    let room = usize::try_from(n).unwrap_or(usize::MAX).min(w.left() / 3);
+    let mut out = Vec::with_capacity(room);
     let mut doc = first;
-    let mut out = Vec::with_capacity(rows.len());
-    for (i, (gap, tf, len)) in rows.into_iter().enumerate() {
+    for i in 0..n {
+        let (Some(gap), Some(tf), Some(len)) = (w.u64(), w.u32(), w.u32()) else {
+            return Err(wire_error("search_postings", &key, None));
+        };
         doc = match doc.checked_add(gap) {
             Some(d) if i == 0 && gap == 0 || i > 0 && gap > 0 => d,
             _ => {
@@ -168,6 +180,9 @@ pub fn decode_block(sid: u32, term: &str, first: u64, bytes: &[u8]) -> Result<Ve
             }
         };
         out.push(Posting { doc, tf, len });
+    }
+    if w.left() != 0 {
+        return Err(wire_error("search_postings", &key, Some(&w)));
     }
     if out.is_empty() {
         return Err(Error::corrupt("search_postings", &key, "an empty block"));
@@ -192,9 +207,38 @@ pub fn write_stats(kv: &mut (impl KvWrite + ?Sized), sid: u32, s: &IndexStats) -
     }
 }
 
-/// Decodes the tail entry of document `doc`.
+/// Decodes the tail entry of document `doc`. Read by hand with [`Wire`]: what [`decode`]
+/// accepts for a [`Forward`], with its errors (the tests compare them on every cut); a fold
+/// reads every tail entry, and a query the whole tail.
 pub fn decode_forward(sid: u32, doc: u64, bytes: &[u8]) -> Result<Forward> {
-    decode("search_tail", &format_args!("(scope {sid}, {doc})"), bytes)
+    let key = TailKey(sid, doc);
+    let mut w = Wire::new(payload("search_tail", &key, bytes)?);
+    match read_forward(&mut w) {
+        Some(f) if w.left() == 0 => Ok(f),
+        Some(_) => Err(wire_error("search_tail", &key, Some(&w))),
+        None => Err(wire_error("search_tail", &key, None)),
+    }
+}
+
+/// A tail entry's key, as errors name it.
+struct TailKey(u32, u64);
+
+impl std::fmt::Display for TailKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "(scope {}, {})", self.0, self.1)
+    }
+}
+
+fn read_forward(w: &mut Wire<'_>) -> Option<Forward> {
+    let len = w.u32()?;
+    let n = w.u64()?;
+    // Each term takes at least two bytes: a hostile count reserves no more than the bytes.
+    let mut terms = Vec::with_capacity(usize::try_from(n).ok()?.min(w.left() / 2));
+    for _ in 0..n {
+        let t = w.str()?;
+        terms.push((t.to_owned(), w.u32()?));
+    }
+    Some(Forward { len, terms })
 }
 
 #[cfg(test)]
@@ -220,8 +264,144 @@ mod forward_tests {
             assert_eq!(f.encode(), encode(&f).unwrap(), "{f:?}");
             let back = decode_forward(1, 2, &f.encode()).unwrap();
             assert_eq!(back, f);
+            // Every cut of the payload, resealed, and the payload with a byte after it: read
+            // as serde reads them.
+            let bytes = f.encode();
+            let body = &bytes[1..bytes.len() - 4];
+            let mut cases: Vec<Vec<u8>> = (0..body.len()).map(|n| body[..n].to_vec()).collect();
+            cases.push([body, &[0]].concat());
+            for body in cases {
+                let mut w = WireOut::with_capacity(body.len());
+                w.raw(&body);
+                let sealed = w.seal();
+                let ours = decode_forward(1, 2, &sealed);
+                let theirs: Result<Forward> = decode("search_tail", &"(scope 1, 2)", &sealed);
+                match (&ours, &theirs) {
+                    (Ok(a), Ok(b)) => assert_eq!(a, b),
+                    (Err(_), Err(_)) => {}
+                    _ => panic!("{} bytes: ours {ours:?}, serde's {theirs:?}", body.len()),
+                }
+            }
         }
+        let mut w = WireOut::with_capacity(16);
+        w.u64(3);
+        w.u64(u64::MAX);
+        assert!(decode_forward(1, 2, &w.seal()).is_err());
     }
 
     const MAX_TERM_BYTES_FOR_TEST: usize = 200;
+
+    /// Postings of every varint width: small and huge gaps, frequencies and lengths up to
+    /// `u32::MAX`, one posting and a full block.
+    fn blocks() -> Vec<Vec<Posting>> {
+        let mut out = vec![vec![Posting {
+            doc: 7,
+            tf: 1,
+            len: 12,
+        }]];
+        let mut doc = 1u64 << 56;
+        let mut full = Vec::new();
+        for i in 0..BLOCK_MAX as u64 {
+            doc += 1 + i * i * i * 977;
+            let tf = if i % 9 == 0 {
+                u32::MAX
+            } else {
+                (i * 131) as u32
+            };
+            full.push(Posting {
+                doc,
+                tf,
+                len: (i as u32).wrapping_mul(2_654_435_761),
+            });
+        }
+        out.push(full);
+        out.push(vec![
+            Posting {
+                doc: 0,
+                tf: 0,
+                len: 0,
+            },
+            Posting {
+                doc: u64::MAX,
+                tf: 128,
+                len: 16_384,
+            },
+        ]);
+        out
+    }
+
+    fn rows(postings: &[Posting]) -> Vec<(u64, u32, u32)> {
+        let mut prev = postings.first().map_or(0, |p| p.doc);
+        postings
+            .iter()
+            .map(|p| {
+                let gap = p.doc.wrapping_sub(prev);
+                prev = p.doc;
+                (gap, p.tf, p.len)
+            })
+            .collect()
+    }
+
+    /// serde's reading of a block, as `decode_block` read it before it was written by hand.
+    fn serde_block(first: u64, bytes: &[u8]) -> Result<Vec<Posting>> {
+        let key = BlockKey(1, "t", first);
+        let rows: Vec<(u64, u32, u32)> = decode("search_postings", &key, bytes)?;
+        let mut doc = first;
+        let mut out = Vec::new();
+        for (i, (gap, tf, len)) in rows.into_iter().enumerate() {
+            doc = match doc.checked_add(gap) {
+                Some(d) if i == 0 && gap == 0 || i > 0 && gap > 0 => d,
+                _ => {
+                    return Err(Error::corrupt(
+                        "search_postings",
+                        &key,
+                        "postings out of order",
+                    ))
+                }
+            };
+            out.push(Posting { doc, tf, len });
+        }
+        if out.is_empty() {
+            return Err(Error::corrupt("search_postings", &key, "an empty block"));
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn blocks_are_written_and_read_as_serde_writes_and_reads_them() {
+        for b in blocks() {
+            let first = b[0].doc;
+            let bytes = encode_block(&b);
+            assert_eq!(bytes, encode(&rows(&b)).unwrap());
+            assert_eq!(decode_block(1, "t", first, &bytes).unwrap(), b);
+            // Every cut of the payload, sealed again so that only the postcard layer differs,
+            // and the whole payload with a byte after it; then a gap of 0 after the first.
+            let body = &bytes[1..bytes.len() - 4];
+            let mut cases: Vec<Vec<u8>> = (0..body.len()).map(|n| body[..n].to_vec()).collect();
+            cases.push([body, &[0]].concat());
+            cases.push([body, &[1]].concat());
+            let mut zero_gap = rows(&b);
+            zero_gap.push((0, 1, 1));
+            cases.push(encode(&zero_gap).unwrap()[1..].to_vec());
+            cases.push(encode(&Vec::<(u64, u32, u32)>::new()).unwrap()[1..].to_vec());
+            for body in cases {
+                let mut w = WireOut::with_capacity(body.len());
+                w.raw(&body);
+                let sealed = w.seal();
+                let (ours, theirs) = (
+                    decode_block(1, "t", first, &sealed),
+                    serde_block(first, &sealed),
+                );
+                match (&ours, &theirs) {
+                    (Ok(a), Ok(b)) => assert_eq!(a, b),
+                    (Err(_), Err(_)) => {}
+                    _ => panic!("{} bytes: ours {ours:?}, serde's {theirs:?}", body.len()),
+                }
+            }
+        }
+        // A count far past the bytes reserves nothing it cannot fill.
+        let mut w = WireOut::with_capacity(16);
+        w.u64(u64::MAX);
+        assert!(decode_block(1, "t", 0, &w.seal()).is_err());
+    }
 }

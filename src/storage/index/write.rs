@@ -3,7 +3,7 @@
 //! or a summary dropped or replaced. A note costs one tail entry and the statistics (both on the
 //! scope's last leaf of `search_tail`); every [`super::TAIL_MAX`]-th document folds the tail.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::ops::ControlFlow;
 
 use crate::domain::block::Block;
@@ -119,7 +119,7 @@ pub(crate) fn put_blocks<S: KvWrite + ?Sized>(
 ) -> Result<()> {
     for chunk in postings.chunks(BLOCK_MAX) {
         if let Some(p) = chunk.first() {
-            SEARCH_POSTINGS.put(kv, (sid, term, p.doc), &encode_block(chunk)?)?;
+            SEARCH_POSTINGS.put(kv, (sid, term, p.doc), &encode_block(chunk))?;
         }
     }
     Ok(())
@@ -147,7 +147,9 @@ fn remove_posting<S: KvWrite + ?Sized>(
 /// Moves every tail entry of scope `sid`, and `more` documents (not in the tail), into the
 /// posting blocks. The caller resets the tail count in the statistics.
 fn fold<S: KvWrite + ?Sized>(kv: &mut S, sid: u32, more: Vec<(u64, Forward)>) -> Result<()> {
-    let mut by_term: BTreeMap<String, Vec<Posting>> = BTreeMap::new();
+    // Grouped by hashing (a batch posts each of its terms' occurrences here: a tree of strings
+    // compared at every level cost more than the fold's writes), then merged in term order.
+    let mut by_term: HashMap<String, Vec<Posting>> = HashMap::new();
     let mut post = |doc: u64, f: Forward| {
         for (term, tf) in f.terms {
             let p = Posting {
@@ -164,6 +166,8 @@ fn fold<S: KvWrite + ?Sized>(kv: &mut S, sid: u32, more: Vec<(u64, Forward)>) ->
     })?;
     more.into_iter().for_each(|(doc, f)| post(doc, f));
     SEARCH_TAIL.delete_range(kv, (sid, 0)..(sid, STATS_DOC))?;
+    let mut by_term: Vec<(String, Vec<Posting>)> = by_term.into_iter().collect();
+    by_term.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     for (term, mut new) in by_term {
         // A summary's document may sort before the tail's memories.
         new.sort_unstable_by_key(|p| p.doc);
