@@ -99,7 +99,7 @@ pub use memory::search::{Hit, RankParams, SearchMode, SearchQuery, SearchResult,
 pub use memory::tree::{
     summary_line, MergePrompt, NapOutcome, Napped, PromptInput, Why, ZoomEntry,
 };
-pub use memory::wake::{cover, reference_cover, Cover, WakeItem, WakeOptions, WakeView};
+pub use memory::wake::{cover, cover_all, reference_cover, Cover, WakeItem, WakeOptions, WakeView};
 /// The storage engine, re-exported so that custom backends (`redb::StorageBackend`) match its version.
 pub use redb;
 pub use session::{

@@ -193,13 +193,15 @@ fn expand(
 
 /// The cover (see [`cover`]); `reference` as [`reference_cover`]; `reuse` takes a bisection
 /// step's count from an earlier walk whose [`Span`] holds it (always, but in the test that
-/// checks it changes nothing).
+/// checks it changes nothing); `all` says every summary is present (`has` always true), so
+/// [`plateau`] may replace the bisection.
 fn cover_impl(
     t: u64,
     budget: usize,
     has: &mut dyn FnMut(Block) -> Result<bool>,
     reference: bool,
     reuse: bool,
+    all: bool,
 ) -> Result<Cover> {
     if t == 0 {
         return Ok(Cover {
@@ -228,27 +230,34 @@ fn cover_impl(
         let omitted = blocks.first().map(|b| b.lo()).unwrap_or(t);
         return Ok(Cover { blocks, omitted });
     }
-    let (mut lo, mut hi) = (0.0f64, 1.0f64);
-    let mut known = Vec::new();
-    for _ in 0..60 {
-        let mid = (lo + hi) / 2.0;
-        if count_at(t, mid, has, budget, &mut stack, reuse.then_some(&mut known))? <= budget {
-            hi = mid;
-        } else {
-            lo = mid;
+    let mut blocks = match all.then(|| plateau(t, budget)).flatten() {
+        Some(blocks) => blocks,
+        None => {
+            let (mut lo, mut hi) = (0.0f64, 1.0f64);
+            let mut known = Vec::new();
+            for _ in 0..60 {
+                let mid = (lo + hi) / 2.0;
+                let known = reuse.then_some(&mut known);
+                if count_at(t, mid, has, budget, &mut stack, known)? <= budget {
+                    hi = mid;
+                } else {
+                    lo = mid;
+                }
+            }
+            let mut blocks = Vec::with_capacity(budget.min(1024));
+            walk(
+                t,
+                hi,
+                has,
+                usize::MAX,
+                Some(&mut blocks),
+                &mut stack,
+                &mut span,
+            )?;
+            blocks.reverse();
+            blocks
         }
-    }
-    let mut blocks = Vec::with_capacity(budget.min(1024));
-    walk(
-        t,
-        hi,
-        has,
-        usize::MAX,
-        Some(&mut blocks),
-        &mut stack,
-        &mut span,
-    )?;
-    blocks.reverse();
+    };
     while blocks.len() < budget {
         let Some(idx) = blocks.iter().rposition(|b| b.size() > 1) else {
             break;
@@ -265,6 +274,125 @@ fn cover_impl(
         blocks.splice(idx..=idx, parts);
     }
     Ok(Cover { blocks, omitted: 0 })
+}
+
+/// A block's split threshold `size / (t - lo)` as an exact fraction (numerator, denominator),
+/// ordered by cross-multiplication: the walk splits a whole block when alpha is below it.
+#[derive(Debug, Clone, Copy)]
+struct Threshold(u64, u64);
+
+impl PartialEq for Threshold {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o).is_eq()
+    }
+}
+
+impl Eq for Threshold {}
+
+impl PartialOrd for Threshold {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl Ord for Threshold {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (u128::from(self.0) * u128::from(o.1)).cmp(&(u128::from(o.0) * u128::from(self.1)))
+    }
+}
+
+/// The histories [`plateau`] answers: below 2^28 memories two distinct thresholds differ by more
+/// than 2^-56, far more than the bisection's final step (2^-60), so the bisection lands between
+/// the same two thresholds as the exact order does.
+const PLATEAU_MAX_T: u64 = 1 << 28;
+
+/// The bisection's pre-fill cover when every summary is present, without bisecting: whole blocks
+/// split in decreasing order of their thresholds (ties together), as alpha falls from 1, until
+/// the next group of splits would take more than `budget` blocks. The bisection's alpha ends
+/// just above that group's threshold, where exactly the splits before it are made, so the
+/// blocks are the same (`tests/api/store/cover_props.rs` checks it against the bisection).
+/// O(budget log budget) instead of 60 walks. `None` past [`PLATEAU_MAX_T`].
+fn plateau(t: u64, budget: usize) -> Option<Vec<Block>> {
+    if t > PLATEAU_MAX_T || t == 0 {
+        return None;
+    }
+    let r = t.checked_next_power_of_two()?;
+    let mut done: Vec<Block> = Vec::with_capacity(budget.min(1024) + 2);
+    let mut heap: std::collections::BinaryHeap<(Threshold, std::cmp::Reverse<u64>, Block)> =
+        std::collections::BinaryHeap::with_capacity(budget.min(1024) + 64);
+    let mut count = 0usize;
+    let place = |b: Block, done: &mut Vec<Block>, heap: &mut std::collections::BinaryHeap<_>| {
+        if b.size() == 1 {
+            done.push(b);
+        } else {
+            heap.push((
+                Threshold(b.size(), t - b.lo()),
+                std::cmp::Reverse(b.lo()),
+                b,
+            ));
+        }
+    };
+    // The splits every alpha makes: blocks that reach past t.
+    let mut stack = vec![Block::raw(r.trailing_zeros() as u8, 0)];
+    while let Some(b) = stack.pop() {
+        if b.lo() >= t {
+            continue;
+        }
+        if b.hi() > t && b.size() > 1 {
+            let (l, h) = b.halves()?;
+            stack.push(l);
+            stack.push(h);
+        } else {
+            count += 1;
+            place(b, &mut done, &mut heap);
+        }
+    }
+    // Then group by group, highest threshold first; a child may share its parent's threshold
+    // (a block ending at t and its newer half), and then splits with it.
+    let (mut roots, mut frontier, mut kids) = (Vec::new(), Vec::new(), Vec::new());
+    while let Some(&(top, _, _)) = heap.peek() {
+        roots.clear();
+        while heap.peek().is_some_and(|e| e.0 == top) {
+            roots.push(heap.pop()?.2);
+        }
+        let mut splits = 0usize;
+        frontier.clear();
+        frontier.extend_from_slice(&roots);
+        kids.clear();
+        while let Some(b) = frontier.pop() {
+            splits += 1;
+            let (l, h) = b.halves()?;
+            for c in [l, h] {
+                if c.size() > 1 && Threshold(c.size(), t - c.lo()) == top {
+                    frontier.push(c);
+                } else {
+                    kids.push(c);
+                }
+            }
+        }
+        if count + splits > budget {
+            // Not made: the blocks as they are now.
+            done.extend(roots);
+            done.extend(heap.into_iter().map(|e| e.2));
+            done.sort_unstable_by_key(|b| b.lo());
+            return Some(done);
+        }
+        count += splits;
+        for c in kids.drain(..) {
+            place(c, &mut done, &mut heap);
+        }
+    }
+    done.sort_unstable_by_key(|b| b.lo());
+    Some(done)
+}
+
+/// [`cover`] when every summary is present: [`plateau`] instead of the bisection where it
+/// applies, the same blocks.
+pub fn cover_all(t: u64, budget: usize) -> Result<Cover> {
+    if budget == 0 {
+        return Err(Error::invalid("budget", "wake needs at least one line"));
+    }
+    cover_impl(t, budget, &mut |_| Ok(true), false, true, true)
 }
 
 /// The cover of `[0, t)` within `budget` lines, where `has(b)` says whether block `b` (size at
@@ -284,13 +412,13 @@ pub fn cover(t: u64, budget: usize, has: &mut dyn FnMut(Block) -> Result<bool>) 
     if budget == 0 {
         return Err(Error::invalid("budget", "wake needs at least one line"));
     }
-    cover_impl(t, budget, has, false, true)
+    cover_impl(t, budget, has, false, true, false)
 }
 
 /// OptMem's cover, exactly as specified in the reference (every summary assumed present; it may
 /// exceed the budget when `budget < popcount(t)`). Used by tests to check [`cover`].
 pub fn reference_cover(t: u64, budget: usize) -> Vec<Block> {
-    cover_impl(t, budget, &mut |_| Ok(true), true, true)
+    cover_impl(t, budget, &mut |_| Ok(true), true, true, false)
         .map(|c| c.blocks)
         .unwrap_or_default()
 }
@@ -553,7 +681,7 @@ impl ReadTxn {
         // With nothing pending, every complete block has a current summary: the cover is the
         // reference cover and its search needs no reads; only the blocks shown are read below.
         let c = if meta.pending == 0 {
-            cover(t, budget, &mut |_| Ok(true))?
+            cover_all(t, budget)?
         } else {
             cover(t, budget, &mut |b| fetch(b, &mut cache))?
         };
@@ -971,8 +1099,8 @@ mod tests {
                     (b.lo() ^ salt).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95) ^ u64::from(b.level());
                 Ok(h % 4 >= density)
             };
-            let fast = cover_impl(t, budget, &mut has, false, true).unwrap();
-            let plain = cover_impl(t, budget, &mut has, false, false).unwrap();
+            let fast = cover_impl(t, budget, &mut has, false, true, false).unwrap();
+            let plain = cover_impl(t, budget, &mut has, false, false, false).unwrap();
             assert_eq!(
                 (names(&fast.blocks), fast.omitted),
                 (names(&plain.blocks), plain.omitted),
@@ -980,8 +1108,16 @@ mod tests {
             );
             let all = &mut |_| Ok(true);
             assert_eq!(
-                names(&cover_impl(t, budget, all, true, true).unwrap().blocks),
-                names(&cover_impl(t, budget, all, true, false).unwrap().blocks)
+                names(
+                    &cover_impl(t, budget, all, true, true, false)
+                        .unwrap()
+                        .blocks
+                ),
+                names(
+                    &cover_impl(t, budget, all, true, false, false)
+                        .unwrap()
+                        .blocks
+                )
             );
         }
     }

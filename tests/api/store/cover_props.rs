@@ -14,7 +14,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use engram::Block;
-use engram::{cover, reference_cover, Cover};
+use engram::{cover, cover_all, reference_cover, Cover};
 use proptest::prelude::*;
 
 fn cases() -> u32 {
@@ -390,6 +390,14 @@ proptest! {
         }
     }
 
+    /// Every summary present: `cover_all`, which finds the bisection's plateau by ordering the
+    /// split thresholds exactly, gives the bisection's cover.
+    #[test]
+    fn cover_all_is_the_bisection(t in t_strategy(), budget in budget_strategy()) {
+        let (c, _) = run_cover(t, budget, &Missing::None);
+        prop_assert_eq!(cover_all(t, budget).expect("a positive budget"), c);
+    }
+
     /// No summary at all: the newest memories raw, the rest named in one line.
     #[test]
     fn no_summaries_shows_the_newest_raw(t in t_strategy(), budget in budget_strategy()) {
@@ -473,4 +481,38 @@ fn doc_example_without_summaries() {
     let c = cover(1000, 4, &mut |_| Ok(false)).unwrap();
     assert_eq!((c.blocks.len(), c.omitted), (3, 997));
     assert_eq!(names(&c.blocks), ["#997", "#998", "#999"]);
+}
+
+/// `cover_all` against the bisection for every history up to 1,100 memories and every budget up
+/// to 40, and around every power of two up to 2^28 (the largest history it answers itself) for
+/// budgets around OptMem's 96.
+#[test]
+fn cover_all_is_the_bisection_everywhere_small_and_at_powers_of_two() {
+    let bisect = |t: u64, b: usize| cover(t, b, &mut |_| Ok(true)).unwrap();
+    for t in 0..=1_100u64 {
+        for b in 1..=40 {
+            assert_eq!(
+                cover_all(t, b).unwrap(),
+                bisect(t, b),
+                "t = {t}, budget {b}"
+            );
+        }
+    }
+    for k in 4..=29u32 {
+        for t in [
+            (1u64 << k) - 1,
+            1 << k,
+            (1 << k) + 1,
+            (1 << k) + (1 << (k - 1)) + 7,
+        ] {
+            for b in [1, 2, 5, 17, 64, 95, 96, 97, 200] {
+                assert_eq!(
+                    cover_all(t, b).unwrap(),
+                    bisect(t, b),
+                    "t = {t}, budget {b}"
+                );
+            }
+        }
+    }
+    assert!(cover_all(10, 0).is_err());
 }

@@ -183,7 +183,9 @@ impl Sql {
                 .expect("a memory key")
                 + 1
         });
-        let cover = engram::reference_cover(t, WAKE_LINES);
+        let cover = engram::cover_all(t, WAKE_LINES)
+            .map(|c| c.blocks)
+            .unwrap_or_default();
         let keys: Vec<String> = cover
             .iter()
             .map(|&b| {

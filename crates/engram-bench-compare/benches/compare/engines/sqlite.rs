@@ -169,7 +169,9 @@ fn wake(c: &Connection) -> String {
         })
         .expect("count");
     let t = t as u64;
-    let cover = ::engram::reference_cover(t, WAKE_LINES);
+    let cover = ::engram::cover_all(t, WAKE_LINES)
+        .map(|c| c.blocks)
+        .unwrap_or_default();
     let mut out = data::wake_begin(t, cover.len());
     {
         let mut mem = tx
