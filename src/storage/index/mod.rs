@@ -169,16 +169,8 @@ pub fn decode_block(sid: u32, term: &str, first: u64, bytes: &[u8]) -> Result<Ve
         let (Some(gap), Some(tf), Some(len)) = (w.u64(), w.u32(), w.u32()) else {
             return Err(wire_error("search_postings", &key, None));
         };
-        doc = match doc.checked_add(gap) {
-            Some(d) if i == 0 && gap == 0 || i > 0 && gap > 0 => d,
-            _ => {
-                return Err(Error::corrupt(
-                    "search_postings",
-                    &key,
-                    "postings out of order",
-                ))
-            }
-        };
+        doc = next_doc(doc, gap, i == 0)
+            .ok_or_else(|| Error::corrupt("search_postings", &key, "postings out of order"))?;
         out.push(Posting { doc, tf, len });
     }
     if w.left() != 0 {
@@ -188,6 +180,13 @@ pub fn decode_block(sid: u32, term: &str, first: u64, bytes: &[u8]) -> Result<Ve
         return Err(Error::corrupt("search_postings", &key, "an empty block"));
     }
     Ok(out)
+}
+
+/// A block's next document: `doc` plus `gap`, where the first posting's gap is 0 (the key holds
+/// its document) and every later one's positive; `None` when out of order or past `u64::MAX`.
+fn next_doc(doc: u64, gap: u64, first: bool) -> Option<u64> {
+    let in_order = if first { gap == 0 } else { gap > 0 };
+    doc.checked_add(gap).filter(|_| in_order)
 }
 
 /// Scope `sid`'s statistics (zero for a scope never indexed).
@@ -342,23 +341,16 @@ mod forward_tests {
             .collect()
     }
 
-    /// serde's reading of a block, as `decode_block` read it before it was written by hand.
+    /// serde's reading of a block, as `decode_block` read it before it was written by hand (the
+    /// order of its documents checked by the same `next_doc`).
     fn serde_block(first: u64, bytes: &[u8]) -> Result<Vec<Posting>> {
         let key = BlockKey(1, "t", first);
         let rows: Vec<(u64, u32, u32)> = decode("search_postings", &key, bytes)?;
         let mut doc = first;
         let mut out = Vec::new();
         for (i, (gap, tf, len)) in rows.into_iter().enumerate() {
-            doc = match doc.checked_add(gap) {
-                Some(d) if i == 0 && gap == 0 || i > 0 && gap > 0 => d,
-                _ => {
-                    return Err(Error::corrupt(
-                        "search_postings",
-                        &key,
-                        "postings out of order",
-                    ))
-                }
-            };
+            doc = next_doc(doc, gap, i == 0)
+                .ok_or_else(|| Error::corrupt("search_postings", &key, "postings out of order"))?;
             out.push(Posting { doc, tf, len });
         }
         if out.is_empty() {
