@@ -1,5 +1,5 @@
 //! Guards the session storage contract: messages come back byte-identical (unicode, nesting,
-//! numbers beyond f64, 1 MiB strings), ids at their limits work and beyond them are refused,
+//! numbers beyond f64, unpaired surrogate escapes, 1 MiB strings), ids at their limits work and beyond them are refused,
 //! every bad input (not an object, bad JSON, over 16 MiB, bad id) is a typed error with nothing
 //! written, a save writes only what changed and archives what it drops, and a memory note and a
 //! session append made in one transaction are seen together or not at all.
@@ -22,6 +22,9 @@ fn messages_round_trip_byte_identical() {
         r#"{"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"x\": [1, {\"y\": null}]}"}}],"deep":{"a":{"b":{"c":[[],{},[[true,false]]]}}}}"#.to_string(),
         format!(r#"{{"content":"{big}"}}"#),
         r#"{"dup":1,"dup":2}"#.to_string(),
+        // Unpaired surrogate escapes: valid JSON syntax (Python's json.dumps writes them for a
+        // lone surrogate), no Unicode text; kept as written.
+        r#"{"content":"\udccc and \ud800 alone","\udfff":1}"#.to_string(),
     ];
     let refs: Vec<&str> = msgs.iter().map(String::as_str).collect();
     s.session_save("rt", &refs, None).unwrap();
