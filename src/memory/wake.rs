@@ -980,18 +980,10 @@ impl ReadTxn {
         if bytes == 0 || first.1.len() <= bytes {
             return Ok(first);
         }
-        // As for one scope, the output does not grow monotonically with the budget, so the
-        // budgets are tried from the top (the first that fits is the largest), at most
-        // WAKE_SCAN of them, then by bisection below.
-        let mut bad = lines;
-        for _ in 0..WAKE_SCAN.min(lines - 1) {
-            bad -= 1;
-            let r = render(bad)?;
-            if r.1.len() <= bytes {
-                return Ok(r);
-            }
-        }
-        let mut ok = 0usize;
+        // Bisected: a budget that fits, in O(log lines) renders of every scope. As for one
+        // scope the output does not grow monotonically with the budget, so this is not always
+        // the largest that fits (one scope's search, `wake_within`, is exact).
+        let (mut ok, mut bad) = (0usize, lines);
         let mut best = None;
         while bad - ok > 1 {
             let mid = ok + (bad - ok) / 2;
