@@ -40,6 +40,26 @@ pub(crate) fn get_summary(
     })
 }
 
+/// Streams the summaries of scope `sid` at `level` with starts from `first` to `last`
+/// (inclusive), in order, to `f`: one range scan for a run of consecutive blocks.
+pub(crate) fn each_summary(
+    kv: &(impl KvRead + ?Sized),
+    sid: u32,
+    level: u8,
+    first: u64,
+    last: u64,
+    mut f: impl FnMut(Block, Summary) -> Result<()>,
+) -> Result<()> {
+    TREE.each(
+        kv,
+        (sid, level, first)..=(sid, level, last),
+        |(_, level, lo), v| {
+            let b = stored_block("tree", sid, level, lo)?;
+            f(b, decode("tree", &TreeKey(sid, b), v)?)
+        },
+    )
+}
+
 fn pending_range(sid: u32) -> std::ops::RangeInclusive<(u32, u8, u64)> {
     (sid, 0, 0)..=(sid, u8::MAX, u64::MAX)
 }

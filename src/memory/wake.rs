@@ -16,9 +16,9 @@ use crate::domain::block::Block;
 use crate::domain::record::{Memory, Summary};
 use crate::error::{Error, Result};
 use crate::memory::hints::Hints;
-use crate::memory::log::{get_memory, memory_line};
-use crate::memory::tree::{get_summary, summary_line};
-use crate::storage::kv::Dir;
+use crate::memory::log::{each_memory, get_memory, memory_line};
+use crate::memory::tree::{each_summary, get_summary, summary_line};
+use crate::storage::kv::{Dir, KvRead};
 use crate::storage::store::Store;
 use crate::storage::tables::{EVENTS, LOG, STALE, TREE};
 use crate::storage::txn::ReadTxn;
@@ -700,10 +700,18 @@ impl ReadTxn {
         let now = crate::domain::text::now_us();
         view.item_lines.reserve(c.blocks.len());
         view.items.reserve(c.blocks.len());
-        self.prefetch_cover(sid, &c.blocks, &cache, any_events, any_stale)?;
+        let mut mems = if self.tx.prefetches() {
+            self.prefetch_cover(sid, &c.blocks, &cache, any_events, any_stale)?;
+            BlockMap::default()
+        } else {
+            self.read_runs(sid, &c.blocks, &mut cache)?
+        };
         for b in c.blocks {
             if b.size() == 1 {
-                let m = get_memory(&log, sid, b.lo())?;
+                let m = match mems.remove(&b) {
+                    Some(m) => m,
+                    None => get_memory(&log, sid, b.lo())?,
+                };
                 let evs = if any_events {
                     crate::memory::lifecycle::events_of(&events, sid, m.id)?
                 } else {
@@ -731,6 +739,56 @@ impl ReadTxn {
         Ok(view)
     }
 
+    /// Reads the values of `blocks` (a cover, in position order) by range scans, one per run of
+    /// consecutive blocks of one level, where a read costs no round trip (a file): the next entry
+    /// of a scan costs a fraction of a B-tree descent per line. The memories are returned, the
+    /// summaries put in `cache` (those already there are not read again); the lines' point
+    /// reads find the rest.
+    fn read_runs(
+        &self,
+        sid: u32,
+        blocks: &[Block],
+        cache: &mut BlockMap<Option<Summary>>,
+    ) -> Result<BlockMap<Memory>> {
+        let mut mems = BlockMap::default();
+        let wanted =
+            |b: &Block, cache: &BlockMap<Option<Summary>>| b.size() == 1 || !cache.contains_key(b);
+        let mut rest = blocks;
+        while let Some((&first, tail)) = rest.split_first() {
+            rest = tail;
+            if !wanted(&first, cache) {
+                continue;
+            }
+            let mut last = first;
+            while let Some((&next, tail)) = rest.split_first() {
+                if next.level() != last.level() || next.lo() != last.hi() || !wanted(&next, cache) {
+                    break;
+                }
+                last = next;
+                rest = tail;
+            }
+            if first.size() == 1 {
+                each_memory(&self.tx, sid, first.lo(), last.hi(), |m| {
+                    mems.insert(Block::single(m.id), m);
+                    Ok(())
+                })?;
+            } else {
+                each_summary(
+                    &self.tx,
+                    sid,
+                    first.level(),
+                    first.lo(),
+                    last.lo(),
+                    |b, s| {
+                        cache.insert(b, Some(s));
+                        Ok(())
+                    },
+                )?;
+            }
+        }
+        Ok(mems)
+    }
+
     /// Tells the backend every read the lines of `blocks` will make, so that a server answers
     /// them in at most four round trips instead of one or two per line (a file ignores the
     /// hint); stale marks and events only when the scope has any.
@@ -742,6 +800,9 @@ impl ReadTxn {
         any_events: bool,
         any_stale: bool,
     ) -> Result<()> {
+        if !self.tx.prefetches() {
+            return Ok(());
+        }
         let raw: Vec<u64> = blocks
             .iter()
             .filter(|b| b.size() == 1)

@@ -540,12 +540,16 @@ impl<K: Key> Table<K> {
         with_bounds::<K, _>(&range, |lo, hi| kv.delete_range(self.id, lo, hi))
     }
 
-    /// Hints that these keys are about to be read (see [`KvRead::prefetch`]).
+    /// Hints that these keys are about to be read (see [`KvRead::prefetch`]); nothing is
+    /// encoded where the engine ignores hints.
     pub fn prefetch<'a, S: KvRead + ?Sized>(
         &self,
         kv: &S,
         keys: impl IntoIterator<Item = K::Enc<'a>>,
     ) -> Result<()> {
+        if !kv.prefetches() {
+            return Ok(());
+        }
         let keys: Vec<Vec<u8>> = keys.into_iter().map(encode::<K>).collect();
         if keys.is_empty() {
             return Ok(());

@@ -195,6 +195,12 @@ pub trait KvRead {
         Ok(())
     }
 
+    /// Whether [`KvRead::prefetch`] does anything here: a caller that would build a list of
+    /// keys only to hint at them skips the work where the answer is no (a file).
+    fn prefetches(&self) -> bool {
+        false
+    }
+
     /// Hints that the caller is about to scan within these bounds of `t` (see
     /// [`KvRead::prefetch`]): a server fetches the whole range at once, so keep it small.
     fn prefetch_range(&self, _t: TableId, _lo: Bound<&[u8]>, _hi: Bound<&[u8]>) -> Result<()> {
@@ -282,6 +288,10 @@ impl<T: Forward + ?Sized> KvRead for T {
 
     fn prefetch(&self, t: TableId, keys: &[Vec<u8>]) -> Result<()> {
         self.reads().prefetch(t, keys)
+    }
+
+    fn prefetches(&self) -> bool {
+        self.reads().prefetches()
     }
 
     fn prefetch_range(&self, t: TableId, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<()> {

@@ -426,6 +426,10 @@ impl KvRead for PgTx {
         self.value(&self.server.table(t)?.get, key)
     }
 
+    fn prefetches(&self) -> bool {
+        true
+    }
+
     fn prefetch(&self, t: TableId, keys: &[Vec<u8>]) -> Result<()> {
         if keys.is_empty() {
             return Ok(());
