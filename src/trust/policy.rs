@@ -124,18 +124,19 @@ fn may_match(text: &str, needles: &Needles) -> bool {
         return true;
     }
     let b = text.as_bytes();
-    let mut c0 = b.first().map_or(0, u8::to_ascii_lowercase);
-    for i in 0..b.len() {
-        let c1 = b.get(i + 1).map_or(0, u8::to_ascii_lowercase);
-        let pair = usize::from(c0) << 8 | usize::from(c1);
-        c0 = c1;
-        // One bit per pair of first bytes (or a one-byte word): most positions stop here.
-        let word = needles.pairs.get(pair >> 6).copied().unwrap_or(0);
-        if word & (1u64 << (pair & 63)) != 0 && needles.hit(b, i, pair >> 8) {
+    let Some((&first, rest)) = b.split_first() else {
+        return false;
+    };
+    // Each position's pair: its byte and the next, lower case; the last byte pairs with 0.
+    let mut c0 = first.to_ascii_lowercase();
+    for (i, &next) in rest.iter().enumerate() {
+        let c1 = next.to_ascii_lowercase();
+        if needles.pair(c0, c1) && needles.hit(b, i, usize::from(c0)) {
             return true;
         }
+        c0 = c1;
     }
-    false
+    needles.pair(c0, 0) && needles.hit(b, rest.len(), usize::from(c0))
 }
 
 /// Literals (ASCII, lower case, at most 32) and, for each byte, which of them start with it:
@@ -152,6 +153,16 @@ struct Needles {
 }
 
 impl Needles {
+    /// Whether a word may start with bytes `c0`, `c1` (lower case): one bit per pair of first
+    /// bytes (or a one-byte word); most positions of a text stop here.
+    #[inline]
+    fn pair(&self, c0: u8, c1: u8) -> bool {
+        let pair = usize::from(c0) << 8 | usize::from(c1);
+        // The mask keeps the index provably in range (a pair is below 2^16): no bounds check.
+        let word = self.pairs.get((pair >> 6) & 1023).copied().unwrap_or(0);
+        word & (1u64 << (pair & 63)) != 0
+    }
+
     /// Whether a word starting with byte `c0` (lower case) is at `b[i..]`.
     fn hit(&self, b: &[u8], i: usize, c0: usize) -> bool {
         if self.single.get(c0).copied().unwrap_or(false) {
