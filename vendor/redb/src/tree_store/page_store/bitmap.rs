@@ -76,8 +76,20 @@ impl BtreeBitmap {
         result
     }
 
+    // The length of to_vec()'s bytes, without serializing (engram: the allocator state's space
+    // is reserved on every multi-writer commit)
+    pub(crate) fn serialized_len(&self) -> usize {
+        END_OFFSETS
+            + self.heights.len() * size_of::<u32>()
+            + self
+                .heights
+                .iter()
+                .map(U64GroupedBitmap::serialized_len)
+                .sum::<usize>()
+    }
+
     pub(crate) fn to_vec(&self) -> Vec<u8> {
-        let mut result = vec![];
+        let mut result = Vec::with_capacity(self.serialized_len());
         let height: u32 = self.heights.len().try_into().unwrap();
         result.extend(height.to_le_bytes());
 
@@ -265,6 +277,11 @@ impl U64GroupedBitmap {
     // Format:
     // 4 bytes: number of elements
     // n bytes: serialized groups
+    // The length of to_vec()'s bytes
+    pub fn serialized_len(&self) -> usize {
+        size_of::<u32>() + Self::required_words(self.len) * size_of::<u64>()
+    }
+
     pub fn to_vec(&self) -> Vec<u8> {
         let words = Self::required_words(self.len);
         let mut result = Vec::with_capacity(size_of::<u32>() + words * size_of::<u64>());

@@ -90,6 +90,18 @@ impl BuddyAllocator {
     // num_pages: u32
     // free_ends: array of u32, with ending offset for BtreeBitmap structure for the given order
     // ... BtreeBitmap structures
+    // The length of to_vec()'s bytes, without serializing (engram)
+    pub(crate) fn serialized_len(&self) -> usize {
+        1 + 3
+            + size_of::<u32>()
+            + self.free.len() * size_of::<u32>()
+            + self
+                .free
+                .iter()
+                .map(BtreeBitmap::serialized_len)
+                .sum::<usize>()
+    }
+
     pub(crate) fn to_vec(&self) -> Vec<u8> {
         let serialized: Vec<Vec<u8>> = self.free.iter().map(BtreeBitmap::to_vec).collect();
 

@@ -1705,12 +1705,23 @@ impl TransactionalMemory {
         let layout = state.header.layout();
         let num_regions = layout.num_regions();
         let allocators = state.allocators();
-        let region_tracker_len = allocators.region_tracker.to_vec().len();
+        // The lengths alone, not the bytes (engram: serializing every region twice per commit
+        // was most of a multi-writer commit's CPU)
+        let region_tracker_len = allocators.region_tracker.serialized_len();
         let region_lens: Vec<usize> = allocators
             .region_allocators
             .iter()
-            .map(|x| x.to_vec().len())
+            .map(|a| a.serialized_len())
             .collect();
+        debug_assert_eq!(
+            region_tracker_len,
+            allocators.region_tracker.to_vec().len()
+        );
+        debug_assert!(allocators
+            .region_allocators
+            .iter()
+            .zip(&region_lens)
+            .all(|(a, &n)| a.to_vec().len() == n));
         drop(state);
 
         for i in 0..num_regions {

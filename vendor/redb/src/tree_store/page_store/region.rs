@@ -29,20 +29,33 @@ impl RegionTracker {
     // num_orders: u32 number of order allocators
     // allocator_lens: u32 length of each allocator
     // data: BtreeBitmap data for each order
+    // The length of to_vec()'s bytes, without serializing (engram)
+    pub(super) fn serialized_len(&self) -> usize {
+        size_of::<u32>()
+            + self.order_trackers.len() * size_of::<u32>()
+            + self
+                .order_trackers
+                .iter()
+                .map(BtreeBitmap::serialized_len)
+                .sum::<usize>()
+    }
+
+    // Each tracker serialized once (engram: it was twice, once for its length)
     pub(super) fn to_vec(&self) -> Vec<u8> {
-        let mut result = vec![];
+        let mut result = Vec::with_capacity(self.serialized_len());
         let orders: u32 = self.order_trackers.len().try_into().unwrap();
-        let allocator_lens: Vec<u32> = self
+        let serialized: Vec<Vec<u8>> = self
             .order_trackers
             .iter()
-            .map(|x| x.to_vec().len().try_into().unwrap())
+            .map(BtreeBitmap::to_vec)
             .collect();
         result.extend(orders.to_le_bytes());
-        for allocator_len in allocator_lens {
+        for order in &serialized {
+            let allocator_len: u32 = order.len().try_into().unwrap();
             result.extend(allocator_len.to_le_bytes());
         }
-        for order in &self.order_trackers {
-            result.extend(&order.to_vec());
+        for order in &serialized {
+            result.extend(order);
         }
         result
     }
