@@ -45,8 +45,7 @@ pub(crate) fn decode_summary(sid: u32, b: Block, bytes: &[u8]) -> Result<Summary
     let key = TreeKey(sid, b);
     let mut w = Wire::new(payload("tree", &key, bytes)?);
     let s = (|| {
-        let n = usize::try_from(w.u64()?).ok()?;
-        let text = std::str::from_utf8(w.bytes(n)?).ok()?.to_owned();
+        let text = w.str()?.to_owned();
         let written_us = w.i64()?;
         let built_from = match w.u32()? {
             0 => BuiltFrom::Raw,

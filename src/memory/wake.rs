@@ -790,8 +790,9 @@ impl ReadTxn {
     }
 
     /// Tells the backend every read the lines of `blocks` will make, so that a server answers
-    /// them in at most four round trips instead of one or two per line (a file ignores the
-    /// hint); stale marks and events only when the scope has any.
+    /// them in at most four round trips instead of one or two per line (called only where the
+    /// engine `prefetches`; a file reads by [`ReadTxn::read_runs`] instead); stale marks and
+    /// events only when the scope has any.
     fn prefetch_cover(
         &self,
         sid: u32,
@@ -800,9 +801,6 @@ impl ReadTxn {
         any_events: bool,
         any_stale: bool,
     ) -> Result<()> {
-        if !self.tx.prefetches() {
-            return Ok(());
-        }
         let raw: Vec<u64> = blocks
             .iter()
             .filter(|b| b.size() == 1)
