@@ -63,6 +63,12 @@ impl std::hash::Hasher for BlockHasher {
 
 type BlockMap<V> = HashMap<Block, V, std::hash::BuildHasherDefault<BlockHasher>>;
 
+/// A value a wake line shows, read ahead by [`ReadTxn::read_runs`].
+enum Value {
+    Memory(Memory),
+    Summary(Summary),
+}
+
 /// The alphas around a walk's own for which the walk makes the same choices, so takes the same
 /// path and finds the same count: the open interval (`above`, `below`). Each choice that
 /// depends on alpha (`size > alpha * (t - lo)`) narrows it to the side of that block's threshold
@@ -700,17 +706,19 @@ impl ReadTxn {
         let now = crate::domain::text::now_us();
         view.item_lines.reserve(c.blocks.len());
         view.items.reserve(c.blocks.len());
-        let mut mems = if self.tx.prefetches() {
+        // The values the lines show, by the block's place in the cover (no map, no hashing).
+        let mut read: Vec<Option<Value>> = if self.tx.prefetches() {
             self.prefetch_cover(sid, &c.blocks, &cache, any_events, any_stale)?;
-            BlockMap::default()
+            Vec::new()
         } else {
-            self.read_runs(sid, &c.blocks, &mut cache)?
+            self.read_runs(sid, &c.blocks, &cache)?
         };
-        for b in c.blocks {
+        for (i, b) in c.blocks.into_iter().enumerate() {
+            let got = read.get_mut(i).and_then(Option::take);
             if b.size() == 1 {
-                let m = match mems.remove(&b) {
-                    Some(m) => m,
-                    None => get_memory(&log, sid, b.lo())?,
+                let m = match got {
+                    Some(Value::Memory(m)) => m,
+                    _ => get_memory(&log, sid, b.lo())?,
                 };
                 let evs = if any_events {
                     crate::memory::lifecycle::events_of(&events, sid, m.id)?
@@ -722,8 +730,8 @@ impl ReadTxn {
                     .push(crate::memory::lifecycle::marked_line(&m, &st));
                 view.items.push(WakeItem::Memory(m));
             } else {
-                let s = match cache.remove(&b) {
-                    Some(Some(s)) => s,
+                let s = match (got, cache.remove(&b)) {
+                    (Some(Value::Summary(s)), _) | (_, Some(Some(s))) => s,
                     _ => get_summary(&tree, sid, b)?
                         .ok_or_else(|| Error::corrupt("tree", b, "summary vanished during wake"))?,
                 };
@@ -741,52 +749,63 @@ impl ReadTxn {
 
     /// Reads the values of `blocks` (a cover, in position order) by range scans, one per run of
     /// consecutive blocks of one level, where a read costs no round trip (a file): the next entry
-    /// of a scan costs a fraction of a B-tree descent per line. The memories are returned, the
-    /// summaries put in `cache` (those already there are not read again); the lines' point
-    /// reads find the rest.
+    /// of a scan costs a fraction of a B-tree descent per line. Returns each block's value at its
+    /// place in `blocks` (summaries already in `cache` are not read again); the lines' point
+    /// reads find whatever a scan did not.
     fn read_runs(
         &self,
         sid: u32,
         blocks: &[Block],
-        cache: &mut BlockMap<Option<Summary>>,
-    ) -> Result<BlockMap<Memory>> {
-        let mut mems = BlockMap::default();
-        let wanted =
-            |b: &Block, cache: &BlockMap<Option<Summary>>| b.size() == 1 || !cache.contains_key(b);
-        let mut rest = blocks;
-        while let Some((&first, tail)) = rest.split_first() {
-            rest = tail;
-            if !wanted(&first, cache) {
-                continue;
-            }
-            let mut last = first;
-            while let Some((&next, tail)) = rest.split_first() {
-                if next.level() != last.level() || next.lo() != last.hi() || !wanted(&next, cache) {
-                    break;
+        cache: &BlockMap<Option<Summary>>,
+    ) -> Result<Vec<Option<Value>>> {
+        let mut out: Vec<Option<Value>> = Vec::with_capacity(blocks.len());
+        out.resize_with(blocks.len(), || None);
+        let wanted = |b: &Block| b.size() == 1 || !cache.contains_key(b);
+        let mut start = 0;
+        while let Some(&first) = blocks.get(start) {
+            let mut end = start + 1;
+            if wanted(&first) {
+                let mut last = first;
+                while let Some(&next) = blocks.get(end) {
+                    if next.level() != last.level() || next.lo() != last.hi() || !wanted(&next) {
+                        break;
+                    }
+                    last = next;
+                    end += 1;
                 }
-                last = next;
-                rest = tail;
-            }
-            if first.size() == 1 {
-                each_memory(&self.tx, sid, first.lo(), last.hi(), |m| {
-                    mems.insert(Block::single(m.id), m);
-                    Ok(())
-                })?;
-            } else {
-                each_summary(
-                    &self.tx,
-                    sid,
-                    first.level(),
-                    first.lo(),
-                    last.lo(),
-                    |b, s| {
-                        cache.insert(b, Some(s));
+                let run = out.get_mut(start..end).unwrap_or_default();
+                // A value's place in the run: its distance from the run's start in blocks.
+                let place = |lo: u64| {
+                    lo.checked_sub(first.lo())
+                        .filter(|d| d % first.size() == 0)
+                        .and_then(|d| usize::try_from(d / first.size()).ok())
+                };
+                if first.size() == 1 {
+                    each_memory(&self.tx, sid, first.lo(), last.hi(), |m| {
+                        if let Some(slot) = place(m.id).and_then(|i| run.get_mut(i)) {
+                            *slot = Some(Value::Memory(m));
+                        }
                         Ok(())
-                    },
-                )?;
+                    })?;
+                } else {
+                    each_summary(
+                        &self.tx,
+                        sid,
+                        first.level(),
+                        first.lo(),
+                        last.lo(),
+                        |b, s| {
+                            if let Some(slot) = place(b.lo()).and_then(|i| run.get_mut(i)) {
+                                *slot = Some(Value::Summary(s));
+                            }
+                            Ok(())
+                        },
+                    )?;
+                }
             }
+            start = end;
         }
-        Ok(mems)
+        Ok(out)
     }
 
     /// Tells the backend every read the lines of `blocks` will make, so that a server answers
