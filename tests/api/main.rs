@@ -18,6 +18,7 @@ mod store {
     mod model;
     mod pending_props;
     mod recall_pages;
+    mod table_types;
 }
 
 mod crash {

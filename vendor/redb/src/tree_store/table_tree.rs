@@ -181,7 +181,7 @@ impl TableTree {
     }
 
     // root_page: the root of the master table
-    pub(crate) fn get_table<K: Key, V: Value>(
+    pub(crate) fn get_table<K: Key + 'static, V: Value + 'static>(
         &self,
         name: &str,
         table_type: TableType,
@@ -537,7 +537,7 @@ impl TableTreeMut {
     }
 
     // root_page: the root of the master table
-    pub(crate) fn get_table<K: Key, V: Value>(
+    pub(crate) fn get_table<K: Key + 'static, V: Value + 'static>(
         &self,
         name: &str,
         table_type: TableType,
@@ -639,7 +639,7 @@ impl TableTreeMut {
         self.pending_table_updates.remove(name);
     }
 
-    pub(crate) fn get_or_create_table<K: Key, V: Value>(
+    pub(crate) fn get_or_create_table<K: Key + 'static, V: Value + 'static>(
         &mut self,
         name: &str,
         table_type: TableType,

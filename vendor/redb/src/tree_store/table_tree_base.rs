@@ -9,7 +9,25 @@ use alloc::string::ToString;
 use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
+use core::any::TypeId;
 use core::mem::size_of;
+
+/// engram patch: `T::type_name()`, built once per type and kept, lent to `f`. Opening a table
+/// compares the stored key and value type names with the expected ones, and building those
+/// allocates (a tuple's name a string per element, about 2,000 instructions an open); a name is
+/// a function of the type alone, so it is kept, keyed by the type's `TypeId`.
+fn with_type_name<T: Value + 'static, R>(f: impl FnOnce(&TypeName) -> R) -> R {
+    static NAMES: Mutex<Vec<(TypeId, TypeName)>> = Mutex::new(Vec::new());
+    let id = TypeId::of::<T>();
+    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, name)) = names.iter().find(|(k, _)| *k == id) {
+        return f(name);
+    }
+    let name = T::type_name();
+    let result = f(&name);
+    names.push((id, name));
+    result
+}
 
 // Forward compatibility feature in case alignment can be supported in the future
 // See https://github.com/cberner/redb/issues/360
@@ -152,7 +170,7 @@ impl InternalTableDefinition {
         Ok(())
     }
 
-    pub(super) fn check_match<K: Key, V: Value>(
+    pub(super) fn check_match<K: Key + 'static, V: Value + 'static>(
         &self,
         table_type: TableType,
         name: &str,
@@ -163,18 +181,19 @@ impl InternalTableDefinition {
         let stored_value = self.private_value_type();
         // Accept the current type name, or the spelling an older redb version may have stored for
         // the same type (see `TypeName::matches_legacy`).
-        let expected_key = K::type_name();
-        let expected_value = V::type_name();
-        let key_matches = stored_key == expected_key || expected_key.matches_legacy(&stored_key);
-        let value_matches =
-            stored_value == expected_value || expected_value.matches_legacy(&stored_value);
+        let key_matches = with_type_name::<K, _>(|expected| {
+            stored_key == *expected || expected.matches_legacy(&stored_key)
+        });
+        let value_matches = with_type_name::<V, _>(|expected| {
+            stored_value == *expected || expected.matches_legacy(&stored_value)
+        });
         if !key_matches || !value_matches {
             return Err(TableError::type_mismatch(
                 name,
                 stored_key,
                 stored_value,
-                expected_key,
-                expected_value,
+                K::type_name(),
+                V::type_name(),
             ));
         }
         if self.private_get_fixed_key_size() != K::fixed_width() {
