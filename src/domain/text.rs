@@ -142,10 +142,45 @@ pub fn now_us() -> i64 {
 
 /// The UTC date `YYYY-MM-DD` of a timestamp in microseconds.
 pub fn date_of(us: i64) -> String {
-    match Timestamp::from_microsecond(us) {
-        Ok(ts) => ts.to_zoned_datetime(TimeZone::UTC).date().to_string(),
-        Err(_) => "????-??-??".to_string(),
+    let mut out = String::with_capacity(10);
+    push_date(us, &mut out);
+    out
+}
+
+/// Appends [`date_of`]`(us)` to `out` without allocating: years 1 to 9998 (every timestamp a
+/// store holds in practice) by the civil-from-days arithmetic of the proleptic Gregorian
+/// calendar, the rest (jiff's range ends and beyond it) through jiff as before. A wake or recall
+/// renders a date per raw line; `tests` check both paths agree on every day they share.
+pub fn push_date(us: i64, out: &mut String) {
+    let days = us.div_euclid(86_400_000_000);
+    // 0001-01-01 and 9998-12-31, in days from 1970-01-01.
+    if !(-719_162..=2_932_531).contains(&days) {
+        match Timestamp::from_microsecond(us) {
+            Ok(ts) => out.push_str(&ts.to_zoned_datetime(TimeZone::UTC).date().to_string()),
+            Err(_) => out.push_str("????-??-??"),
+        }
+        return;
     }
+    // Howard Hinnant's civil_from_days: eras of 400 years from 0000-03-01.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let digit = |n: i64| char::from(b'0' + (n % 10) as u8);
+    for n in [year / 1000, year / 100, year / 10, year] {
+        out.push(digit(n));
+    }
+    out.push('-');
+    out.push(digit(month / 10));
+    out.push(digit(month));
+    out.push('-');
+    out.push(digit(day / 10));
+    out.push(digit(day));
 }
 
 /// The RFC 3339 UTC form of a timestamp in microseconds.
@@ -260,6 +295,42 @@ pub fn validate_scope(name: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// jiff's rendering, which `push_date`'s arithmetic replaces inside its range.
+    fn by_jiff(us: i64) -> String {
+        match Timestamp::from_microsecond(us) {
+            Ok(ts) => ts.to_zoned_datetime(TimeZone::UTC).date().to_string(),
+            Err(_) => "????-??-??".to_string(),
+        }
+    }
+
+    #[test]
+    fn the_date_arithmetic_agrees_with_jiff() {
+        const DAY: i64 = 86_400_000_000;
+        // Every day at both ends of the fast path and across the years most stores hold (with
+        // 1900, 2000 and 2100 for the century rules), then every 13th day of the whole range, at
+        // midnight, a microsecond either side of it and midday; then past the range.
+        let days = (-719_200..-700_000)
+            .chain(-30_000..60_000)
+            .chain(2_900_000..2_932_600)
+            .chain((-719_162..=2_932_531).step_by(13));
+        for d in days {
+            for us in [d * DAY, d * DAY - 1, d * DAY + 1, d * DAY + DAY / 2] {
+                assert_eq!(date_of(us), by_jiff(us), "{us} us");
+            }
+        }
+        for us in [
+            i64::MIN,
+            i64::MAX,
+            -377_705_116_800_000_001,
+            253_402_300_800_000_000,
+        ] {
+            assert_eq!(date_of(us), by_jiff(us), "{us} us");
+        }
+        let mut s = String::from("x ");
+        push_date(0, &mut s);
+        assert_eq!(s, "x 1970-01-01");
+    }
 
     #[test]
     fn every_control_and_separator_is_refused() {

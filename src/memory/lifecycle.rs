@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::block::Block;
 use crate::domain::record::{Memory, ScopeMeta, Status};
-use crate::domain::text::{date_of, display_safe};
+use crate::domain::text::{display_safe, push_date};
 use crate::error::{Error, Result};
 use crate::memory::log::get_memory;
 use crate::storage::access::Access;
@@ -126,13 +126,12 @@ pub fn marked_line(m: &Memory, st: &MemoryState) -> String {
     let markers = st.markers();
     let text = display_safe(&m.text);
     // Built with pushes into one buffer, not `format!` (a wake renders up to 96 of these).
-    let date = date_of(m.observed_us);
-    let mut out = String::with_capacity(text.len() + date.len() + 40);
+    let mut out = String::with_capacity(text.len() + 50);
     let mut num = [0u8; 20];
     out.push('#');
     out.push_str(crate::memory::log::itoa_u64(m.id, &mut num));
     out.push(' ');
-    out.push_str(&date);
+    push_date(m.observed_us, &mut out);
     out.push(' ');
     if !markers.is_empty() {
         out.push('[');
