@@ -1,4 +1,4 @@
-use crate::sync::Mutex;
+use crate::sync::{Mutex, RwLock};
 use crate::tree_store::btree::{PagePath, UntypedBtree, UntypedBtreeMut};
 use crate::tree_store::multimap_btree::{UntypedMultiBtree, relocate_subtrees};
 use crate::tree_store::{
@@ -17,15 +17,22 @@ use core::mem::size_of;
 /// allocates (a tuple's name a string per element, about 2,000 instructions an open); a name is
 /// a function of the type alone, so it is kept, keyed by the type's `TypeId`.
 fn with_type_name<T: Value + 'static, R>(f: impl FnOnce(&TypeName) -> R) -> R {
-    static NAMES: Mutex<Vec<(TypeId, TypeName)>> = Mutex::new(Vec::new());
+    // Read-locked on every open after a type's first, so concurrent opens do not serialize;
+    // the list holds one entry per key or value type a program opens tables with.
+    static NAMES: RwLock<Vec<(TypeId, TypeName)>> = RwLock::new(Vec::new());
     let id = TypeId::of::<T>();
-    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, name)) = names.iter().find(|(k, _)| *k == id) {
-        return f(name);
+    {
+        let names = NAMES.read().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, name)) = names.iter().find(|(k, _)| *k == id) {
+            return f(name);
+        }
     }
     let name = T::type_name();
     let result = f(&name);
-    names.push((id, name));
+    let mut names = NAMES.write().unwrap_or_else(|e| e.into_inner());
+    if !names.iter().any(|(k, _)| *k == id) {
+        names.push((id, name));
+    }
     result
 }
 
