@@ -27,6 +27,7 @@ mod crash {
     mod io_errors;
     mod journal_power_loss;
     mod migration;
+    mod one_phase;
     mod power_loss;
     mod torn_tail;
 }

@@ -687,7 +687,8 @@ fn mask_revisions(s: &str) -> String {
 /// A workload and what it did on a disk without faults.
 pub struct Script {
     pub seed: u64,
-    /// redb's `ExclusiveWriter` mode (1PC+C) instead of the default `MultiWriter` (2PC).
+    /// redb's `ExclusiveWriter` mode (1PC+C) instead of the default `MultiWriter` (one phase, the
+    /// primary marked unflushed until its sync returns).
     pub exclusive: bool,
     pub ops: Vec<Op>,
     pub outcomes: Vec<Outcome>,
@@ -769,7 +770,7 @@ impl Script {
             if self.exclusive {
                 "ExclusiveWriter, 1PC+C"
             } else {
-                "MultiWriter, 2PC"
+                "MultiWriter, 1PC, unflushed mark"
             },
             self.ops.len()
         )
@@ -1022,6 +1023,11 @@ fn check_recovery_inner(
     check_recovered(script, store, p, tally)
 }
 
+/// What [`check_recovery_of_file`] adds to its error when the open said it had dropped the newest
+/// commit after repairing a torn tail (`TailRepair::dropped_newest_commit`): a loss it reported.
+pub const DROPPED_REPORTED: &str =
+    "the open reported dropping the newest commit after its torn-tail repair";
+
 /// [`check_recovery`] for a real file: `file` is opened by path (as the CLI opens it), so that
 /// what engram does to the file itself before redb sees it (the torn-tail repair) is covered.
 pub fn check_recovery_of_file(
@@ -1033,7 +1039,16 @@ pub fn check_recovery_of_file(
     no_panic(|| {
         let store = Store::open_with(file, options(script.exclusive))
             .map_err(|e| format!("reopening after the crash failed: {e}"))?;
-        check_recovered(script, store, p, tally)
+        let dropped = store
+            .repaired_tail()
+            .is_some_and(|r| r.dropped_newest_commit);
+        check_recovered(script, store, p, tally).map_err(|e| {
+            if dropped {
+                format!("{e} ({DROPPED_REPORTED})")
+            } else {
+                e
+            }
+        })
     })
 }
 

@@ -648,9 +648,12 @@ fn open_reader(path: &Path, opts: &Options) -> Result<Opened<RedbEngine>> {
 fn open_file(
     path: &Path,
     opts: &Options,
-    repaired: Option<TailRepair>,
+    mut repaired: Option<TailRepair>,
 ) -> Result<Opened<RedbEngine>> {
-    let db = open_bounded(opts, path).map_err(|e| may_not_write(path, e))?;
+    let (db, fell_back) = open_bounded(opts, path).map_err(|e| may_not_write(path, e))?;
+    if let Some(r) = &mut repaired {
+        r.dropped_newest_commit = fell_back;
+    }
     let mut engine = RedbEngine::new(db, opts);
     if let Some(r) = &repaired {
         // A repair is kept only if every page of the recovered store matches its checksum:
@@ -667,7 +670,14 @@ fn open_file(
         journal::open_existing(path)?.as_deref(),
         &journal::path_of(path),
     )?;
-    let format = check_format(&engine, path, opts)?;
+    let format = check_format(&engine, path, opts).map_err(|e| match &repaired {
+        // What the repair dropped the newest commit for may not be a store at all (a commit
+        // from before the store was made): damage, not a file of another kind
+        Some(r) if r.dropped_newest_commit => crate::error::damaged_file(format!(
+            "its end was cut, and its newest commit, whose checksums then failed, was dropped for one that is not a whole engram store ({e})"
+        )),
+        _ => e,
+    })?;
     if opts.exclusive && opts.journal && !opts.read_only {
         engine.start_journal(|epoch| Journal::open(path, opts.journal_bytes, epoch))?;
     }

@@ -3,6 +3,8 @@
 //! becomes. [`super::engine`] builds on these.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redb::{ConcurrencyMode, Database, ReadTransaction, ReadableDatabase};
@@ -110,21 +112,28 @@ pub(super) fn make_parent(path: &Path) -> Result<()> {
 /// Opens the file, waiting at most `busy_timeout`: in multi-writer mode redb's open waits for a
 /// writer in another process to finish, so the open runs on a helper thread and the caller stops
 /// waiting after the timeout (the thread then closes the handle it gets).
-pub(super) fn open_bounded(opts: &Options, path: &Path) -> Result<Db> {
+///
+/// Also returns whether redb's crash recovery dropped the newest commit, whose checksums failed,
+/// for the one before it (vendor/README.md, "one sync per multi-writer commit"): a one-phase
+/// commit cut by a power loss, which is what it is unless the file was also damaged.
+pub(super) fn open_bounded(opts: &Options, path: &Path) -> Result<(Db, bool)> {
     let (tx, rx) = std::sync::mpsc::channel();
     let o = opts.clone();
     let p = path.to_path_buf();
     let start = Instant::now();
+    let fell_back = Arc::new(AtomicBool::new(false));
+    let seen = fell_back.clone();
     std::thread::Builder::new()
         .name("engram-open".into())
         .spawn(move || {
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                retry_busy(&o, || open_db(&o, &p))
+                retry_busy(&o, || open_db(&o, &p, &seen))
             }));
             let _ = tx.send(r.unwrap_or_else(|panic| Err(engine_panic("opening the file", panic))));
         })?;
+    let fell_back = move |db| (db, fell_back.load(Ordering::Acquire));
     match rx.recv_timeout(opts.busy_timeout) {
-        Ok(r) => r,
+        Ok(r) => r.map(fell_back),
         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(Error::Busy {
             waited: start.elapsed(),
         }),
@@ -134,12 +143,24 @@ pub(super) fn open_bounded(opts: &Options, path: &Path) -> Result<Db> {
     }
 }
 
-/// One open of the file, read-write or read-only as the options say.
-fn open_db(opts: &Options, path: &Path) -> Result<Db, redb::DatabaseError> {
+/// One open of the file, read-write or read-only as the options say; `fell_back` is set if its
+/// recovery drops the newest commit (see [`open_bounded`]).
+fn open_db(
+    opts: &Options,
+    path: &Path,
+    fell_back: &Arc<AtomicBool>,
+) -> Result<Db, redb::DatabaseError> {
+    let mut b = builder(opts);
+    let seen = fell_back.clone();
+    b.set_repair_callback(move |session| {
+        if session.falls_back() {
+            seen.store(true, Ordering::Release);
+        }
+    });
     if opts.read_only {
-        builder(opts).open_read_only(path).map(Db::ReadOnly)
+        b.open_read_only(path).map(Db::ReadOnly)
     } else {
-        builder(opts).open(path).map(Db::ReadWrite)
+        b.open(path).map(Db::ReadWrite)
     }
 }
 

@@ -39,10 +39,29 @@ pub struct TailRepair {
     pub new_len: u64,
     /// Where the bytes cut off were saved (`None` when the file was padded, not cut).
     pub saved_to: Option<PathBuf>,
+    /// Whether the open then dropped the store's newest commit, whose checksums failed, for the
+    /// one before it. After a power loss that is a commit the crash cut (never acknowledged);
+    /// but the bytes the torn tail lost may have been that commit's pages, so it may also have
+    /// been acknowledged, and the repair says so instead of keeping quiet (docs/reliability.md,
+    /// "A torn tail").
+    pub dropped_newest_commit: bool,
 }
 
 impl std::fmt::Display for TailRepair {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.fmt_cut(f)?;
+        if self.dropped_newest_commit {
+            write!(
+                f,
+                "; its newest commit then failed its checksums and was dropped for the one before it: a commit the crash cut short, or, if that commit had been acknowledged, one lost with the damaged end"
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl TailRepair {
+    fn fmt_cut(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.saved_to {
             Some(side) => write!(
                 f,
@@ -195,6 +214,7 @@ pub(crate) fn cut(path: &Path, new_len: u64) -> Result<TailRepair> {
         old_len,
         new_len,
         saved_to,
+        dropped_newest_commit: false,
     })
 }
 

@@ -5,8 +5,9 @@
 //! 512-byte sectors. After each crash the store is reopened (repaired) and must hold every
 //! acknowledged operation, the one in flight wholly or not at all, pass `verify`, have dense
 //! logs and a valid tree, and keep working; the power is then cut again during the repair and
-//! all of it is checked once more. Both redb commit protocols are covered: `MultiWriter` (2PC,
-//! the CLI's) on even seeds, `ExclusiveWriter` (1PC+C) on odd ones.
+//! all of it is checked once more. Both redb commit protocols are covered: `MultiWriter` (one
+//! phase, the primary marked unflushed until its sync returns; the CLI's) on even seeds,
+//! `ExclusiveWriter` (1PC+C) on odd ones.
 //!
 //! `cargo test --release` runs a bounded, seeded sweep; `ENGRAM_CRASH_LONG=1` runs the long one
 //! (docs/reliability.md has its figures), `ENGRAM_CRASH_SEED=N` one seed.

@@ -1569,7 +1569,7 @@ impl Database {
             }
 
             // 0.3 because the repair takes 3 full scans and the first is done now
-            let mut handle = RepairSession::new(0.3);
+            let mut handle = RepairSession::falling_back(0.3);
             repair_callback(&mut handle);
             if handle.aborted() {
                 return Err(DatabaseError::RepairAborted);
@@ -2186,6 +2186,7 @@ impl Drop for Database {
 pub struct RepairSession {
     progress: f64,
     aborted: bool,
+    falls_back: bool,
 }
 
 impl RepairSession {
@@ -2193,7 +2194,22 @@ impl RepairSession {
         Self {
             progress,
             aborted: false,
+            falls_back: false,
         }
+    }
+
+    fn falling_back(progress: f64) -> Self {
+        Self {
+            falls_back: true,
+            ..Self::new(progress)
+        }
+    }
+
+    /// Whether the repair is about to drop the newest commit, whose checksums failed, for the
+    /// one before it (a one-phase commit cut by a crash, or damage to the newest commit's
+    /// pages, which the repair cannot tell apart). Aborting here keeps the file as it is.
+    pub fn falls_back(&self) -> bool {
+        self.falls_back
     }
 
     pub(crate) fn aborted(&self) -> bool {

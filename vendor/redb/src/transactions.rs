@@ -1788,14 +1788,18 @@ impl WriteTransaction {
         &mut self,
         header_lock: Option<&HeaderGuard<'_>>,
     ) -> Result<(), CommitError> {
-        // Quick-repair requires 2-phase commit
-        if self.quick_repair {
-            self.two_phase_commit = true;
-        }
-        // Multi-process modes with a writer require 2-phase commit: a 1-phase commit publishes the
-        // secondary slot before flushing the pages it names, which a reader in another process
-        // would then follow
-        if self.mem.concurrency_mode().is_multi_process_writable() {
+        // Quick-repair requires 2-phase commit: an open after a crash trusts the primary, and the
+        // allocator state it records, without verifying them. So do the multi-process modes: a
+        // 1-phase commit publishes the secondary slot before flushing the pages it names, which a
+        // reader in another process would then follow. Multi-writer mode (which always records
+        // the allocator state) commits in one phase all the same: its commit writes the pages
+        // out before the header that names them, marks the new primary unflushed, so that other
+        // processes serve the previous commit, until its one flush returns, and only then
+        // records the primary as 2-phase, which it now is in all but the number of flushes. A
+        // primary still marked unflushed is verified by the next open before it is adopted (see
+        // `TransactionalMemory::commit`)
+        let mode = self.mem.concurrency_mode();
+        if (self.quick_repair || mode.is_multi_process_writable()) && !mode.is_multi_writer() {
             self.two_phase_commit = true;
         }
 

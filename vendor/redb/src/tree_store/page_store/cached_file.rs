@@ -539,7 +539,8 @@ impl PagedCachedFile {
         }
     }
 
-    fn flush_write_buffer(&self) -> Result {
+    // Write every buffered page to the file, without syncing it
+    pub(super) fn flush_write_buffer(&self) -> Result {
         for stripe in &self.write_buffer {
             let mut write_buffer = stripe.lock().unwrap();
 

@@ -945,13 +945,20 @@ impl TransactionalMemory {
         if needs_recovery {
             let _guard =
                 Self::lock_header(storage, in_process_header_lock, concurrency_mode, true)?;
-            if header.primary_unflushed {
+            if header.primary_unflushed && header.two_phase_commit {
                 // The writer that marked the primary died before its flush. Flushing first makes
                 // its header write durable, so the cleared header written below, which another
                 // process reads as soon as it lands, never shows a commit a power loss could lose.
                 storage.flush()?;
                 header.primary_unflushed = false;
             }
+            // A one-phase primary still marked unflushed: its writer died (this open holds the
+            // writer byte, which a committing writer holds until it clears the mark) before its
+            // flush returned, perhaps in a power loss that kept the header and not all the pages
+            // it names. It keeps the mark, so other processes serve the previous commit, and the
+            // open repairs it: the primary is verified by its checksums and dropped for the
+            // previous commit if they fail (no allocator state is trusted for it, since it is not
+            // recorded as a 2-phase commit)
             storage
                 .write(0, DB_HEADER_SIZE, true)?
                 .mem_mut()
@@ -1384,9 +1391,14 @@ impl TransactionalMemory {
             Self::read_file_header(&self.storage, self.page_size, &header_lock)?
         };
         let (mut header, was_clean) = unrepaired.finalize(self.storage.raw_file_len()?)?;
-        // The sync above made a dead writer's header write durable, so its primary is published
+        // The sync above made a dead writer's header write durable, so its primary is published.
+        // A one-phase primary's pages were written before its header, so the sync made them
+        // durable too: the primary is now what a 2-phase commit would have left
         let publish = header.primary_unflushed;
         header.primary_unflushed = false;
+        if publish {
+            header.two_phase_commit = true;
+        }
         if !was_clean || publish {
             let header_lock = self.lock_header_exclusive()?;
             self.write_header(&header, &header_lock)?;
@@ -1494,9 +1506,13 @@ impl TransactionalMemory {
         if header.primary_unflushed {
             // The writer that marked the primary died before its flush. Flushing first makes its
             // header write durable, so the cleared header, which another process reads as soon
-            // as it lands, never shows a commit a power loss could lose.
+            // as it lands, never shows a commit a power loss could lose. A one-phase primary's
+            // pages were written before its header, so the flush made them durable as well
+            // (the dead writer's process died, not the machine: this process read the file
+            // since the last open, which repairs what a power loss left)
             self.storage.flush()?;
             header.primary_unflushed = false;
+            header.two_phase_commit = true;
             self.write_header(&header, header_lock)?;
         }
         // Emptied, the cache is coherent as of this commit, so the tag names it: a reader that
@@ -1893,17 +1909,27 @@ impl TransactionalMemory {
 
         let old_transaction_id = header.secondary_slot().transaction_id;
         header.write_secondary_slot(transaction_id, data_root, system_root);
+        let shared = self.concurrency_mode.is_multi_process_writable();
 
-        // A hold of its own covers one write and not the flush between them, where the caller
-        // lends none
-        {
-            let hold = self.header_hold(header_lock)?;
-            self.write_header(&header, &hold)?;
-        }
+        if shared && !two_phase {
+            // One phase with other processes: every page this commit names reaches the file
+            // before the header that names it, so a process that finds the header (a reader once
+            // the mark below is cleared, a writer taking over from one that died) finds the
+            // pages too. Only a power loss can then separate them, and the mark tells the next
+            // open to verify the primary before adopting it.
+            self.storage.flush_write_buffer()?;
+        } else {
+            // A hold of its own covers one write and not the flush between them, where the
+            // caller lends none
+            {
+                let hold = self.header_hold(header_lock)?;
+                self.write_header(&header, &hold)?;
+            }
 
-        // Use 2-phase commit, if checksums are disabled
-        if two_phase {
-            self.storage.flush()?;
+            // Use 2-phase commit, if checksums are disabled
+            if two_phase {
+                self.storage.flush()?;
+            }
         }
 
         // Make our new commit the primary, and record whether it was a 2-phase commit.
@@ -1914,7 +1940,6 @@ impl TransactionalMemory {
         // it durable, so in the multi-process modes it also marks the primary unflushed. A second
         // write clears the mark once the flush is done; until then the other processes serve the
         // previous commit.
-        let shared = self.concurrency_mode.is_multi_process_writable();
         header.primary_unflushed = shared;
 
         // Write the new header to disk
@@ -1925,6 +1950,10 @@ impl TransactionalMemory {
         self.storage.flush()?;
         if shared {
             header.primary_unflushed = false;
+            // The flush made a one-phase primary durable whole (its pages were written first),
+            // which is all that 2-phase commit promises of a primary: recorded so, a later open
+            // trusts it and the allocator state it holds, as it trusts a 2-phase one
+            header.two_phase_commit = true;
             let hold = self.header_hold(header_lock)?;
             self.write_header(&header, &hold)?;
             if self.concurrency_mode.is_multi_writer() {
