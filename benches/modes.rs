@@ -1,6 +1,7 @@
 //! What redb's concurrency modes cost engram: durable single-note commits with
 //! `ConcurrencyMode::ExclusiveWriter` (one fsync per commit, one process) against `MultiWriter`
-//! (two-phase commit: two fsyncs, any number of processes), plus a flat-file append+fdatasync as
+//! (one fsync per commit too since the vendored redb's one-phase multi-writer commit, two before
+//! it; any number of processes), plus a flat-file append+fdatasync as
 //! the floor of one durable append on this disk. docs/design.md cites these figures.
 //!
 //! `cargo bench --bench modes` (`-- --quick` for fewer commits).
