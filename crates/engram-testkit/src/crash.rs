@@ -665,23 +665,34 @@ pub fn state(store: &Store, probes: &Probes) -> Result<String, String> {
 /// `s` with every session revision replaced by `_`: revisions derive from commit times (at
 /// least the commit's microsecond), so two runs of one script give different numbers. What the
 /// revision rules promise is checked by the session model test (`tests/api/session/model.rs`).
-fn mask_revisions(s: &str) -> String {
+/// A conflict names two ("the session is at revision N, not M"): both are masked.
+pub fn mask_revisions(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     while let Some(at) = rest.find("revision") {
         let (head, tail) = rest.split_at(at + "revision".len());
         out.push_str(head);
-        let sep = tail.len() - tail.trim_start_matches([':', '=', ' ']).len();
-        let (sep_s, after) = tail.split_at(sep);
-        out.push_str(sep_s);
-        let digits = after.len() - after.trim_start_matches(|c: char| c.is_ascii_digit()).len();
-        if digits > 0 {
-            out.push('_');
+        rest = mask_number(tail, [':', '=', ' '].as_slice(), &mut out);
+        if let Some(after) = rest.strip_prefix(", not") {
+            out.push_str(", not");
+            rest = mask_number(after, [' '].as_slice(), &mut out);
         }
-        rest = after.get(digits..).unwrap_or("");
     }
     out.push_str(rest);
     out
+}
+
+/// Copies the separators `seps` at the start of `s` to `out`, then a `_` for the number that
+/// follows them, if one does; returns what is left of `s`.
+fn mask_number<'a>(s: &'a str, seps: &[char], out: &mut String) -> &'a str {
+    let sep = s.len() - s.trim_start_matches(seps).len();
+    let (sep_s, after) = s.split_at(sep);
+    out.push_str(sep_s);
+    let digits = after.len() - after.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    if digits > 0 {
+        out.push('_');
+    }
+    after.get(digits..).unwrap_or("")
 }
 
 /// A workload and what it did on a disk without faults.
@@ -1235,4 +1246,22 @@ pub fn power_loss_now(disk: &SimDisk, seed: u64) -> Vec<u8> {
     let mut r = SimRng::new(seed);
     let s = Survival::random(&mut r);
     disk.power_loss_image(s, r.next_u64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mask_revisions;
+
+    #[test]
+    fn both_revisions_of_a_conflict_are_masked() {
+        assert_eq!(
+            mask_revisions("the session is at revision 1796280574354857, not 1796280574246563: it changed since you read it"),
+            "the session is at revision _, not _: it changed since you read it"
+        );
+        assert_eq!(
+            mask_revisions("session s1 revision=42 count=3 revision: 7"),
+            "session s1 revision=_ count=3 revision: _"
+        );
+        assert_eq!(mask_revisions("no number here"), "no number here");
+    }
 }
