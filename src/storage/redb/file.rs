@@ -131,9 +131,9 @@ pub(super) fn open_bounded(opts: &Options, path: &Path) -> Result<(Db, bool)> {
             }));
             let _ = tx.send(r.unwrap_or_else(|panic| Err(engine_panic("opening the file", panic))));
         })?;
-    let fell_back = move |db| (db, fell_back.load(Ordering::Acquire));
+    let with_fell_back = move |db| (db, fell_back.load(Ordering::Acquire));
     match rx.recv_timeout(opts.busy_timeout) {
-        Ok(r) => r.map(fell_back),
+        Ok(r) => r.map(with_fell_back),
         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(Error::Busy {
             waited: start.elapsed(),
         }),
