@@ -2,7 +2,8 @@
 //! `ConcurrencyMode::ExclusiveWriter` (one fsync per commit, one process) against `MultiWriter`
 //! (one fsync per commit too since the vendored redb's one-phase multi-writer commit, two before
 //! it; any number of processes), plus a flat-file append+fdatasync as
-//! the floor of one durable append on this disk. docs/design.md cites these figures.
+//! the floor of one durable append on this disk, and a `MultiWriter` commit against the size of
+//! the store. docs/design.md and docs/performance.md cite these figures.
 //!
 //! `cargo bench --bench modes` (`-- --quick` for fewer commits).
 
@@ -84,4 +85,45 @@ fn main() {
         "flat file append+fdatasync",
         1e6 / us
     );
+    by_size(dir.path(), quick);
+}
+
+/// A `MultiWriter` commit against the size of the store it commits to: every such commit saves
+/// redb's allocator state for the next writer in any process, and that state grows with the
+/// file (docs/performance.md, "The allocator state: a commit's cost grows with the file").
+fn by_size(dir: &std::path::Path, quick: bool) {
+    let sizes: &[u64] = if quick {
+        &[1_000, 100_000]
+    } else {
+        &[1_000, 100_000, 500_000]
+    };
+    let n = if quick { 200 } else { 1000 };
+    println!(
+        "\n{:<28} {:>12} {:>12}",
+        "MultiWriter, store of", "us/commit", "file MB"
+    );
+    for &size in sizes {
+        let path = dir.join(format!("size-{size}.redb"));
+        let store = Store::create(&path).expect("create");
+        let mut next = 0u64;
+        while next < size {
+            let batch: Vec<NewMemory> = (next..size.min(next + 10_000))
+                .map(|i| NewMemory::new(format!("memory {i} of the history, about the build")))
+                .collect();
+            next += batch.len() as u64;
+            store.append("default", batch, None).expect("append");
+        }
+        let s = Instant::now();
+        for i in 0..n {
+            store
+                .note(
+                    "default",
+                    NewMemory::new(format!("durable note {i} about the build")),
+                )
+                .expect("note");
+        }
+        let us = s.elapsed().as_secs_f64() * 1e6 / n as f64;
+        let mb = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0) as f64 / 1e6;
+        println!("{:<28} {us:>12.1} {mb:>12.1}", format!("{size} memories"));
+    }
 }

@@ -88,7 +88,28 @@ impl BtreeBitmap {
                 .sum::<usize>()
     }
 
-    pub(crate) fn to_vec(&self) -> Vec<u8> {
+    // Writes to_vec()'s bytes into `out`, exactly serialized_len() long: each layer straight into
+    // its place (engram: a layer serialized into a vector of its own, then copied, was most of
+    // the cost of saving the allocator state on every multi-writer commit)
+    pub(crate) fn write_into(&self, out: &mut [u8]) {
+        debug_assert_eq!(out.len(), self.serialized_len());
+        let height: u32 = self.heights.len().try_into().unwrap();
+        out[HEIGHT_OFFSET..END_OFFSETS].copy_from_slice(&height.to_le_bytes());
+        let mut end_at = END_OFFSETS;
+        let mut data_start = END_OFFSETS + self.heights.len() * size_of::<u32>();
+        for layer in &self.heights {
+            let data_end = data_start + layer.serialized_len();
+            layer.write_into(&mut out[data_start..data_end]);
+            let end_u32: u32 = data_end.try_into().unwrap();
+            out[end_at..end_at + size_of::<u32>()].copy_from_slice(&end_u32.to_le_bytes());
+            end_at += size_of::<u32>();
+            data_start = data_end;
+        }
+    }
+
+    // The serialization before write_into(), kept to check that it writes the same bytes
+    #[cfg(test)]
+    pub(crate) fn to_vec_by_parts(&self) -> Vec<u8> {
         let mut result = Vec::with_capacity(self.serialized_len());
         let height: u32 = self.heights.len().try_into().unwrap();
         result.extend(height.to_le_bytes());
@@ -282,6 +303,8 @@ impl U64GroupedBitmap {
         size_of::<u32>() + Self::required_words(self.len) * size_of::<u64>()
     }
 
+    // engram: the allocator writes its bitmaps with write_into(); kept for tests
+    #[cfg(test)]
     pub fn to_vec(&self) -> Vec<u8> {
         let words = Self::required_words(self.len);
         let mut result = Vec::with_capacity(size_of::<u32>() + words * size_of::<u64>());
@@ -290,6 +313,17 @@ impl U64GroupedBitmap {
             result.extend_from_slice(&x.to_le_bytes());
         }
         result
+    }
+
+    // Writes to_vec()'s bytes into `out`, exactly serialized_len() long (engram)
+    pub fn write_into(&self, out: &mut [u8]) {
+        debug_assert_eq!(out.len(), self.serialized_len());
+        let (len, groups) = out.split_at_mut(size_of::<u32>());
+        len.copy_from_slice(&self.len.to_le_bytes());
+        let words = &self.data[..Self::required_words(self.len)];
+        for (to, x) in groups.chunks_exact_mut(size_of::<u64>()).zip(words) {
+            to.copy_from_slice(&x.to_le_bytes());
+        }
     }
 
     pub fn from_bytes(serialized: &[u8]) -> Option<Self> {

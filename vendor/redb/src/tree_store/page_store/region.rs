@@ -40,14 +40,34 @@ impl RegionTracker {
                 .sum::<usize>()
     }
 
-    // Each tracker serialized once (engram: it was twice, once for its length)
+    // Each tracker serialized once (engram: it was twice, once for its length), straight into its
+    // place (engram: then into a vector of its own, and copied)
     pub(super) fn to_vec(&self) -> Vec<u8> {
+        let mut result = vec![0; self.serialized_len()];
+        let orders: u32 = self.order_trackers.len().try_into().unwrap();
+        result[..size_of::<u32>()].copy_from_slice(&orders.to_le_bytes());
+        let mut len_at = size_of::<u32>();
+        let mut data_start = len_at + self.order_trackers.len() * size_of::<u32>();
+        for order in &self.order_trackers {
+            let len = order.serialized_len();
+            order.write_into(&mut result[data_start..data_start + len]);
+            let len_u32: u32 = len.try_into().unwrap();
+            result[len_at..len_at + size_of::<u32>()].copy_from_slice(&len_u32.to_le_bytes());
+            len_at += size_of::<u32>();
+            data_start += len;
+        }
+        result
+    }
+
+    // The serialization before, kept to check that to_vec() writes the same bytes
+    #[cfg(test)]
+    pub(super) fn to_vec_by_parts(&self) -> Vec<u8> {
         let mut result = Vec::with_capacity(self.serialized_len());
         let orders: u32 = self.order_trackers.len().try_into().unwrap();
         let serialized: Vec<Vec<u8>> = self
             .order_trackers
             .iter()
-            .map(BtreeBitmap::to_vec)
+            .map(BtreeBitmap::to_vec_by_parts)
             .collect();
         result.extend(orders.to_le_bytes());
         for order in &serialized {
