@@ -26,16 +26,7 @@ fn main() {
                 .note("default", NewMemory::new(format!("warm {i}")))
                 .expect("note");
         }
-        let s = Instant::now();
-        for i in 0..n {
-            store
-                .note(
-                    "default",
-                    NewMemory::new(format!("durable note {i} about the build")),
-                )
-                .expect("note");
-        }
-        let us = s.elapsed().as_secs_f64() * 1e6 / n as f64;
+        let us = durable_notes(&store, n);
         println!("{name:<28} {us:>12.1} {:>12.0}", 1e6 / us);
     }
     // Eight threads sharing one Store: group commit lets one fsync carry many notes.
@@ -113,17 +104,22 @@ fn by_size(dir: &std::path::Path, quick: bool) {
             next += batch.len() as u64;
             store.append("default", batch, None).expect("append");
         }
-        let s = Instant::now();
-        for i in 0..n {
-            store
-                .note(
-                    "default",
-                    NewMemory::new(format!("durable note {i} about the build")),
-                )
-                .expect("note");
-        }
-        let us = s.elapsed().as_secs_f64() * 1e6 / n as f64;
+        let us = durable_notes(&store, n);
         let mb = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0) as f64 / 1e6;
         println!("{:<28} {us:>12.1} {mb:>12.1}", format!("{size} memories"));
     }
+}
+
+/// Microseconds per durable note over `n` single-note commits to `store`.
+fn durable_notes(store: &Store, n: usize) -> f64 {
+    let s = Instant::now();
+    for i in 0..n {
+        store
+            .note(
+                "default",
+                NewMemory::new(format!("durable note {i} about the build")),
+            )
+            .expect("note");
+    }
+    s.elapsed().as_secs_f64() * 1e6 / n as f64
 }

@@ -230,6 +230,7 @@ struct State {
     fired: Option<Fired>,
     crashed: Option<Vec<u8>>,
     syncs_total: u64,
+    boot_id: Option<[u8; 16]>,
 }
 
 /// A simulated disk: a cheap handle (clones share the same disk) implementing
@@ -413,6 +414,7 @@ impl SimDisk {
                 fired: None,
                 crashed: None,
                 syncs_total: 0,
+                boot_id: None,
             })),
         }
     }
@@ -429,6 +431,15 @@ impl SimDisk {
         s.stats = DiskStats::default();
         s.failing = false;
         s.fired = None;
+    }
+
+    /// Says which boot of the machine the disk's unsynced writes belong to
+    /// ([`redb::StorageBackend::boot_id`]). A disk made from a process's live image with the boot
+    /// id its writer saw is the same machine after that process died, its page cache intact; a
+    /// disk made from a crash image is the machine after a restart. `None`, the default, is a
+    /// disk that cannot tell: every open verifies a dead writer's unflushed commit.
+    pub fn set_boot_id(&self, boot: Option<[u8; 16]>) {
+        self.lock().boot_id = boot;
     }
 
     /// The plan in force.
@@ -622,6 +633,10 @@ impl redb::StorageBackend for SimDisk {
         let mut s = self.begin(OpKind::Sync)?;
         s.log.clear();
         Ok(())
+    }
+
+    fn boot_id(&self) -> Option<[u8; 16]> {
+        self.lock().boot_id
     }
 
     fn write(&self, offset: u64, data: &[u8]) -> Result<(), io::Error> {

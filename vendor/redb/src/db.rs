@@ -185,6 +185,16 @@ pub trait StorageBackend: 'static + Debug + Send + Sync {
     ) -> core::result::Result<bool, BackendError> {
         Err(BackendError::Unsupported)
     }
+
+    /// The id of the machine's current boot, if this storage's written but unsynced bytes live
+    /// in that boot's page cache (a file: a process that dies leaves them there, and only a
+    /// restart of the machine can lose them). engram: a multi-writer commit records it with its
+    /// primary while the primary is unflushed, and an open that finds a dead writer's unflushed
+    /// primary from the same boot adopts it as a peer process does, instead of verifying every
+    /// page of the file. `None`, the default, makes every such open verify.
+    fn boot_id(&self) -> Option<[u8; 16]> {
+        None
+    }
 }
 
 #[cfg_attr(redb_no_std, allow(dead_code))]
@@ -3923,7 +3933,7 @@ mod unflushed_primary_test {
     use std::io;
     use std::ops::Bound;
     use std::path::Path;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex};
 
     const TABLE: TableDefinition<u64, u64> = TableDefinition::new("x");
@@ -3986,6 +3996,8 @@ mod unflushed_primary_test {
         inner: FileBackend,
         events: Arc<Mutex<Vec<Event>>>,
         at_flush: AtFlush,
+        // engram: the boot this file reports, the running one unless a test says otherwise
+        boot_id: Option<[u8; 16]>,
     }
 
     impl Observed {
@@ -3994,11 +4006,20 @@ mod unflushed_primary_test {
             events: Arc<Mutex<Vec<Event>>>,
             at_flush: impl Fn(&FileBackend) -> io::Result<()> + Send + Sync + 'static,
         ) -> Self {
+            let inner = file(path);
+            let boot_id = inner.boot_id();
             Self {
-                inner: file(path),
+                inner,
                 events,
                 at_flush: Box::new(at_flush),
+                boot_id,
             }
+        }
+
+        /// The same file, as a later boot of the machine (or a backend that knows no boot) sees it
+        fn in_boot(mut self, boot_id: Option<[u8; 16]>) -> Self {
+            self.boot_id = boot_id;
+            self
         }
     }
 
@@ -4065,6 +4086,9 @@ mod unflushed_primary_test {
         ) -> Result<bool, BackendError> {
             self.inner.query_lock_range(start, end)
         }
+        fn boot_id(&self) -> Option<[u8; 16]> {
+            self.boot_id
+        }
     }
 
     fn observed(path: &Path, events: Arc<Mutex<Vec<Event>>>) -> Observed {
@@ -4084,23 +4108,26 @@ mod unflushed_primary_test {
 
     /// What a commit writes, as the file sees it. In the multi-process modes the write that makes
     /// the commit the primary marks it unflushed, and a write after the flush clears the mark. A
-    /// single-process commit writes the header once, unmarked: nothing else reads it.
+    /// single-process commit writes the header once, unmarked: nothing else reads it. engram: a
+    /// multi-writer commit is one phase (its pages, its marked header, one flush); a
+    /// single-writer one keeps redb's two phases.
     #[test]
     fn the_flip_marks_the_primary_unflushed_and_a_write_after_the_flush_clears_it() {
-        let shared = vec![
+        let two_phase = vec![
             Event::Header(false),
             Event::Flush,
             Event::Header(true),
             Event::Flush,
             Event::Header(false),
         ];
+        let one_phase = vec![Event::Header(true), Event::Flush, Event::Header(false)];
         for (mode, expected) in [
             (
                 ConcurrencyMode::ExclusiveWriter,
                 vec![Event::Header(false), Event::Flush],
             ),
-            (ConcurrencyMode::SingleWriter, shared.clone()),
-            (ConcurrencyMode::MultiWriter, shared),
+            (ConcurrencyMode::SingleWriter, two_phase),
+            (ConcurrencyMode::MultiWriter, one_phase),
         ] {
             let tmpfile = crate::create_tempfile();
             let events = Arc::new(Mutex::new(Vec::new()));
@@ -4188,13 +4215,78 @@ mod unflushed_primary_test {
             assert_eq!(read(&reader), Some(1), "{mode:?}");
 
             let events = Arc::new(Mutex::new(Vec::new()));
+            let repairs = Arc::new(AtomicUsize::new(0));
             let recovered = builder(mode)
+                .set_repair_callback({
+                    let repairs = repairs.clone();
+                    move |_| {
+                        repairs.fetch_add(1, Ordering::SeqCst);
+                    }
+                })
                 .create_with_backend(observed(tmpfile.path(), events.clone()))
                 .unwrap();
             assert!(!marked(&file(tmpfile.path())), "{mode:?}");
             assert!(flushed_before_writing(&events), "{mode:?}");
+            // engram: a multi-writer file is adopted without walking it (a one-phase primary
+            // because its writer recorded this boot, whose page cache holds its pages); a
+            // single-writer one saves no allocator state, so its recovery rebuilds it
+            if matches!(mode, ConcurrencyMode::MultiWriter) {
+                assert_eq!(repairs.load(Ordering::SeqCst), 0, "{mode:?}");
+            }
             assert_eq!(read(&recovered), Some(2), "{mode:?}");
             assert_eq!(read(&reader), Some(2), "{mode:?}");
+            drop(recovered);
+        }
+    }
+
+    /// engram: a one-phase multi-writer primary marked unflushed in another boot (the machine
+    /// restarted since), or by a backend that knows no boot, may have lost pages its header names,
+    /// so the open verifies it by the full repair before anything is served from it. Here its
+    /// pages are whole, so the repair keeps it.
+    #[test]
+    fn a_dead_writers_one_phase_commit_from_another_boot_is_verified() {
+        let mode = ConcurrencyMode::MultiWriter;
+        for boot in [Some([7u8; 16]), None] {
+            let tmpfile = crate::create_tempfile();
+            let dying = Arc::new(AtomicBool::new(false));
+            let db = builder(mode)
+                .create_with_backend(Observed::new(
+                    tmpfile.path(),
+                    Arc::new(Mutex::new(Vec::new())),
+                    {
+                        let dying = dying.clone();
+                        move |file| {
+                            if dying.load(Ordering::SeqCst) && marked(file) {
+                                return Err(io::Error::other("power loss"));
+                            }
+                            Ok(())
+                        }
+                    },
+                ))
+                .unwrap();
+            commit(&db, 1);
+            dying.store(true, Ordering::SeqCst);
+            let write = db.begin_write().unwrap();
+            write.open_table(TABLE).unwrap().insert(0, 2).unwrap();
+            assert!(write.commit().is_err(), "{boot:?}");
+            drop(db);
+            assert!(marked(&file(tmpfile.path())), "{boot:?}");
+
+            let repairs = Arc::new(AtomicUsize::new(0));
+            let recovered = builder(mode)
+                .set_repair_callback({
+                    let repairs = repairs.clone();
+                    move |_| {
+                        repairs.fetch_add(1, Ordering::SeqCst);
+                    }
+                })
+                .create_with_backend(
+                    observed(tmpfile.path(), Arc::new(Mutex::new(Vec::new()))).in_boot(boot),
+                )
+                .unwrap();
+            assert!(repairs.load(Ordering::SeqCst) > 0, "{boot:?}");
+            assert!(!marked(&file(tmpfile.path())), "{boot:?}");
+            assert_eq!(read(&recovered), Some(2), "{boot:?}");
             drop(recovered);
         }
     }

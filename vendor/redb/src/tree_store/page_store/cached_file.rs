@@ -363,6 +363,8 @@ pub(super) struct PagedCachedFile {
     // contend on a single lock. Each stripe is individually Arc'd because
     // outstanding WritablePages return their buffer to the stripe on drop.
     write_buffer: Vec<Arc<Mutex<LRUWriteCache>>>,
+    // engram: the backend's StorageBackend::boot_id, asked once
+    boot_id: Option<[u8; 16]>,
 }
 
 impl PagedCachedFile {
@@ -378,8 +380,10 @@ impl PagedCachedFile {
             .map(|_| Arc::new(Mutex::new(LRUWriteCache::new())))
             .collect();
 
+        let boot_id = file.boot_id();
         Self {
             file: CheckedBackend::new(file),
+            boot_id,
             page_size,
             read_cache_bytes: AtomicUsize::new(0),
             read_cache_transaction_id: Mutex::new(None),
@@ -404,6 +408,11 @@ impl PagedCachedFile {
 
     pub(crate) fn try_lock_range(&self, range: impl RangeBounds<u64>) -> Result<bool> {
         self.file.try_lock_range(range)
+    }
+
+    // engram: the id of the boot whose page cache holds this file's unsynced writes, if any
+    pub(crate) fn boot_id(&self) -> Option<[u8; 16]> {
+        self.boot_id
     }
 
     pub(crate) fn try_lock_shared_range(&self, range: impl RangeBounds<u64>) -> Result<bool> {

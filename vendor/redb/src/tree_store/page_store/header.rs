@@ -23,6 +23,7 @@ use core::mem::size_of;
 // Definition of region
 // 4 bytes: region header pages
 // 4 bytes: region max data pages
+// (engram) bytes 40..56: the boot id of the writer that last marked the primary unflushed
 //
 // Commit slot 0 (next 128 bytes):
 // 1 byte: version
@@ -52,6 +53,11 @@ const NUM_FULL_REGIONS_OFFSET: usize = REGION_MAX_DATA_PAGES_OFFSET + size_of::<
 const TRAILING_REGION_DATA_PAGES_OFFSET: usize = NUM_FULL_REGIONS_OFFSET + size_of::<u32>();
 // Formerly the region tracker page
 const _UNUSED3_OFFSET: usize = TRAILING_REGION_DATA_PAGES_OFFSET + size_of::<u32>();
+// engram: the boot id of the writer that last marked the primary unflushed (zeros if none was
+// known), 16 of the bytes redb leaves unused (and writes as zeros) after the region counts
+const WRITER_BOOT_OFFSET: usize = _UNUSED3_OFFSET + size_of::<u64>();
+const WRITER_BOOT_LEN: usize = 16;
+const _: () = assert!(WRITER_BOOT_OFFSET + WRITER_BOOT_LEN <= 64);
 const TRANSACTION_SIZE: usize = 128;
 const TRANSACTION_0_OFFSET: usize = 64;
 const TRANSACTION_1_OFFSET: usize = TRANSACTION_0_OFFSET + TRANSACTION_SIZE;
@@ -110,6 +116,9 @@ pub(super) struct DatabaseHeader {
     pub(super) recovery_required: bool,
     pub(super) two_phase_commit: bool,
     pub(super) primary_unflushed: bool,
+    // engram: the boot id recorded by the commit that last marked the primary unflushed (zeros
+    // if it knew none); carried as read otherwise
+    pub(super) writer_boot: [u8; WRITER_BOOT_LEN],
     page_size: u32,
     region_header_pages: u32,
     region_max_data_pages: u32,
@@ -129,6 +138,9 @@ impl UnrepairedDatabaseHeader {
         let recovery_required = (data[GOD_BYTE_OFFSET] & RECOVERY_REQUIRED) != 0;
         let two_phase_commit = (data[GOD_BYTE_OFFSET] & TWO_PHASE_COMMIT) != 0;
         let primary_unflushed = is_primary_unflushed(data);
+        let mut writer_boot = [0u8; WRITER_BOOT_LEN];
+        writer_boot
+            .copy_from_slice(&data[WRITER_BOOT_OFFSET..WRITER_BOOT_OFFSET + WRITER_BOOT_LEN]);
         let page_size = get_u32(&data[PAGE_SIZE_OFFSET..]);
         let region_header_pages = get_u32(&data[REGION_HEADER_PAGES_OFFSET..]);
         let region_max_data_pages = get_u32(&data[REGION_MAX_DATA_PAGES_OFFSET..]);
@@ -200,6 +212,7 @@ impl UnrepairedDatabaseHeader {
                 recovery_required,
                 two_phase_commit,
                 primary_unflushed,
+                writer_boot,
                 page_size,
                 region_header_pages,
                 region_max_data_pages,
@@ -384,6 +397,7 @@ impl DatabaseHeader {
             recovery_required: true,
             two_phase_commit: false,
             primary_unflushed: false,
+            writer_boot: [0; WRITER_BOOT_LEN],
             page_size: layout.full_region_layout().page_size(),
             region_header_pages: layout.full_region_layout().get_header_pages(),
             region_max_data_pages: layout.full_region_layout().num_pages(),
@@ -512,6 +526,8 @@ impl DatabaseHeader {
         result[TRAILING_REGION_DATA_PAGES_OFFSET
             ..(TRAILING_REGION_DATA_PAGES_OFFSET + size_of::<u32>())]
             .copy_from_slice(&self.trailing_partial_region_pages.to_le_bytes());
+        result[WRITER_BOOT_OFFSET..WRITER_BOOT_OFFSET + WRITER_BOOT_LEN]
+            .copy_from_slice(&self.writer_boot);
         let slot0 = self.transaction_slots[0].to_bytes();
         result[TRANSACTION_0_OFFSET..(TRANSACTION_0_OFFSET + slot0.len())].copy_from_slice(&slot0);
         let slot1 = self.transaction_slots[1].to_bytes();

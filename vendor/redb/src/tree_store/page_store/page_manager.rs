@@ -941,6 +941,7 @@ impl TransactionalMemory {
         if needs_recovery && read_only {
             return Err(DatabaseError::RepairAborted);
         }
+        let primary_intact = !unrepaired.primary_corrupted();
         let (mut header, _) = unrepaired.finalize(file_len)?;
         if needs_recovery {
             let _guard =
@@ -951,6 +952,21 @@ impl TransactionalMemory {
                 // process reads as soon as it lands, never shows a commit a power loss could lose.
                 storage.flush()?;
                 header.primary_unflushed = false;
+            } else if header.primary_unflushed
+                && primary_intact
+                && storage
+                    .boot_id()
+                    .is_some_and(|boot| boot == header.writer_boot)
+            {
+                // engram: a one-phase primary marked unflushed in this boot: its writer's process
+                // died, not the machine (a restart draws a new boot id), after it had written the
+                // primary's pages and then its header, so the page cache holds them all. The
+                // flush makes them durable, and the primary is adopted as a peer process adopts
+                // it (reload_for_write), recorded as two-phase with its allocator state, instead
+                // of being verified by a walk of every tree
+                storage.flush()?;
+                header.primary_unflushed = false;
+                header.two_phase_commit = true;
             }
             // A one-phase primary still marked unflushed: its writer died (this open holds the
             // writer byte, which a committing writer holds until it clears the mark) before its
@@ -1941,6 +1957,11 @@ impl TransactionalMemory {
         // write clears the mark once the flush is done; until then the other processes serve the
         // previous commit.
         header.primary_unflushed = shared;
+        if shared {
+            // engram: an open in the same boot finds the pages this header names in the page
+            // cache even if this process dies before its flush, and may adopt them (read_header)
+            header.writer_boot = self.storage.boot_id().unwrap_or_default();
+        }
 
         // Write the new header to disk
         {

@@ -303,6 +303,39 @@ impl FileBackend {
     }
 }
 
+// engram: the running kernel's boot id (Linux: /proc/sys/kernel/random/boot_id, a random UUID
+// drawn at every boot), read once per process. A file's written pages survive the death of the
+// process that wrote them in this boot's page cache. None elsewhere, or if it cannot be read.
+fn boot_id() -> Option<[u8; 16]> {
+    static BOOT_ID: std::sync::OnceLock<Option<[u8; 16]>> = std::sync::OnceLock::new();
+    *BOOT_ID.get_or_init(|| {
+        if !cfg!(target_os = "linux") {
+            return None;
+        }
+        parse_boot_id(&std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?)
+    })
+}
+
+// A boot id as the kernel prints it: 32 hex digits in the 8-4-4-4-12 groups of a UUID. None for
+// anything else, and for all zeros (a header that never recorded one holds zeros).
+fn parse_boot_id(text: &str) -> Option<[u8; 16]> {
+    let text = text.trim_end();
+    let groups: Vec<&str> = text.split('-').collect();
+    if groups.iter().map(|g| g.len()).collect::<Vec<_>>() != [8, 4, 4, 4, 12] {
+        return None;
+    }
+    let hex: Vec<u8> = groups.concat().into_bytes();
+    if !hex.iter().all(u8::is_ascii_hexdigit) {
+        return None;
+    }
+    let mut id = [0u8; 16];
+    for (byte, pair) in id.iter_mut().zip(hex.chunks_exact(2)) {
+        let pair = std::str::from_utf8(pair).ok()?;
+        *byte = u8::from_str_radix(pair, 16).ok()?;
+    }
+    (id != [0u8; 16]).then_some(id)
+}
+
 impl StorageBackend for FileBackend {
     fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
         self.try_lock((start, end), false)
@@ -412,6 +445,10 @@ impl StorageBackend for FileBackend {
     fn sync_data(&self) -> Result<(), BackendIoError> {
         self.file.sync_data()?;
         Ok(())
+    }
+
+    fn boot_id(&self) -> Option<[u8; 16]> {
+        boot_id()
     }
 
     #[cfg(unix)]
@@ -1125,5 +1162,32 @@ mod range_lock_tests {
         let reader = open(tmpfile.path(), true).unwrap();
         close(&reader);
         holder.unlock().unwrap();
+    }
+}
+
+// engram
+#[cfg(test)]
+mod boot_id_tests {
+    use super::parse_boot_id;
+
+    #[test]
+    fn a_boot_id_is_read_as_the_kernel_prints_it_and_nothing_else() {
+        let id = parse_boot_id("a370817f-e8cd-45a4-9eb5-446c24e681d2\n").unwrap();
+        assert_eq!(id[..4], [0xa3, 0x70, 0x81, 0x7f]);
+        assert_eq!(id[15], 0xd2);
+        for bad in [
+            "",
+            "\n",
+            "a370817f-e8cd-45a4-9eb5-446c24e681d",
+            "a370817fe8cd45a49eb5446c24e681d2",
+            "a370817f-e8cd-45a4-9eb5-446c24e681g2",
+            "+370817f-e8cd-45a4-9eb5-446c24e681d2",
+            "a370817f-e8cd-45a4-9eb5-446c24e681d2-00",
+            "00000000-0000-0000-0000-000000000000",
+        ] {
+            assert_eq!(parse_boot_id(bad), None, "{bad:?}");
+        }
+        #[cfg(target_os = "linux")]
+        assert!(super::boot_id().is_some());
     }
 }
