@@ -5,7 +5,8 @@
 //! (`power_loss.rs`) covers every sync of a mixed workload with random survivals; this test makes
 //! sure the header-without-pages case is reached, and that a commit costs one sync, not two. It
 //! also guards the writer's boot id: a writer killed in its sync has its commit adopted, without
-//! a walk of the file, by an open in the same boot, and verified by one in another boot.
+//! a walk of the file, by an open in the same boot, and verified by one in another boot (on the
+//! simulated disk, and on a real file with the kernel's boot id).
 
 use engram::{NewMemory, Options, Store};
 use engram_testkit::simdisk::{FaultPlan, SimDisk, Survival};
@@ -156,4 +157,86 @@ fn a_dead_writers_commit_is_adopted_in_its_boot_and_verified_after_a_restart() {
     for r in &reads[1..] {
         assert!(*r > reads[0] * 5, "verifying read {r} of {pages} pages");
     }
+}
+
+/// The machine's boot id, as redb's file backend reads it (Linux).
+#[cfg(target_os = "linux")]
+fn this_boot() -> [u8; 16] {
+    let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").expect("boot id");
+    let hex: String = text.trim().chars().filter(|c| *c != '-').collect();
+    let mut id = [0u8; 16];
+    for (i, b) in id.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).expect("hex");
+    }
+    id
+}
+
+/// Marks a closed store's file as a writer killed in its commit's sync leaves it (redb's god byte:
+/// the primary unflushed and not two-phase, recovery required), with `boot` as the writer's.
+#[cfg(target_os = "linux")]
+fn as_killed_in_sync(path: &std::path::Path, boot: [u8; 16]) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .expect("open");
+    let mut god = [0u8; 1];
+    f.read_exact_at(&mut god, 9).expect("read");
+    f.write_all_at(&[(god[0] & !4) | 8 | 2], 9).expect("write");
+    f.write_all_at(&boot, 40).expect("write");
+}
+
+/// How many repairs (walks of every tree) redb runs to open the file in engram's default mode.
+#[cfg(target_os = "linux")]
+fn repairs_to_open(path: &std::path::Path) -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let repairs = Arc::new(AtomicUsize::new(0));
+    let seen = repairs.clone();
+    let mut b = redb::Database::builder();
+    b.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
+    b.set_repair_callback(move |_| {
+        seen.fetch_add(1, Ordering::SeqCst);
+    });
+    drop(b.open(path).expect("redb open"));
+    repairs.load(Ordering::SeqCst)
+}
+
+/// On a real file the default mode's commit records this boot's id in the header (redb's file
+/// backend, not a test's setting), and an open of a file marked as a writer killed in its sync
+/// left it adopts the commit without a repair in this boot and repairs it in another.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_real_file_records_this_boot_and_an_open_in_it_adopts_a_killed_writers_commit() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("m.redb");
+    let store = Store::create(&path).expect("create");
+    for i in 0..5 {
+        note(&store, format!("note {i}")).expect("note");
+    }
+    drop(store);
+    let mut recorded = [0u8; 16];
+    let f = std::fs::File::open(&path).expect("open");
+    f.read_exact_at(&mut recorded, 40).expect("read");
+    assert_eq!(recorded, this_boot(), "the header records this boot");
+
+    as_killed_in_sync(&path, this_boot());
+    assert_eq!(repairs_to_open(&path), 0, "adopted in its boot");
+    let mut other = this_boot();
+    other[0] ^= 0xff;
+    as_killed_in_sync(&path, other);
+    assert!(repairs_to_open(&path) > 0, "verified in another boot");
+
+    let mut store = Store::open(&path).expect("open");
+    let texts: Vec<String> = store
+        .read(|r| r.memories("default", 0, 10))
+        .expect("read")
+        .into_iter()
+        .map(|m| m.text)
+        .collect();
+    assert_eq!(texts.len(), 5, "{texts:?}");
+    let report = store.verify().expect("verify");
+    assert!(report.ok(), "{:?}", report.problems);
 }
