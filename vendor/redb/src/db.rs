@@ -187,11 +187,13 @@ pub trait StorageBackend: 'static + Debug + Send + Sync {
     }
 
     /// The id of the machine's current boot, if this storage's written but unsynced bytes live
-    /// in that boot's page cache (a file: a process that dies leaves them there, and only a
-    /// restart of the machine can lose them). engram: a multi-writer commit records it with its
-    /// primary while the primary is unflushed, and an open that finds a dead writer's unflushed
-    /// primary from the same boot adopts it as a peer process does, instead of verifying every
-    /// page of the file. `None`, the default, makes every such open verify.
+    /// in that boot's page cache (a local file: a process that dies leaves them there, and
+    /// barring a write-back error already reported to someone else, only a restart of the
+    /// machine loses them; a network or FUSE file system may not qualify). engram: a
+    /// multi-writer commit records it with its primary while the primary is unflushed, and an
+    /// open that finds a dead writer's unflushed primary from the same boot adopts it as a peer
+    /// process does, instead of verifying every page of the file. `None`, the default, makes
+    /// every such open verify; all zeros is reserved for "unknown" and never matches.
     fn boot_id(&self) -> Option<[u8; 16]> {
         None
     }
@@ -4242,18 +4244,22 @@ mod unflushed_primary_test {
     /// engram: a one-phase multi-writer primary marked unflushed in another boot (the machine
     /// restarted since), or by a backend that knows no boot, may have lost pages its header names,
     /// so the open verifies it by the full repair before anything is served from it. Here its
-    /// pages are whole, so the repair keeps it.
+    /// pages are whole, so the repair keeps it. A boot id of zeros means "unknown" and matches
+    /// nothing, not even zeros.
     #[test]
     fn a_dead_writers_one_phase_commit_from_another_boot_is_verified() {
         let mode = ConcurrencyMode::MultiWriter;
-        for boot in [Some([7u8; 16]), None] {
+        let running = file(crate::create_tempfile().path()).boot_id();
+        for (writer, boot) in [
+            (running, Some([7u8; 16])),
+            (running, None),
+            (Some([0u8; 16]), Some([0u8; 16])),
+        ] {
             let tmpfile = crate::create_tempfile();
             let dying = Arc::new(AtomicBool::new(false));
             let db = builder(mode)
-                .create_with_backend(Observed::new(
-                    tmpfile.path(),
-                    Arc::new(Mutex::new(Vec::new())),
-                    {
+                .create_with_backend(
+                    Observed::new(tmpfile.path(), Arc::new(Mutex::new(Vec::new())), {
                         let dying = dying.clone();
                         move |file| {
                             if dying.load(Ordering::SeqCst) && marked(file) {
@@ -4261,8 +4267,9 @@ mod unflushed_primary_test {
                             }
                             Ok(())
                         }
-                    },
-                ))
+                    })
+                    .in_boot(writer),
+                )
                 .unwrap();
             commit(&db, 1);
             dying.store(true, Ordering::SeqCst);

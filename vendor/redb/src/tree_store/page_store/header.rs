@@ -249,6 +249,12 @@ impl UnrepairedDatabaseHeader {
         self.inner.primary_unflushed
     }
 
+    // engram: the transaction the primary slot holds as read, before `finalize` may pick the
+    // secondary instead
+    pub(super) fn primary_transaction_id(&self) -> TransactionId {
+        self.inner.primary_slot().transaction_id
+    }
+
     // Consume self, reconcile the layout against the actual file length, and select a primary slot
     // (repairing if necessary). Returns the usable DatabaseHeader along with a `clean` flag that is
     // true only when nothing had to be reconciled: the primary was kept and the stored layout

@@ -942,7 +942,12 @@ impl TransactionalMemory {
             return Err(DatabaseError::RepairAborted);
         }
         let primary_intact = !unrepaired.primary_corrupted();
+        let primary_read = unrepaired.primary_transaction_id();
         let (mut header, _) = unrepaired.finalize(file_len)?;
+        // engram: finalize kept the primary the dead writer marked (it may choose a newer
+        // secondary instead)
+        let kept_marked_primary =
+            primary_intact && header.primary_slot().transaction_id == primary_read;
         if needs_recovery {
             let _guard =
                 Self::lock_header(storage, in_process_header_lock, concurrency_mode, true)?;
@@ -953,7 +958,8 @@ impl TransactionalMemory {
                 storage.flush()?;
                 header.primary_unflushed = false;
             } else if header.primary_unflushed
-                && primary_intact
+                && kept_marked_primary
+                && header.writer_boot.iter().any(|&byte| byte != 0)
                 && storage
                     .boot_id()
                     .is_some_and(|boot| boot == header.writer_boot)
@@ -974,7 +980,9 @@ impl TransactionalMemory {
             // it names. It keeps the mark, so other processes serve the previous commit, and the
             // open repairs it: the primary is verified by its checksums and dropped for the
             // previous commit if they fail (no allocator state is trusted for it, since it is not
-            // recorded as a 2-phase commit)
+            // recorded as a 2-phase commit). The header written here forgets the dead writer's
+            // boot either way (the next commit records its own)
+            header.writer_boot = Default::default();
             storage
                 .write(0, DB_HEADER_SIZE, true)?
                 .mem_mut()
