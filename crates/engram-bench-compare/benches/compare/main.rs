@@ -17,7 +17,7 @@
 //! sessions (it says which). `-- --only note_durable,history` runs a subset (workload names, or
 //! the groups `history` (wake, recall, bytes per memory), `sessions` (load, list, bytes per
 //! message) and `diagnostics`); `-- --only profile:note|note-mw|batch|session|wake|wake3|wake6|recall|
-//! load` runs one engram workload for `valgrind --tool=callgrind --toggle-collect='*measured_part*'`.
+//! load|note-at` runs one engram workload for `valgrind --tool=callgrind --toggle-collect='*measured_part*'`.
 //! The table goes to stdout and `target/bench/compare.md`, the figures to
 //! `target/bench/compare.json`, the wake plot to `target/bench/wake_latency.svg`.
 //! `ENGRAM_BENCH_DIR` chooses where the stores are built (default: a temp dir in /tmp, which must

@@ -1,7 +1,8 @@
 //! CPU profile targets for callgrind (`-- --only profile:note|note-mw|batch|session|session-long|wake|
 //! wake3|wake6|recall|load`): the engram work of one workload, in a function named `measured_part` so that
 //! `valgrind --tool=callgrind --toggle-collect='*measured_part*'` leaves the setup out. Also
-//! `profile:store:N`, which only builds a history of N memories at `$ENGRAM_BENCH_KEEP`.
+//! `profile:store:N`, which only builds a history of N memories at `$ENGRAM_BENCH_KEEP`, and
+//! `profile:note-at`, 200 default-mode notes to the store there (a commit's cost by store size).
 
 use std::path::Path;
 
@@ -49,6 +50,16 @@ pub fn profile(dir: &Path, what: &str) {
             measured_part(&mut || {
                 for k in 2001..=2020 {
                     store.session_save("s", &refs[..k], None).expect("save");
+                }
+            });
+        }
+        "note-at" => {
+            let keep = std::env::var_os("ENGRAM_BENCH_KEEP")
+                .expect("profile:note-at needs ENGRAM_BENCH_KEEP=<path of a store>");
+            let store = Store::open(Path::new(&keep)).expect("open");
+            measured_part(&mut || {
+                for i in 0..200 {
+                    store.note(SCOPE, new_memory(i)).expect("note");
                 }
             });
         }
