@@ -3,7 +3,6 @@
 //! or a summary dropped or replaced. A note costs one tail entry and the statistics (both on the
 //! scope's last leaf of `search_tail`); every [`super::TAIL_MAX`]-th document folds the tail.
 
-use std::collections::HashMap;
 use std::ops::ControlFlow;
 
 use crate::domain::block::Block;
@@ -149,7 +148,7 @@ fn remove_posting<S: KvWrite + ?Sized>(
 fn fold<S: KvWrite + ?Sized>(kv: &mut S, sid: u32, more: Vec<(u64, Forward)>) -> Result<()> {
     // Grouped by hashing (a batch posts each of its terms' occurrences here: a tree of strings
     // compared at every level cost more than the fold's writes), then merged in term order.
-    let mut by_term: HashMap<String, Vec<Posting>> = HashMap::new();
+    let mut by_term: foldhash::HashMap<String, Vec<Posting>> = foldhash::HashMap::default();
     let mut post = |doc: u64, f: Forward| {
         for (term, tf) in f.terms {
             let p = Posting {
