@@ -14,14 +14,7 @@ use crate::engines::engram::{build, create, new_memory};
 pub fn profile(dir: &Path, what: &str) {
     let path = dir.join("pf.redb");
     match what {
-        "note" | "note-mw" => {
-            let store = create(&path, what == "note");
-            measured_part(&mut || {
-                for i in 0..200 {
-                    store.note(SCOPE, new_memory(i)).expect("note");
-                }
-            });
-        }
+        "note" | "note-mw" => notes(&create(&path, what == "note")),
         "batch" => {
             // note_batch's shape: 10 durable batches of 1,000 memories.
             let store = create(&path, false);
@@ -53,16 +46,7 @@ pub fn profile(dir: &Path, what: &str) {
                 }
             });
         }
-        "note-at" => {
-            let keep = std::env::var_os("ENGRAM_BENCH_KEEP")
-                .expect("profile:note-at needs ENGRAM_BENCH_KEEP=<path of a store>");
-            let store = Store::open(Path::new(&keep)).expect("open");
-            measured_part(&mut || {
-                for i in 0..200 {
-                    store.note(SCOPE, new_memory(i)).expect("note");
-                }
-            });
-        }
+        "note-at" => notes(&Store::open(keep("note-at")).expect("open")),
         "load" => load(&path),
         "wake" | "wake3" | "wake6" => {
             let t = match what {
@@ -96,11 +80,7 @@ pub fn profile(dir: &Path, what: &str) {
             // `profile:store:N` builds a fully summarized history of N memories and keeps it
             // at `$ENGRAM_BENCH_KEEP` (for the CLI start-to-exit and peak-RSS measurements of
             // docs/performance.md, which run the `engram` binary on it).
-            Some(t) => {
-                let keep = std::env::var_os("ENGRAM_BENCH_KEEP")
-                    .expect("profile:store:N needs ENGRAM_BENCH_KEEP=<path of the store>");
-                build(Path::new(&keep), t);
-            }
+            Some(t) => build(&keep("store:N"), t),
             None => match other
                 .strip_prefix("rss:")
                 .and_then(|n| n.parse::<usize>().ok())
@@ -136,6 +116,22 @@ fn load(path: &Path) {
     });
 }
 
+/// 200 durable single notes to `store`, measured.
+fn notes(store: &Store) {
+    measured_part(&mut || {
+        for i in 0..200 {
+            store.note(SCOPE, new_memory(i)).expect("note");
+        }
+    });
+}
+
+/// The store path in `$ENGRAM_BENCH_KEEP`, which the target `what` needs.
+fn keep(what: &str) -> std::path::PathBuf {
+    std::env::var_os("ENGRAM_BENCH_KEEP")
+        .unwrap_or_else(|| panic!("profile:{what} needs ENGRAM_BENCH_KEEP=<path of a store>"))
+        .into()
+}
+
 #[inline(never)]
 fn measured_part(f: &mut dyn FnMut()) {
     f();
@@ -145,8 +141,7 @@ fn measured_part(f: &mut dyn FnMut()) {
 /// prints the process's peak resident set (VmHWM) after opening, after 20 wakes and after 3
 /// recalls: what the cache setting bounds.
 fn rss(mib: usize) {
-    let keep = std::env::var_os("ENGRAM_BENCH_KEEP")
-        .expect("profile:rss:MIB needs ENGRAM_BENCH_KEEP=<path of a store>");
+    let keep = keep("rss:MIB");
     let hwm = || {
         std::fs::read_to_string("/proc/self/status")
             .ok()
@@ -156,11 +151,8 @@ fn rss(mib: usize) {
             })
             .unwrap_or_default()
     };
-    let store = Store::open_with(
-        Path::new(&keep),
-        ::engram::Options::default().cache_bytes(mib << 20),
-    )
-    .expect("open");
+    let store =
+        Store::open_with(&keep, ::engram::Options::default().cache_bytes(mib << 20)).expect("open");
     println!("rss: cache {mib} MiB; after open: {}", hwm());
     let t = store.count(SCOPE).expect("count");
     for _ in 0..20 {
