@@ -52,6 +52,7 @@ pub(crate) struct MemoryView<'a> {
 /// The first fields of a log record, read off postcard's wire format without serde (recall
 /// reads one per record): `id`, `observed_us`, `recorded_us` (skipped), `text`, `kind` (its
 /// variant index, in [`Kind`]'s declaration order).
+#[inline]
 pub(crate) fn decode_view(scope_id: u32, pos: u64, bytes: &[u8]) -> Result<MemoryView<'_>> {
     let body = crate::storage::codec::payload("log", &LogKey(scope_id, pos), bytes)?;
     let mut w = crate::storage::codec::Wire::new(body);

@@ -18,6 +18,17 @@ use crate::error::{Error, Result};
 /// The only value format version this build writes and reads.
 pub const VALUE_VERSION: u8 = 1;
 
+/// The CRC32 of `bytes`, as `crc32fast::hash` computes it, from a hasher made once per process:
+/// `crc32fast::Hasher::new` asks the CPU for its features at every call (about 37 instructions,
+/// a fifth of the checksum of a 100-byte record, which recall pays once per record), a clone
+/// copies the answer.
+pub(crate) fn crc(bytes: &[u8]) -> u32 {
+    static HASHER: std::sync::OnceLock<crc32fast::Hasher> = std::sync::OnceLock::new();
+    let mut h = HASHER.get_or_init(crc32fast::Hasher::new).clone();
+    h.update(bytes);
+    h.finalize()
+}
+
 /// Encodes `value` as version byte + postcard + CRC32.
 pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
     let payload = postcard::to_allocvec(value)
@@ -25,7 +36,7 @@ pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(payload.len() + 5);
     out.push(VALUE_VERSION);
     out.extend_from_slice(&payload);
-    out.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+    out.extend_from_slice(&crc(&payload).to_le_bytes());
     Ok(out)
 }
 
@@ -52,11 +63,11 @@ pub fn payload<'a>(
             "value shorter than its checksum",
         ));
     }
-    let (body, crc) = rest.split_at(rest.len() - 4);
+    let (body, tail) = rest.split_at(rest.len() - 4);
     let mut crc_bytes = [0u8; 4];
-    crc_bytes.copy_from_slice(crc);
+    crc_bytes.copy_from_slice(tail);
     let stored = u32::from_le_bytes(crc_bytes);
-    let actual = crc32fast::hash(body);
+    let actual = crc(body);
     if stored != actual {
         return Err(Error::corrupt(
             table,
@@ -283,8 +294,8 @@ impl WireOut {
 
     /// The value in its envelope: the version byte, the payload, its CRC32.
     pub(crate) fn seal(mut self) -> Vec<u8> {
-        let crc = crc32fast::hash(self.out.get(1..).unwrap_or_default());
-        self.out.extend_from_slice(&crc.to_le_bytes());
+        let sum = crc(self.out.get(1..).unwrap_or_default());
+        self.out.extend_from_slice(&sum.to_le_bytes());
         self.out
     }
 }
@@ -322,6 +333,21 @@ pub fn decode_str<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The shared hasher's checksum is `crc32fast::hash`'s, at every length the SIMD and the
+    /// table paths split on, and again after the first use (the clone, not a fresh hasher).
+    #[test]
+    fn the_shared_hasher_sums_as_crc32fast_hash() {
+        let bytes: Vec<u8> = (0..700u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        for _ in 0..2 {
+            for n in 0..bytes.len() {
+                assert_eq!(crc(&bytes[..n]), crc32fast::hash(&bytes[..n]), "{n} bytes");
+            }
+        }
+        assert_eq!(crc(b"123456789"), 0xCBF4_3926); // the CRC-32 check value
+    }
 
     /// Every varint length (1 to 10 bytes, and 11, which postcard refuses), at the end of the
     /// payload and with bytes after it (the word path and the byte loop), for `u64` and `u32`,

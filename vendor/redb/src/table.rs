@@ -1226,6 +1226,29 @@ impl<K: Key + 'static, V: Value + 'static> Range<'_, K, V> {
 #[cfg(all(doctest, feature = "experimental-api-5"))]
 mod range_keeps_the_table_borrowed {}
 
+impl<K: Key + 'static, V: Value + 'static> Range<'_, K, V> {
+    /// engram: calls `f` with each remaining entry, front to back, as `next()` would return
+    /// them, until `f` returns `false`; then `next()` and `next_back()` go on from there. The
+    /// key and value are borrowed from the page, with no [`AccessGuard`] (and no page reference
+    /// count) per entry, which makes a long scan cheaper.
+    pub fn for_each_entry(
+        &mut self,
+        mut f: impl for<'e> FnMut(K::SelfType<'e>, V::SelfType<'e>) -> bool,
+    ) -> Result {
+        self.inner
+            .walk(true, &mut |k, v| f(K::from_bytes(k), V::from_bytes(v)))
+    }
+
+    /// [`Range::for_each_entry`] from the back: the entries as `next_back()` would return them.
+    pub fn for_each_entry_back(
+        &mut self,
+        mut f: impl for<'e> FnMut(K::SelfType<'e>, V::SelfType<'e>) -> bool,
+    ) -> Result {
+        self.inner
+            .walk(false, &mut |k, v| f(K::from_bytes(k), V::from_bytes(v)))
+    }
+}
+
 impl<'a, K: Key + 'static, V: Value + 'static> Iterator for Range<'a, K, V> {
     type Item = Result<(AccessGuard<'a, K>, AccessGuard<'a, V>)>;
 
@@ -2082,5 +2105,122 @@ impl<K: Key + 'static, V: Value + 'static> Drop for CursorMut<'_, K, V> {
         // Drop cannot surface a splice failure; finish() poisons the
         // transaction instead, so the loss cannot be committed.
         let _ = self.finish();
+    }
+}
+
+// engram: `Range::for_each_entry` and `for_each_entry_back` against `next()`/`next_back()`.
+#[cfg(test)]
+mod engram_walk_test {
+    use crate::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+    use alloc::vec::Vec;
+    use core::ops::Bound;
+
+    const T: TableDefinition<u64, &[u8]> = TableDefinition::new("t");
+
+    /// Over a table of many leaves and every kind of bound, a walk from either end sees what the
+    /// iterator returns; a walk stopped midway leaves the range where the iterator goes on; a
+    /// range already iterated from the other end walks entry by entry to the same result.
+    #[test]
+    fn a_walk_sees_what_the_iterator_returns() {
+        let tmpfile = crate::create_tempfile();
+        let db = Database::create(tmpfile.path()).unwrap();
+        let w = db.begin_write().unwrap();
+        {
+            let mut t = w.open_table(T).unwrap();
+            for k in (0..3_000u64).map(|i| i * 3) {
+                let v = alloc::vec![k as u8; (k % 97) as usize];
+                t.insert(k, v.as_slice()).unwrap();
+            }
+        }
+        w.commit().unwrap();
+        let r = db.begin_read().unwrap();
+        let t = r.open_table(T).unwrap();
+        let bounds = |x: u64, kind: u8| match kind {
+            0 => Bound::Included(x),
+            1 => Bound::Excluded(x),
+            _ => Bound::Unbounded,
+        };
+        let entry = |k: u64, v: &[u8]| (k, v.to_vec());
+        for (lo, hi) in [
+            (0u64, 9_000u64),
+            (1, 8_999),
+            (300, 301),
+            (4_500, 4_502),
+            (7, 6),
+            (9_000, 9_500),
+        ] {
+            for lk in 0..3u8 {
+                for hk in 0..3u8 {
+                    let range = (bounds(lo, lk), bounds(hi, hk));
+                    if lo > hi && lk != 2 && hk != 2 {
+                        continue; // a range whose start passes its end is refused up front
+                    }
+                    let want: Vec<(u64, Vec<u8>)> = t
+                        .range::<u64>(range)
+                        .unwrap()
+                        .map(|e| e.map(|(k, v)| entry(k.value(), v.value())).unwrap())
+                        .collect();
+                    let mut seen = Vec::new();
+                    t.range::<u64>(range)
+                        .unwrap()
+                        .for_each_entry(|k, v| {
+                            seen.push(entry(k, v));
+                            true
+                        })
+                        .unwrap();
+                    assert_eq!(seen, want, "{range:?}");
+                    let mut back = Vec::new();
+                    t.range::<u64>(range)
+                        .unwrap()
+                        .for_each_entry_back(|k, v| {
+                            back.push(entry(k, v));
+                            true
+                        })
+                        .unwrap();
+                    back.reverse();
+                    assert_eq!(back, want, "{range:?} back");
+                    // Stopped after n entries: the iterator goes on from the next one, both ways.
+                    for n in [1usize, 2, 57, 400] {
+                        let mut it = t.range::<u64>(range).unwrap();
+                        let mut got = Vec::new();
+                        it.for_each_entry(|k, v| {
+                            got.push(entry(k, v));
+                            got.len() < n
+                        })
+                        .unwrap();
+                        got.extend(
+                            it.map(|e| e.map(|(k, v)| entry(k.value(), v.value())).unwrap()),
+                        );
+                        assert_eq!(got, want, "{range:?} stopped at {n}");
+                        let mut it = t.range::<u64>(range).unwrap();
+                        let mut got = Vec::new();
+                        it.for_each_entry_back(|k, v| {
+                            got.push(entry(k, v));
+                            got.len() < n
+                        })
+                        .unwrap();
+                        got.extend(
+                            it.rev()
+                                .map(|e| e.map(|(k, v)| entry(k.value(), v.value())).unwrap()),
+                        );
+                        got.reverse();
+                        assert_eq!(got, want, "{range:?} back, stopped at {n}");
+                    }
+                    // One entry from the back, then a walk from the front: entry by entry.
+                    let mut it = t.range::<u64>(range).unwrap();
+                    let last = it
+                        .next_back()
+                        .map(|e| e.map(|(k, v)| entry(k.value(), v.value())).unwrap());
+                    let mut got = Vec::new();
+                    it.for_each_entry(|k, v| {
+                        got.push(entry(k, v));
+                        true
+                    })
+                    .unwrap();
+                    got.extend(last);
+                    assert_eq!(got, want, "{range:?} after next_back");
+                }
+            }
+        }
     }
 }

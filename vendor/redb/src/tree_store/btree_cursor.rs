@@ -586,6 +586,46 @@ impl<K: Key + 'static, V: Value + 'static> Cursor<K, V> {
         Ok(Some(entry(leaf, position)))
     }
 
+    // engram: the entries from the gap on (forward: as next() returns them; else as prev()
+    // does), each as key and value bytes borrowed from its leaf, so a walk takes no page
+    // reference per entry. Stops when `f` returns false, leaving the gap just past that entry
+    // (as after next()/prev() returned it), or at the tree's end. Returns whether `f` stopped it.
+    pub(super) fn walk(
+        &mut self,
+        forward: bool,
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<bool> {
+        let direction = if forward {
+            Direction::Next
+        } else {
+            Direction::Previous
+        };
+        while self.ensure_has_entry(direction)? {
+            let Leaf {
+                page,
+                position,
+                len,
+            } = self.leaf.as_mut().expect("cursor must be positioned");
+            let memory = page.memory();
+            let accessor = LeafAccessor::new(memory, K::fixed_width(), V::fixed_width());
+            while (forward && *position < *len) || (!forward && *position > 0) {
+                let index = if forward { *position } else { *position - 1 };
+                let (key, value) = accessor
+                    .entry_ranges(index)
+                    .expect("cursor entry must exist");
+                if forward {
+                    *position += 1;
+                } else {
+                    *position -= 1;
+                }
+                if !f(&memory[key], &memory[value]) {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
     pub(super) fn prev(&mut self) -> Result<Option<EntryGuard<K, V>>> {
         if !self.ensure_has_entry(Direction::Previous)? {
             return Ok(None);

@@ -1,5 +1,6 @@
 use crate::tree_store::btree_cursor::{Cursor, Position};
 use crate::tree_store::btree_iters::{EntryGuard, bounds_are_empty, encode_bounds};
+use crate::tree_store::page_store::Page;
 use crate::tree_store::page_store::PageHint;
 use crate::tree_store::{PageNumber, PageResolver};
 use crate::types::{Key, Value};
@@ -246,6 +247,76 @@ impl<K: Key + 'static, V: Value + 'static> BtreeCursorRange<K, V> {
             return None;
         }
         Some(Ok(entry))
+    }
+}
+
+impl<K: Key + 'static, V: Value + 'static> BtreeCursorRange<K, V> {
+    // engram: the rest of the range from one end (forward: the front), each entry's key and
+    // value bytes borrowed from its leaf (`Cursor::walk`), until `f` returns false. Only a range
+    // iterated from that end alone walks this way; one already iterated from the other end
+    // steps entry by entry as `next_from` does. Either way `f` sees exactly the entries
+    // `next()`/`next_back()` would have returned, and an error latches the range as theirs do.
+    pub(crate) fn walk(
+        &mut self,
+        forward: bool,
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result {
+        let side = if forward { Side::Front } else { Side::Back };
+        if !self.opposite_slot(side).is_uninitialized() {
+            while let Some(entry) = self.next_from(side) {
+                let entry = entry?;
+                let (page, key, value) = entry.into_raw();
+                if !f(&page.memory()[key], &page.memory()[value]) {
+                    break;
+                }
+            }
+            return Ok(());
+        }
+        if self.errored {
+            return Err(StorageError::PreviousIo);
+        }
+        let result = self.walk_alone(side, forward, f);
+        if result.is_err() {
+            self.errored = true;
+        }
+        result
+    }
+
+    fn walk_alone(
+        &mut self,
+        side: Side,
+        forward: bool,
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result {
+        if !self.prepare(side)? {
+            return Ok(());
+        }
+        // The far bound, checked per entry as `entry_within_open_bound` does.
+        let far = if forward {
+            self.upper_bound.clone()
+        } else {
+            self.lower_bound.clone()
+        };
+        let mut past = false;
+        let mut within = |key: &[u8], value: &[u8]| {
+            let inside = match far.as_ref().map(Vec::as_slice) {
+                Included(bound) if forward => K::compare(key, bound).is_le(),
+                Excluded(bound) if forward => K::compare(key, bound).is_lt(),
+                Included(bound) => K::compare(key, bound).is_ge(),
+                Excluded(bound) => K::compare(key, bound).is_gt(),
+                Unbounded => true,
+            };
+            if !inside {
+                past = true;
+                return false;
+            }
+            f(key, value)
+        };
+        let stopped = self.active_cursor_mut(side).walk(forward, &mut within)?;
+        if past || !stopped {
+            self.close();
+        }
+        Ok(())
     }
 }
 

@@ -175,9 +175,12 @@ type TreeTable = redb::TableDefinition<'static, (u32, u8, u64), &'static [u8]>;
 const LOG_T: LogTable = ::engram::format::LOG;
 const TREE_T: TreeTable = ::engram::format::TREE;
 
-/// The layers of redb's floor under recall, each adding one part of engram's per-record work.
-pub const RECALL_LAYERS: [&str; 5] = [
-    "range scan only",
+/// The layers of redb's floor under recall: redb's iterator alone, then the vendored redb's
+/// borrowed walk (`Range::for_each_entry_back`, which engram's scans use), then each further
+/// layer adding one part of engram's per-record work to the walk.
+pub const RECALL_LAYERS: [&str; 6] = [
+    "range scan only (the iterator: a guard and a page reference per entry)",
+    "range walk only (for_each_entry_back: entries borrowed from their page)",
     "+ envelope CRC check",
     "+ postcard decode to an owned Memory",
     "+ the line built with date_of and write!",
@@ -241,33 +244,42 @@ impl Floor {
         out
     }
 
-    /// The log scanned newest first, with the first `depth + 1` layers of [`RECALL_LAYERS`].
+    /// The log scanned newest first: layer 0 by redb's iterator; layer `depth` >= 1 by the
+    /// walk with the layers after it up to `depth` (see [`RECALL_LAYERS`]).
     pub fn recall_layer(&self, depth: usize, re: &regex::Regex) -> u64 {
         let rtx = self.db.begin_read().expect("read");
         let log = rtx.open_table(LOG_T).expect("log");
+        let mut range = log.range((0, 0)..(0, self.t)).expect("range");
         let mut acc = 0u64;
-        let mut line = String::new();
-        for item in log.range((0, 0)..(0, self.t)).expect("range").rev() {
-            let (k, v) = item.expect("item");
-            let bytes = v.value();
-            acc += bytes.len() as u64;
-            if depth >= 1 {
-                let p = ::engram::format::payload("log", &k.value().1, bytes).expect("crc");
-                acc += p.len() as u64;
+        if depth == 0 {
+            for item in range.rev() {
+                let (_, v) = item.expect("item");
+                acc += v.value().len() as u64;
             }
-            if depth >= 2 {
-                let m: Memory =
-                    ::engram::format::decode("log", &k.value().1, bytes).expect("decode");
-                if depth >= 3 {
-                    line.clear();
-                    let _ = write!(line, "#{} {} {}", m.id, date_of(m.observed_us), m.text);
-                    acc += line.len() as u64;
-                }
-                if depth >= 4 {
-                    acc += re.is_match(&line) as u64;
-                }
-            }
+            return acc;
         }
+        let mut line = String::new();
+        range
+            .for_each_entry_back(|(_, pos), bytes| {
+                acc += bytes.len() as u64;
+                if depth >= 2 {
+                    let p = ::engram::format::payload("log", &pos, bytes).expect("crc");
+                    acc += p.len() as u64;
+                }
+                if depth >= 3 {
+                    let m: Memory = ::engram::format::decode("log", &pos, bytes).expect("decode");
+                    if depth >= 4 {
+                        line.clear();
+                        let _ = write!(line, "#{} {} {}", m.id, date_of(m.observed_us), m.text);
+                        acc += line.len() as u64;
+                    }
+                    if depth >= 5 {
+                        acc += re.is_match(&line) as u64;
+                    }
+                }
+                true
+            })
+            .expect("walk");
         acc
     }
 }

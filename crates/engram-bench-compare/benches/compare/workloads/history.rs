@@ -217,7 +217,7 @@ fn recall(plan: &Plan, h: &History, rep: &mut Report) {
     for (k, name) in RECALL_LAYERS.iter().enumerate() {
         let ns = mm[measured.len() + k];
         rep.diag(format!(
-            "{w}: redb floor, {name}: {:.0} ms (+{:.0} ms), measured in the same rounds (engram {:.0} ms, flat file {:.0} ms)",
+            "{w}: redb floor, {name}: {:.0} ms ({:+.0} ms), measured in the same rounds (engram {:.0} ms, flat file {:.0} ms)",
             ns / 1e6,
             (ns - prev) / 1e6,
             ens / 1e6,
