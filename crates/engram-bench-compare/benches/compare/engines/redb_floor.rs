@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use ::engram::redb::{self, ReadableDatabase, ReadableTable, StorageBackend};
+use ::engram::redb::{self, ReadableDatabase, StorageBackend};
 use ::engram::text::date_of;
 use ::engram::{Memory, Summary};
 
@@ -285,9 +285,9 @@ impl Floor {
 }
 
 /// A byte copy of an engram session store, read as engram's `session_load` and `session_list`
-/// must at least read it: the chunks of one session by range (store format 3), each checked and
-/// decoded with `engram::format` into its messages' `String`s; every session's id and record
-/// (checked, not decoded).
+/// must at least read it, by the vendored redb's borrowed walk as engram's scans read: the chunks
+/// of one session by range (store format 3), each checked and decoded with `engram::format` into
+/// its messages' `String`s; every session's id and record (checked, not decoded).
 pub struct SessionFloor {
     db: redb::Database,
 }
@@ -310,11 +310,14 @@ impl SessionFloor {
             .open_table(::engram::format::SESSION_CHUNKS)
             .expect("session_chunks");
         let mut out = Vec::new();
-        for item in t.range((id, 0)..=(id, u64::MAX)).expect("range") {
-            let (k, v) = item.expect("entry");
-            let c = ::engram::format::decode_chunk(id, k.value().1, v.value()).expect("chunk");
-            out.extend(c.entries.into_iter().map(|e| e.text));
-        }
+        t.range((id, 0)..=(id, u64::MAX))
+            .expect("range")
+            .for_each_entry(|(_, seq), v| {
+                let c = ::engram::format::decode_chunk(id, seq, v).expect("chunk");
+                out.extend(c.entries.into_iter().map(|e| e.text));
+                true
+            })
+            .expect("walk");
         out
     }
 
@@ -325,12 +328,14 @@ impl SessionFloor {
             .open_table(::engram::format::SESSIONS)
             .expect("sessions");
         let mut out = Vec::new();
-        for item in t.iter().expect("iter") {
-            let (k, v) = item.expect("entry");
-            let id = k.value();
-            ::engram::format::payload("sessions", &id, v.value()).expect("record");
-            out.push(id.to_string());
-        }
+        t.range::<&str>(..)
+            .expect("range")
+            .for_each_entry(|id, v| {
+                ::engram::format::payload("sessions", &id, v).expect("record");
+                out.push(id.to_string());
+                true
+            })
+            .expect("walk");
         out
     }
 }
