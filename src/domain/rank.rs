@@ -182,21 +182,65 @@ pub fn with_neighbours_by(
     radius: u64,
     weight: f64,
 ) -> BTreeMap<u64, f64> {
-    let mut best: BTreeMap<u64, f64> = BTreeMap::new();
-    for (&pos, &s) in direct {
+    let sorted: Vec<(u64, f64)> = direct.iter().map(|(&p, &s)| (p, s)).collect();
+    neighbours_sorted(&sorted, radius, weight)
+        .into_iter()
+        .collect()
+}
+
+/// [`with_neighbours_by`] over `direct` as `(position, score)` sorted by position, each position
+/// once; the result sorted the same way. What a search runs: every memory's best neighbour found
+/// by one sort of the `2 * radius` candidates each direct score spreads to, then one merge with
+/// `direct`, instead of a tree probe per candidate (about a quarter of a search's instructions
+/// over 10^4 memories). The same floating-point operations in the same order per position, so
+/// the same scores bit for bit (a test checks it against the tree version it replaced).
+pub fn neighbours_sorted(direct: &[(u64, f64)], radius: u64, weight: f64) -> Vec<(u64, f64)> {
+    let per = usize::try_from(radius.saturating_mul(2)).unwrap_or(usize::MAX);
+    let mut spread: Vec<(u64, f64)> =
+        Vec::with_capacity(direct.len().saturating_mul(per).min(1 << 20));
+    for &(pos, s) in direct {
         for d in 1..=radius {
             for near in [pos.checked_sub(d), pos.checked_add(d)]
                 .into_iter()
                 .flatten()
             {
-                let slot = best.entry(near).or_insert(0.0);
-                *slot = slot.max(s);
+                spread.push((near, s));
             }
         }
     }
-    let mut out = direct.clone();
-    for (pos, b) in best {
-        *out.entry(pos).or_insert(0.0) += weight * b;
+    // The best neighbour of each position (`max` ignores a NaN whatever the order, and starts
+    // from 0.0 as the tree version's slot did).
+    spread.sort_unstable_by_key(|&(p, _)| p);
+    let mut best: Vec<(u64, f64)> = Vec::with_capacity(spread.len());
+    for (p, s) in spread {
+        match best.last_mut() {
+            Some((q, b)) if *q == p => *b = b.max(s),
+            _ => best.push((p, 0.0f64.max(s))),
+        }
+    }
+    let mut out = Vec::with_capacity(direct.len() + best.len());
+    let (mut d, mut b) = (direct.iter().peekable(), best.into_iter().peekable());
+    loop {
+        match (d.peek(), b.peek()) {
+            (Some(&&(dp, ds)), Some(&(bp, bs))) if dp == bp => {
+                out.push((dp, ds + weight * bs));
+                d.next();
+                b.next();
+            }
+            (Some(&&(dp, ds)), Some(&(bp, _))) if dp < bp => {
+                out.push((dp, ds));
+                d.next();
+            }
+            (Some(&&(dp, ds)), None) => {
+                out.push((dp, ds));
+                d.next();
+            }
+            (_, Some(&(bp, bs))) => {
+                out.push((bp, 0.0 + weight * bs));
+                b.next();
+            }
+            (None, None) => break,
+        }
     }
     out
 }
@@ -220,6 +264,84 @@ pub fn top(scores: &BTreeMap<u64, f64>, k: usize) -> Vec<(u64, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The tree version `neighbours_sorted` replaced, kept as the reference.
+    fn with_neighbours_by_tree(
+        direct: &BTreeMap<u64, f64>,
+        radius: u64,
+        weight: f64,
+    ) -> BTreeMap<u64, f64> {
+        let mut best: BTreeMap<u64, f64> = BTreeMap::new();
+        for (&pos, &s) in direct {
+            for d in 1..=radius {
+                for near in [pos.checked_sub(d), pos.checked_add(d)]
+                    .into_iter()
+                    .flatten()
+                {
+                    let slot = best.entry(near).or_insert(0.0);
+                    *slot = slot.max(s);
+                }
+            }
+        }
+        let mut out = direct.clone();
+        for (pos, b) in best {
+            *out.entry(pos).or_insert(0.0) += weight * b;
+        }
+        out
+    }
+
+    /// Bit for bit the tree version's scores, over clustered and sparse positions, the ends of
+    /// `u64`, negative, zero, NaN and infinite scores, radii 0 to 4 and weights of either sign.
+    #[test]
+    fn the_sorted_spread_scores_as_the_tree_did() {
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let specials = [
+            0.0,
+            -0.0,
+            -1.5,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            1e-300,
+        ];
+        for case in 0..400 {
+            let mut direct = BTreeMap::new();
+            let n = next() % 40;
+            for _ in 0..n {
+                let pos = match next() % 4 {
+                    0 => next() % 30,
+                    1 => u64::MAX - next() % 5,
+                    2 => next() % 5,
+                    _ => next() % 10_000,
+                };
+                let s = if next() % 8 == 0 {
+                    specials[(next() % specials.len() as u64) as usize]
+                } else {
+                    (next() % 10_000) as f64 / 37.0
+                };
+                direct.insert(pos, s);
+            }
+            let radius = next() % 5;
+            let weight = [0.7, 0.0, -0.3, 2.5][(case % 4) as usize];
+            let want = with_neighbours_by_tree(&direct, radius, weight);
+            let got = with_neighbours_by(&direct, radius, weight);
+            assert_eq!(got.len(), want.len(), "case {case}");
+            for ((gp, gs), (wp, ws)) in got.iter().zip(&want) {
+                assert_eq!(gp, wp, "case {case}");
+                assert_eq!(
+                    gs.to_bits(),
+                    ws.to_bits(),
+                    "case {case} at {gp}: {gs} vs {ws}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn rarer_terms_weigh_more_and_idf_is_never_negative() {

@@ -3,16 +3,21 @@
 //! memories noted just before and after it): the recipe of [`crate::domain::rank`]. Reads the query terms' blocks and the scope's tail, nothing
 //! else: no record.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
-use crate::domain::rank::{covered, idf, term_score_with, with_neighbours_by};
+use crate::domain::rank::{covered, idf, neighbours_sorted, term_score_with};
 use crate::domain::tokenize::QueryTerm;
 use crate::error::Result;
 use crate::memory::search::RankParams;
 use crate::storage::index::{decode_forward, read_stats, write::each_posting, Posting, STATS_DOC};
 use crate::storage::kv::{Dir, KvRead};
 use crate::storage::tables::SEARCH_TAIL;
+
+/// Documents' scores by document id. Hashed with foldhash (seeded per process), not std's
+/// SipHash: a search looks up and inserts once per posting it reads, and SipHash was 17% of a
+/// search's instructions over 10^4 memories (`--bench search -- --only speed`, callgrind).
+pub type Scores = foldhash::HashMap<u64, Scored>;
 
 /// A document's score and which query terms it contains (bit i: term i).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -80,9 +85,9 @@ pub fn lexical(
     count: u64,
     terms: &[QueryTerm],
     k: &RankParams,
-) -> Result<HashMap<u64, Scored>> {
+) -> Result<Scores> {
     let st = read_stats(kv, sid)?;
-    let mut out: HashMap<u64, Scored> = HashMap::new();
+    let mut out = Scores::default();
     if st.docs == 0 || terms.is_empty() {
         return Ok(out);
     }
@@ -110,21 +115,18 @@ pub fn lexical(
 
 /// Adds to each memory `neighbour_weight` times the best direct score among the memories up to
 /// `neighbours` ids before and after it, among the `count` memories
-/// ([`crate::domain::rank::with_neighbours_by`]); summaries take no part.
-pub fn propagate(
-    mut base: HashMap<u64, Scored>,
-    count: u64,
-    k: &RankParams,
-) -> HashMap<u64, Scored> {
+/// ([`crate::domain::rank::neighbours_sorted`]); summaries take no part.
+pub fn propagate(mut base: Scores, count: u64, k: &RankParams) -> Scores {
     if k.neighbour_weight == 0.0 || k.neighbours == 0 {
         return base;
     }
-    let direct: BTreeMap<u64, f64> = base
+    let mut direct: Vec<(u64, f64)> = base
         .iter()
         .filter(|(d, _)| **d < count)
         .map(|(d, s)| (*d, s.score))
         .collect();
-    for (doc, score) in with_neighbours_by(&direct, u64::from(k.neighbours), k.neighbour_weight) {
+    direct.sort_unstable_by_key(|&(d, _)| d);
+    for (doc, score) in neighbours_sorted(&direct, u64::from(k.neighbours), k.neighbour_weight) {
         if doc < count {
             base.entry(doc)
                 .or_insert(Scored {

@@ -2,15 +2,13 @@
 //! walked best first, reading only the records it shows: filters, the lifecycle, the offset,
 //! the limit and the byte budget are applied on the way.
 
-use std::collections::HashMap;
-
 use crate::domain::block::Block;
 use crate::domain::record::{ScopeMeta, Status};
 use crate::domain::tokenize::{query_term_forms, QueryTerm};
 use crate::error::{Error, Result};
 use crate::memory::lifecycle::{marked_line, state_of};
 use crate::memory::log::get_memory;
-use crate::memory::search::score::{lexical, Scored};
+use crate::memory::search::score::{lexical, Scores};
 use crate::memory::search::{vector, Hit, SearchMode, SearchQuery, SearchResult};
 use crate::memory::tree::{get_summary, marked_summary_line};
 
@@ -37,10 +35,10 @@ fn rank_scope(
     meta: &ScopeMeta,
     terms: &[QueryTerm],
     q: &SearchQuery,
-) -> Result<HashMap<u64, Scored>> {
+) -> Result<Scores> {
     let mode = q.effective_mode();
     let lex = match mode {
-        SearchMode::Vector => HashMap::new(),
+        SearchMode::Vector => Scores::default(),
         _ => lexical(&r.tx, meta.id, meta.count, terms, &q.params)?,
     };
     let Some(v) = q.vector.as_deref().filter(|_| mode != SearchMode::Lexical) else {

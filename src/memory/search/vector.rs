@@ -4,12 +4,11 @@
 //! vector. Table `vectors`: `(scope id, memory id)` -> enveloped `Vec<f32>`;
 //! `(scope id, u64::MAX)` -> enveloped `u32`, the dimension.
 
-use std::collections::HashMap;
 use std::ops::ControlFlow;
 
 use crate::domain::record::ScopeMeta;
 use crate::error::{Error, Result};
-use crate::memory::search::score::Scored;
+use crate::memory::search::score::{Scored, Scores};
 use crate::storage::codec::{decode, encode, payload, wire_error, Wire};
 use crate::storage::kv::{Dir, KvRead};
 use crate::storage::store::Store;
@@ -126,7 +125,7 @@ pub fn nearest(kv: &(impl KvRead + ?Sized), sid: u32, q: &[f32]) -> Result<Vec<(
 }
 
 /// The vector ranking as scores (the cosine).
-pub fn as_scored(near: &[(u64, f64)]) -> HashMap<u64, Scored> {
+pub fn as_scored(near: &[(u64, f64)]) -> Scores {
     near.iter()
         .map(|&(d, c)| (d, Scored { score: c, mask: 0 }))
         .collect()
@@ -134,10 +133,10 @@ pub fn as_scored(near: &[(u64, f64)]) -> HashMap<u64, Scored> {
 
 /// Reciprocal rank fusion of the lexical scores and the vector ranking: each document scores
 /// the sum over the rankings it appears in of `1 / (k + rank)`, ranks from 1.
-pub fn fuse(lex: &HashMap<u64, Scored>, near: &[(u64, f64)], k: f64) -> HashMap<u64, Scored> {
+pub fn fuse(lex: &Scores, near: &[(u64, f64)], k: f64) -> Scores {
     let mut order: Vec<(&u64, &Scored)> = lex.iter().collect();
     order.sort_by(|a, b| b.1.score.total_cmp(&a.1.score).then(b.0.cmp(a.0)));
-    let mut out: HashMap<u64, Scored> = HashMap::new();
+    let mut out = Scores::default();
     for (rank, (doc, s)) in order.into_iter().enumerate() {
         out.insert(
             *doc,
