@@ -28,6 +28,13 @@ pub(crate) trait RedbKey: Key + redb::Key {
     fn view<'a>(d: &'a Self::Dec<'_>) -> Self::SelfType<'a>;
     /// Appends the encoding of redb's key.
     fn put(k: Self::SelfType<'_>, out: &mut Vec<u8>);
+    /// Appends the encoding of a key given as redb stores it (`as_bytes`). By default decoded
+    /// by redb first; a `&str` key is stored as its raw UTF-8, which is also engram's encoding,
+    /// so it is copied and checked once, by `keys::decode` (redb's `from_bytes` would check it
+    /// too, and panic on bytes that are not UTF-8).
+    fn put_stored(stored: &[u8], out: &mut Vec<u8>) {
+        Self::put(<Self as redb::Value>::from_bytes(stored), out);
+    }
 }
 
 impl RedbKey for &'static str {
@@ -36,6 +43,9 @@ impl RedbKey for &'static str {
     }
     fn put(k: &str, out: &mut Vec<u8>) {
         <Self as Key>::encode(k, out)
+    }
+    fn put_stored(stored: &[u8], out: &mut Vec<u8>) {
+        out.extend_from_slice(stored);
     }
 }
 
@@ -211,8 +221,9 @@ fn get_in<K: RedbKey, V: RedbVal, T: ReadableTable<K, V>>(
 
 /// Feeds redb's entries to the visitor, encoding each key into one reused buffer, until the
 /// first key past `far` (the bound the scan moves towards). The entries come borrowed from their
-/// pages (the vendored redb's `Range::for_each_entry`), with no guard and no page reference
-/// count per entry.
+/// pages as redb stores them (the vendored redb's `Range::for_each_entry_bytes`), with no guard
+/// and no page reference count per entry, each key put in engram's encoding by
+/// [`RedbKey::put_stored`].
 fn visit<K: RedbKey, V: RedbVal>(
     mut range: redb::Range<'_, K, V>,
     far: Far<'_>,
@@ -220,13 +231,13 @@ fn visit<K: RedbKey, V: RedbVal>(
 ) -> Result<()> {
     let mut buf = Vec::with_capacity(32);
     let mut out = Ok(());
-    let mut each = |k: K::SelfType<'_>, v: V::SelfType<'_>| {
+    let mut each = |k: &[u8], v: &[u8]| {
         buf.clear();
-        K::put(k, &mut buf);
+        K::put_stored(k, &mut buf);
         if far.passed(&buf) {
             return false;
         }
-        match f(&buf, V::bytes(&v)) {
+        match f(&buf, V::bytes(&V::from_bytes(v))) {
             Ok(flow) => flow.is_continue(),
             Err(e) => {
                 out = Err(e);
@@ -234,10 +245,7 @@ fn visit<K: RedbKey, V: RedbVal>(
             }
         }
     };
-    match far.dir {
-        Dir::Forward => range.for_each_entry(&mut each)?,
-        Dir::Reverse => range.for_each_entry_back(&mut each)?,
-    }
+    range.for_each_entry_bytes(far.dir == Dir::Forward, &mut each)?;
     out
 }
 

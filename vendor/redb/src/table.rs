@@ -1247,6 +1247,18 @@ impl<K: Key + 'static, V: Value + 'static> Range<'_, K, V> {
         self.inner
             .walk(false, &mut |k, v| f(K::from_bytes(k), V::from_bytes(v)))
     }
+
+    /// [`Range::for_each_entry`] (`forward`) or [`Range::for_each_entry_back`] with each key and
+    /// value as their stored bytes (`K::as_bytes` and `V::as_bytes` of the entry), not decoded:
+    /// for a caller that reads them in its own encoding, or checks them itself (a `&str` key's
+    /// `from_bytes` validates its UTF-8 and panics on bytes that are not).
+    pub fn for_each_entry_bytes(
+        &mut self,
+        forward: bool,
+        mut f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result {
+        self.inner.walk(forward, &mut |k, v| f(k, v))
+    }
 }
 
 impl<'a, K: Key + 'static, V: Value + 'static> Iterator for Range<'a, K, V> {
@@ -2179,6 +2191,20 @@ mod engram_walk_test {
                         .unwrap();
                     back.reverse();
                     assert_eq!(back, want, "{range:?} back");
+                    for forward in [true, false] {
+                        let mut raw = Vec::new();
+                        t.range::<u64>(range)
+                            .unwrap()
+                            .for_each_entry_bytes(forward, |k, v| {
+                                raw.push(entry(u64::from_le_bytes(k.try_into().unwrap()), v));
+                                true
+                            })
+                            .unwrap();
+                        if !forward {
+                            raw.reverse();
+                        }
+                        assert_eq!(raw, want, "{range:?} bytes, forward {forward}");
+                    }
                     // Stopped after n entries: the iterator goes on from the next one, both ways.
                     for n in [1usize, 2, 57, 400] {
                         let mut it = t.range::<u64>(range).unwrap();
