@@ -194,6 +194,8 @@ pub fn with_neighbours_by(
 /// `direct`, instead of a tree probe per candidate (about a quarter of a search's instructions
 /// over 10^4 memories). The same floating-point operations in the same order per position, so
 /// the same scores bit for bit (a test checks it against the tree version it replaced).
+/// Time and memory are O(`direct.len()` x `radius`): bound the radius (a search refuses more
+/// than `MAX_NEIGHBOURS`).
 pub fn neighbours_sorted(direct: &[(u64, f64)], radius: u64, weight: f64) -> Vec<(u64, f64)> {
     let per = usize::try_from(radius.saturating_mul(2)).unwrap_or(usize::MAX);
     let mut spread: Vec<(u64, f64)> =
@@ -294,13 +296,7 @@ mod tests {
     /// `u64`, negative, zero, NaN and infinite scores, radii 0 to 4 and weights of either sign.
     #[test]
     fn the_sorted_spread_scores_as_the_tree_did() {
-        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::test_rng::xorshift(0x9E37_79B9_7F4A_7C15u64);
         let specials = [
             0.0,
             -0.0,
