@@ -130,7 +130,7 @@ pub fn record(epoch: u64, seq: u64, payload: &[u8]) -> Result<Vec<u8>> {
     out.extend_from_slice(&epoch.to_le_bytes());
     out.extend_from_slice(&seq.to_le_bytes());
     out.extend_from_slice(payload);
-    let crc = crc32fast::hash(out.get(8..).unwrap_or_default());
+    let crc = crate::storage::codec::crc(out.get(8..).unwrap_or_default());
     if let Some(c) = out.get_mut(4..8) {
         c.copy_from_slice(&crc.to_le_bytes());
     }
