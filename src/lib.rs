@@ -62,8 +62,6 @@ mod import;
 mod memory;
 mod session;
 mod storage;
-#[cfg(test)]
-mod test_rng;
 mod trust;
 mod verify;
 

@@ -8,6 +8,8 @@ pub mod claims;
 pub mod json;
 pub mod rank;
 pub mod record;
+#[cfg(test)]
+pub(crate) mod test_rng;
 pub mod text;
 pub mod tokenize;
 pub mod verbs;

@@ -296,7 +296,7 @@ mod tests {
     /// `u64`, negative, zero, NaN and infinite scores, radii 0 to 4 and weights of either sign.
     #[test]
     fn the_sorted_spread_scores_as_the_tree_did() {
-        let mut next = crate::test_rng::xorshift(0x9E37_79B9_7F4A_7C15u64);
+        let mut next = crate::domain::test_rng::xorshift(0x9E37_79B9_7F4A_7C15u64);
         let specials = [
             0.0,
             -0.0,

@@ -1146,7 +1146,7 @@ mod tests {
     /// budget class and summaries missing in patterns of several densities.
     #[test]
     fn reusing_counts_between_thresholds_changes_no_cover() {
-        let mut next = crate::test_rng::xorshift(0x9e37_79b9_7f4a_7c15u64);
+        let mut next = crate::domain::test_rng::xorshift(0x9e37_79b9_7f4a_7c15u64);
         for round in 0..3000u64 {
             let t = match round % 4 {
                 0 => next() % 300 + 1,

@@ -230,7 +230,7 @@ mod tests {
     /// tied, NaN and infinite scores.
     #[test]
     fn best_first_yields_the_full_sort() {
-        let mut next = crate::test_rng::xorshift(0x2545_F491_4F6C_DD1Du64);
+        let mut next = crate::domain::test_rng::xorshift(0x2545_F491_4F6C_DD1Du64);
         for n in [0usize, 1, 2, 15, 16, 17, 100, 1_000] {
             let ranked: Vec<Ranked> = (0..n)
                 .map(|k| {
