@@ -595,6 +595,16 @@ impl TransactionGuard {
         Self::Untracked
     }
 
+    /// engram: the transaction's id, or `None` for an untracked guard (where [`Self::id`] panics).
+    pub(crate) fn tracked_id(&self) -> Option<TransactionId> {
+        match self {
+            Self::Read { transaction_id, .. } | Self::Write { transaction_id, .. } => {
+                Some(*transaction_id)
+            }
+            Self::Untracked => None,
+        }
+    }
+
     pub(crate) fn id(&self) -> TransactionId {
         match self {
             Self::Read { transaction_id, .. } | Self::Write { transaction_id, .. } => {

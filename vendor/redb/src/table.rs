@@ -2123,7 +2123,7 @@ impl<K: Key + 'static, V: Value + 'static> Drop for CursorMut<'_, K, V> {
 // engram: `Range::for_each_entry` and `for_each_entry_back` against `next()`/`next_back()`.
 #[cfg(test)]
 mod engram_walk_test {
-    use crate::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+    use crate::{Database, ReadableDatabase, TableDefinition};
     use alloc::vec::Vec;
     use core::ops::Bound;
 

@@ -2780,21 +2780,42 @@ impl ReadTransaction {
         &self,
         definition: TableDefinition<K, V>,
     ) -> Result<ReadOnlyTable<K, V>, TableError> {
-        let header = self
+        // engram: a table this snapshot opened before is found in the handle's list of roots
+        // (`TableRootCache`); any other is looked up and checked as redb does, then listed.
+        let name = definition.name();
+        let (key_type, value_type) = (core::any::TypeId::of::<K>(), core::any::TypeId::of::<V>());
+        let snapshot = self
             .tree
-            .get_table::<K, V>(definition.name(), TableType::Normal)?
-            .ok_or_else(|| TableError::TableDoesNotExist(definition.name().to_string()))?;
-
-        match header {
-            InternalTableDefinition::Normal { table_root, .. } => Ok(ReadOnlyTable::new(
-                definition.name().to_string(),
-                table_root,
-                PageHint::Clean,
-                self.tree.transaction_guard().clone(),
-                PageResolver::new(self.mem.clone()),
-            )?),
-            InternalTableDefinition::Multimap { .. } => unreachable!(),
-        }
+            .transaction_guard()
+            .tracked_id()
+            .map(|id| (id, self.tree.master_root()));
+        let cached =
+            snapshot.and_then(|s| self.mem.cached_table_root(s, name, key_type, value_type));
+        let table_root = if let Some(root) = cached {
+            root
+        } else {
+            let header = self
+                .tree
+                .get_table::<K, V>(name, TableType::Normal)?
+                .ok_or_else(|| TableError::TableDoesNotExist(name.to_string()))?;
+            match header {
+                InternalTableDefinition::Normal { table_root, .. } => {
+                    if let Some(s) = snapshot {
+                        self.mem
+                            .keep_table_root(s, name, key_type, value_type, table_root);
+                    }
+                    table_root
+                }
+                InternalTableDefinition::Multimap { .. } => unreachable!(),
+            }
+        };
+        Ok(ReadOnlyTable::new(
+            name.to_string(),
+            table_root,
+            PageHint::Clean,
+            self.tree.transaction_guard().clone(),
+            PageResolver::new(self.mem.clone()),
+        )?)
     }
 
     /// Open the given table without a type
@@ -3323,5 +3344,98 @@ mod test {
 
         let write_txn = db.begin_write().unwrap();
         assert!(write_txn.transaction_id > remove_txn_id.next());
+    }
+}
+
+#[cfg(test)]
+mod engram_table_root_test {
+    use crate::{Database, Durability, ReadableDatabase, TableDefinition, TableError};
+
+    const A: TableDefinition<u64, u64> = TableDefinition::new("a");
+    const A_AS_STR: TableDefinition<u64, &str> = TableDefinition::new("a");
+    const B: TableDefinition<u64, u64> = TableDefinition::new("b");
+    const MISSING: TableDefinition<u64, u64> = TableDefinition::new("missing");
+
+    fn put(db: &Database, t: TableDefinition<u64, u64>, k: u64, v: u64, durable: bool) {
+        let mut w = db.begin_write().unwrap();
+        if !durable {
+            w.set_durability(Durability::None).unwrap();
+        }
+        w.open_table(t).unwrap().insert(k, v).unwrap();
+        w.commit().unwrap();
+    }
+
+    fn get(r: &crate::ReadTransaction, t: TableDefinition<u64, u64>, k: u64) -> Option<u64> {
+        r.open_table(t).unwrap().get(k).unwrap().map(|g| g.value())
+    }
+
+    /// Read transactions of one snapshot open a table from the handle's list of roots; a
+    /// commit (durable or not, a new table, a deleted one) is seen by the next read; an older
+    /// snapshot still reads its own tables; a missing table and a type mismatch are reported on
+    /// every open, before and after the table was opened with its own types.
+    #[test]
+    fn reads_open_the_tables_of_their_own_snapshot() {
+        let tmpfile = crate::create_tempfile();
+        let db = Database::create(tmpfile.path()).unwrap();
+        put(&db, A, 1, 10, true);
+        let r1 = db.begin_read().unwrap();
+        assert_eq!(get(&r1, A, 1), Some(10));
+        let snapshot = (r1.tree.transaction_guard().id(), r1.tree.master_root());
+        let (k, v) = (
+            core::any::TypeId::of::<u64>(),
+            core::any::TypeId::of::<u64>(),
+        );
+        assert!(r1.mem.cached_table_root(snapshot, "a", k, v).is_some());
+        let r2 = db.begin_read().unwrap();
+        assert_eq!(get(&r2, A, 1), Some(10));
+        for _ in 0..2 {
+            assert!(matches!(
+                r2.open_table(A_AS_STR),
+                Err(TableError::TableTypeMismatch { .. })
+            ));
+            assert!(matches!(
+                r2.open_table(MISSING),
+                Err(TableError::TableDoesNotExist(_))
+            ));
+            assert!(matches!(
+                r2.open_table(B),
+                Err(TableError::TableDoesNotExist(_))
+            ));
+        }
+
+        // Commits, durable and not, each change what the next read sees.
+        put(&db, A, 1, 11, true);
+        let r3 = db.begin_read().unwrap();
+        assert_eq!(get(&r3, A, 1), Some(11));
+        put(&db, A, 1, 12, false);
+        put(&db, B, 5, 50, false);
+        let r4 = db.begin_read().unwrap();
+        assert_eq!(get(&r4, A, 1), Some(12));
+        assert_eq!(get(&r4, B, 5), Some(50));
+        put(&db, A, 1, 13, false);
+        let r5 = db.begin_read().unwrap();
+        assert_eq!(get(&r5, A, 1), Some(13));
+        assert_eq!(get(&r5, B, 5), Some(50));
+
+        // The older snapshots still read their own tables, after the list moved on.
+        assert_eq!(get(&r1, A, 1), Some(10));
+        assert_eq!(get(&r3, A, 1), Some(11));
+        assert_eq!(get(&r4, A, 1), Some(12));
+        assert!(matches!(
+            r3.open_table(B),
+            Err(TableError::TableDoesNotExist(_))
+        ));
+
+        // A deleted table is gone for the next read, though the list held it.
+        let w = db.begin_write().unwrap();
+        assert!(w.delete_table(B).unwrap());
+        w.commit().unwrap();
+        let r6 = db.begin_read().unwrap();
+        assert!(matches!(
+            r6.open_table(B),
+            Err(TableError::TableDoesNotExist(_))
+        ));
+        assert_eq!(get(&r6, A, 1), Some(13));
+        assert_eq!(get(&r5, B, 5), Some(50));
     }
 }

@@ -92,6 +92,11 @@ impl TableTree {
         self.tree.transaction_guard()
     }
 
+    /// engram: the root of the table tree itself (what names the tables of this snapshot).
+    pub(crate) fn master_root(&self) -> Option<BtreeHeader> {
+        self.tree.get_root()
+    }
+
     pub(crate) fn verify_checksums(&self) -> Result<bool> {
         if !self.tree.verify_checksum()? {
             return Ok(false);

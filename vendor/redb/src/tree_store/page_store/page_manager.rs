@@ -27,6 +27,7 @@ use crate::{DatabaseError, Result, StorageBackend, StorageError};
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::format;
+use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -685,6 +686,8 @@ pub(crate) struct TransactionalMemory {
     // Where the next scan of the active transaction range starts: a pin lands only at or above
     // the ceiling of the scan before it, since every handle reads the id it pins from the file
     scan_from: Mutex<u64>,
+    // engram: where read transactions find the tables they open (`ReadTransaction::open_table`)
+    table_roots: Mutex<TableRootCache>,
     // The lock the open took, which every write transaction holds while it runs. `None` in
     // multi-writer mode, where a write transaction takes the writer byte itself, and for a
     // read-only handle
@@ -696,7 +699,96 @@ pub(crate) struct TransactionalMemory {
     region_header_with_padding_size: u64,
 }
 
+/// engram: the roots of the tables read transactions of one snapshot opened, so that the next
+/// read transaction of the same snapshot opens them without looking each up in the table tree,
+/// decoding its definition and checking its key and value types again (about 2,000 instructions
+/// an open, three to six opens a read). A snapshot is named by its transaction id, which a
+/// handle never sees reused for other contents, and its table tree's root; a read of any other
+/// snapshot empties the list. Only successful opens are kept, so a missing table or a type
+/// mismatch is looked up, and reported, every time.
+#[derive(Default)]
+pub(crate) struct TableRootCache {
+    snapshot: Option<(TransactionId, Option<BtreeHeader>)>,
+    tables: Vec<CachedTableRoot>,
+}
+
+struct CachedTableRoot {
+    name: String,
+    key_type: core::any::TypeId,
+    value_type: core::any::TypeId,
+    root: Option<BtreeHeader>,
+}
+
+/// The most tables kept for one snapshot; a program that opens more starts the list again.
+const TABLE_ROOTS_KEPT: usize = 64;
+
+impl TableRootCache {
+    fn find(
+        &self,
+        snapshot: (TransactionId, Option<BtreeHeader>),
+        name: &str,
+        key_type: core::any::TypeId,
+        value_type: core::any::TypeId,
+    ) -> Option<Option<BtreeHeader>> {
+        if self.snapshot != Some(snapshot) {
+            return None;
+        }
+        self.tables
+            .iter()
+            .find(|t| t.name == name && t.key_type == key_type && t.value_type == value_type)
+            .map(|t| t.root)
+    }
+
+    fn keep(
+        &mut self,
+        snapshot: (TransactionId, Option<BtreeHeader>),
+        name: &str,
+        key_type: core::any::TypeId,
+        value_type: core::any::TypeId,
+        root: Option<BtreeHeader>,
+    ) {
+        if self.snapshot != Some(snapshot) || self.tables.len() >= TABLE_ROOTS_KEPT {
+            self.snapshot = Some(snapshot);
+            self.tables.clear();
+        }
+        if self.find(snapshot, name, key_type, value_type).is_none() {
+            self.tables.push(CachedTableRoot {
+                name: name.into(),
+                key_type,
+                value_type,
+                root,
+            });
+        }
+    }
+}
+
 impl TransactionalMemory {
+    /// engram: the root of table `name` (of key type `key_type` and value type `value_type`) as
+    /// a read transaction of `snapshot` opened it before, if one did; see [`TableRootCache`].
+    pub(crate) fn cached_table_root(
+        &self,
+        snapshot: (TransactionId, Option<BtreeHeader>),
+        name: &str,
+        key_type: core::any::TypeId,
+        value_type: core::any::TypeId,
+    ) -> Option<Option<BtreeHeader>> {
+        let cache = self.table_roots.lock().ok()?;
+        cache.find(snapshot, name, key_type, value_type)
+    }
+
+    /// engram: records the root a read transaction of `snapshot` opened table `name` at.
+    pub(crate) fn keep_table_root(
+        &self,
+        snapshot: (TransactionId, Option<BtreeHeader>),
+        name: &str,
+        key_type: core::any::TypeId,
+        value_type: core::any::TypeId,
+        root: Option<BtreeHeader>,
+    ) {
+        if let Ok(mut cache) = self.table_roots.lock() {
+            cache.keep(snapshot, name, key_type, value_type, root);
+        }
+    }
     /// The locks a handle holds for as long as the database is open, taken before anything is
     /// read from the storage.
     fn lock_for_open(
@@ -1323,6 +1415,7 @@ impl TransactionalMemory {
             read_only,
             in_process_header_lock,
             scan_from: Mutex::new(0),
+            table_roots: Mutex::new(TableRootCache::default()),
             writer_lock,
             page_size: page_size.try_into().unwrap(),
             region_size,
@@ -1753,15 +1846,14 @@ impl TransactionalMemory {
             .iter()
             .map(|a| a.serialized_len())
             .collect();
-        debug_assert_eq!(
-            region_tracker_len,
-            allocators.region_tracker.to_vec().len()
+        debug_assert_eq!(region_tracker_len, allocators.region_tracker.to_vec().len());
+        debug_assert!(
+            allocators
+                .region_allocators
+                .iter()
+                .zip(&region_lens)
+                .all(|(a, &n)| a.to_vec().len() == n)
         );
-        debug_assert!(allocators
-            .region_allocators
-            .iter()
-            .zip(&region_lens)
-            .all(|(a, &n)| a.to_vec().len() == n));
         drop(state);
 
         for i in 0..num_regions {
