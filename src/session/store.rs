@@ -61,25 +61,21 @@ impl Store {
     }
     /// Loads a session; see [`ReadTxn::session_load`].
     pub fn session_load(&self, id: &str) -> Result<Option<Vec<String>>> {
-        self.audited(
+        self.audited_as(
             "session load",
-            &session_scope(id),
             |r| r.session_load(id),
             |m| {
-                vec![format!(
-                    "{} messages",
-                    m.as_ref().map(|v| v.len()).unwrap_or(0)
-                )]
+                let n = m.as_ref().map(|v| v.len()).unwrap_or(0);
+                (session_scope(id), vec![format!("{n} messages")])
             },
         )
     }
     /// The latest items; see [`ReadTxn::session_items`].
     pub fn session_items(&self, id: &str, limit: Option<usize>) -> Result<Vec<String>> {
-        self.audited(
+        self.audited_as(
             "session items",
-            &session_scope(id),
             |r| r.session_items(id, limit),
-            |m| vec![format!("{} items", m.len())],
+            |m| (session_scope(id), vec![format!("{} items", m.len())]),
         )
     }
     /// The latest items, reading past damaged ones; see [`ReadTxn::session_items_lossy`].
@@ -93,24 +89,20 @@ impl Store {
     /// assert!(r.unreadable.is_empty() && r.damage_note("chat").is_none());
     /// ```
     pub fn session_items_lossy(&self, id: &str, limit: Option<usize>) -> Result<SessionItems> {
-        self.audited(
+        self.audited_as(
             "session items",
-            &session_scope(id),
             |r| r.session_items_lossy(id, limit),
-            |m| vec![format!("{} items", m.items.len())],
+            |m| (session_scope(id), vec![format!("{} items", m.items.len())]),
         )
     }
     /// Loads a session, reading past damaged messages; see [`ReadTxn::session_load_lossy`].
     pub fn session_load_lossy(&self, id: &str) -> Result<Option<SessionItems>> {
-        self.audited(
+        self.audited_as(
             "session load",
-            &session_scope(id),
             |r| r.session_load_lossy(id),
             |m| {
-                vec![format!(
-                    "{} messages",
-                    m.as_ref().map(|v| v.items.len()).unwrap_or(0)
-                )]
+                let n = m.as_ref().map(|v| v.items.len()).unwrap_or(0);
+                (session_scope(id), vec![format!("{n} messages")])
             },
         )
     }

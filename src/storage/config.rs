@@ -90,6 +90,13 @@ pub fn validate_config(name: &str, value: &str) -> Result<u64> {
     Ok(v)
 }
 
+/// Whether the read audit is on (`AUDIT`), as [`read_config`] would say, by one point read
+/// instead of the whole table: every audited read asks.
+pub(crate) fn read_audit(kv: &(impl KvRead + ?Sized)) -> Result<bool> {
+    let n = CONFIG.read(kv, "AUDIT", |v| decode::<u64>("config", &"AUDIT", v))?;
+    Ok(n == Some(1))
+}
+
 /// Reads the `config` table; defaults where a setting is unset.
 pub(crate) fn read_config(kv: &(impl KvRead + ?Sized)) -> Result<Config> {
     let mut c = Config::default();

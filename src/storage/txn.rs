@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::storage::access::{Access, Asker};
 use crate::storage::any_kv::{ReadKv, WriteKv};
 use crate::storage::codec::{decode, encode};
-use crate::storage::config::{read_config, Config};
+use crate::storage::config::{read_audit, read_config, Config};
 use crate::storage::kv::KvRead;
 use crate::storage::tables::{META, SCOPES};
 
@@ -78,6 +78,11 @@ impl ReadTxn {
     /// The store's settings.
     pub fn config(&self) -> Result<Config> {
         read_config(&self.tx)
+    }
+
+    /// Whether the read audit is on ([`Config::audit`], read alone).
+    pub(crate) fn audit_on(&self) -> Result<bool> {
+        read_audit(&self.tx)
     }
 
     /// The scope's bookkeeping, after checking that the principal may read it.

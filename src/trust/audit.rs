@@ -48,7 +48,7 @@ impl Store {
         mut f: impl FnMut(&ReadTxn) -> Result<R>,
         scoped: impl FnOnce(&R) -> (String, Vec<String>),
     ) -> Result<R> {
-        let (r, on) = self.read(|t| Ok((f(t)?, t.config()?.audit)))?;
+        let (r, on) = self.read(|t| Ok((f(t)?, t.audit_on()?)))?;
         if on {
             if self.is_read_only() {
                 return Err(Error::ReadOnly(format!(
