@@ -17,8 +17,12 @@ use crate::storage::tables::{SESSIONS, SESSION_CHUNKS, SESSION_HASHES, SESSION_M
 /// A chunk holds at most this many messages.
 pub const CHUNK_MAX_ENTRIES: usize = 64;
 /// A chunk is closed when its payload would pass this many bytes (a larger message has a chunk
-/// of its own).
-pub const CHUNK_MAX_BYTES: usize = 3072;
+/// of its own). With the value's envelope (5 bytes) and a key of the longest session id
+/// (256 bytes, a length and the sequence number: at most 269), one chunk fills at most one 4 KiB
+/// redb leaf (12 bytes of leaf header and offsets), so that a load reads as few leaves as the
+/// messages need. Stores written with the earlier bound (3,072) read the same; their chunks
+/// simply hold less.
+pub const CHUNK_MAX_BYTES: usize = 3800;
 /// A chunk's payload before its entries: the chain and the entry count (one byte up to 127).
 const CHUNK_BASE_BYTES: usize = 17;
 /// The chain before a session's first message.

@@ -28,7 +28,7 @@ enum Op {
 const IDS: [&str; 3] = ["alpha", "beta/1", "γ session"];
 
 /// Message `n`; every third is about 1.1 KB, so that a session's messages span several chunks
-/// of at most 3 KB (docs/design.md, section 13.2) and saves, pops and trims cross their bounds.
+/// of at most 3.8 KB (docs/design.md, section 13.2) and saves, pops and trims cross their bounds.
 fn msg(n: u8) -> String {
     let pad = if n % 3 == 0 {
         "x".repeat(1100)
