@@ -1,5 +1,5 @@
 //! CPU profile targets for callgrind (`-- --only profile:note|note-mw|batch|session|session-long|wake|
-//! wake3|wake6|recall|load`): the engram work of one workload, in a function named `measured_part` so that
+//! wake3|wake6|recall|load|load-big`): the engram work of one workload, in a function named `measured_part` so that
 //! `valgrind --tool=callgrind --toggle-collect='*measured_part*'` leaves the setup out. Also
 //! `profile:store:N`, which only builds a history of N memories at `$ENGRAM_BENCH_KEEP`, and
 //! `profile:note-at`, 200 default-mode notes to the store there (a commit's cost by store size).
@@ -48,6 +48,7 @@ pub fn profile(dir: &Path, what: &str) {
         }
         "note-at" => notes(&Store::open(keep("note-at")).expect("open")),
         "load" => load(&path),
+        "load-big" => load_big(&path),
         "wake" | "wake3" | "wake6" => {
             let t = match what {
                 "wake3" => 1_000,
@@ -112,6 +113,37 @@ fn load(path: &Path) {
         }
         for _ in 0..20 {
             std::hint::black_box(store.session_list("", None, None).expect("list"));
+        }
+    });
+}
+
+/// session_load's shape: 10,000 sessions of 20 messages in a default-mode store (more than
+/// redb's page cache holds), reopened, then 50,000 loads spread over them (for `perf`; under
+/// callgrind, use `load`).
+fn load_big(path: &Path) {
+    {
+        let store = create(path, false);
+        for b in 0..10 {
+            store
+                .write(|tx| {
+                    for k in b * 1000..(b + 1) * 1000 {
+                        let msgs: Vec<String> = (0..20).map(|i| message(k, i)).collect();
+                        let refs: Vec<&str> = msgs.iter().map(String::as_str).collect();
+                        tx.session_save(&session_id(k), &refs, None)?;
+                    }
+                    Ok(())
+                })
+                .expect("save");
+        }
+    }
+    let store = Store::open(path).expect("open");
+    measured_part(&mut || {
+        for k in 0..50_000 {
+            std::hint::black_box(
+                store
+                    .session_load(&session_id(k * 7919 % 10_000))
+                    .expect("load"),
+            );
         }
     });
 }
