@@ -365,7 +365,13 @@ pub(super) struct PagedCachedFile {
     write_buffer: Vec<Arc<Mutex<LRUWriteCache>>>,
     // engram: the backend's StorageBackend::boot_id, asked once
     boot_id: Option<[u8; 16]>,
+    // engram: page buffers the read cache evicted that nothing else held, kept for the next
+    // misses to read into (see `read_direct_into_arc`)
+    spare_buffers: Mutex<Vec<Arc<[u8]>>>,
 }
+
+/// engram: the most evicted page buffers kept for reuse (64 KiB of 4 KiB pages).
+const SPARE_BUFFERS: usize = 16;
 
 impl PagedCachedFile {
     pub(super) fn new(
@@ -391,6 +397,7 @@ impl PagedCachedFile {
             committed_pages_buffered: AtomicBool::new(false),
             max_cache_size,
             next_eviction_stripe: AtomicUsize::new(0),
+            spare_buffers: Mutex::new(Vec::new()),
             #[cfg(feature = "cache_metrics")]
             reads_total: AtomicU64::default(),
             #[cfg(feature = "cache_metrics")]
@@ -702,10 +709,37 @@ impl PagedCachedFile {
     // Like `read_direct`, but writes directly into an `Arc<[u8]>` instead of a
     // `Vec<u8>` that is then copied into an `Arc`. The buffer is zero-filled
     // because `StorageBackend::read` takes `&mut [u8]`.
+    // engram: a read that misses the cache takes a buffer the cache evicted, when one of the
+    // size is spare, instead of allocating and zeroing a new one (a store larger than the cache
+    // evicts a page for every page it reads; allocating, zeroing and freeing them was about a
+    // fifth of a session load's time). The read overwrites every byte, or fails and the buffer is
+    // dropped.
     fn read_direct_into_arc(&self, offset: u64, len: usize) -> Result<Arc<[u8]>> {
-        let mut arc = zero_filled_arc(len);
+        let mut arc = self
+            .take_spare_buffer(len)
+            .unwrap_or_else(|| zero_filled_arc(len));
         self.file.read(offset, Arc::get_mut(&mut arc).unwrap())?;
         Ok(arc)
+    }
+
+    // engram: a spare buffer of `len` bytes, held by nothing else
+    fn take_spare_buffer(&self, len: usize) -> Option<Arc<[u8]>> {
+        let mut spare = self.spare_buffers.lock().ok()?;
+        let i = spare.iter().rposition(|b| b.len() == len)?;
+        Some(spare.swap_remove(i))
+    }
+
+    // engram: keeps an evicted buffer for reuse when nothing else holds it (a reader's page may)
+    // and fewer than SPARE_BUFFERS are kept; drops it otherwise
+    fn keep_spare_buffer(&self, mut buffer: Arc<[u8]>) {
+        if Arc::get_mut(&mut buffer).is_none() {
+            return;
+        }
+        if let Ok(mut spare) = self.spare_buffers.lock()
+            && spare.len() < SPARE_BUFFERS
+        {
+            spare.push(buffer);
+        }
     }
 
     // Read with caching. Caller must not read overlapping ranges without first calling invalidate_cache().
@@ -820,6 +854,7 @@ impl PagedCachedFile {
                         self.evictions.fetch_add(1, Ordering::Relaxed);
                     }
                     removed += v.len();
+                    self.keep_spare_buffer(v);
                 } else {
                     break;
                 }
@@ -1108,6 +1143,42 @@ mod test {
 
     // Once the backend's locks are released, another handle may rewrite the page being read, so
     // close() must not reach the backend while a read of it is in progress
+    // engram: reads of many more pages than the cache holds, in a scattered order, each return
+    // the page's own bytes, whether the buffer was new or one an eviction left spare; a page a
+    // reader still holds when it is evicted is never reused, so its bytes do not change under
+    // the reader; and the spare list stays bounded
+    #[test]
+    fn evicted_buffers_are_reused_only_when_nothing_holds_them() {
+        const PAGE: u64 = 128;
+        const PAGES: u64 = 64;
+        // Pages one stripe apart share a stripe of the read cache, which evicts within a stripe.
+        let at = |p: u64| p * PAGE * PagedCachedFile::lock_stripes();
+        let backend = InMemoryBackend::new();
+        backend.set_len(at(PAGES)).unwrap();
+        let page_bytes =
+            |p: u64| -> Vec<u8> { (0..PAGE).map(|i| (p * 31 + i * 7) as u8).collect() };
+        for p in 0..PAGES {
+            backend.write(at(p), &page_bytes(p)).unwrap();
+        }
+        // A cache of 8 pages over 64.
+        let cached_file = PagedCachedFile::new(Box::new(backend), PAGE, (PAGE * 8) as usize);
+        let held = cached_file
+            .read(at(5), PAGE as usize, PageHint::Clean)
+            .unwrap();
+        let mut p = 1u64;
+        for _ in 0..2_000 {
+            p = (p * 37 + 11) % PAGES;
+            let got = cached_file
+                .read(at(p), PAGE as usize, PageHint::Clean)
+                .unwrap();
+            assert_eq!(&got[..], &page_bytes(p)[..], "page {p}");
+            assert_eq!(&held[..], &page_bytes(5)[..], "the held page changed");
+        }
+        let spare = cached_file.spare_buffers.lock().unwrap();
+        assert!(!spare.is_empty() && spare.len() <= super::SPARE_BUFFERS);
+        assert!(spare.iter().all(|b| !Arc::ptr_eq(b, &held)));
+    }
+
     #[test]
     fn close_waits_for_a_read_in_progress() {
         let inner = InMemoryBackend::new();
