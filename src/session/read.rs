@@ -19,6 +19,17 @@ use crate::storage::tables::{
 };
 use crate::storage::txn::ReadTxn;
 
+/// Which of a session's messages a read wants.
+#[derive(Clone, Copy)]
+enum Window {
+    /// All of them, the session's record saying how many there are.
+    All(u64),
+    /// All of them, how many not known.
+    Unknown,
+    /// The latest `n`.
+    Latest(usize),
+}
+
 impl ReadTxn {
     /// Fails with [`Error::Denied`] unless the principal may read session `id`; for no
     /// principal (the admin) the session's scope is not even built.
@@ -57,28 +68,33 @@ impl ReadTxn {
     fn load(&self, id: &str, lossy: bool) -> Result<Option<SessionItems>> {
         validate_session_id(id)?;
         self.require_session(id)?;
-        if read_record(&self.tx, id)?.is_none() {
+        let Some(rec) = read_record(&self.tx, id)? else {
             return Ok(None);
-        }
-        self.read_messages(id, None, lossy).map(Some)
+        };
+        self.read_messages(id, Window::All(rec.count), lossy)
+            .map(Some)
     }
 
     fn messages(&self, id: &str, limit: Option<usize>, lossy: bool) -> Result<SessionItems> {
         validate_session_id(id)?;
         self.require_session(id)?;
-        self.read_messages(id, limit, lossy)
+        let window = match limit {
+            Some(n) => Window::Latest(n),
+            None => Window::Unknown,
+        };
+        self.read_messages(id, window, lossy)
     }
 
     /// The latest `limit` messages, oldest first, after the caller's checks; `lossy` skips and
     /// names damaged chunks instead of failing. A read-only handle of a format-2 store (which
     /// has no chunks until its first read-write open) reads the format-2 rows instead.
-    fn read_messages(&self, id: &str, limit: Option<usize>, lossy: bool) -> Result<SessionItems> {
-        let r = self.read_chunks(id, limit, lossy);
+    fn read_messages(&self, id: &str, window: Window, lossy: bool) -> Result<SessionItems> {
+        let r = self.read_chunks(id, window, lossy);
         // Found nothing, or failed: the store may be format 2, its chunks not yet made (the
         // table may even be missing). Only then is the format read.
         let found = matches!(&r, Ok(i) if !i.items.is_empty() || !i.unreadable.is_empty());
         if !found && matches!(stored_format(&self.tx), Ok(Some(f)) if f < CHUNK_FORMAT) {
-            return self.read_rows(id, limit, lossy);
+            return self.read_rows(id, window, lossy);
         }
         r
     }
@@ -87,11 +103,11 @@ impl ReadTxn {
     /// `limit` messages). From a chunk that fails to decode, the lossy reads take every message
     /// that still has its stored hash and name the others ([`salvage`]), each counting toward
     /// `limit`.
-    fn read_chunks(&self, id: &str, limit: Option<usize>, lossy: bool) -> Result<SessionItems> {
+    fn read_chunks(&self, id: &str, window: Window, lossy: bool) -> Result<SessionItems> {
         self.read_window(
             &SESSION_CHUNKS,
             id,
-            limit,
+            window,
             |key, v, dir, left, out| match decode_chunk(id, key, v) {
                 Ok(c) if dir == Dir::Forward => {
                     let n = c.entries.len();
@@ -124,8 +140,8 @@ impl ReadTxn {
     }
 
     /// [`ReadTxn::read_messages`] over the rows of store format 2, one per message.
-    fn read_rows(&self, id: &str, limit: Option<usize>, lossy: bool) -> Result<SessionItems> {
-        self.read_window(&SESSION_MESSAGES, id, limit, |seq, v, _, _, out| {
+    fn read_rows(&self, id: &str, window: Window, lossy: bool) -> Result<SessionItems> {
+        self.read_window(&SESSION_MESSAGES, id, window, |seq, v, _, _, out| {
             match decode_message(id, seq, v) {
                 Ok(m) => out.items.push(m),
                 Err(Error::Corrupt { .. }) if lossy => out.unreadable.push(seq),
@@ -138,18 +154,29 @@ impl ReadTxn {
     /// The scan both layouts share: the whole session forward (a server fetches it in one
     /// statement), or the latest `limit` records backward, then put back in order. `take` adds
     /// what one row holds to the items (newest first when reading backward, at most `left`),
-    /// and returns how many records it counted.
+    /// and returns how many records it counted. A whole read of a session whose record says how
+    /// many messages it holds stops once it has them: without that, the scan would go on to the
+    /// next key to see that the session ended there, and that key usually lies in another leaf
+    /// (another session's), one more page to read (`verify` checks the count against the rows).
     fn read_window(
         &self,
         table: &Table<(&'static str, u64)>,
         id: &str,
-        limit: Option<usize>,
+        window: Window,
         mut take: impl FnMut(u64, &[u8], Dir, usize, &mut SessionItems) -> Result<usize>,
     ) -> Result<SessionItems> {
         let mut out = SessionItems {
             items: Vec::new(),
             unreadable: Vec::new(),
         };
+        let (limit, known) = match window {
+            Window::Latest(n) => (Some(n), None),
+            Window::All(count) => (None, Some(count)),
+            Window::Unknown => (None, None),
+        };
+        if known == Some(0) {
+            return Ok(out);
+        }
         if limit.is_none() {
             table.prefetch_range(&self.tx, range(id))?;
         }
@@ -165,6 +192,9 @@ impl ReadTxn {
                 return Ok(ControlFlow::Break(()));
             }
             seen += take(key, v, dir, limit - seen, &mut out)?;
+            if known.is_some_and(|n| seen as u64 >= n) {
+                return Ok(ControlFlow::Break(()));
+            }
             Ok(ControlFlow::Continue(()))
         })?;
         if dir == Dir::Reverse {
