@@ -312,7 +312,7 @@ fn load_and_list(
     floor_line(
         rep,
         w,
-        "the session's chunks by range, each decoded into its messages' Strings",
+        "its record's count, then its chunks by range until they hold it, each decoded into its messages' Strings",
         &mm,
         engines,
     );
