@@ -109,6 +109,16 @@ pub use types::{Key, MutInPlaceValue, TypeName, Value};
 
 pub type Result<T = (), E = StorageError> = core::result::Result<T, E>;
 
+/// engram: XXH3-128 of `data` (seed 0, the reference's default secret), the function redb
+/// checksums its pages with, computed on the widest SIMD path the running CPU has (AVX-512F,
+/// AVX2 or NEON, detected at run time; the scalar one otherwise). engram hashes every session
+/// message with it: a build for baseline x86-64 gets only SSE2 from crates that pick their path
+/// at compile time.
+#[must_use]
+pub fn xxh3_128(data: &[u8]) -> u128 {
+    tree_store::xxh3_hash128(data, 0)
+}
+
 pub mod backends;
 mod complex_types;
 mod db;

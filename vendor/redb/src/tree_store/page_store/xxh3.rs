@@ -1005,3 +1005,42 @@ fn hash128_large_avx512(data: &[u8], seed: u64) -> u128 {
         accumulate_stripe_avx512
     )
 }
+
+// engram: every SIMD path of the 128-bit hash gives the scalar path's value (engram stores these
+// hashes, so a store written on one CPU must check on another), over lengths across the stripe
+// (64 bytes) and block (1,024 bytes) boundaries, varied bytes and seeds
+#[cfg(test)]
+mod engram_xxh3_test {
+    #[test]
+    fn every_path_of_hash128_agrees_with_the_scalar_one() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let bytes: alloc::vec::Vec<u8> = (0..5000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 24) as u8
+            })
+            .collect();
+        for len in 241..=5000 {
+            let data = &bytes[..len];
+            for seed in [0, 1, 0xDEAD_BEEF_0123_4567] {
+                let want = super::hash128_large_generic(data, seed);
+                assert_eq!(super::hash128_with_seed(data, seed), want, "length {len}");
+                #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+                {
+                    if std::arch::is_x86_feature_detected!("avx2") {
+                        // SAFETY: the CPU supports AVX2, the only feature it enables
+                        let got = unsafe { super::hash128_large_avx2(data, seed) };
+                        assert_eq!(got, want, "AVX2, length {len}");
+                    }
+                    if std::arch::is_x86_feature_detected!("avx512f") {
+                        // SAFETY: the CPU supports AVX-512F, the only feature it enables
+                        let got = unsafe { super::hash128_large_avx512(data, seed) };
+                        assert_eq!(got, want, "AVX-512, length {len}");
+                    }
+                }
+            }
+        }
+    }
+}
