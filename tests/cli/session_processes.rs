@@ -60,3 +60,46 @@ fn two_processes_appending_to_one_session_lose_nothing() {
         assert_eq!(seq, (0..per as i64).collect::<Vec<_>>(), "writer {w}");
     }
 }
+
+/// A long-running reader (an MCP server) loads what other processes saved since its last read:
+/// a new session, messages appended to one it has read, a save that rewrites it shorter. Each of
+/// its reads starts a new snapshot of the store, and nothing it learned about the last one (the
+/// tables it opened, the pages it cached) may leak into the next.
+#[cfg(feature = "mcp")]
+#[test]
+fn a_running_server_loads_what_other_processes_saved() {
+    use crate::common::mcp::StdioServer;
+    use crate::common::{run_raw, Env};
+    use serde_json::json;
+
+    let e = Env::init();
+    let save = |verb: &str, id: &str, items: &str| {
+        let mut c = e.cmd();
+        c.args(["session", verb, id]);
+        let r = run_raw(c, Some(items.as_bytes()));
+        assert_eq!(r.code, 0, "session {verb} {id}: {r:?}");
+    };
+    let mut s = StdioServer::start(&e, &[], &[]);
+    let mut load = |id: &str| -> Vec<serde_json::Value> {
+        let r = s.call("session_load", json!({ "id": id }));
+        assert_ne!(r["isError"], true, "{r}");
+        let text = r["content"][0]["text"].as_str().expect("text");
+        serde_json::from_str(text).unwrap_or_else(|err| panic!("{err}: {text}"))
+    };
+    save("save", "a", r#"[{"n":0},{"n":1}]"#);
+    assert_eq!(load("a"), vec![json!({"n":0}), json!({"n":1})]);
+    for n in 2..40 {
+        save(
+            "append",
+            "a",
+            &format!(r#"[{{"n":{n},"pad":"{}"}}]"#, "x".repeat(300)),
+        );
+        let got = load("a");
+        assert_eq!(got.len(), n + 1, "after append {n}");
+        assert_eq!(got[n]["n"], n, "after append {n}");
+    }
+    save("save", "b", r#"[{"b":true}]"#);
+    assert_eq!(load("b"), vec![json!({"b":true})]);
+    save("save", "a", r#"[{"n":0}]"#);
+    assert_eq!(load("a"), vec![json!({"n":0})]);
+}
