@@ -1,6 +1,7 @@
-//! Guards concurrent session appends across real processes: two `engram session append`
-//! processes writing to the same session at once each land every item exactly once, and each
-//! process's items stay in the order it sent them.
+//! Guards sessions across real processes: two `engram session append` processes writing to the
+//! same session at once each land every item exactly once, each process's items in the order it
+//! sent them; and a long-running reader (an MCP server) loads what other processes saved since
+//! its last read.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
