@@ -370,7 +370,8 @@ pub(super) struct PagedCachedFile {
     spare_buffers: Mutex<Vec<Arc<[u8]>>>,
 }
 
-/// engram: the most evicted page buffers kept for reuse (64 KiB of 4 KiB pages).
+/// engram: the most evicted page buffers kept for reuse (64 KiB of 4 KiB pages: only buffers of
+/// one page are kept).
 const SPARE_BUFFERS: usize = 16;
 
 impl PagedCachedFile {
@@ -729,10 +730,11 @@ impl PagedCachedFile {
         Some(spare.swap_remove(i))
     }
 
-    // engram: keeps an evicted buffer for reuse when nothing else holds it (a reader's page may)
-    // and fewer than SPARE_BUFFERS are kept; drops it otherwise
+    // engram: keeps an evicted buffer for reuse when it is one page (a larger one, a value's
+    // several pages, would make the kept memory unbounded), nothing else holds it (a reader's page
+    // may) and fewer than SPARE_BUFFERS are kept; drops it otherwise
     fn keep_spare_buffer(&self, mut buffer: Arc<[u8]>) {
-        if Arc::get_mut(&mut buffer).is_none() {
+        if buffer.len() as u64 != self.page_size || Arc::get_mut(&mut buffer).is_none() {
             return;
         }
         if let Ok(mut spare) = self.spare_buffers.lock()
@@ -1154,7 +1156,7 @@ mod test {
         // Pages one stripe apart share a stripe of the read cache, which evicts within a stripe.
         let at = |p: u64| p * PAGE * PagedCachedFile::lock_stripes();
         let backend = InMemoryBackend::new();
-        backend.set_len(at(PAGES)).unwrap();
+        backend.set_len(at(2 * PAGES + 2)).unwrap();
         let page_bytes =
             |p: u64| -> Vec<u8> { (0..PAGE).map(|i| (p * 31 + i * 7) as u8).collect() };
         for p in 0..PAGES {
@@ -1174,9 +1176,17 @@ mod test {
             assert_eq!(&got[..], &page_bytes(p)[..], "page {p}");
             assert_eq!(&held[..], &page_bytes(5)[..], "the held page changed");
         }
+        // Buffers of two pages (a larger value's) pass through the cache and are never kept.
+        for p in 0..PAGES / 2 {
+            let got = cached_file
+                .read(at(PAGES + 2 * p), 2 * PAGE as usize, PageHint::Clean)
+                .unwrap();
+            assert_eq!(got.len(), 2 * PAGE as usize);
+        }
         let spare = cached_file.spare_buffers.lock().unwrap();
         assert!(!spare.is_empty() && spare.len() <= super::SPARE_BUFFERS);
         assert!(spare.iter().all(|b| !Arc::ptr_eq(b, &held)));
+        assert!(spare.iter().all(|b| b.len() == PAGE as usize));
     }
 
     #[test]
