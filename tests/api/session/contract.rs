@@ -1,8 +1,9 @@
 //! Guards the session storage contract: messages come back byte-identical (unicode, nesting,
 //! numbers beyond f64, unpaired surrogate escapes, 1 MiB strings), ids at their limits work and beyond them are refused,
 //! every bad input (not an object, bad JSON, over 16 MiB, bad id) is a typed error with nothing
-//! written, a save writes only what changed and archives what it drops, and a memory note and a
-//! session append made in one transaction are seen together or not at all.
+//! written, a save writes only what changed and archives what it drops (a list over 1 MiB, saved
+//! outside group commit, exactly as a small one), and a memory note and a session append made in
+//! one transaction are seen together or not at all.
 
 use engram::{Error, NewMemory, Store};
 
@@ -152,6 +153,54 @@ fn trimming_history_archives_instead_of_losing() {
     );
     assert_eq!(s.session_prune("t").unwrap(), 80);
     assert!(s.session_archived("t").unwrap().is_empty());
+}
+
+/// A list of more than 1 MiB is saved in a transaction of its own (no copy for group commit),
+/// a smaller one through group commit: the same saves give the same outcomes, loads, archive and
+/// conflicts either way (a long history extended, then trimmed, then saved again unchanged, then
+/// saved at a stale revision).
+#[test]
+fn large_and_small_lists_save_alike() {
+    fn refs(v: &[String]) -> Vec<&str> {
+        v.iter().map(String::as_str).collect()
+    }
+    let run = |pad: usize| {
+        let (_d, s) = store();
+        let msg = |i: usize| format!(r#"{{"i":{i},"pad":"{}"}}"#, "p".repeat(pad));
+        let all: Vec<String> = (0..600).map(msg).collect();
+        let mut outcomes = Vec::new();
+        let first = s.session_save("big", &refs(&all[..500]), None).unwrap();
+        outcomes.push((first.kept, first.written, first.archived));
+        let grown = s.session_save("big", &refs(&all), None).unwrap();
+        outcomes.push((grown.kept, grown.written, grown.archived));
+        assert!(grown.revision > first.revision);
+        let trimmed: Vec<String> = all[100..].to_vec();
+        let cut = s.session_save("big", &refs(&trimmed), None).unwrap();
+        outcomes.push((cut.kept, cut.written, cut.archived));
+        let same = s.session_save("big", &refs(&trimmed), None).unwrap();
+        assert_eq!(same.revision, cut.revision);
+        outcomes.push((same.kept, same.written, same.archived));
+        let stale = s.session_save("big", &refs(&all), Some(grown.revision));
+        assert!(matches!(stale, Err(Error::Conflict(_))), "{stale:?}");
+        assert_eq!(s.session_load("big").unwrap().unwrap(), trimmed);
+        let archived: Vec<String> = s
+            .session_archived("big")
+            .unwrap()
+            .into_iter()
+            .map(|a| a.message)
+            .collect();
+        assert_eq!(archived, all[..100].to_vec());
+        outcomes
+    };
+    // Messages of about 2.2 KB (every list here over 1 MiB: transactions of their own) and of
+    // about 20 bytes (group commit).
+    let large = run(2_200);
+    let small = run(10);
+    assert_eq!(large, small);
+    assert_eq!(
+        large,
+        vec![(0, 500, 0), (500, 100, 0), (500, 0, 100), (500, 0, 0)]
+    );
 }
 
 #[test]
