@@ -253,10 +253,21 @@ impl Asker {
         access: Access,
         scope: &str,
     ) -> Result<()> {
+        self.require_with(kv, access, || scope.into())
+    }
+
+    /// [`Asker::require`] of a scope built only when there is a principal to check (the admin,
+    /// `None`, may do anything: a hot read need not format the scope's name).
+    pub(crate) fn require_with<'s>(
+        &self,
+        kv: &(impl KvRead + ?Sized),
+        access: Access,
+        scope: impl FnOnce() -> std::borrow::Cow<'s, str>,
+    ) -> Result<()> {
         if self.principal.is_none() {
             return Ok(());
         }
-        self.auth(kv)?.check(self.principal(), access, scope)
+        self.auth(kv)?.check(self.principal(), access, &scope())
     }
 
     /// Fails with [`Error::Denied`] unless the principal is the admin.
