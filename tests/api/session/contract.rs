@@ -7,6 +7,15 @@
 
 use engram::{Error, NewMemory, Store};
 
+/// The session's archived messages, oldest first.
+fn archived_messages(s: &Store, id: &str) -> Vec<String> {
+    s.session_archived(id)
+        .unwrap()
+        .into_iter()
+        .map(|a| a.message)
+        .collect()
+}
+
 fn store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::create(crate::backend::location(dir.path(), "s.redb")).unwrap();
@@ -128,12 +137,7 @@ fn trimming_history_archives_instead_of_losing() {
     let out = s.session_save("t", &refs, None).unwrap();
     assert_eq!((out.kept, out.written, out.archived), (21, 1, 80));
     assert_eq!(s.session_load("t").unwrap().unwrap(), trimmed);
-    let archived: Vec<String> = s
-        .session_archived("t")
-        .unwrap()
-        .into_iter()
-        .map(|a| a.message)
-        .collect();
+    let archived = archived_messages(&s, "t");
     assert_eq!(archived, all[1..81].to_vec());
     // The newest n of the archive, oldest first, by a bounded reverse scan.
     for n in [0, 1, 7, 80, 200] {
@@ -183,12 +187,7 @@ fn large_and_small_lists_save_alike() {
         let stale = s.session_save("big", &refs(&all), Some(grown.revision));
         assert!(matches!(stale, Err(Error::Conflict(_))), "{stale:?}");
         assert_eq!(s.session_load("big").unwrap().unwrap(), trimmed);
-        let archived: Vec<String> = s
-            .session_archived("big")
-            .unwrap()
-            .into_iter()
-            .map(|a| a.message)
-            .collect();
+        let archived = archived_messages(&s, "big");
         assert_eq!(archived, all[..100].to_vec());
         outcomes
     };
@@ -211,12 +210,7 @@ fn archive_retention_keeps_the_newest() {
         let m = format!(r#"{{"i":{i}}}"#);
         s.session_save("r", &[m.as_str()], None).unwrap();
     }
-    let archived: Vec<String> = s
-        .session_archived("r")
-        .unwrap()
-        .into_iter()
-        .map(|a| a.message)
-        .collect();
+    let archived = archived_messages(&s, "r");
     assert_eq!(archived, vec![r#"{"i":2}"#, r#"{"i":3}"#, r#"{"i":4}"#]);
 }
 
