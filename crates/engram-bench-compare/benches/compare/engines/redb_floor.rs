@@ -303,8 +303,8 @@ impl SessionFloor {
         }
     }
 
-    /// The messages of session `id`, oldest first: its record's message count (envelope checked,
-    /// the count's varint read), then its chunks by range until they hold that many (as engram
+    /// The messages of session `id`, oldest first: its record's message count (the record
+    /// decoded, envelope checked), then its chunks by range until they hold that many (as engram
     /// stops: the next key would be another session's, usually in another leaf).
     pub fn load(&self, id: &str) -> Vec<String> {
         let rtx = self.db.begin_read().expect("read");
@@ -313,7 +313,11 @@ impl SessionFloor {
                 .open_table(::engram::format::SESSIONS)
                 .expect("sessions");
             let v = t.get(id).expect("get").expect("the session");
-            record_count(::engram::format::payload("sessions", &id, v.value()).expect("record"))
+            // The record: created, updated, revision, next sequence number, count, ... (nine
+            // postcard varints; docs/design.md).
+            type Record = (i64, i64, u64, u64, u64, u64, u64, u64, u64);
+            let r: Record = ::engram::format::decode("sessions", &id, v.value()).expect("record");
+            r.4
         };
         let t = rtx
             .open_table(::engram::format::SESSION_CHUNKS)
@@ -347,24 +351,4 @@ impl SessionFloor {
             .expect("walk");
         out
     }
-}
-
-/// The live message count of a session record's payload: its fifth varint (postcard: created,
-/// updated, revision, next sequence number, count, ...).
-fn record_count(mut b: &[u8]) -> u64 {
-    let mut value = 0;
-    for _ in 0..5 {
-        value = 0;
-        let mut shift = 0;
-        loop {
-            let (&byte, rest) = b.split_first().expect("a varint");
-            b = rest;
-            value |= u64::from(byte & 0x7F) << shift;
-            shift += 7;
-            if byte & 0x80 == 0 {
-                break;
-            }
-        }
-    }
-    value
 }
