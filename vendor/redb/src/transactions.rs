@@ -13,7 +13,7 @@ use crate::tree_store::{
     AllocationPolicy, Btree, BtreeHeader, BtreeMut, DatabaseLayout, HeaderGuard,
     InternalTableDefinition, MAX_PAIR_LENGTH, MAX_VALUE_LENGTH, Page, PageAllocator, PageHint,
     PageListMut, PageNumber, PageNumberHashMap, PageResolver, PageTracker, SerializedSavepoint,
-    ShrinkPolicy, TableTree, TableTreeMut, TableType, TransactionalMemory,
+    ShrinkPolicy, TableKey, TableTree, TableTreeMut, TableType, TransactionalMemory,
 };
 use crate::types::{Key, Value};
 use crate::{
@@ -2783,14 +2783,17 @@ impl ReadTransaction {
         // engram: a table this snapshot opened before is found in the handle's list of roots
         // (`TableRootCache`); any other is looked up and checked as redb does, then listed.
         let name = definition.name();
-        let (key_type, value_type) = (core::any::TypeId::of::<K>(), core::any::TypeId::of::<V>());
+        let table = TableKey {
+            name: name.into(),
+            key_type: core::any::TypeId::of::<K>(),
+            value_type: core::any::TypeId::of::<V>(),
+        };
         let snapshot = self
             .tree
             .transaction_guard()
             .tracked_id()
             .map(|id| (id, self.tree.master_root()));
-        let cached =
-            snapshot.and_then(|s| self.mem.cached_table_root(s, name, key_type, value_type));
+        let cached = snapshot.and_then(|s| self.mem.cached_table_root(s, &table));
         let table_root = if let Some(root) = cached {
             root
         } else {
@@ -2801,8 +2804,7 @@ impl ReadTransaction {
             match header {
                 InternalTableDefinition::Normal { table_root, .. } => {
                     if let Some(s) = snapshot {
-                        self.mem
-                            .keep_table_root(s, name, key_type, value_type, table_root);
+                        self.mem.keep_table_root(s, &table, table_root);
                     }
                     table_root
                 }
@@ -3381,11 +3383,12 @@ mod engram_table_root_test {
         let r1 = db.begin_read().unwrap();
         assert_eq!(get(&r1, A, 1), Some(10));
         let snapshot = (r1.tree.transaction_guard().id(), r1.tree.master_root());
-        let (k, v) = (
-            core::any::TypeId::of::<u64>(),
-            core::any::TypeId::of::<u64>(),
-        );
-        assert!(r1.mem.cached_table_root(snapshot, "a", k, v).is_some());
+        let a = crate::tree_store::TableKey {
+            name: "a".into(),
+            key_type: core::any::TypeId::of::<u64>(),
+            value_type: core::any::TypeId::of::<u64>(),
+        };
+        assert!(r1.mem.cached_table_root(snapshot, &a).is_some());
         let r2 = db.begin_read().unwrap();
         assert_eq!(get(&r2, A, 1), Some(10));
         for _ in 0..2 {

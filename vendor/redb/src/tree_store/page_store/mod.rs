@@ -26,7 +26,7 @@ pub(crate) use header::PAGE_SIZE;
 pub(crate) use layout::DatabaseLayout;
 pub(crate) use page_manager::{
     AllocationPolicy, FILE_FORMAT_VERSION3, HeaderGuard, PageAllocator, PageResolver, ShrinkPolicy,
-    TransactionalMemory, WriterLock, xxh3_checksum,
+    TableKey, TransactionalMemory, WriterLock, xxh3_checksum,
 };
 pub use savepoint::Savepoint;
 pub(crate) use savepoint::SerializedSavepoint;

@@ -7,7 +7,7 @@ use crate::db::{
     TXN_BASE, WHOLE_FILE_READER_BYTE, WRITER_BYTE, byte_range,
 };
 use crate::error::LockResultExt;
-use crate::sync::Mutex;
+use crate::sync::{Mutex, RwLock};
 use crate::transaction_tracker::TransactionId;
 use crate::transactions::{AllocatorStateKey, AllocatorStateTree, AllocatorStateTreeMut};
 use crate::tree_store::btree_base::{BtreeHeader, Checksum};
@@ -687,7 +687,7 @@ pub(crate) struct TransactionalMemory {
     // the ceiling of the scan before it, since every handle reads the id it pins from the file
     scan_from: Mutex<u64>,
     // engram: where read transactions find the tables they open (`ReadTransaction::open_table`)
-    table_roots: Mutex<TableRootCache>,
+    table_roots: RwLock<TableRootCache>,
     // The lock the open took, which every write transaction holds while it runs. `None` in
     // multi-writer mode, where a write transaction takes the writer byte itself, and for a
     // read-only handle
@@ -703,90 +703,77 @@ pub(crate) struct TransactionalMemory {
 /// read transaction of the same snapshot opens them without looking each up in the table tree,
 /// decoding its definition and checking its key and value types again (about 2,000 instructions
 /// an open, three to six opens a read). A snapshot is named by its transaction id, which a
-/// handle never sees reused for other contents, and its table tree's root; a read of any other
-/// snapshot empties the list. Only successful opens are kept, so a missing table or a type
-/// mismatch is looked up, and reported, every time.
+/// handle never sees reused for other contents, and its table tree's root; keeping a root of
+/// another snapshot empties the list. Only successful opens are kept, so a missing table or a
+/// type mismatch is looked up, and reported, every time.
 #[derive(Default)]
 pub(crate) struct TableRootCache {
-    snapshot: Option<(TransactionId, Option<BtreeHeader>)>,
-    tables: Vec<CachedTableRoot>,
+    snapshot: Option<Snapshot>,
+    tables: Vec<(TableKey<'static>, Option<BtreeHeader>)>,
 }
 
-struct CachedTableRoot {
-    name: String,
-    key_type: core::any::TypeId,
-    value_type: core::any::TypeId,
-    root: Option<BtreeHeader>,
+/// engram: a read transaction's snapshot: its transaction id and its table tree's root.
+pub(crate) type Snapshot = (TransactionId, Option<BtreeHeader>);
+
+/// engram: a table as an open names it: its name and its key and value types.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct TableKey<'a> {
+    pub(crate) name: alloc::borrow::Cow<'a, str>,
+    pub(crate) key_type: core::any::TypeId,
+    pub(crate) value_type: core::any::TypeId,
 }
 
 /// The most tables kept for one snapshot; a program that opens more starts the list again.
 const TABLE_ROOTS_KEPT: usize = 64;
 
 impl TableRootCache {
-    fn find(
-        &self,
-        snapshot: (TransactionId, Option<BtreeHeader>),
-        name: &str,
-        key_type: core::any::TypeId,
-        value_type: core::any::TypeId,
-    ) -> Option<Option<BtreeHeader>> {
+    fn find(&self, snapshot: Snapshot, table: &TableKey<'_>) -> Option<Option<BtreeHeader>> {
         if self.snapshot != Some(snapshot) {
             return None;
         }
         self.tables
             .iter()
-            .find(|t| t.name == name && t.key_type == key_type && t.value_type == value_type)
-            .map(|t| t.root)
+            .find(|(t, _)| t == table)
+            .map(|(_, root)| *root)
     }
 
-    fn keep(
-        &mut self,
-        snapshot: (TransactionId, Option<BtreeHeader>),
-        name: &str,
-        key_type: core::any::TypeId,
-        value_type: core::any::TypeId,
-        root: Option<BtreeHeader>,
-    ) {
+    fn keep(&mut self, snapshot: Snapshot, table: &TableKey<'_>, root: Option<BtreeHeader>) {
         if self.snapshot != Some(snapshot) || self.tables.len() >= TABLE_ROOTS_KEPT {
             self.snapshot = Some(snapshot);
             self.tables.clear();
         }
-        if self.find(snapshot, name, key_type, value_type).is_none() {
-            self.tables.push(CachedTableRoot {
-                name: name.into(),
-                key_type,
-                value_type,
-                root,
-            });
+        if self.find(snapshot, table).is_none() {
+            let owned = TableKey {
+                name: alloc::borrow::Cow::Owned(String::from(table.name.as_ref())),
+                key_type: table.key_type,
+                value_type: table.value_type,
+            };
+            self.tables.push((owned, root));
         }
     }
 }
 
 impl TransactionalMemory {
-    /// engram: the root of table `name` (of key type `key_type` and value type `value_type`) as
-    /// a read transaction of `snapshot` opened it before, if one did; see [`TableRootCache`].
+    /// engram: the root of `table` as a read transaction of `snapshot` opened it before, if one
+    /// did; see [`TableRootCache`]. Read-locked, so concurrent reads do not serialize here.
     pub(crate) fn cached_table_root(
         &self,
-        snapshot: (TransactionId, Option<BtreeHeader>),
-        name: &str,
-        key_type: core::any::TypeId,
-        value_type: core::any::TypeId,
+        snapshot: Snapshot,
+        table: &TableKey<'_>,
     ) -> Option<Option<BtreeHeader>> {
-        let cache = self.table_roots.lock().ok()?;
-        cache.find(snapshot, name, key_type, value_type)
+        let cache = self.table_roots.read().ok()?;
+        cache.find(snapshot, table)
     }
 
-    /// engram: records the root a read transaction of `snapshot` opened table `name` at.
+    /// engram: records the root a read transaction of `snapshot` opened `table` at.
     pub(crate) fn keep_table_root(
         &self,
-        snapshot: (TransactionId, Option<BtreeHeader>),
-        name: &str,
-        key_type: core::any::TypeId,
-        value_type: core::any::TypeId,
+        snapshot: Snapshot,
+        table: &TableKey<'_>,
         root: Option<BtreeHeader>,
     ) {
-        if let Ok(mut cache) = self.table_roots.lock() {
-            cache.keep(snapshot, name, key_type, value_type, root);
+        if let Ok(mut cache) = self.table_roots.write() {
+            cache.keep(snapshot, table, root);
         }
     }
     /// The locks a handle holds for as long as the database is open, taken before anything is
@@ -1415,7 +1402,7 @@ impl TransactionalMemory {
             read_only,
             in_process_header_lock,
             scan_from: Mutex::new(0),
-            table_roots: Mutex::new(TableRootCache::default()),
+            table_roots: RwLock::new(TableRootCache::default()),
             writer_lock,
             page_size: page_size.try_into().unwrap(),
             region_size,
