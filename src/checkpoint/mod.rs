@@ -175,7 +175,7 @@ pub(crate) enum StoredChannel {
     Empty,
     Whole(Typed),
     /// A list: runs `(first item number, count)` of table `checkpoint_items`, in order, the
-    /// number of items and the chained hash of the items (see [`write`]).
+    /// number of items and the chained hash of the items (see [`write`](mod@write)).
     List {
         runs: Vec<(u64, u64)>,
         count: u64,

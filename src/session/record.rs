@@ -259,7 +259,7 @@ pub(super) fn read_record(kv: &(impl KvRead + ?Sized), id: &str) -> Result<Optio
     SESSIONS.read(kv, id, |v| decode_record(id, v))
 }
 
-/// [`decode`] of a [`SessionRecord`], written out over postcard's wire format (nine varints)
+/// [`decode`](crate::storage::codec::decode) of a [`SessionRecord`], written out over postcard's wire format (nine varints)
 /// because a listing decodes one per session.
 pub(super) fn decode_record(id: &str, bytes: &[u8]) -> Result<SessionRecord> {
     let mut w = Wire::new(payload("sessions", &id, bytes)?);

@@ -6,7 +6,7 @@
 //! engine. Call sites use the typed descriptors of [`crate::storage::tables`], never raw bytes.
 //! A third engine is a folder beside those two: its transactions implement [`KvRead`] and
 //! [`KvWrite`], its handle [`crate::storage::engine::Engine`], and one variant joins
-//! [`crate::storage::engine::AnyEngine`] and the transaction enums beside it.
+//! [`crate::storage::any_engine::AnyEngine`] and the transaction enums beside it.
 
 use std::ops::{Bound, ControlFlow};
 

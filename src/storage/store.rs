@@ -1,5 +1,5 @@
 //! The store: the handle the layers above add their operations to. It opens a store with the
-//! engine its location names ([`crate::storage::engine::AnyEngine`]: a file or a server URL),
+//! engine its location names ([`crate::storage::any_engine::AnyEngine`]: a file or a server URL),
 //! runs reads and writes on it as the handle's principal, group commit, and the settings. It
 //! knows no engine: what differs between them is behind [`crate::storage::engine::Engine`]. The
 //! log, the tree, wake and the importers add their operations to [`WriteTxn`] and [`ReadTxn`] in

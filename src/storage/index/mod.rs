@@ -1,6 +1,6 @@
 //! The ranked-search index (store format 2): what it stores and how its values are encoded.
 //! Every write that changes a memory's or a summary's text keeps it in the same transaction
-//! ([`write`]); [`build`] rebuilds it from the log and the tree (the upgrade from format 1,
+//! ([`write`](mod@write)); [`build`] rebuilds it from the log and the tree (the upgrade from format 1,
 //! `reindex`) and compares the stored index with the rebuilt one (`verify`). Querying it is
 //! `crate::memory::search`'s business. docs/design.md, section 12, gives the bytes.
 //!
