@@ -46,6 +46,58 @@ fn a_multi_writer_commit_syncs_once() {
     assert_eq!(disk.syncs_total() - before, 1, "syncs for one session save");
 }
 
+/// A handle that wrote closes with two syncs: its commit recording the allocator state, and the
+/// header that marks the file consistent. It made three: a sync between them flushed only the
+/// header the commit had rewritten after its own sync, which the closing header supersedes. A
+/// close that shortens the file still syncs the new length before that header (the first round
+/// here, whose session freed pages at the end); the later rounds' notes reuse freed pages inside
+/// the file, so their closes shorten nothing.
+#[test]
+fn a_multi_writer_close_syncs_twice() {
+    let disk = SimDisk::new(3);
+    let big: Vec<String> = (0..300)
+        .map(|i| format!(r#"{{"n":{i},"pad":"{}"}}"#, "x".repeat(1000)))
+        .collect();
+    let big: Vec<&str> = big.iter().map(String::as_str).collect();
+    let mut unshortened = 0;
+    for round in 0..3 {
+        let store = open(disk.clone());
+        note(&store, format!("round {round}")).expect("note");
+        if round == 0 {
+            store.session_save("big", &big, None).expect("save");
+            store.session_save("after", &big[..50], None).expect("save");
+            assert!(store.session_delete("big").expect("delete"));
+        }
+        let (syncs, len) = (disk.syncs_total(), disk.live_image().len());
+        drop(store);
+        let shortened = disk.live_image().len() < len;
+        unshortened += usize::from(!shortened);
+        let want = if shortened { 3 } else { 2 };
+        assert_eq!(disk.syncs_total() - syncs, want, "syncs for close {round}");
+    }
+    assert!(
+        unshortened > 0,
+        "a close that shortened nothing was measured"
+    );
+    // The closing header is durable, and the durable file holds every write.
+    let durable = disk.durable_image();
+    assert_eq!(
+        durable[..HEADER],
+        disk.live_image()[..HEADER],
+        "the last header synced"
+    );
+    let store = open(SimDisk::from_image(durable, 3));
+    let texts: Vec<String> = store
+        .read(|r| r.memories("default", 0, 10))
+        .expect("read")
+        .into_iter()
+        .map(|m| m.text)
+        .collect();
+    assert_eq!(texts, ["round 0", "round 1", "round 2"]);
+    let kept = store.session_load("after").expect("load").expect("after");
+    assert_eq!(kept.len(), 50);
+}
+
 #[test]
 fn a_header_that_landed_without_its_pages_is_verified_and_dropped() {
     let disk = SimDisk::new(2);

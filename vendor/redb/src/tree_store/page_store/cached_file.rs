@@ -2,6 +2,7 @@ use crate::db::StorageBackend;
 use crate::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard};
 use crate::transaction_tracker::TransactionId;
 use crate::tree_store::page_store::base::PageHint;
+use crate::tree_store::page_store::header::DB_HEADER_SIZE;
 use crate::tree_store::page_store::lru_cache::LRUCache;
 use crate::{CacheStats, Result, StorageError};
 use alloc::boxed::Box;
@@ -137,6 +138,9 @@ struct CheckedBackend {
     // access in progress when the handle closes completes before the backend releases its locks.
     // Once they are released, another handle may rewrite the page being read
     io_gate: RwLock<()>,
+    // engram: whether bytes beyond the header (or the file's length) changed since the last sync
+    // began; set after each such write, cleared when a sync starts, set again if it fails
+    data_unsynced: AtomicBool,
 }
 
 // Covers the open paths that fail before there is a Database to drop. Drop cannot report the
@@ -156,6 +160,14 @@ impl CheckedBackend {
             io_failed: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             io_gate: RwLock::new(()),
+            data_unsynced: AtomicBool::new(true),
+        }
+    }
+
+    // engram: notes a write or resize of `offset..end`; the header's own rewrites are left out
+    fn written(&self, offset: u64, end: u64) {
+        if offset != 0 || end > DB_HEADER_SIZE as u64 {
+            self.data_unsynced.store(true, Ordering::Release);
         }
     }
 
@@ -263,6 +275,7 @@ impl CheckedBackend {
     fn set_len(&self, len: u64) -> Result<()> {
         let _gate = self.enter()?;
         let result = self.file.set_len(len);
+        self.data_unsynced.store(true, Ordering::Release);
         if result.is_err() {
             self.io_failed.store(true, Ordering::Release);
         }
@@ -271,16 +284,27 @@ impl CheckedBackend {
 
     fn sync_data(&self) -> Result<()> {
         let _gate = self.enter()?;
+        // Cleared first: a write that lands during the sync sets it again, after its bytes are in
+        // the file, so a write the sync may have missed is never forgotten
+        self.data_unsynced.store(false, Ordering::Release);
         let result = self.file.sync_data();
         if result.is_err() {
+            self.data_unsynced.store(true, Ordering::Release);
             self.io_failed.store(true, Ordering::Release);
         }
         result.map_err(StorageError::from)
     }
 
+    // engram: whether anything but the header was written (or the length changed) since the
+    // last sync that succeeded
+    fn data_unsynced(&self) -> bool {
+        self.data_unsynced.load(Ordering::Acquire)
+    }
+
     fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
         let _gate = self.enter()?;
         let result = self.file.write(offset, data);
+        self.written(offset, offset.saturating_add(data.len() as u64));
         if result.is_err() {
             self.io_failed.store(true, Ordering::Release);
         }
@@ -292,7 +316,9 @@ impl CheckedBackend {
     // over data that nothing was waiting on.
     fn write_best_effort(&self, offset: u64, data: &[u8]) -> Result<()> {
         let _gate = self.enter()?;
-        self.file.write(offset, data).map_err(StorageError::from)
+        let result = self.file.write(offset, data).map_err(StorageError::from);
+        self.written(offset, offset.saturating_add(data.len() as u64));
+        result
     }
 }
 
@@ -667,6 +693,17 @@ impl PagedCachedFile {
         self.flush_write_buffer()?;
 
         self.file.sync_data()
+    }
+
+    // engram: `flush()`, without the sync when nothing but the header was written since the last
+    // one (the caller is about to rewrite the header and sync it: the bytes it supersedes need not
+    // be durable first)
+    pub(super) fn flush_data(&self) -> Result {
+        self.flush_write_buffer()?;
+        if self.file.data_unsynced() {
+            self.file.sync_data()?;
+        }
+        Ok(())
     }
 
     // Make the backing file durable without flushing the in-memory write buffer. `set_len` is
@@ -1187,6 +1224,86 @@ mod test {
         assert!(!spare.is_empty() && spare.len() <= super::SPARE_BUFFERS);
         assert!(spare.iter().all(|b| !Arc::ptr_eq(b, &held)));
         assert!(spare.iter().all(|b| b.len() == PAGE as usize));
+    }
+
+    // engram: counts syncs, and fails the next one when asked
+    #[derive(Debug)]
+    struct SyncCounting {
+        inner: InMemoryBackend,
+        syncs: Arc<AtomicU64>,
+        fail_next_sync: Arc<AtomicBool>,
+    }
+
+    impl StorageBackend for SyncCounting {
+        fn len(&self) -> Result<u64, BackendIoError> {
+            self.inner.len()
+        }
+
+        fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), BackendIoError> {
+            self.inner.read(offset, out)
+        }
+
+        fn set_len(&self, len: u64) -> Result<(), BackendIoError> {
+            self.inner.set_len(len)
+        }
+
+        fn sync_data(&self) -> Result<(), BackendIoError> {
+            if self.fail_next_sync.swap(false, Ordering::SeqCst) {
+                return Err(std::io::Error::other("injected").into());
+            }
+            self.syncs.fetch_add(1, Ordering::SeqCst);
+            self.inner.sync_data()
+        }
+
+        fn write(&self, offset: u64, data: &[u8]) -> Result<(), BackendIoError> {
+            self.inner.write(offset, data)
+        }
+    }
+
+    // engram: `flush_data` syncs when anything but the header was written, or the length changed,
+    // since the last sync that succeeded, and only then; a sync that fails forgets nothing
+    #[test]
+    fn flush_data_syncs_unless_only_the_header_changed() {
+        use crate::tree_store::page_store::header::DB_HEADER_SIZE;
+        let syncs = Arc::new(AtomicU64::new(0));
+        let fail_next_sync = Arc::new(AtomicBool::new(false));
+        let backend = SyncCounting {
+            inner: InMemoryBackend::new(),
+            syncs: syncs.clone(),
+            fail_next_sync: fail_next_sync.clone(),
+        };
+        let file = PagedCachedFile::new(Box::new(backend), 512, 4096);
+        let count = || syncs.load(Ordering::SeqCst);
+        file.resize(4096).unwrap();
+        // A new file: unsynced until a sync
+        file.flush_data().unwrap();
+        assert_eq!(count(), 1);
+        file.flush_data().unwrap();
+        assert_eq!(count(), 1, "nothing written");
+        file.write_direct(0, &[1; DB_HEADER_SIZE]).unwrap();
+        file.flush_data().unwrap();
+        assert_eq!(count(), 1, "the header alone");
+        file.write_direct(512, &[2; 512]).unwrap();
+        file.flush_data().unwrap();
+        assert_eq!(count(), 2, "a page");
+        file.write_direct(0, &[3; DB_HEADER_SIZE + 1]).unwrap();
+        file.flush_data().unwrap();
+        assert_eq!(count(), 3, "past the header");
+        file.resize(8192).unwrap();
+        file.flush_data().unwrap();
+        assert_eq!(count(), 4, "the length");
+        // Buffered writes count once they reach the file
+        file.write(1024, 512, true).unwrap().mem_mut().fill(4);
+        file.flush_data().unwrap();
+        assert_eq!(count(), 5, "a buffered page");
+        // `flush` always syncs
+        file.flush().unwrap();
+        assert_eq!(count(), 6);
+        // A failed sync leaves the page unsynced: the next one is still owed
+        file.write_direct(1536, &[5; 512]).unwrap();
+        fail_next_sync.store(true, Ordering::SeqCst);
+        assert!(file.flush_data().is_err());
+        assert!(file.file.data_unsynced());
     }
 
     #[test]

@@ -2705,8 +2705,10 @@ impl TransactionalMemory {
             // Clearing the flag asserts that this process left the file consistent, which requires
             // an allocator state describing what it wrote, and one not marked for repair.
             if state.allocators.is_loaded() && !self.needs_repair() {
-                // and everything else already on disk: if that fails, the flag stays set
-                self.storage.flush()?;
+                // and everything else already on disk: if that fails, the flag stays set. engram:
+                // no sync when only the header changed since the last one (the close's commit just
+                // synced its pages; the header its commit wrote after that is rewritten below)
+                self.storage.flush_data()?;
                 state.header.recovery_required = false;
                 self.write_header(&state.header, &header_lock)?;
                 self.storage.flush()?;
