@@ -98,6 +98,30 @@ fn a_multi_writer_close_syncs_twice() {
     assert_eq!(kept.len(), 50);
 }
 
+/// Opening a store in the default mode syncs nothing: the recovery flag it sets reaches the disk
+/// with the handle's first commit, which syncs it. It made one sync of the header alone. (The
+/// power-loss sweep covers a loss between the open and that commit.)
+#[test]
+fn a_multi_writer_open_syncs_nothing() {
+    let disk = SimDisk::new(4);
+    let store = open(disk.clone());
+    note(&store, "before the open".to_string()).expect("note");
+    drop(store);
+    let before = disk.syncs_total();
+    let store = open(disk.clone());
+    assert_eq!(disk.syncs_total() - before, 0, "syncs for the open");
+    note(&store, "after the open".to_string()).expect("note");
+    drop(store);
+    let store = open(SimDisk::from_image(disk.durable_image(), 4));
+    let texts: Vec<String> = store
+        .read(|r| r.memories("default", 0, 10))
+        .expect("read")
+        .into_iter()
+        .map(|m| m.text)
+        .collect();
+    assert_eq!(texts, ["before the open", "after the open"]);
+}
+
 #[test]
 fn a_header_that_landed_without_its_pages_is_verified_and_dropped() {
     let disk = SimDisk::new(2);

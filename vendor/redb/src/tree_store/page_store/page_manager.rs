@@ -1642,6 +1642,14 @@ impl TransactionalMemory {
         assert!(!state.header.recovery_required);
         state.header.recovery_required = true;
         self.write_header(&state.header, &header_lock)?;
+        // engram: in the multi-writer mode the flag needs no sync of its own. Every commit writes
+        // it in the header it syncs, and a handle writes no page before its first commit (the mode
+        // refuses non-durable commits; a growth of the file is synced by itself and shows as a
+        // length the header does not name), so a power loss before that commit leaves the file
+        // as the last commit left it, and other processes read the flag from the page cache
+        if self.concurrency_mode.is_multi_writer() {
+            return self.storage.flush_write_buffer();
+        }
         self.storage.flush()
     }
 
