@@ -22,6 +22,16 @@ fn note(store: &Store, text: String) -> engram::Result<u64> {
     store.note("default", NewMemory::new(text))
 }
 
+/// The texts of the memories with ids in `ids`.
+fn texts(store: &Store, ids: std::ops::Range<u64>) -> Vec<String> {
+    store
+        .read(|r| r.memories("default", ids.start, ids.end))
+        .expect("read")
+        .into_iter()
+        .map(|m| m.text)
+        .collect()
+}
+
 #[test]
 fn a_multi_writer_commit_syncs_once() {
     let disk = SimDisk::new(1);
@@ -87,12 +97,7 @@ fn a_multi_writer_close_syncs_twice() {
         "the last header synced"
     );
     let store = open(SimDisk::from_image(durable, 3));
-    let texts: Vec<String> = store
-        .read(|r| r.memories("default", 0, 10))
-        .expect("read")
-        .into_iter()
-        .map(|m| m.text)
-        .collect();
+    let texts = texts(&store, 0..10);
     assert_eq!(texts, ["round 0", "round 1", "round 2"]);
     let kept = store.session_load("after").expect("load").expect("after");
     assert_eq!(kept.len(), 50);
@@ -113,12 +118,7 @@ fn a_multi_writer_open_syncs_nothing() {
     note(&store, "after the open".to_string()).expect("note");
     drop(store);
     let store = open(SimDisk::from_image(disk.durable_image(), 4));
-    let texts: Vec<String> = store
-        .read(|r| r.memories("default", 0, 10))
-        .expect("read")
-        .into_iter()
-        .map(|m| m.text)
-        .collect();
+    let texts = texts(&store, 0..10);
     assert_eq!(texts, ["before the open", "after the open"]);
 }
 
@@ -153,12 +153,7 @@ fn a_header_that_landed_without_its_pages_is_verified_and_dropped() {
         let header_landed = image.len() >= HEADER && image[..HEADER] == live[..HEADER];
         let whole = image.len() >= live.len() && image[..live.len()] == live[..];
         let store = open(SimDisk::from_image(image, seed));
-        let texts: Vec<String> = store
-            .read(|r| r.memories("default", 0, 100))
-            .expect("read")
-            .into_iter()
-            .map(|m| m.text)
-            .collect();
+        let texts = texts(&store, 0..100);
         let acknowledged: Vec<String> = (0..6).map(|i| format!("acknowledged {i}")).collect();
         assert_eq!(texts[..6], acknowledged[..], "seed {seed}: {texts:?}");
         assert!(
@@ -212,12 +207,7 @@ fn a_dead_writers_commit_is_adopted_in_its_boot_and_verified_after_a_restart() {
         disk.set_boot_id(boot);
         let mut store = open(disk.clone());
         reads.push(disk.stats().reads);
-        let texts: Vec<String> = store
-            .read(|r| r.memories("default", 3000, 3010))
-            .expect("read")
-            .into_iter()
-            .map(|m| m.text)
-            .collect();
+        let texts = texts(&store, 3000..3010);
         assert_eq!(texts, ["acknowledged", "in flight"], "boot {boot:?}");
         let report = store.verify().expect("verify");
         assert!(report.ok(), "boot {boot:?}: {:?}", report.problems);
@@ -306,12 +296,7 @@ fn a_real_file_records_this_boot_and_an_open_in_it_adopts_a_killed_writers_commi
     assert!(repairs_to_open(&path) > 0, "verified in another boot");
 
     let mut store = Store::open(&path).expect("open");
-    let texts: Vec<String> = store
-        .read(|r| r.memories("default", 0, 10))
-        .expect("read")
-        .into_iter()
-        .map(|m| m.text)
-        .collect();
+    let texts = texts(&store, 0..10);
     assert_eq!(texts.len(), 5, "{texts:?}");
     let report = store.verify().expect("verify");
     assert!(report.ok(), "{:?}", report.problems);
