@@ -2092,7 +2092,14 @@ fn ensure_allocator_state_table_and_trim(
     );
     #[cfg(feature = "logging")]
     debug!("Writing allocator state table");
-    commit_and_trim(transaction_tracker, mem, writer_lock, header_lock, true)
+    commit_and_trim(
+        transaction_tracker,
+        mem,
+        writer_lock,
+        header_lock,
+        true,
+        ShrinkPolicy::Maximum,
+    )
 }
 
 // A commit that trims the file, and records the allocator state when asked to
@@ -2102,6 +2109,7 @@ fn commit_and_trim(
     writer_lock: Option<&Arc<WriterLock>>,
     header_lock: Option<&HeaderGuard<'_>>,
     record_allocator_state: bool,
+    shrink: ShrinkPolicy,
 ) -> Result {
     // If compact() left no free pages, the default allocator lands this
     // commit's writes at high page indices (see AllocationPolicy::Lowest)
@@ -2117,7 +2125,7 @@ fn commit_and_trim(
     .map_err(|e| e.into_storage_error())?;
     tx.set_quick_repair(record_allocator_state);
     tx.disable_post_commit_free();
-    tx.set_shrink_policy(ShrinkPolicy::Maximum);
+    tx.set_shrink_policy(shrink);
     tx.commit_with(header_lock)
         .map_err(|e| e.into_storage_error())?;
 
@@ -2131,6 +2139,20 @@ fn commit_and_trim(
 // being, or has been, consumed, so no new write transaction can be started concurrently and the
 // commit in here cannot block on the write-transaction slot. Errors are logged as well as
 // returned, since only Database::close() has a caller to return them to.
+// engram: how much a close trims off the file's free end. A multi-writer file is opened and closed
+// by every CLI command: trimming all of it made the next command's first commit grow the file
+// again (redb grows by doubling while the file is one region), a resize and a sync of its own,
+// and the close after it sync the shortened length: one to two syncs a command on a small store.
+// The default policy, which every commit applies, trims only a free end of half the last region
+// or more, and by half. The other modes keep trimming all of it
+fn close_shrink(mem: &TransactionalMemory) -> ShrinkPolicy {
+    if mem.concurrency_mode().is_multi_writer() {
+        ShrinkPolicy::Default
+    } else {
+        ShrinkPolicy::Maximum
+    }
+}
+
 fn close_database(
     transaction_tracker: &Arc<TransactionTracker>,
     mem: &Arc<TransactionalMemory>,
@@ -2162,7 +2184,14 @@ fn close_database(
     let recorded = match &writer_lock {
         None => false,
         Some(writer_lock) if promote_only => {
-            result = commit_and_trim(transaction_tracker, mem, Some(writer_lock), None, false);
+            result = commit_and_trim(
+                transaction_tracker,
+                mem,
+                Some(writer_lock),
+                None,
+                false,
+                close_shrink(mem),
+            );
             #[cfg(feature = "logging")]
             if result.is_err() {
                 warn!("Failed to make the pending non-durable commits durable. They are lost.");
@@ -2170,11 +2199,17 @@ fn close_database(
             false
         }
         Some(writer_lock) => {
-            result = ensure_allocator_state_table_and_trim(
+            assert!(
+                !mem.needs_repair(),
+                "recording an allocator state that needs repair"
+            );
+            result = commit_and_trim(
                 transaction_tracker,
                 mem,
                 Some(writer_lock),
                 None,
+                true,
+                close_shrink(mem),
             );
             #[cfg(feature = "logging")]
             if result.is_err() {
