@@ -1187,6 +1187,7 @@ impl Database {
                 &self.mem,
                 Some(writer_lock),
                 None,
+                ShrinkPolicy::Maximum,
             )?;
         }
 
@@ -1395,6 +1396,7 @@ impl Database {
                 &self.mem,
                 writer_lock.as_ref(),
                 header_lock.as_ref(),
+                ShrinkPolicy::Maximum,
             )?;
         }
 
@@ -1830,6 +1832,7 @@ impl Database {
                 &mem,
                 writer_lock.as_ref(),
                 None,
+                ShrinkPolicy::Maximum,
             )?;
         }
         // Construct only after initialization succeeds: Database::drop takes the writer lock,
@@ -2085,6 +2088,7 @@ fn ensure_allocator_state_table_and_trim(
     mem: &Arc<TransactionalMemory>,
     writer_lock: Option<&Arc<WriterLock>>,
     header_lock: Option<&HeaderGuard<'_>>,
+    shrink: ShrinkPolicy,
 ) -> Result {
     assert!(
         !mem.needs_repair(),
@@ -2098,7 +2102,7 @@ fn ensure_allocator_state_table_and_trim(
         writer_lock,
         header_lock,
         true,
-        ShrinkPolicy::Maximum,
+        shrink,
     )
 }
 
@@ -2199,16 +2203,11 @@ fn close_database(
             false
         }
         Some(writer_lock) => {
-            assert!(
-                !mem.needs_repair(),
-                "recording an allocator state that needs repair"
-            );
-            result = commit_and_trim(
+            result = ensure_allocator_state_table_and_trim(
                 transaction_tracker,
                 mem,
                 Some(writer_lock),
                 None,
-                true,
                 close_shrink(mem),
             );
             #[cfg(feature = "logging")]
