@@ -2202,6 +2202,11 @@ fn close_database(
             }
             false
         }
+        // engram: a multi-writer handle whose commit is still the file's latest, recorded with
+        // its allocator state, owes the file no commit: its shutdown header alone describes it
+        // (one sync a close fewer; the pages the handle freed wait for the next commit, which
+        // reclaims them, and its commits trimmed the file's free end by the close's policy)
+        Some(writer_lock) if mem.close_owes_no_commit(writer_lock).unwrap_or(false) => true,
         Some(writer_lock) => {
             result = ensure_allocator_state_table_and_trim(
                 transaction_tracker,
@@ -4901,6 +4906,71 @@ mod active_transaction_test {
         );
     }
 
+    /// engram: a multi-writer close commits only when the file's latest commit is not this
+    /// handle's own, recorded with its allocator state: after an ordinary commit it writes its
+    /// shutdown header alone, and after a commit that recorded no state (as compaction's do) it
+    /// commits one that records it, which a clean open loads instead of rebuilding
+    #[test]
+    fn a_multi_writer_close_commits_only_for_a_missing_record() {
+        let tmpfile = crate::create_tempfile();
+        let repaired = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // Opens, and says whether the open repaired the file
+        let reopen = || {
+            let mut builder = Database::builder();
+            builder.set_concurrency_mode(ConcurrencyMode::MultiWriter);
+            let flag = repaired.clone();
+            builder.set_repair_callback(move |_| {
+                flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            });
+            let db = builder.open(tmpfile.path()).unwrap();
+            (
+                db,
+                repaired.swap(false, std::sync::atomic::Ordering::SeqCst),
+            )
+        };
+        let last = |db: &Database| db.mem.get_last_committed_transaction_id().unwrap();
+
+        let db = create(tmpfile.path(), ConcurrencyMode::MultiWriter);
+        let committed = last(&db);
+        drop(db);
+        let (db, repaired_on_open) = reopen();
+        assert_eq!(last(&db), committed, "the close committed");
+        assert!(!repaired_on_open);
+
+        let mut write = db.begin_write().unwrap();
+        write.skip_allocator_state_record();
+        write.open_table(TABLE).unwrap().insert(1, 1).unwrap();
+        write.commit().unwrap();
+        let committed = last(&db);
+        assert!(
+            Database::get_allocator_state_table(&db.mem)
+                .unwrap()
+                .is_none()
+        );
+        drop(db);
+        let (db, repaired_on_open) = reopen();
+        assert!(
+            !repaired_on_open,
+            "a clean header over a commit without its record"
+        );
+        assert!(last(&db) > committed, "the close did not commit");
+        assert!(
+            Database::get_allocator_state_table(&db.mem)
+                .unwrap()
+                .is_some()
+        );
+        let read = db.begin_read().unwrap();
+        assert_eq!(
+            read.open_table(TABLE)
+                .unwrap()
+                .get(1)
+                .unwrap()
+                .unwrap()
+                .value(),
+            1
+        );
+    }
+
     /// An ephemeral savepoint would be known to this process alone, and a persistent savepoint
     /// a peer creates could take its id, so multi-writer mode refuses it
     #[test]
@@ -4973,11 +5043,15 @@ mod active_transaction_test {
             .set_concurrency_mode(ConcurrencyMode::MultiWriter)
             .open(tmpfile.path())
             .unwrap();
-        // A page the peer allocates and neither frees nor references: a leak its close's snapshot
-        // records as allocated
+        // A page the peer allocates and neither frees nor references: a leak its next commit's
+        // snapshot records as allocated (engram: its close, whose handle holds the latest commit,
+        // commits nothing, so a commit of its own records it)
         let allocator = PageAllocator::new(peer.mem.clone(), AllocationPolicy::Default);
         drop(allocator.allocate(64, &PageTracker::ignore()).unwrap());
         drop(allocator);
+        let write = peer.begin_write().unwrap();
+        write.open_table(TABLE).unwrap().insert(2, 2).unwrap();
+        write.commit().unwrap();
         drop(peer);
 
         assert!(!db.check_integrity().unwrap());

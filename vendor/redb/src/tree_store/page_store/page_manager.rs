@@ -676,6 +676,10 @@ pub(crate) struct TransactionalMemory {
     // While set, no allocator state is persisted and shutdowns are not recorded as clean,
     // forcing the next open to rebuild the state from the committed trees
     needs_repair: AtomicBool,
+    // engram: whether the allocator state this handle holds is the one recorded by the commit it
+    // holds (loaded from that commit's record, or recorded by this handle's last commit). See
+    // `close_owes_no_commit()`
+    allocator_state_recorded: AtomicBool,
     concurrency_mode: ConcurrencyMode,
     read_only: bool,
     // Held for the duration of every header file lock. Ensures in-process threads do not overlap
@@ -1398,6 +1402,7 @@ impl TransactionalMemory {
             #[cfg(debug_assertions)]
             allocated_pages: Arc::new(Mutex::new(PageNumberHashSet::default())),
             needs_repair: AtomicBool::new(false),
+            allocator_state_recorded: AtomicBool::new(false),
             concurrency_mode,
             read_only,
             in_process_header_lock,
@@ -1636,6 +1641,36 @@ impl TransactionalMemory {
         Ok(true)
     }
 
+    /// engram: whether a multi-writer close may write its shutdown header without first
+    /// committing. That commit records the allocator state and brings the handle to the file's
+    /// latest commit; it is owed nothing when the file's latest commit is the one this handle
+    /// holds (its own last commit, or what it loaded at open), recorded with its allocator state,
+    /// unmarked, at the length its layout names, and this handle's allocator state is loaded and
+    /// needs no repair. Every multi-writer commit records the allocator state, a clean file's
+    /// latest commit recorded it, and an open that repaired ends with a commit that does.
+    ///
+    /// `writer_lock` proves that no other process commits before the shutdown header is written.
+    pub(crate) fn close_owes_no_commit(&self, _writer_lock: &WriterLock) -> Result<bool> {
+        if !self.concurrency_mode.is_multi_writer() || self.needs_repair() {
+            return Ok(false);
+        }
+        let header = {
+            let header_lock = self.lock_header_shared()?;
+            let unrepaired = Self::read_file_header(&self.storage, self.page_size, &header_lock)
+                .map_err(DatabaseError::into_storage_error_or_corrupted)?;
+            unrepaired.finalize(self.storage.raw_file_len()?)?.0
+        };
+        let file_len_matches = self.file_len_matches_layout()?;
+        let state = self.state.lock().or_poisoned()?;
+        Ok(file_len_matches
+            && !header.primary_unflushed
+            && !state.header.primary_unflushed
+            && !state.read_from_secondary
+            && state.allocators.is_loaded()
+            && self.allocator_state_recorded.load(Ordering::Acquire)
+            && header.primary_slot().transaction_id == state.header.primary_slot().transaction_id)
+    }
+
     pub(crate) fn begin_writable(&self) -> Result {
         let header_lock = self.lock_header_exclusive()?;
         let mut state = self.state.lock().unwrap();
@@ -1689,6 +1724,9 @@ impl TransactionalMemory {
     pub(crate) fn reset_allocator_state(&self) -> Result<()> {
         let mut state = self.state.lock().unwrap();
         state.allocators = AllocatorState::Loaded(Allocators::new(state.header.layout()));
+        // Rebuilt, not loaded: the commit held has no record of it until the next one
+        self.allocator_state_recorded
+            .store(false, Ordering::Release);
         #[cfg(debug_assertions)]
         self.allocated_pages.lock().unwrap().clear();
 
@@ -1707,6 +1745,8 @@ impl TransactionalMemory {
     pub(crate) fn load_empty_allocator_state(&self) -> Result<()> {
         self.reset_allocator_state()?;
         self.state.lock().unwrap().header.recovery_required = false;
+        // Nothing committed, nothing to record: a clean header on it is what initialization wrote
+        self.allocator_state_recorded.store(true, Ordering::Release);
 
         Ok(())
     }
@@ -1967,8 +2007,16 @@ impl TransactionalMemory {
         drop(state);
 
         self.state.lock().unwrap().header.recovery_required = false;
+        self.allocator_state_recorded.store(true, Ordering::Release);
 
         Ok(())
+    }
+
+    /// engram: notes whether the commit this handle now holds recorded its allocator state: false
+    /// as a commit starts, and what it recorded once it succeeded
+    pub(crate) fn set_allocator_state_recorded(&self, recorded: bool) {
+        self.allocator_state_recorded
+            .store(recorded, Ordering::Release);
     }
 
     #[cfg_attr(not(debug_assertions), expect(unused_variables))]
