@@ -255,3 +255,59 @@ fn a_reader_is_not_held_up_without_bound_by_a_writer() {
         _ => panic!("wake failed: {code} {out} {err}"),
     }
 }
+
+/// A long-running process that wrote (an MCP server) hides nothing other processes wrote after
+/// it when it exits. Its close writes the header that marks the file consistent from its own
+/// state: when its last commit is still the file's latest it writes that header alone, and when
+/// another process committed since it commits once first, to reach the file's latest commit.
+/// Both orders, then every note is there in order, `verify` passes, and a read-only open (which
+/// refuses a file left to recover with no writer alive) reads them all.
+#[cfg(feature = "mcp")]
+#[test]
+fn a_server_exiting_behind_other_writers_hides_none_of_their_notes() {
+    use crate::common::mcp::StdioServer;
+    use serde_json::json;
+
+    let e = Env::init();
+    let note = |s: &mut StdioServer, text: &str| {
+        let r = s.call("note", json!({ "text": text }));
+        assert_ne!(r["isError"], true, "{r}");
+    };
+    // The server writes last: its close owes no commit.
+    let mut s = StdioServer::start(&e, &[], &[]);
+    e.ok(&["note", "cli 0"]);
+    note(&mut s, "server 0");
+    assert!(s.exit().is_some_and(|st| st.success()), "the server exits");
+    // Other processes write after the server: its close commits first.
+    let mut s = StdioServer::start(&e, &[], &[]);
+    note(&mut s, "server 1");
+    for i in 1..4 {
+        e.ok(&["note", &format!("cli {i}")]);
+    }
+    assert!(s.exit().is_some_and(|st| st.success()), "the server exits");
+    e.ok(&["note", "cli 4"]);
+    let want = [
+        "cli 0", "server 0", "server 1", "cli 1", "cli 2", "cli 3", "cli 4",
+    ];
+    let export = e.export();
+    let at: Vec<usize> = want
+        .iter()
+        .map(|t| {
+            export
+                .find(&format!("\"{t}\""))
+                .unwrap_or_else(|| panic!("{t}: {export}"))
+        })
+        .collect();
+    assert!(at.is_sorted(), "in order: {at:?}");
+    assert!(e.ok(&["verify"]).starts_with("OK: 1 scope, 7 memories"));
+    if !e.on_server() {
+        let ro = Store::open_with(&e.db, Options::default().read_only(true)).expect("read-only");
+        let texts: Vec<String> = ro
+            .read(|r| r.memories("default", 0, 10))
+            .expect("read")
+            .into_iter()
+            .map(|m| m.text)
+            .collect();
+        assert_eq!(texts, want);
+    }
+}

@@ -13,7 +13,8 @@ use super::Env;
 /// An `engram mcp` server over stdio, initialized.
 pub struct StdioServer {
     pub child: Child,
-    pub stdin: ChildStdin,
+    /// The server's stdin, until [`StdioServer::exit`] closes it.
+    stdin: Option<ChildStdin>,
     pub stdout: BufReader<ChildStdout>,
     next_id: u64,
 }
@@ -36,7 +37,7 @@ impl StdioServer {
         let stdout = BufReader::new(child.stdout.take().expect("stdout"));
         let mut s = StdioServer {
             child,
-            stdin,
+            stdin: Some(stdin),
             stdout,
             next_id: 1,
         };
@@ -49,9 +50,10 @@ impl StdioServer {
 
     /// Writes one line (a newline is added).
     pub fn send_line(&mut self, line: &str) {
-        self.stdin.write_all(line.as_bytes()).expect("write");
-        self.stdin.write_all(b"\n").expect("write");
-        self.stdin.flush().expect("flush");
+        let stdin = self.stdin.as_mut().expect("the server's stdin is open");
+        stdin.write_all(line.as_bytes()).expect("write");
+        stdin.write_all(b"\n").expect("write");
+        stdin.flush().expect("flush");
     }
 
     /// The next message the server sends (None when stdout closes).
@@ -88,6 +90,23 @@ impl StdioServer {
         r.get("result")
             .cloned()
             .unwrap_or_else(|| panic!("no result: {r}"))
+    }
+}
+
+impl StdioServer {
+    /// Closes the server's stdin, as a client that is done does, and waits up to 30 s for it to
+    /// exit (it closes its store on the way out); its exit status. Killed and `None` if it does
+    /// not.
+    pub fn exit(&mut self) -> Option<std::process::ExitStatus> {
+        drop(self.stdin.take());
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while std::time::Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
     }
 }
 
