@@ -2157,6 +2157,17 @@ fn close_shrink(mem: &TransactionalMemory) -> ShrinkPolicy {
     }
 }
 
+// engram: a multi-writer handle whose commit is still the file's latest, which recorded its
+// allocator state (every multi-writer commit does but compaction's), owes the file no commit:
+// its shutdown header alone describes the file (one sync a close fewer; the pages the handle
+// freed wait for the next commit, which reclaims them, and its commits trimmed the file's free
+// end by the close's policy). An error here is not the close's: the commit it falls back to
+// meets it again and reports it
+fn close_owes_no_commit(mem: &Arc<TransactionalMemory>, writer_lock: &WriterLock) -> bool {
+    mem.holds_files_latest_commit(writer_lock).unwrap_or(false)
+        && matches!(Database::get_allocator_state_table(mem), Ok(Some(_)))
+}
+
 fn close_database(
     transaction_tracker: &Arc<TransactionTracker>,
     mem: &Arc<TransactionalMemory>,
@@ -2202,11 +2213,7 @@ fn close_database(
             }
             false
         }
-        // engram: a multi-writer handle whose commit is still the file's latest, recorded with
-        // its allocator state, owes the file no commit: its shutdown header alone describes it
-        // (one sync a close fewer; the pages the handle freed wait for the next commit, which
-        // reclaims them, and its commits trimmed the file's free end by the close's policy)
-        Some(writer_lock) if mem.close_owes_no_commit(writer_lock).unwrap_or(false) => true,
+        Some(writer_lock) if close_owes_no_commit(mem, writer_lock) => true,
         Some(writer_lock) => {
             result = ensure_allocator_state_table_and_trim(
                 transaction_tracker,

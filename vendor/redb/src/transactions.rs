@@ -2097,18 +2097,15 @@ impl WriteTransaction {
 
         let mut system_tables = self.system_tables.lock().unwrap();
         let system_freed_pages = system_tables.system_freed_pages();
-        // No snapshot of an allocator state that needs repair: the next open must rebuild it
-        // instead of trusting the snapshot
-        let records_allocator_state = self.quick_repair && !self.mem.needs_repair();
-        // engram: until this commit succeeds, the handle holds no recorded state of it
-        self.mem.set_allocator_state_recorded(false);
         let system_root = {
             let system_tree = system_tables.table_tree.flush_table_root_updates()?;
             system_tree
                 .delete_table(ALLOCATOR_STATE_TABLE_NAME, TableType::Normal)
                 .map_err(|e| e.into_storage_error_or_corrupted("Unexpected TableError"))?;
 
-            if records_allocator_state {
+            // No snapshot of an allocator state that needs repair: the next open must rebuild
+            // it instead of trusting the snapshot
+            if self.quick_repair && !self.mem.needs_repair() {
                 system_tree.create_table_and_flush_table_root(
                     ALLOCATOR_STATE_TABLE_NAME,
                     |system_tree_ref, tree: &mut AllocatorStateTreeMut| {
@@ -2157,8 +2154,6 @@ impl WriteTransaction {
             self.shrink_policy,
             header_lock,
         )?;
-        self.mem
-            .set_allocator_state_recorded(records_allocator_state);
         // All of this transaction's allocations are durable; discard the per-txn tracker.
         let _ = page_allocator.take_allocated_since_commit();
 

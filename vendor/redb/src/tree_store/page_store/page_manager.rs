@@ -676,10 +676,6 @@ pub(crate) struct TransactionalMemory {
     // While set, no allocator state is persisted and shutdowns are not recorded as clean,
     // forcing the next open to rebuild the state from the committed trees
     needs_repair: AtomicBool,
-    // engram: whether the allocator state this handle holds is the one recorded by the commit it
-    // holds (loaded from that commit's record, or recorded by this handle's last commit). See
-    // `close_owes_no_commit()`
-    allocator_state_recorded: AtomicBool,
     concurrency_mode: ConcurrencyMode,
     read_only: bool,
     // Held for the duration of every header file lock. Ensures in-process threads do not overlap
@@ -1402,7 +1398,6 @@ impl TransactionalMemory {
             #[cfg(debug_assertions)]
             allocated_pages: Arc::new(Mutex::new(PageNumberHashSet::default())),
             needs_repair: AtomicBool::new(false),
-            allocator_state_recorded: AtomicBool::new(false),
             concurrency_mode,
             read_only,
             in_process_header_lock,
@@ -1585,9 +1580,7 @@ impl TransactionalMemory {
         _writer_lock: &WriterLock,
         header_lock: &HeaderGuard<'_>,
     ) -> Result<bool> {
-        let unrepaired = Self::read_file_header(&self.storage, self.page_size, header_lock)
-            .map_err(DatabaseError::into_storage_error_or_corrupted)?;
-        let (mut header, _) = unrepaired.finalize(self.storage.raw_file_len()?)?;
+        let mut header = self.read_writers_header(header_lock)?;
         // Every writer holds the writer byte while it reloads, so transaction ids only move
         // forward, and comparing them says whether the file has moved on. A latched repair
         // syncs whatever the ids say: the pages it leaked are this handle's alone, and the
@@ -1596,11 +1589,7 @@ impl TransactionalMemory {
         // process died or a panic dropped it, leaves the ids equal but the file longer than this
         // handle's layout. Syncing adopts the file's length: growing from the shorter layout would
         // shrink the file instead.
-        if header.primary_slot().transaction_id == self.get_last_durable_transaction_id()?
-            && !self.needs_repair()
-            && !header.primary_unflushed
-            && self.file_len_matches_layout()?
-        {
+        if self.holds_latest_commit(&header)? {
             return Ok(false);
         }
 
@@ -1641,34 +1630,44 @@ impl TransactionalMemory {
         Ok(true)
     }
 
-    /// engram: whether a multi-writer close may write its shutdown header without first
-    /// committing. That commit records the allocator state and brings the handle to the file's
-    /// latest commit; it is owed nothing when the file's latest commit is the one this handle
-    /// holds (its own last commit, or what it loaded at open), recorded with its allocator state,
-    /// unmarked, at the length its layout names, and this handle's allocator state is loaded and
-    /// needs no repair. Every multi-writer commit records the allocator state, a clean file's
-    /// latest commit recorded it, and an open that repaired ends with a commit that does.
+    /// The file's header as a writer reads it: under `header_lock`, its layout reconciled with the
+    /// file's length.
+    fn read_writers_header(&self, header_lock: &HeaderGuard<'_>) -> Result<DatabaseHeader> {
+        let unrepaired = Self::read_file_header(&self.storage, self.page_size, header_lock)
+            .map_err(DatabaseError::into_storage_error_or_corrupted)?;
+        Ok(unrepaired.finalize(self.storage.raw_file_len()?)?.0)
+    }
+
+    /// Whether `header`, the file's, names the commit this handle holds, unmarked, at the length
+    /// this handle's layout names, and the handle needs no repair: the file has not moved on.
+    fn holds_latest_commit(&self, header: &DatabaseHeader) -> Result<bool> {
+        Ok(
+            header.primary_slot().transaction_id == self.get_last_durable_transaction_id()?
+                && !self.needs_repair()
+                && !header.primary_unflushed
+                && self.file_len_matches_layout()?,
+        )
+    }
+
+    /// engram: whether, for a multi-writer close, the file's latest commit is the one this handle
+    /// holds (its own last commit, or what it loaded at open), so that the shutdown header written
+    /// from this handle's state names it: `reload_for_write()`'s test, and this handle's
+    /// allocator state loaded, with no pending commit or unflushed mark of its own. Whether that
+    /// commit recorded its allocator state is the caller's to check (`close_database()`).
     ///
     /// `writer_lock` proves that no other process commits before the shutdown header is written.
-    pub(crate) fn close_owes_no_commit(&self, _writer_lock: &WriterLock) -> Result<bool> {
-        if !self.concurrency_mode.is_multi_writer() || self.needs_repair() {
+    pub(crate) fn holds_files_latest_commit(&self, _writer_lock: &WriterLock) -> Result<bool> {
+        if !self.concurrency_mode.is_multi_writer() {
             return Ok(false);
         }
-        let header = {
-            let header_lock = self.lock_header_shared()?;
-            let unrepaired = Self::read_file_header(&self.storage, self.page_size, &header_lock)
-                .map_err(DatabaseError::into_storage_error_or_corrupted)?;
-            unrepaired.finalize(self.storage.raw_file_len()?)?.0
-        };
-        let file_len_matches = self.file_len_matches_layout()?;
+        let header = self.read_writers_header(&self.lock_header_shared()?)?;
+        if !self.holds_latest_commit(&header)? {
+            return Ok(false);
+        }
         let state = self.state.lock().or_poisoned()?;
-        Ok(file_len_matches
-            && !header.primary_unflushed
-            && !state.header.primary_unflushed
+        Ok(!state.header.primary_unflushed
             && !state.read_from_secondary
-            && state.allocators.is_loaded()
-            && self.allocator_state_recorded.load(Ordering::Acquire)
-            && header.primary_slot().transaction_id == state.header.primary_slot().transaction_id)
+            && state.allocators.is_loaded())
     }
 
     pub(crate) fn begin_writable(&self) -> Result {
@@ -1724,9 +1723,6 @@ impl TransactionalMemory {
     pub(crate) fn reset_allocator_state(&self) -> Result<()> {
         let mut state = self.state.lock().unwrap();
         state.allocators = AllocatorState::Loaded(Allocators::new(state.header.layout()));
-        // Rebuilt, not loaded: the commit held has no record of it until the next one
-        self.allocator_state_recorded
-            .store(false, Ordering::Release);
         #[cfg(debug_assertions)]
         self.allocated_pages.lock().unwrap().clear();
 
@@ -1745,8 +1741,6 @@ impl TransactionalMemory {
     pub(crate) fn load_empty_allocator_state(&self) -> Result<()> {
         self.reset_allocator_state()?;
         self.state.lock().unwrap().header.recovery_required = false;
-        // Nothing committed, nothing to record: a clean header on it is what initialization wrote
-        self.allocator_state_recorded.store(true, Ordering::Release);
 
         Ok(())
     }
@@ -2007,16 +2001,8 @@ impl TransactionalMemory {
         drop(state);
 
         self.state.lock().unwrap().header.recovery_required = false;
-        self.allocator_state_recorded.store(true, Ordering::Release);
 
         Ok(())
-    }
-
-    /// engram: notes whether the commit this handle now holds recorded its allocator state: false
-    /// as a commit starts, and what it recorded once it succeeded
-    pub(crate) fn set_allocator_state_recorded(&self, recorded: bool) {
-        self.allocator_state_recorded
-            .store(recorded, Ordering::Release);
     }
 
     #[cfg_attr(not(debug_assertions), expect(unused_variables))]
