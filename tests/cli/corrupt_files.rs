@@ -14,7 +14,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use engram::{Block, NewMemory, Store, WakeOptions};
 use engram_testkit::simdisk::SimRng;
@@ -160,24 +160,12 @@ fn run(db: &Path, args: &[&str]) -> Outcome {
     };
     let out = drain(child.stdout.take().map(|s| Box::new(s) as _));
     let err = drain(child.stderr.take().map(|s| Box::new(s) as _));
-    let start = Instant::now();
-    let mut hung = false;
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if start.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
-            hung = true;
-            break child.wait().unwrap();
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    };
+    let status = crate::common::wait_within(&mut child, Duration::from_secs(30));
     Outcome {
-        code: status.code(),
+        code: status.and_then(|s| s.code()),
         stdout: out.join().unwrap(),
         stderr: err.join().unwrap(),
-        hung,
+        hung: status.is_none(),
     }
 }
 

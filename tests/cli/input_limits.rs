@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::os::unix::fs::symlink;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::{Env, Raw};
 
@@ -18,14 +18,10 @@ fn bounded(e: &Env, args: &[&str]) -> Raw {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = c.spawn().expect("spawn");
-    let end = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().expect("wait").is_none() {
-        if Instant::now() > end {
-            let _ = child.kill();
-            panic!("engram {args:?} was still running after a minute");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert!(
+        crate::common::wait_within(&mut child, Duration::from_secs(60)).is_some(),
+        "engram {args:?} was still running after a minute"
+    );
     let o = child.wait_with_output().expect("output");
     Raw {
         code: o.status.code().unwrap_or(-1),

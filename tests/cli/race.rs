@@ -6,11 +6,11 @@
 
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use engram::{NewMemory, Options, Store};
 
-use crate::common::Env;
+use crate::common::{wait_within, Env};
 
 /// The binary with `args`, stdin null and the output piped, for processes run side by side.
 trait RaceEnv {
@@ -179,18 +179,8 @@ fn a_second_writer_waits_for_the_first() {
 /// without bound instead of giving up) is killed after `watchdog` so the test fails instead of
 /// deadlocking; returns `None` then.
 fn wait_or_kill(mut child: Child, watchdog: Duration) -> Option<(i32, String, String)> {
-    let start = Instant::now();
-    loop {
-        match child.try_wait().expect("try_wait") {
-            Some(_) => return Some(finish(child)),
-            None if start.elapsed() > watchdog => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
-            None => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
+    wait_within(&mut child, watchdog)?;
+    Some(finish(child))
 }
 
 #[test]

@@ -99,14 +99,7 @@ impl StdioServer {
     /// not.
     pub fn exit(&mut self) -> Option<std::process::ExitStatus> {
         drop(self.stdin.take());
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while std::time::Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        None
+        super::wait_within(&mut self.child, Duration::from_secs(30))
     }
 }
 

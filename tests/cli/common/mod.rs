@@ -8,7 +8,8 @@ pub mod pg;
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_engram");
 
@@ -139,6 +140,23 @@ impl std::fmt::Debug for Raw {
             .field("out", &String::from_utf8_lossy(&self.out))
             .field("err", &String::from_utf8_lossy(&self.err))
             .finish()
+    }
+}
+
+/// Waits up to `limit` for `child` to exit and returns its status; a child still running then
+/// is killed and reaped, and `None` returned, so that a test fails instead of hanging.
+pub fn wait_within(child: &mut std::process::Child, limit: Duration) -> Option<ExitStatus> {
+    let end = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return Some(status);
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(2));
     }
 }
 
