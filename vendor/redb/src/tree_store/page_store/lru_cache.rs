@@ -108,6 +108,13 @@ impl<T> LRUCache<T> {
     }
 
     pub(crate) fn clear(&mut self) {
+        // engram: nothing to drop or release when the cache holds nothing and its queue was
+        // already released (a clear of an empty cache leaves both with no capacity, and an insert
+        // pushes to the queue): the write buffer's 131 stripes are cleared at every flush, most of
+        // them untouched since the last, which made these calls about 3% of a default-mode commit
+        if self.cache.is_empty() && self.lru_queue.capacity() == 0 {
+            return;
+        }
         self.cache.shrink();
         self.cache.clear();
         self.lru_queue.shrink_to_fit();
@@ -118,6 +125,36 @@ impl<T> LRUCache<T> {
 #[cfg(test)]
 mod test {
     use super::LRUCache;
+
+    // engram: a clear that returns early for an empty cache releases what upstream's releases,
+    // when upstream's does: a clear keeps the capacity of what it dropped, the next clear of the
+    // empty cache releases it, and later clears find nothing to do
+    #[cfg(not(redb_no_std))]
+    #[test]
+    fn a_clear_releases_the_capacity_as_upstream_did() {
+        let mut cache: LRUCache<u64> = LRUCache::new();
+        cache.clear();
+        assert_eq!(cache.cache.capacity(), 0);
+        for k in 0..100 {
+            cache.insert(k, k);
+        }
+        cache.clear();
+        assert_eq!(cache.len(), 0);
+        assert!(cache.lru_queue.is_empty());
+        assert!(cache.cache.capacity() >= 100);
+        assert!(cache.lru_queue.capacity() >= 100);
+        cache.clear();
+        assert_eq!(cache.cache.capacity(), 0);
+        assert_eq!(cache.lru_queue.capacity(), 0);
+        cache.clear();
+        assert_eq!(cache.cache.capacity(), 0);
+        // Still a cache: what is inserted after is evicted in order
+        cache.insert(7, 70);
+        cache.insert(8, 80);
+        assert_eq!(cache.pop_lowest_priority(), Some((7, 70)));
+        assert_eq!(cache.pop_lowest_priority(), Some((8, 80)));
+        assert_eq!(cache.pop_lowest_priority(), None);
+    }
 
     // Writing to a cached page removes it from the read cache and re-inserts it on flush.
     // Nothing evicts when the cache never fills, so this must not grow the queue.
