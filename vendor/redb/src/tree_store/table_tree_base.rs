@@ -364,21 +364,17 @@ impl InternalTableDefinition {
         }
     }
 
+    // engram: cloned from `type_names()`, which holds the match over the variants
     fn private_key_type(&self) -> TypeName {
-        match self {
-            InternalTableDefinition::Normal { key_type, .. }
-            | InternalTableDefinition::Multimap { key_type, .. } => key_type.clone(),
-        }
+        self.type_names().0.clone()
     }
 
     fn private_value_type(&self) -> TypeName {
-        match self {
-            InternalTableDefinition::Normal { value_type, .. }
-            | InternalTableDefinition::Multimap { value_type, .. } => value_type.clone(),
-        }
+        self.type_names().1.clone()
     }
 
-    // engram: the key's and the value's type names, borrowed (`as_bytes` writes them in place)
+    // engram: the key's and the value's type names, borrowed (`as_bytes` writes them in place,
+    // `check_match` compares them)
     fn type_names(&self) -> (&TypeName, &TypeName) {
         match self {
             InternalTableDefinition::Normal {
