@@ -91,9 +91,7 @@ impl StdioServer {
             .cloned()
             .unwrap_or_else(|| panic!("no result: {r}"))
     }
-}
 
-impl StdioServer {
     /// Closes the server's stdin, as a client that is done does, and waits up to 30 s for it to
     /// exit (it closes its store on the way out); its exit status. Killed and `None` if it does
     /// not.
