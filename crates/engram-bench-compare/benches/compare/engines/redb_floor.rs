@@ -170,6 +170,19 @@ pub fn insert(db: &redb::Database, i: u64) {
     tx.commit().expect("commit");
 }
 
+/// One durable commit of the texts of memories `ids` straight into one redb table: the floor
+/// under an engram batch (no record around the text, no scope, no index).
+pub fn insert_batch(db: &redb::Database, ids: std::ops::Range<u64>) {
+    let tx = db.begin_write().expect("begin");
+    {
+        let mut t = tx.open_table(FLOOR).expect("table");
+        for i in ids {
+            t.insert(i, data::mem_text(i).as_bytes()).expect("insert");
+        }
+    }
+    tx.commit().expect("commit");
+}
+
 type LogTable = redb::TableDefinition<'static, (u32, u64), &'static [u8]>;
 type TreeTable = redb::TableDefinition<'static, (u32, u8, u64), &'static [u8]>;
 const LOG_T: LogTable = ::engram::format::LOG;
@@ -186,6 +199,11 @@ pub const RECALL_LAYERS: [&str; 6] = [
     "+ the line built with date_of and write!",
     "+ the regex (engram's loop without display_safe and lifecycle)",
 ];
+
+/// The layer of [`RECALL_LAYERS`] that is recall's floor in the targets: the least a scan that
+/// checks every record's CRC takes (engram checks every record it reads; the layers after it add
+/// work engram's own loop does differently).
+pub const RECALL_FLOOR: usize = 2;
 
 /// redb on a byte copy of engram's history of `t` memories.
 pub struct Floor {

@@ -36,6 +36,7 @@ pub fn diagnostics(plan: &Plan, dir: &Path, rep: &mut Report) {
         "floor: flat-file append + fdatasync: {:.1} us/commit",
         t.as_secs_f64() * 1e6 / n as f64
     ));
+    rep.fact("append floor", t.as_secs_f64() * 1e9 / n as f64);
 }
 
 /// An engram store at `dir` behind a counting backend.
@@ -105,6 +106,10 @@ fn commits(plan: &Plan, dir: &Path, exclusive: bool, rep: &mut Report) {
         add(&mut acc[2], t, a, scount.snapshot());
     }
     let total = n * ROUNDS as u64;
+    if !exclusive {
+        // The default mode's floor under every durable write: one value, one durable commit.
+        rep.fact("commit floor", acc[1].0.as_secs_f64() * 1e9 / total as f64);
+    }
     commit_line(rep, &format!("engram note, {mode}"), total, acc[0]);
     commit_line(
         rep,

@@ -10,7 +10,7 @@ use ::engram::{Options, RecallQuery, Store, WakeOptions};
 
 use super::{disk_bytes, file_bytes, median_ns, medians_of, remove, same_answers, timed, Plan};
 use crate::data::{self, RECALL_BYTES, RECALL_PATTERN, SCOPE, WAKE_LINES};
-use crate::engines::redb_floor::{self, Counting, Floor, RECALL_LAYERS};
+use crate::engines::redb_floor::{self, Counting, Floor, RECALL_FLOOR, RECALL_LAYERS};
 use crate::engines::{self, Lacks, MemoryEngine, Pattern, ENGRAM, FLATFILE};
 use crate::report::Report;
 
@@ -134,6 +134,7 @@ fn wake(plan: &Plan, hs: &[History], rep: &mut Report) {
             rep.wake.push((t, e, ns));
         }
         rep.wake.push((t, redb_floor::NAME, floor_ns));
+        rep.fact(&format!("{w} floor"), floor_ns);
         let of = |name: &str| {
             measured
                 .iter()
@@ -224,6 +225,9 @@ fn recall(plan: &Plan, h: &History, rep: &mut Report) {
             fns / 1e6
         ));
         prev = ns;
+        if k == RECALL_FLOOR {
+            rep.fact(&format!("{w} floor"), ns);
+        }
     }
     for &(e, ns) in &measured {
         rep.latency(w, e, ns);

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::{check_counts, concurrently, disk_bytes, interleave, timed, Plan, ROUNDS, WARM};
-use crate::engines::{self, MemoryEngine};
+use crate::engines::{self, redb_floor, MemoryEngine};
 use crate::report::Report;
 
 /// Memories `0..WARM`, each engine in turn, memory by memory.
@@ -85,21 +85,38 @@ pub fn note_batch(plan: &Plan, dir: &Path, rep: &mut Report) {
         ));
     }
     let mut engines = engines::open_memory(&engines::list(false), &dir.join("nb"));
+    // redb's floor: the same batches' texts into one table, timed right after engram's turn.
+    let (floor, _) = redb_floor::open_counted(&dir.join("nb-floor.redb"), false);
+    let mut floor_time = Duration::ZERO;
     // The batches of round r.
     let batches = move |r: usize| {
         let lo = r as u64 * per_round;
         (0..per_round / size).map(move |k| lo + k * size..lo + (k + 1) * size)
     };
     let totals = interleave(ROUNDS, &mut engines, |e, r| {
-        timed(|| {
+        let t = timed(|| {
             for b in batches(r) {
                 e.note_batch(b);
             }
-        })
+        });
+        if e.name() == engines::ENGRAM {
+            floor_time += timed(|| {
+                for b in batches(r) {
+                    redb_floor::insert_batch(&floor, b);
+                }
+            });
+        }
+        t
     });
     let done = per_round * ROUNDS as u64;
     check_counts(&engines, done);
     rates(rep, w, &names(&engines), &totals, done as usize, "");
+    let floor_ns = floor_time.as_secs_f64() * 1e9 / done as f64;
+    rep.fact(&format!("{w} floor"), floor_ns);
+    rep.diag(format!(
+        "{w}: redb floor (each batch's texts into one table, one durable commit; same rounds): {:.2} us/memory",
+        floor_ns / 1e3
+    ));
     let per_memory = bytes_after(engines, done);
     let of = |name: &str| per_memory.iter().find(|b| b.0 == name).map_or(0.0, |b| b.1);
     rep.diag(format!(
