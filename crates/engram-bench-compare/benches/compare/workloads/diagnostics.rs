@@ -124,7 +124,16 @@ fn commits(plan: &Plan, dir: &Path, exclusive: bool, rep: &mut Report) {
         acc[2],
     );
     rep.fact(&format!("save cpu {exclusive}"), cpu);
-    group_commit(plan, mode, (notes, ncount), (db, fcount), exclusive, rep);
+    // Commits are counted by their syncs: as many per commit as the single notes above made.
+    let syncs_per_commit = acc[0].1[0] as f64 / total as f64;
+    group_commit(
+        plan,
+        mode,
+        (notes, ncount),
+        (db, fcount),
+        syncs_per_commit,
+        rep,
+    );
 }
 
 /// `threads` threads of single notes: how many notes each engram group commit carries, against
@@ -134,7 +143,7 @@ fn group_commit(
     mode: &str,
     (notes, ncount): (Store, Arc<IoCount>),
     (db, fcount): (engram::redb::Database, Arc<IoCount>),
-    exclusive: bool,
+    syncs_per_commit: f64,
     rep: &mut Report,
 ) {
     let notes = Arc::new(notes);
@@ -151,7 +160,6 @@ fn group_commit(
     );
     let b = ncount.snapshot();
     let m = (plan.threads * per) as f64;
-    let syncs_per_commit = if exclusive { 1.0 } else { 2.0 };
     let commits = (b[0] - a[0]) as f64 / syncs_per_commit;
     rep.diag(format!(
         "engram note, {} threads, {mode}: {:.0} notes/s, {:.0} commits/s, {:.2} notes per commit (group commit), {:.1} us/commit of which {:.1} us in fsyncs",
