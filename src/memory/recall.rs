@@ -128,6 +128,13 @@ impl Recall {
 /// refused, so that one request cannot compile and run an unbounded matcher.
 pub const MAX_WORDS: usize = 64;
 
+/// The longest recall pattern, in bytes: a regex, or the distinct words of a words query
+/// together (docs/security.md). The regex crate
+/// parses a whole pattern before its compiled-size limit applies, and parsing costs hundreds of
+/// bytes of memory per pattern byte: a pattern of a few megabytes took over a gigabyte. A
+/// pattern of 8 KiB costs at most a few megabytes and is far longer than any recall needs.
+pub const MAX_PATTERN_BYTES: usize = 8 << 10;
+
 /// What a line must match: the pattern as one regex, or (`words`) every word of a list, as
 /// literals in any order, found in one pass over the line.
 #[derive(Debug, Clone)]
@@ -174,6 +181,7 @@ macro_rules! bounded {
 /// [`MAX_WORDS`] distinct words (compared case-insensitively).
 pub fn compile_query(p: &str, words: bool) -> Result<Query> {
     if !words {
+        check_length(p.len(), "regex")?;
         check_not_empty(p)?;
         return bounded!(regex::bytes::RegexBuilder::new(p))
             .build()
@@ -193,6 +201,8 @@ pub fn compile_query(p: &str, words: bool) -> Result<Query> {
     if seen.is_empty() {
         return Err(Error::invalid("words", "there is no word to look for"));
     }
+    // Repeats cost nothing past the split: the bound is on the distinct words compiled.
+    check_length(seen.values().map(|w| w.len()).sum(), "words")?;
     regex::bytes::RegexSetBuilder::new(seen.values().map(|w| regex::escape(w)))
         .case_insensitive(true)
         .size_limit(4 << 20)
@@ -204,10 +214,23 @@ pub fn compile_query(p: &str, words: bool) -> Result<Query> {
 
 /// Compiles a recall pattern: case-insensitive, linear time, with a bound on its compiled size.
 pub fn compile_pattern(p: &str) -> Result<regex::Regex> {
+    check_length(p.len(), "regex")?;
     check_not_empty(p)?;
     bounded!(regex::RegexBuilder::new(p))
         .build()
         .map_err(regex_error)
+}
+
+/// Refuses a pattern of `len` bytes (a regex, or a words query's distinct words together) longer
+/// than [`MAX_PATTERN_BYTES`] before anything parses or compiles it.
+fn check_length(len: usize, what: &'static str) -> Result<()> {
+    if len > MAX_PATTERN_BYTES {
+        return Err(Error::invalid(
+            what,
+            format!("the pattern is {len} bytes; at most {MAX_PATTERN_BYTES}"),
+        ));
+    }
+    Ok(())
 }
 
 fn check_not_empty(p: &str) -> Result<()> {
@@ -439,5 +462,32 @@ mod tests {
             )
             .unwrap();
         assert_eq!(r.total, 1);
+    }
+
+    /// A pattern over the bound is refused before the regex crate parses it (parsing a few
+    /// megabytes took over a gigabyte of memory); one at the bound still compiles.
+    #[test]
+    fn a_pattern_longer_than_the_bound_is_refused_before_it_is_parsed() {
+        let at = "q".repeat(MAX_PATTERN_BYTES);
+        assert!(compile_query(&at, false).is_ok());
+        assert!(compile_pattern(&at).is_ok());
+        let over = "q".repeat(MAX_PATTERN_BYTES + 1);
+        for (r, what) in [
+            (compile_query(&over, false).map(|_| ()), "regex"),
+            (compile_pattern(&over).map(|_| ()), "regex"),
+        ] {
+            match r {
+                Err(Error::Invalid { what: w, reason }) => {
+                    assert_eq!(w, what);
+                    assert!(reason.contains("8193 bytes"), "{reason}");
+                }
+                other => panic!("expected invalid, got {other:?}"),
+            }
+        }
+        let words = format!("{} tail", "w".repeat(MAX_PATTERN_BYTES));
+        assert!(matches!(
+            compile_query(&words, true),
+            Err(Error::Invalid { what, .. }) if what == "words"
+        ));
     }
 }

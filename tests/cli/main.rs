@@ -21,6 +21,7 @@ mod json_nesting;
 #[cfg(feature = "mcp")]
 mod mcp_clients;
 #[cfg(feature = "mcp")]
+mod mcp_error_bounds;
 mod mcp_message_limit;
 #[cfg(feature = "mcp")]
 mod mcp_node;

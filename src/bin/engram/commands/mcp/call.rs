@@ -43,8 +43,26 @@ pub fn class(e: &Error) -> &'static str {
 /// the message behind a schema error). A message that starts with its class already
 /// (`denied: ...`) does not repeat it.
 pub fn error_result(class: &str, message: &str) -> CallToolResult {
-    let message = text::display_safe(unlabelled(class, message)).into_owned();
+    let message = text::display_safe(unlabelled(class, message));
+    let message = cut(&message, ERROR_BYTES);
     CallToolResult::error(vec![ContentBlock::text(format!("{class}: {message}"))])
+}
+
+/// The most bytes of an error's message a result carries: errors echo the value they refuse,
+/// which may be megabytes, and every result stays within `--max-bytes` (at least 1,000).
+const ERROR_BYTES: usize = 900;
+
+/// `s` whole when it fits `max` bytes, else its first bytes up to a character boundary and how
+/// many were cut.
+fn cut(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let keep = (0..=max - 40)
+        .rev()
+        .find(|&i| s.is_char_boundary(i))
+        .unwrap_or(0);
+    format!("{} [... {} bytes cut]", &s[..keep], s.len() - keep)
 }
 
 /// `message` without a leading `class: ` (an error's text may start with its own class).
