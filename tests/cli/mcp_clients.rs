@@ -78,6 +78,49 @@ fn protocol_errors_over_stdio_follow_the_specification() {
     let r = s.read_message().expect("an answer to a batch");
     assert!(r["id"].is_null() && r.get("id").is_some(), "{r}");
     assert_eq!(rpc_error(&r)["code"], -32600, "{r}");
+    // JSON that serde_json refuses though a lenient skim took it (rmcp then dropped it without
+    // an answer): invalid UTF-8, a lone surrogate, nesting past 128 levels: -32700, id null.
+    let deep = format!("{}{}", "[".repeat(130), "]".repeat(130));
+    for line in [
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"x\":\"caf\xe9\"}}"
+            .to_vec(),
+        br#"{"jsonrpc":"2.0","id":2,"method":"ping","params":{"x":"\ud800 x"}}"#.to_vec(),
+        format!(r#"{{"jsonrpc":"2.0","id":3,"method":"ping","params":{{"x":{deep}}}}}"#)
+            .into_bytes(),
+    ] {
+        s.send_bytes(&line);
+        let r = s.read_message().expect("an answer, not silence");
+        assert!(r["id"].is_null() && r.get("id").is_some(), "{r}");
+        assert_eq!(rpc_error(&r)["code"], -32700, "{r}");
+    }
+    // JSON that is not a message rmcp reads: -32600, with the id when a client can wait on it
+    // (rmcp answered these without any id).
+    for (line, id) in [
+        ("42", Value::Null),
+        (r#"{"jsonrpc":"1.0","id":6,"method":"ping"}"#, json!(6)),
+        (
+            r#"{"jsonrpc":"2.0","id":11,"method":"tools/list","params":[1,2]}"#,
+            json!(11),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"q","method":"tools/call","params":"wake"}"#,
+            json!("q"),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
+            Value::Null,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":16.5,"method":"ping"}"#,
+            Value::Null,
+        ),
+    ] {
+        s.send_line(line);
+        let r = s.read_message().expect("an answer, not silence");
+        assert_eq!(r["id"], id, "{line}: {r}");
+        assert!(r.get("id").is_some(), "{r}");
+        assert_eq!(rpc_error(&r)["code"], -32600, "{line}: {r}");
+    }
     // The server goes on.
     let r = s.request("ping", json!({}));
     assert!(r.get("result").is_some(), "{r}");
@@ -95,6 +138,13 @@ fn malformed_json_and_batches_over_http_are_400_with_a_json_rpc_body() {
             "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]",
             -32600,
         ),
+        // rmcp answered these 415 with a plain-text body.
+        (
+            r#"{"jsonrpc":"2.0","id":2,"method":"ping","params":{"x":"\ud800"}}"#,
+            -32700,
+        ),
+        ("42", -32600),
+        (r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#, -32600),
     ];
     // A version that has no batches (the header is sent from 2025-06-18 on).
     let version = ("MCP-Protocol-Version", "2025-06-18");
@@ -269,13 +319,15 @@ fn assert_batch_answer(answer: &Value) {
 
 /// A batch with a known method whose params are wrong, a request whose id rmcp cannot read (a
 /// fraction: rmcp would answer it with id null, which no batch waits for) and a ping.
-const BAD_PARAMS_BATCH: &str = r#"[{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":5}},{"jsonrpc":"2.0","id":1.5,"method":"ping"},{"jsonrpc":"2.0","id":9,"method":"ping"}]"#;
+/// An id written `16.0` is refused too: rmcp would answer it as 16, which the batch does not
+/// wait for, so the batch never closed and its answer went out bare.
+const BAD_PARAMS_BATCH: &str = r#"[{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":5}},{"jsonrpc":"2.0","id":1.5,"method":"ping"},{"jsonrpc":"2.0","id":9,"method":"ping"},{"jsonrpc":"2.0","id":16.0,"method":"ping"}]"#;
 
 /// The answer to [`BAD_PARAMS_BATCH`]: each bad element refused with its own id, the ping
 /// answered.
 fn assert_bad_params_answer(answer: &Value) {
     let all = answer.as_array().cloned().unwrap_or_default();
-    assert_eq!(all.len(), 3, "{answer}");
+    assert_eq!(all.len(), 4, "{answer}");
     let by_id = |id: Value| {
         all.iter()
             .find(|r| r["id"] == id)
@@ -284,6 +336,7 @@ fn assert_bad_params_answer(answer: &Value) {
     };
     assert_eq!(by_id(json!(8))["error"]["code"], -32602, "{answer}");
     assert_eq!(by_id(json!(1.5))["error"]["code"], -32600, "{answer}");
+    assert_eq!(by_id(json!(16.0))["error"]["code"], -32600, "{answer}");
     assert_eq!(by_id(json!(9))["result"], json!({}), "{answer}");
 }
 

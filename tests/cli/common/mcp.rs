@@ -50,8 +50,13 @@ impl StdioServer {
 
     /// Writes one line (a newline is added).
     pub fn send_line(&mut self, line: &str) {
+        self.send_bytes(line.as_bytes());
+    }
+
+    /// Writes one line of raw bytes, which need not be UTF-8 (a newline is added).
+    pub fn send_bytes(&mut self, line: &[u8]) {
         let stdin = self.stdin.as_mut().expect("the server's stdin is open");
-        stdin.write_all(line.as_bytes()).expect("write");
+        stdin.write_all(line).expect("write");
         stdin.write_all(b"\n").expect("write");
         stdin.flush().expect("flush");
     }

@@ -133,18 +133,54 @@ enum Kind {
     Other,
 }
 
-/// The kind of a JSON-RPC message, None when it is not one.
+/// The kind of an element of a batch, None when it may not be one: not a JSON-RPC message, or
+/// an initialize, which 2025-03-26 keeps out of batches.
 fn kind(message: &Value) -> Option<Kind> {
+    if message.get("method").is_some_and(|x| x == "initialize") {
+        return None;
+    }
+    classify(message)
+}
+
+/// A single message (not in a batch) that rmcp cannot read as a client message: the
+/// invalid-request error (-32600) to answer it with, carrying its id when it has one a client
+/// can wait on (a string or an integer), else id null. rmcp itself would answer without any
+/// id, which JSON-RPC requires, or (over HTTP) with 415.
+pub fn unreadable(message: &Value) -> Option<String> {
+    if classify(message).is_some() {
+        return None;
+    }
+    let id = message
+        .get("id")
+        .filter(|id| waitable(id))
+        .cloned()
+        .unwrap_or(Value::Null);
+    Some(invalid(
+        id,
+        "invalid request: not a JSON-RPC 2.0 message this server can read (an object with \"jsonrpc\": \"2.0\", a string or integer id, a method and object params)",
+    ))
+}
+
+/// An id a client can wait on: MCP's ids are strings or integers.
+fn waitable(id: &Value) -> bool {
+    id.is_string() || id.is_i64() || id.is_u64()
+}
+
+/// The kind of a JSON-RPC message, None when it is not one rmcp can read.
+fn classify(message: &Value) -> Option<Kind> {
     let m = message.as_object()?;
-    if m.get("jsonrpc")? != "2.0" || m.get("method").is_some_and(|x| x == "initialize") {
-        return None; // not JSON-RPC, or an initialize, which 2025-03-26 keeps out of batches
+    if m.get("jsonrpc")? != "2.0" {
+        return None;
     }
     // What rmcp cannot read as a client message (a known method with bad params, a float id)
-    // it answers with id null, which no batch waits for: refused here, with its id.
+    // it answers with id null, which no client waits for: refused here, with its id.
     if serde_json::from_value::<rmcp::model::ClientJsonRpcMessage>(message.clone()).is_err() {
         return None;
     }
-    let id = m.get("id").filter(|id| id.is_string() || id.is_number());
+    if m.get("id").is_some_and(|id| !waitable(id)) {
+        return None; // a fractional id (16.0): rmcp answers it as 16, which nobody waits for
+    }
+    let id = m.get("id");
     match (m.get("method"), id) {
         (Some(Value::String(_)), Some(id)) => Some(Kind::Request(id.clone())),
         (Some(Value::String(_)), None) if !m.contains_key("id") => Some(Kind::Other),

@@ -136,10 +136,17 @@ async fn checked_body(req: Request) -> Result<Checked, Response> {
             )),
             Err(_) => Some((-32700, "parse error: the body is not valid JSON")),
         }
-    } else if serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_err() {
-        Some((-32700, "parse error: the body is not valid JSON"))
     } else {
-        None
+        match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            Err(_) => Some((-32700, "parse error: the body is not valid JSON")),
+            Ok(v) => match batch::unreadable(&v) {
+                Some(answer) => {
+                    let json = [(header::CONTENT_TYPE, "application/json")];
+                    return Err((StatusCode::BAD_REQUEST, json, answer).into_response());
+                }
+                None => None,
+            },
+        }
     };
     match refusal {
         None => Ok(Checked::One(Request::from_parts(

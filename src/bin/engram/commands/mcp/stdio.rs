@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use engram::Error;
 use rmcp::ServiceExt;
 
-use super::batch::{Batches, Incoming};
+use super::batch::{self, Batches, Incoming};
 use super::EngramMcp;
 
 /// The most bytes one message (one line) may take, as over HTTP.
@@ -159,19 +159,23 @@ enum Line {
 }
 
 /// A line that is not a JSON-RPC message rmcp can take, which rmcp would drop without a word
-/// (or answer without an id): not JSON at all (the parse error -32700 with id null), or a batch.
-/// None for a blank line or a JSON object.
+/// (or answer without an id): not JSON at all, or JSON that is not (invalid UTF-8, a lone
+/// surrogate, nesting past serde_json's 128 levels): the parse error -32700 with id null; JSON
+/// that is not a message rmcp can read: -32600 with its id ([`batch::unreadable`]); or a batch.
+/// None for a blank line or a message rmcp reads.
 fn malformed(line: &[u8]) -> Option<Line> {
     let text = line
         .strip_prefix(b"\xEF\xBB\xBF".as_slice())
         .unwrap_or(line);
     let start = text.iter().find(|b| !b.is_ascii_whitespace())?;
     let parsed = match start {
-        b'[' => serde_json::from_slice::<Vec<Value>>(text).map(Some),
-        _ => serde_json::from_slice::<serde::de::IgnoredAny>(text).map(|_| None),
+        b'[' => serde_json::from_slice::<Vec<Value>>(text).map(|b| Some(Line::Batch(b))),
+        _ => {
+            serde_json::from_slice::<Value>(text).map(|v| batch::unreadable(&v).map(Line::Refused))
+        }
     };
     match parsed {
-        Ok(batch) => batch.map(Line::Batch),
+        Ok(line) => line,
         Err(_) => {
             let error = serde_json::json!({"code": -32700, "message": "parse error: the message is not valid JSON"});
             let v = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": error});
