@@ -16,12 +16,15 @@ mod forged_lines;
 mod hostile;
 #[cfg(feature = "mcp")]
 mod http_limits;
+#[cfg(feature = "mcp")]
+mod http_sessions;
 mod input_limits;
 mod json_nesting;
 #[cfg(feature = "mcp")]
 mod mcp_clients;
 #[cfg(feature = "mcp")]
 mod mcp_error_bounds;
+#[cfg(feature = "mcp")]
 mod mcp_message_limit;
 #[cfg(feature = "mcp")]
 mod mcp_node;

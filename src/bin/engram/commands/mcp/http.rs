@@ -29,10 +29,54 @@ use crate::commands::web;
 #[derive(Clone, Debug)]
 pub struct TokenHash(pub String);
 
-/// What the middleware needs: the store (for token hashes) and the allowed origins.
+/// What the middleware needs: the store (for token hashes), the allowed origins, and who opened
+/// each session.
 struct Gate {
     server: Arc<Server>,
     origins: Vec<String>,
+    /// Session id -> the principal whose `initialize` opened it. A request that names a session
+    /// with another principal's token is answered as if the session did not exist (the MCP
+    /// security guidance: bind a session to its user, never authenticate by its id), so a token
+    /// holder who learns another's session id can neither listen to its notifications nor end
+    /// it. An entry leaves when its session is deleted; one per session rmcp keeps otherwise.
+    owners: std::sync::Mutex<std::collections::HashMap<String, String>>,
+}
+
+/// The session a request names (`Mcp-Session-Id`), if any.
+fn session_of(headers: &axum::http::HeaderMap) -> Option<String> {
+    headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+impl Gate {
+    fn owners(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, String>> {
+        // The map holds plain strings: a thread that panicked holding it left it consistent.
+        self.owners.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether `principal` may use the session `id` (one this gate did not see opened is
+    /// rmcp's to refuse).
+    fn may_use(&self, id: &str, principal: &str) -> bool {
+        self.owners().get(id).is_none_or(|owner| owner == principal)
+    }
+
+    /// Notes what a response did to the sessions: opened one (an `initialize` answered with a
+    /// new session id) or ended the one a DELETE named.
+    fn record(&self, named: Option<String>, delete: bool, principal: &str, r: &Response) {
+        match named {
+            None => {
+                if let Some(id) = session_of(r.headers()) {
+                    self.owners().insert(id, principal.to_string());
+                }
+            }
+            Some(id) if delete && r.status().is_success() => {
+                self.owners().remove(&id);
+            }
+            Some(_) => {}
+        }
+    }
 }
 
 /// Serves until interrupted. A bare port (`8765`) means `127.0.0.1:8765`.
@@ -73,6 +117,7 @@ pub async fn serve(
     let gate = Arc::new(Gate {
         server: Arc::clone(&server),
         origins: origins.clone(),
+        owners: Default::default(),
     });
     let service = StreamableHttpService::new(
         move || Ok(handler.clone()),
@@ -228,13 +273,23 @@ async fn authenticate(State(gate): State<Arc<Gate>>, mut req: Request, next: Nex
             if let Some(ConnectInfo(conn)) = req.extensions().get::<ConnectInfo<ConnSlot>>() {
                 conn.authenticated();
             }
-            req.extensions_mut().insert(Caller(Some(principal)));
+            let named = session_of(req.headers());
+            if named
+                .as_deref()
+                .is_some_and(|id| !gate.may_use(id, &principal))
+            {
+                return refuse(StatusCode::NOT_FOUND, "Not Found: Session not found\n");
+            }
+            let delete = req.method() == axum::http::Method::DELETE;
+            req.extensions_mut().insert(Caller(Some(principal.clone())));
             req.extensions_mut().insert(TokenHash(hash));
-            match checked_body(req).await {
+            let r = match checked_body(req).await {
                 Ok(Checked::One(req)) => next.run(req).await,
                 Ok(Checked::Batch(parts, b)) => batch::serve_http(parts, b, next).await,
                 Err(refused) => refused,
-            }
+            };
+            gate.record(named, delete, &principal, &r);
+            r
         }
         Ok(Ok(None)) => refuse(StatusCode::UNAUTHORIZED, "unknown or revoked token\n"),
         _ => refuse(

@@ -1,0 +1,77 @@
+//! An HTTP session belongs to the principal whose `initialize` opened it: another token holder
+//! who names its `Mcp-Session-Id` gets 404, as for a session that does not exist, whether it
+//! POSTs, opens the notification stream or DELETEs (before, it was served inside the session,
+//! could listen to its subscriptions' notifications and could end it). The owner keeps the
+//! session, and ends it.
+
+use std::io::Write;
+
+use crate::common::mcp::{initialize_body, read_status, token, HttpServer};
+use crate::common::Env;
+
+/// A request with a method, the session and the token; returns the status and the response.
+fn send(s: &HttpServer, method: &str, session: &str, tok: &str, body: &str) -> (u16, String) {
+    let mut c = s.connect();
+    let req = format!(
+        "{method} /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nConnection: close\r\nAuthorization: Bearer {tok}\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-06-18\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    c.write_all(req.as_bytes()).expect("send");
+    read_status(&mut c)
+}
+
+/// The session id in a response's head.
+fn session_id(resp: &str) -> String {
+    resp.lines()
+        .take_while(|l| !l.is_empty())
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| v.trim().to_string())
+        })
+        .unwrap_or_else(|| panic!("no session id in {resp}"))
+}
+
+const PING: &str = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
+const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+
+#[test]
+fn another_principal_cannot_use_or_end_a_session() {
+    let e = Env::init();
+    let (alice, bob) = (token(&e, "user:alice"), token(&e, "user:bob"));
+    let s = HttpServer::start(&e, &[]);
+    let (status, resp) = s.post(
+        &[("Authorization", &format!("Bearer {alice}"))],
+        &initialize_body(),
+    );
+    assert_eq!(status, 200, "{resp}");
+    let id = session_id(&resp);
+    let (status, resp) = send(&s, "POST", &id, &alice, INITIALIZED);
+    assert!((200..300).contains(&status), "{resp}");
+    let (status, resp) = send(&s, "POST", &id, &alice, PING);
+    assert_eq!(status, 200, "{resp}");
+    assert!(resp.contains("\"result\""), "{resp}");
+    for method in ["POST", "GET", "DELETE"] {
+        let body = if method == "POST" { PING } else { "" };
+        let (status, resp) = send(&s, method, &id, &bob, body);
+        assert_eq!(status, 404, "{method} as bob: {resp}");
+    }
+    // The owner's session is still there, and the owner may end it.
+    let (status, resp) = send(&s, "POST", &id, &alice, PING);
+    assert_eq!(status, 200, "{resp}");
+    let (status, resp) = send(&s, "DELETE", &id, &alice, "");
+    assert!((200..300).contains(&status), "{resp}");
+    let (status, resp) = send(&s, "POST", &id, &alice, PING);
+    assert_eq!(status, 404, "{resp}");
+    // Bob's own session works.
+    let (status, resp) = s.post(
+        &[("Authorization", &format!("Bearer {bob}"))],
+        &initialize_body(),
+    );
+    assert_eq!(status, 200, "{resp}");
+    let own = session_id(&resp);
+    let (status, _) = send(&s, "POST", &own, &bob, INITIALIZED);
+    assert!((200..300).contains(&status));
+    let (status, resp) = send(&s, "POST", &own, &bob, PING);
+    assert_eq!(status, 200, "{resp}");
+}
