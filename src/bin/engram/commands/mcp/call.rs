@@ -58,10 +58,8 @@ fn cut(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();
     }
-    let keep = (0..=max - 40)
-        .rev()
-        .find(|&i| s.is_char_boundary(i))
-        .unwrap_or(0);
+    // Room for the marker, so that the whole stays within `max`.
+    let keep = s.floor_char_boundary(max.saturating_sub(40));
     format!("{} [... {} bytes cut]", &s[..keep], s.len() - keep)
 }
 
