@@ -53,10 +53,7 @@ impl Batches {
     /// A JSON array `batch` from the client.
     pub fn incoming(&mut self, batch: Vec<Value>) -> Incoming {
         if !self.allowed {
-            return Incoming::Answer(invalid(
-                Value::Null,
-                "invalid request: JSON-RPC batches are not supported in this protocol version; send one message per line",
-            ));
+            return Incoming::Answer(refused_batch("line"));
         }
         if batch.is_empty() {
             return Incoming::Answer(invalid(Value::Null, "invalid request: an empty batch"));
@@ -161,6 +158,24 @@ pub fn unreadable(message: &Value) -> Option<String> {
     ))
 }
 
+/// The answer to a batch in a session whose protocol version has none: -32600, id null, asking
+/// for one message per `unit` (a line on stdio, a request over HTTP).
+pub fn refused_batch(unit: &str) -> String {
+    invalid(
+        Value::Null,
+        &format!(
+            "invalid request: JSON-RPC batches are not supported in this protocol version; send one message per {unit}"
+        ),
+    )
+}
+
+/// The parse error (-32700, id null) for a `what` (a line's message, an HTTP body) that is not
+/// JSON serde_json accepts.
+pub fn parse_error(what: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": format!("parse error: the {what} is not valid JSON")}})
+        .to_string()
+}
+
 /// An id a client can wait on: MCP's ids are strings or integers.
 fn waitable(id: &Value) -> bool {
     id.is_string() || id.is_i64() || id.is_u64()
@@ -174,7 +189,8 @@ fn classify(message: &Value) -> Option<Kind> {
     }
     // What rmcp cannot read as a client message (a known method with bad params, a float id)
     // it answers with id null, which no client waits for: refused here, with its id.
-    if serde_json::from_value::<rmcp::model::ClientJsonRpcMessage>(message.clone()).is_err() {
+    // Read through the borrowed value: no copy of a message that may take megabytes.
+    if <rmcp::model::ClientJsonRpcMessage as serde::Deserialize>::deserialize(message).is_err() {
         return None;
     }
     if m.get("id").is_some_and(|id| !waitable(id)) {

@@ -157,9 +157,10 @@ enum Checked {
 }
 
 /// A POST body read whole and checked before rmcp sees it: not JSON is 400 with a JSON-RPC
-/// parse error (-32700), a batch outside a 2025-03-26 session 400 with an invalid-request error
-/// (-32600), both with id null (rmcp answers both 415, which clients read as a content-type
-/// problem). Over [`stdio::MAX_MESSAGE_BYTES`] is 413, as rmcp says.
+/// parse error (-32700, id null), JSON that is not a message rmcp reads 400 with an
+/// invalid-request error (-32600, its id when it has one: [`batch::unreadable`]), a batch outside
+/// a 2025-03-26 session 400 with -32600 and id null (rmcp answers all of these 415, which clients
+/// read as a content-type problem). Over [`stdio::MAX_MESSAGE_BYTES`] is 413, as rmcp says.
 async fn checked_body(req: Request) -> Result<Checked, Response> {
     if req.method() != axum::http::Method::POST {
         return Ok(Checked::One(req));
@@ -172,25 +173,17 @@ async fn checked_body(req: Request) -> Result<Checked, Response> {
         ));
     };
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    // The JSON-RPC body of a 400, if the request is refused.
     let refusal = if first == Some(&b'[') {
         match serde_json::from_slice::<Vec<serde_json::Value>>(&bytes) {
             Ok(b) if batch::allowed_over_http(&parts) => return Ok(Checked::Batch(parts, b)),
-            Ok(_) => Some((
-                -32600,
-                "invalid request: JSON-RPC batches are not supported in this protocol version; send one message per request",
-            )),
-            Err(_) => Some((-32700, "parse error: the body is not valid JSON")),
+            Ok(_) => Some(batch::refused_batch("request")),
+            Err(_) => Some(batch::parse_error("body")),
         }
     } else {
         match serde_json::from_slice::<serde_json::Value>(&bytes) {
-            Err(_) => Some((-32700, "parse error: the body is not valid JSON")),
-            Ok(v) => match batch::unreadable(&v) {
-                Some(answer) => {
-                    let json = [(header::CONTENT_TYPE, "application/json")];
-                    return Err((StatusCode::BAD_REQUEST, json, answer).into_response());
-                }
-                None => None,
-            },
+            Ok(v) => batch::unreadable(&v),
+            Err(_) => Some(batch::parse_error("body")),
         }
     };
     match refusal {
@@ -198,11 +191,9 @@ async fn checked_body(req: Request) -> Result<Checked, Response> {
             parts,
             axum::body::Body::from(bytes),
         ))),
-        Some((code, message)) => {
-            let error = serde_json::json!({"code": code, "message": message});
-            let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": error});
+        Some(body) => {
             let json = [(header::CONTENT_TYPE, "application/json")];
-            Err((StatusCode::BAD_REQUEST, json, body.to_string()).into_response())
+            Err((StatusCode::BAD_REQUEST, json, body).into_response())
         }
     }
 }

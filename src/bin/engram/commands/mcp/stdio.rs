@@ -176,11 +176,7 @@ fn malformed(line: &[u8]) -> Option<Line> {
     };
     match parsed {
         Ok(line) => line,
-        Err(_) => {
-            let error = serde_json::json!({"code": -32700, "message": "parse error: the message is not valid JSON"});
-            let v = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": error});
-            Some(Line::Refused(v.to_string()))
-        }
+        Err(_) => Some(Line::Refused(batch::parse_error("message"))),
     }
 }
 
