@@ -32,6 +32,20 @@ fn session_id(resp: &str) -> String {
         .unwrap_or_else(|| panic!("no session id in {resp}"))
 }
 
+/// Opens a session as the holder of `tok` (`initialize`, then `notifications/initialized`) and
+/// returns its id.
+fn open_session(s: &HttpServer, tok: &str) -> String {
+    let (status, resp) = s.post(
+        &[("Authorization", &format!("Bearer {tok}"))],
+        &initialize_body(),
+    );
+    assert_eq!(status, 200, "{resp}");
+    let id = session_id(&resp);
+    let (status, resp) = send(s, "POST", &id, tok, INITIALIZED);
+    assert!((200..300).contains(&status), "{resp}");
+    id
+}
+
 const PING: &str = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
 const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
 
@@ -40,14 +54,7 @@ fn another_principal_cannot_use_or_end_a_session() {
     let e = Env::init();
     let (alice, bob) = (token(&e, "user:alice"), token(&e, "user:bob"));
     let s = HttpServer::start(&e, &[]);
-    let (status, resp) = s.post(
-        &[("Authorization", &format!("Bearer {alice}"))],
-        &initialize_body(),
-    );
-    assert_eq!(status, 200, "{resp}");
-    let id = session_id(&resp);
-    let (status, resp) = send(&s, "POST", &id, &alice, INITIALIZED);
-    assert!((200..300).contains(&status), "{resp}");
+    let id = open_session(&s, &alice);
     let (status, resp) = send(&s, "POST", &id, &alice, PING);
     assert_eq!(status, 200, "{resp}");
     assert!(resp.contains("\"result\""), "{resp}");
@@ -64,14 +71,7 @@ fn another_principal_cannot_use_or_end_a_session() {
     let (status, resp) = send(&s, "POST", &id, &alice, PING);
     assert_eq!(status, 404, "{resp}");
     // Bob's own session works.
-    let (status, resp) = s.post(
-        &[("Authorization", &format!("Bearer {bob}"))],
-        &initialize_body(),
-    );
-    assert_eq!(status, 200, "{resp}");
-    let own = session_id(&resp);
-    let (status, _) = send(&s, "POST", &own, &bob, INITIALIZED);
-    assert!((200..300).contains(&status));
+    let own = open_session(&s, &bob);
     let (status, resp) = send(&s, "POST", &own, &bob, PING);
     assert_eq!(status, 200, "{resp}");
 }

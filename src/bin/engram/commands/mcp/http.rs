@@ -38,7 +38,8 @@ struct Gate {
     /// with another principal's token is answered as if the session did not exist (the MCP
     /// security guidance: bind a session to its user, never authenticate by its id), so a token
     /// holder who learns another's session id can neither listen to its notifications nor end
-    /// it. An entry leaves when its session is deleted; one per session rmcp keeps otherwise.
+    /// it. An entry leaves when its session is deleted or rmcp answers it unknown; otherwise one
+    /// per session rmcp keeps.
     owners: std::sync::Mutex<std::collections::HashMap<String, String>>,
 }
 
@@ -63,15 +64,17 @@ impl Gate {
     }
 
     /// Notes what a response did to the sessions: opened one (an `initialize` answered with a
-    /// new session id) or ended the one a DELETE named.
+    /// new session id), or ended the one a DELETE named, or found that rmcp no longer knows the
+    /// one named (its 404: the owner's own request, since another's never reaches rmcp).
     fn record(&self, named: Option<String>, delete: bool, principal: &str, r: &Response) {
+        let gone = (delete && r.status().is_success()) || r.status() == StatusCode::NOT_FOUND;
         match named {
             None => {
                 if let Some(id) = session_of(r.headers()) {
                     self.owners().insert(id, principal.to_string());
                 }
             }
-            Some(id) if delete && r.status().is_success() => {
+            Some(id) if gone => {
                 self.owners().remove(&id);
             }
             Some(_) => {}
