@@ -298,6 +298,19 @@ pub fn validate_scope(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary (`""` when
+/// the first character alone is longer).
+pub fn prefix_within(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let end = (0..=max)
+        .rev()
+        .find(|&i| s.is_char_boundary(i))
+        .unwrap_or(0);
+    s.get(..end).unwrap_or("")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,5 +368,13 @@ mod tests {
         assert!(parse_time("2024-01-01T10:00:00Z").is_ok());
         assert!(parse_time("yesterday").is_err());
         assert_eq!(date_of(i64::MAX), "????-??-??");
+    }
+
+    #[test]
+    fn prefix_within_never_splits_a_character() {
+        assert_eq!(prefix_within("abc", 2), "ab");
+        assert_eq!(prefix_within("aé", 2), "a");
+        assert_eq!(prefix_within("東", 2), "");
+        assert_eq!(prefix_within("東", 3), "東");
     }
 }

@@ -35,6 +35,8 @@ use std::cell::RefCell;
 use rust_stemmers::{Algorithm, Stemmer};
 use unicode_segmentation::UnicodeSegmentation;
 
+use crate::domain::text::prefix_within;
+
 /// The longest term in bytes; longer words are cut to this at a character boundary.
 pub const MAX_TERM_BYTES: usize = 64;
 
@@ -323,7 +325,7 @@ fn folded_words(text: &str) -> impl Iterator<Item = String> + '_ {
             return word.to_ascii_lowercase();
         }
         let folded = word.to_lowercase().replace('\u{2019}', "'");
-        truncate(&folded, MAX_TERM_BYTES).to_owned()
+        prefix_within(&folded, MAX_TERM_BYTES).to_owned()
     })
 }
 
@@ -356,7 +358,7 @@ fn stem(stemmer: &Stemmer, mut word: String) -> String {
         return word;
     }
     let stemmed = stemmer.stem(&word);
-    let cut = truncate(&stemmed, MAX_TERM_BYTES);
+    let cut = prefix_within(&stemmed, MAX_TERM_BYTES);
     let changed = (!cut.is_empty() && *cut != *word).then(|| cut.to_owned());
     STEMS.with(|c| {
         if let Ok(mut c) = c.try_borrow_mut() {
@@ -402,18 +404,6 @@ fn is_cjk(c: char) -> bool {
         | '\u{FF66}'..='\u{FF9F}' // half-width Katakana
         | '\u{20000}'..='\u{3FFFF}' // CJK extensions B and later
     )
-}
-
-/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
-fn truncate(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let end = (0..=max)
-        .rev()
-        .find(|&i| s.is_char_boundary(i))
-        .unwrap_or(0);
-    s.get(..end).unwrap_or("")
 }
 
 #[cfg(test)]
@@ -521,7 +511,7 @@ mod tests {
             let mut fast = folded_words(w);
             assert_eq!(
                 fast.next().as_deref(),
-                Some(truncate(&general, MAX_TERM_BYTES)),
+                Some(prefix_within(&general, MAX_TERM_BYTES)),
                 "{w}"
             );
             assert!(fast.next().is_none());
@@ -542,13 +532,5 @@ mod tests {
             assert_eq!(stem(&st, word.clone()), st.stem(&word), "{word}");
         }
         assert_eq!(stem(&st, "東京".to_owned()), "東京");
-    }
-
-    #[test]
-    fn truncate_never_splits_a_character() {
-        assert_eq!(truncate("abc", 2), "ab");
-        assert_eq!(truncate("aé", 2), "a");
-        assert_eq!(truncate("東", 2), "");
-        assert_eq!(truncate("東", 3), "東");
     }
 }

@@ -59,8 +59,8 @@ fn cut(s: &str, max: usize) -> String {
         return s.to_string();
     }
     // Room for the marker, so that the whole stays within `max`.
-    let keep = s.floor_char_boundary(max.saturating_sub(40));
-    format!("{} [... {} bytes cut]", &s[..keep], s.len() - keep)
+    let keep = text::prefix_within(s, max.saturating_sub(40));
+    format!("{keep} [... {} bytes cut]", s.len() - keep.len())
 }
 
 /// `message` without a leading `class: ` (an error's text may start with its own class).
