@@ -224,6 +224,11 @@ const fn vs_sqlite(
     )
 }
 
+/// The default mode's floor under every durable write (the diagnostics' counted store).
+const COMMIT_FLOOR: (&str, &str) = ("commit floor", "redb, one value, one durable commit");
+/// Recall's floor: redb's walk of the log, every record's CRC checked.
+const RECALL_FLOOR: (&str, &str) = ("recall_1e6 floor", "redb's walk + CRC per record");
+
 const RATIO_TARGETS: [RatioTarget; 13] = [
     vs_sqlite(
         "wake_1e3 at least as fast as SQLite",
@@ -243,7 +248,7 @@ const RATIO_TARGETS: [RatioTarget; 13] = [
     vs_sqlite(
         "note_durable, many-process default, at least as fast as SQLite",
         "note_durable",
-        Some(("commit floor", "redb, one value, one durable commit")),
+        Some(COMMIT_FLOOR),
     ),
     (
         "note_durable, one process owns the file (engram-x), at least as fast as SQLite",
@@ -274,7 +279,7 @@ const RATIO_TARGETS: [RatioTarget; 13] = [
     vs_sqlite(
         "session_growth at least as fast as SQLite",
         "session_growth",
-        Some(("commit floor", "redb, one value, one durable commit")),
+        Some(COMMIT_FLOOR),
     ),
     (
         "recall_1e6 within 1.3x of the flat-file scan floor",
@@ -282,12 +287,12 @@ const RATIO_TARGETS: [RatioTarget; 13] = [
         ("recall_1e6", FLATFILE),
         "(engram / flat file)",
         |v| v <= 1.3,
-        Some(("recall_1e6 floor", "redb's walk + CRC per record")),
+        Some(RECALL_FLOOR),
     ),
     vs_sqlite(
         "recall_1e6 at least as fast as SQLite",
         "recall_1e6",
-        Some(("recall_1e6 floor", "redb's walk + CRC per record")),
+        Some(RECALL_FLOOR),
     ),
     (
         "session_long (2,000 messages of 2 KB) at least 10x the JSON file store",
@@ -295,7 +300,7 @@ const RATIO_TARGETS: [RatioTarget; 13] = [
         ("session_long", ENGRAM),
         "(JSON time / engram time)",
         |v| v >= 10.0,
-        Some(("commit floor", "redb, one value, one durable commit")),
+        Some(COMMIT_FLOOR),
     ),
     (
         "note_concurrent (8 writers) at least 5x SQLite",
