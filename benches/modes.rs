@@ -1,4 +1,4 @@
-//! What redb's concurrency modes cost engram: durable single-note commits with
+//! What redb's concurrency modes cost somna: durable single-note commits with
 //! `ConcurrencyMode::ExclusiveWriter` (one fsync per commit, one process) against `MultiWriter`
 //! (one fsync per commit too since the vendored redb's one-phase multi-writer commit, two before
 //! it; any number of processes), plus a flat-file append+fdatasync as
@@ -10,7 +10,7 @@
 use std::io::Write;
 use std::time::Instant;
 
-use engram::{NewMemory, Options, Store};
+use somna::{NewMemory, Options, Store};
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");

@@ -1,6 +1,6 @@
 //! Session save cost as history grows: sessions grown turn by turn to 200 messages, saving the
 //! whole list after every turn (the pure_agents pattern). Reports the cost of the 1st and the
-//! 200th save and the bytes the process wrote per save (from /proc/self/io), for engram and for
+//! 200th save and the bytes the process wrote per save (from /proc/self/io), for somna and for
 //! the JSON-file store of agent libraries (temp file + fsync + rename of the whole list).
 //!
 //! `cargo bench --bench sessions` (`-- --quick` for fewer sessions).
@@ -8,7 +8,7 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use engram::{Options, Store};
+use somna::{Options, Store};
 
 fn io_written() -> u64 {
     std::fs::read_to_string("/proc/self/io")
@@ -78,7 +78,7 @@ fn main() {
     let turns = 200;
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::create_with(dir.path().join("s.redb"), Options::default()).expect("create");
-    let engram = run(sessions, turns, |s, msgs| {
+    let somna = run(sessions, turns, |s, msgs| {
         let refs: Vec<&str> = msgs.iter().map(String::as_str).collect();
         store
             .session_save(&format!("session-{s}"), &refs, None)
@@ -106,7 +106,7 @@ fn main() {
         "{:<10} {:>14} {:>14} {:>8} {:>16} {:>16}",
         "engine", "save#1 us", "save#200 us", "ratio", "bytes/save#1", "bytes/save#200"
     );
-    for (name, r) in [("engram", &engram), ("jsonfile", &json)] {
+    for (name, r) in [("somna", &somna), ("jsonfile", &json)] {
         println!(
             "{name:<10} {:>14.1} {:>14.1} {:>7.2}x {:>16.0} {:>16.0}",
             r.first.as_secs_f64() * 1e6,

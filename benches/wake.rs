@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use engram::{Block, BuiltFrom, Kind, Memory, Options, Status, Store, Summary, WakeOptions};
+use somna::{Block, BuiltFrom, Kind, Memory, Options, Status, Store, Summary, WakeOptions};
 
 fn build(path: &std::path::Path, t: u64) -> Store {
     let store = Store::create_with(path, Options::default().exclusive(true)).expect("create");
@@ -71,11 +71,11 @@ fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let iters = if quick { 200 } else { 2000 };
     let dir = tempfile::tempdir().expect("tempdir");
-    let exe = std::env::var("ENGRAM_BIN")
+    let exe = std::env::var("SOMNA_BIN")
         .ok()
         .map(std::path::PathBuf::from)
         .or_else(|| {
-            let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/engram");
+            let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/somna");
             p.exists().then_some(p)
         });
     println!(
@@ -117,7 +117,7 @@ fn main() {
                 let o = std::process::Command::new(exe)
                     .args(["--db", path.to_str().expect("utf8"), "wake"])
                     .output()
-                    .expect("run engram");
+                    .expect("run somna");
                 v.push(s.elapsed());
                 assert!(o.status.success());
             }

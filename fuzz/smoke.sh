@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Smoke-runs every cargo-fuzz target of engram for a short time each (FUZZ_SECONDS, default 20).
+# Smoke-runs every cargo-fuzz target of somna for a short time each (FUZZ_SECONDS, default 20).
 #
 # Works on a stable toolchain: cargo-fuzz passes -Z flags, so RUSTC_BOOTSTRAP=1 is set (no
 # nightly toolchain is needed or downloaded). The address sanitizer is used by default (its

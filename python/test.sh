@@ -2,9 +2,9 @@
 # Builds the Python package and runs its test suite.
 #
 # From the repository root (or anywhere): `bash python/test.sh [pytest args...]`.
-# On a fresh machine it creates a virtualenv (target/pyvenv, or $ENGRAM_PYVENV), installs
+# On a fresh machine it creates a virtualenv (target/pyvenv, or $SOMNA_PYVENV), installs
 # ./python with its framework extras (pip builds the extension in release through maturin),
-# pytest and pytest-asyncio, and the MCP client; builds the `engram` binary (for test_mcp.py);
+# pytest and pytest-asyncio, and the MCP client; builds the `somna` binary (for test_mcp.py);
 # and runs python/tests. Later runs reuse the virtualenv and rebuild
 # the extension only when the Rust or Python sources changed. Exits non-zero on any failure.
 set -euo pipefail
@@ -12,7 +12,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-venv="${ENGRAM_PYVENV:-$root/target/pyvenv}"
+venv="${SOMNA_PYVENV:-$root/target/pyvenv}"
 python="${PYTHON:-python3}"
 py="$venv/bin/python"
 
@@ -26,7 +26,7 @@ pip() { "$py" -m pip --disable-pip-version-check "$@"; }
 # What the extension is built from: it is rebuilt when this changes.
 build_key="$(
   {
-    find src python/src python/engram -type f \( -name '*.rs' -o -name '*.py' -o -name '*.pyi' \) | LC_ALL=C sort
+    find src python/src python/somna -type f \( -name '*.rs' -o -name '*.py' -o -name '*.pyi' \) | LC_ALL=C sort
     echo Cargo.toml Cargo.lock python/Cargo.toml python/pyproject.toml
   } | xargs cat | sha256sum | cut -d' ' -f1
 )"
@@ -34,37 +34,37 @@ build_key="$(
 # transformers and much more; its memory plugin only imports numpy and scikit-learn, so it is
 # installed without its dependencies beside those two.
 extras="pure-agents,openai-agents,langchain,langgraph,test"
-# LangGraph, pinned: its conformance suite, and the savers engram is measured against.
+# LangGraph, pinned: its conformance suite, and the savers somna is measured against.
 langgraph_pins="langgraph==1.2.22 langgraph-checkpoint==4.3.2 langgraph-checkpoint-conformance==0.0.2 langgraph-checkpoint-sqlite==3.1.2 langgraph-checkpoint-postgres==3.2.0 psycopg[binary]==3.3.9"
-# The official MCP client, pinned: tests/test_mcp.py drives `engram mcp` through it.
+# The official MCP client, pinned: tests/test_mcp.py drives `somna mcp` through it.
 mcp_client="mcp==2.3.0"
 deps_key="v3 $extras optillm-nodeps numpy scikit-learn $mcp_client $langgraph_pins"
-if [ "$(cat "$venv/.engram-deps" 2>/dev/null)" != "$deps_key" ]; then
+if [ "$(cat "$venv/.somna-deps" 2>/dev/null)" != "$deps_key" ]; then
   echo "== $(date -u +%T) installing ./python[$extras] and the optillm memory plugin"
   # shellcheck disable=SC2086 # the pins are separate words
   pip install --quiet "./python[$extras]" numpy scikit-learn "$mcp_client" $langgraph_pins
   pip install --quiet --no-deps optillm
-  echo "$deps_key" >"$venv/.engram-deps"
+  echo "$deps_key" >"$venv/.somna-deps"
   # That built and installed the extension from the current sources.
-  echo "$build_key" >"$venv/.engram-build"
+  echo "$build_key" >"$venv/.somna-build"
 fi
 
-if [ "$(cat "$venv/.engram-build" 2>/dev/null)" != "$build_key" ]; then  # sources changed
+if [ "$(cat "$venv/.somna-build" 2>/dev/null)" != "$build_key" ]; then  # sources changed
   echo "== $(date -u +%T) building and installing ./python (release)"
   pip install --quiet --force-reinstall --no-deps ./python
-  echo "$build_key" >"$venv/.engram-build"
+  echo "$build_key" >"$venv/.somna-build"
 fi
 
-# tests/test_mcp.py runs the real `engram` binary (ENGRAM_BIN), built here in release as the
+# tests/test_mcp.py runs the real `somna` binary (SOMNA_BIN), built here in release as the
 # Rust tests build it (`cargo test` unifies the dev-dependencies' features, so a plain `cargo
-# build --bin engram` after it compiles the library and the binary a second time: 4 minutes of
+# build --bin somna` after it compiles the library and the binary a second time: 4 minutes of
 # CI); after the README's `cargo test --release` this is a no-op.
 echo "== $(date -u +%T) the release binary (as cargo test --release builds it)"
 cargo test --release --quiet --no-run --test cli
-export ENGRAM_BIN="${ENGRAM_BIN:-${CARGO_TARGET_DIR:-$root/target}/release/engram}"
+export SOMNA_BIN="${SOMNA_BIN:-${CARGO_TARGET_DIR:-$root/target}/release/somna}"
 
 echo "== $(date -u +%T) pytest python/tests"
 cd "$root/python/tests"
-# Run from the tests folder, so that `import engram` finds the installed package and not the
+# Run from the tests folder, so that `import somna` finds the installed package and not the
 # source folder (which has no compiled extension).
 exec "$venv/bin/pytest" -p no:cacheprovider -q "$@"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A throwaway Patroni cluster on loopback for engram's failover test (tests/cli/pg_patroni.rs):
+# A throwaway Patroni cluster on loopback for somna's failover test (tests/cli/pg_patroni.rs):
 # one etcd (Debian's etcd-server), two PostgreSQL 15 nodes under Patroni (Debian's patroni) in
 # `synchronous_mode`, a leader and its synchronous replica. Everything lives in one directory DIR
 # (DIR/etcd, DIR/node1, DIR/node2: each with its config, log, pid and data); nothing is written
@@ -119,7 +119,7 @@ start_etcd() {
 node_config() {
   local dir=$1 node=$2 pg=$3 api=$4 etcd=$5
   cat >"$dir/$node/patroni.yml" <<YML
-scope: engram-test
+scope: somna-test
 name: $node
 restapi:
   listen: 127.0.0.1:$api

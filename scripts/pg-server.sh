@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Throwaway PostgreSQL 15 servers on 127.0.0.1 for engram's tests: start, stop, kill -9,
+# Throwaway PostgreSQL 15 servers on 127.0.0.1 for somna's tests: start, stop, kill -9,
 # restart, a streaming standby (synchronous or asynchronous), promote, and `run` (a server for
-# the length of one command, named to it by ENGRAM_TEST_PG). Each server lives in one directory
+# the length of one command, named to it by SOMNA_TEST_PG). Each server lives in one directory
 # DIR: DIR/data (the cluster), DIR/log (the server log), DIR/port, DIR/pid (the postmaster's
 # pid), and the Unix socket. Nothing is written outside DIR; Debian's 15/main cluster and port
 # 5432 are never used.
@@ -18,7 +18,7 @@
 #   pg-server.sh walsender-pid PRIMARY_DIR print the pid of the primary's walsender
 #   pg-server.sh url DIR                   print the URL of a server started here
 #   pg-server.sh psql DIR [PSQL ARGS...]   psql connected to it (-X, as postgres)
-#   pg-server.sh run [--fast] -- CMD...    CMD with ENGRAM_TEST_PG set to a throwaway server
+#   pg-server.sh run [--fast] -- CMD...    CMD with SOMNA_TEST_PG set to a throwaway server
 #   pg-server.sh install                   apt-get install -y postgresql-15 (root only)
 #
 # PGBIN (default /usr/lib/postgresql/15/bin) names the server binaries.
@@ -339,14 +339,14 @@ cmd_run() {
     shift
   done
   [ $# -gt 0 ] || die "usage: run [--fast] -- CMD..."
-  RUN_DIR=$(mktemp -d "${TMPDIR:-/tmp}/engram-pg.XXXXXX")
-  RUN_TMP=$(mktemp -d "${TMPDIR:-/tmp}/engram-pg-tmp.XXXXXX")
+  RUN_DIR=$(mktemp -d "${TMPDIR:-/tmp}/somna-pg.XXXXXX")
+  RUN_TMP=$(mktemp -d "${TMPDIR:-/tmp}/somna-pg-tmp.XXXXXX")
   trap run_cleanup EXIT
   trap 'exit 130' INT TERM
   local url
   url=$(cmd_start "$RUN_DIR" "${fast[@]}")
   log "server $url (in $RUN_DIR)"
-  export ENGRAM_TEST_PG=$url
+  export SOMNA_TEST_PG=$url
   # CMD's temporary files (and the private servers of the tests) live under RUN_TMP, so that a
   # server left behind by an interrupted test is killed and removed with it. A sibling of
   # RUN_DIR (which belongs to the server's user), open like /tmp: some tests run the CLI as

@@ -2,8 +2,8 @@
 # PgBouncer (Debian's package) in transaction pooling mode in front of a server, on loopback, for
 # the tests: everything in one directory, stopped by pid.
 #
-#   pgbouncer.sh run -- CMD...   CMD with ENGRAM_TEST_PG pointed at a PgBouncer in front of the
-#                                server ENGRAM_TEST_PG names (a loopback postgresql:// URL);
+#   pgbouncer.sh run -- CMD...   CMD with SOMNA_TEST_PG pointed at a PgBouncer in front of the
+#                                server SOMNA_TEST_PG names (a loopback postgresql:// URL);
 #                                stopped and removed on exit; CMD's exit code
 #
 # Installs pgbouncer with apt-get when it is missing and this runs as root.
@@ -28,8 +28,8 @@ cmd_run() {
   [ "${1:-}" = "--" ] || die "usage: run -- CMD..."
   shift
   [ $# -gt 0 ] || die "usage: run -- CMD..."
-  local url=${ENGRAM_TEST_PG:-}
-  [ -n "$url" ] || die "ENGRAM_TEST_PG names no server to put PgBouncer in front of"
+  local url=${SOMNA_TEST_PG:-}
+  [ -n "$url" ] || die "SOMNA_TEST_PG names no server to put PgBouncer in front of"
   # postgresql://USER@127.0.0.1:PORT/DB...
   local rest=${url#*://}
   local user=${rest%%@*} hostport=${rest#*@}
@@ -79,7 +79,7 @@ INI
   local db=${rest#*/}
   log "PgBouncer (transaction pooling) on port $port in front of $host:$pgport"
   set +e
-  ENGRAM_TEST_PG="postgresql://$user@127.0.0.1:$port/$db" "$@"
+  SOMNA_TEST_PG="postgresql://$user@127.0.0.1:$port/$db" "$@"
   local rc=$?
   set -e
   return $rc

@@ -10,15 +10,15 @@ use std::time::Duration;
 
 use crate::domain::block::{Block, InvalidBlock};
 
-/// Result alias used throughout engram.
+/// Result alias used throughout somna.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Every failure engram reports. Nothing in the library panics on bad input, bad files or bad
+/// Every failure somna reports. Nothing in the library panics on bad input, bad files or bad
 /// bytes: it returns one of these.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    /// There is no store at this path. Only [`crate::Store::create`] (`engram init`) makes one.
+    /// There is no store at this path. Only [`crate::Store::create`] (`somna init`) makes one.
     NotFound {
         /// The path that was looked at.
         path: PathBuf,
@@ -61,7 +61,7 @@ pub enum Error {
     /// A write would contradict what is already stored (an idempotency key reused with other
     /// content, a revision that moved on, an import into a non-empty scope).
     Conflict(String),
-    /// The store was written by a newer engram, or uses a feature this build does not know.
+    /// The store was written by a newer somna, or uses a feature this build does not know.
     Unsupported(String),
     /// The principal may not do this (see docs/trust.md).
     Denied(String),
@@ -124,7 +124,7 @@ impl Error {
         }
     }
 
-    /// The exit status the `engram` CLI uses for this error: 2 for rejected input, 3 for a
+    /// The exit status the `somna` CLI uses for this error: 2 for rejected input, 3 for a
     /// missing store, 4 for a busy store, 5 for corruption, 6 for a refused permission, 1 for anything
     /// else; 7 for a server that cannot be reached, 8 for a commit whose outcome is unknown.
     pub fn exit_code(&self) -> i32 {
@@ -146,7 +146,7 @@ impl fmt::Display for Error {
         match self {
             Error::NotFound { path } => write!(
                 f,
-                "no engram store at {}; create one with `engram init` (or `engram --db {} init`)",
+                "no somna store at {}; create one with `somna init` (or `somna --db {} init`)",
                 path.display(),
                 path.display()
             ),
@@ -164,13 +164,13 @@ impl fmt::Display for Error {
             Error::Corrupt { table, reason, .. } if *table == "(file)" => {
                 write!(
                     f,
-                    "the store file is damaged: {reason}; run `engram verify`"
+                    "the store file is damaged: {reason}; run `somna verify`"
                 )
             }
             Error::Corrupt { table, key, reason } => {
                 write!(
                     f,
-                    "corrupt value in table {table} at key {key}: {reason}; run `engram verify`"
+                    "corrupt value in table {table} at key {key}: {reason}; run `somna verify`"
                 )
             }
             Error::Invalid { what, reason } => write!(f, "invalid {what}: {reason}"),
@@ -256,10 +256,10 @@ fn storage_error(e: redb::Error) -> Error {
             damaged_file(format!("a page lies past the end of the file ({io})"))
         }
         redb::Error::Io(io) if io.kind() == ErrorKind::InvalidData => damaged_file(format!(
-            "the file header is damaged, or this is not an engram store ({io})"
+            "the file header is damaged, or this is not a somna store ({io})"
         )),
         redb::Error::Io(io) => Error::Io(io),
-        // Every engram table exists with fixed types once the store is open (opening creates
+        // Every somna table exists with fixed types once the store is open (opening creates
         // any that are missing), so a missing or retyped table is a damaged table directory.
         e @ (redb::Error::TableDoesNotExist(_)
         | redb::Error::TableTypeMismatch { .. }
@@ -269,7 +269,7 @@ fn storage_error(e: redb::Error) -> Error {
             damaged_file(format!("the table directory is damaged ({e})"))
         }
         redb::Error::UpgradeRequired(v) => Error::Unsupported(format!(
-            "the file uses redb format {v}; this engram cannot open it"
+            "the file uses redb format {v}; this somna cannot open it"
         )),
         other => Error::Storage(other.to_string()),
     }

@@ -1,4 +1,4 @@
-//! # engram
+//! # somna
 //!
 //! An embedded, transactional storage engine for agent memory, on [redb].
 //!
@@ -18,7 +18,7 @@
 //! a panic.
 //!
 //! ```
-//! use engram::{NewMemory, Store, WakeOptions};
+//! use somna::{NewMemory, Store, WakeOptions};
 //! let dir = tempfile::tempdir().unwrap();
 //! let store = Store::create(dir.path().join("memory.redb")).unwrap();
 //! for i in 0..4 {
@@ -29,7 +29,7 @@
 //! assert_eq!(p.block.to_string(), "0-1");
 //! store.nap("default", p.block, "facts 0 and 1").unwrap();
 //! let text = store.wake_text("default", &WakeOptions::default()).unwrap();
-//! assert!(text.ends_with("You are awake.\n2 merges are pending. Run: engram nap\n"));
+//! assert!(text.ends_with("You are awake.\n2 merges are pending. Run: somna nap\n"));
 //! ```
 //!
 //! [redb]: https://docs.rs/redb
@@ -65,7 +65,7 @@ mod storage;
 mod trust;
 mod verify;
 
-/// LangGraph's persistence: the storage of `engram.langgraph`'s checkpointer and store.
+/// LangGraph's persistence: the storage of `somna.langgraph`'s checkpointer and store.
 pub use checkpoint::items::{FoundItem, StoreItem};
 pub use checkpoint::{
     ChannelValue, CheckpointEntry, CheckpointStats, DeltaHistory, ListQuery, NewCheckpoint,
@@ -77,7 +77,7 @@ pub use domain::json::{check_depth, nesting_depth, MAX_JSON_DEPTH};
 /// Ranked search's formulas (BM25 and neighbour propagation) with the measured defaults.
 pub use domain::rank;
 pub use domain::record::{BuiltFrom, Kind, Memory, Node, Status, Summary};
-/// The text rules engram applies: what a memory may hold, display-safe output, dates.
+/// The text rules somna applies: what a memory may hold, display-safe output, dates.
 pub use domain::text;
 pub use domain::text::{validate_key, validate_scope, validate_scopes};
 /// Ranked search's tokenizer: the terms a text or a query yields.

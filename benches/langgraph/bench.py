@@ -1,4 +1,4 @@
-"""EngramSaver against LangGraph's SqliteSaver and PostgresSaver (docs/performance.md,
+"""SomnaSaver against LangGraph's SqliteSaver and PostgresSaver (docs/performance.md,
 "LangGraph checkpointers").
 
 Each saver stores the checkpoints of one thread whose message list grows by one 1 KB message per
@@ -8,13 +8,13 @@ holds n messages and a step counter, both channels at a new version. Per step, o
 after 100, 500 and 2,000 steps (a file's size on disk; on the server the total size of the
 saver's tables).
 
-Run with the venv of python/test.sh (it has engram, langgraph and the two savers):
+Run with the venv of python/test.sh (it has somna, langgraph and the two savers):
 
     target/pyvenv/bin/python benches/langgraph/bench.py [--steps 2000] [--pg URL] [--json OUT]
 
 The savers run in lockstep: one step of each in turn, the order rotated every step.
 
-`--pg` (default: $ENGRAM_TEST_PG) adds PostgresSaver and EngramSaver on that server;
+`--pg` (default: $SOMNA_TEST_PG) adds PostgresSaver and SomnaSaver on that server;
 scripts/pg-server.sh run -- ... gives a throwaway one.
 """
 
@@ -39,7 +39,7 @@ MARKS = (100, 500, 2000)
 
 def message(i: int) -> dict:
     """About 1 KB of text that compresses as prose does, not better: random words of random
-    letters (PostgreSQL compresses large values, SQLite and engram do not)."""
+    letters (PostgreSQL compresses large values, SQLite and somna do not)."""
     rng = random.Random(i)
     words = []
     while sum(len(w) + 1 for w in words) < 1000:
@@ -133,11 +133,11 @@ def pg_size(url: str, schema: str, tables: list[str]):
     return size
 
 
-def run_engram_file(steps: int, tmp: str) -> dict:
-    from engram.langgraph import EngramSaver
+def run_somna_file(steps: int, tmp: str) -> dict:
+    from somna.langgraph import SomnaSaver
 
-    path = os.path.join(tmp, "engram.redb")
-    with EngramSaver(path) as saver:
+    path = os.path.join(tmp, "somna.redb")
+    with SomnaSaver(path) as saver:
         r = yield from drive(saver, steps, file_size(path))
         r["stats"] = saver.stats()
     return r
@@ -172,12 +172,12 @@ def run_postgres(steps: int, url: str) -> dict:
         return (yield from drive(saver, steps, pg_size(url, schema, tables)))
 
 
-def run_engram_server(steps: int, url: str) -> dict:
-    from engram.langgraph import EngramSaver
+def run_somna_server(steps: int, url: str) -> dict:
+    from somna.langgraph import SomnaSaver
 
-    schema = f"lgengram_{uuid.uuid4().hex[:8]}"
+    schema = f"lgsomna_{uuid.uuid4().hex[:8]}"
     sep = "&" if "?" in url else "?"
-    with EngramSaver(f"{url}{sep}schema={schema}") as saver:
+    with SomnaSaver(f"{url}{sep}schema={schema}") as saver:
         tables = ["checkpoints", "checkpoint_channels", "checkpoint_items", "checkpoint_writes"]
         r = yield from drive(saver, steps, pg_size(url, schema, tables))
         r["stats"] = saver.stats()
@@ -212,18 +212,18 @@ def lockstep(running: list) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=2000)
-    ap.add_argument("--pg", default=os.environ.get("ENGRAM_TEST_PG"))
-    ap.add_argument("--only", default="", help="comma-separated: engram,sqlite,postgres,engram-pg")
+    ap.add_argument("--pg", default=os.environ.get("SOMNA_TEST_PG"))
+    ap.add_argument("--only", default="", help="comma-separated: somna,sqlite,postgres,somna-pg")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     only = set(filter(None, args.only.split(",")))
     results = {}
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
-        plan = [("engram", lambda: run_engram_file(args.steps, tmp)),
+        plan = [("somna", lambda: run_somna_file(args.steps, tmp)),
                 ("sqlite", lambda: run_sqlite(args.steps, tmp))]
         if args.pg:
             plan += [("postgres", lambda: run_postgres(args.steps, args.pg)),
-                     ("engram-pg", lambda: run_engram_server(args.steps, args.pg))]
+                     ("somna-pg", lambda: run_somna_server(args.steps, args.pg))]
         running = [(name, fn()) for name, fn in plan if not only or name in only]
         results = lockstep(running)
     for name, r in results.items():

@@ -1,18 +1,18 @@
 """Side by side: the reference MCP memory server (`@modelcontextprotocol/server-memory` from npm)
-against `engram mcp`, driven by the same official Python client (`mcp` 2.x) and workload.
+against `somna mcp`, driven by the same official Python client (`mcp` 2.x) and workload.
 
 Not a timed test: a measurement, printed as the Markdown table of docs/mcp.md.
 
     cd benches/mcp && npm install          # the reference server, into node_modules (gitignored)
-    cargo build --release                  # target/release/engram
+    cargo build --release                  # target/release/somna
     target/pyvenv/bin/python benches/mcp/side_by_side.py    # the venv python/test.sh makes
 
 What it measures:
 - writes lost when 2 and 8 server processes share one store, 20 writes each, all at once (each
   client spawns its own stdio server, as every MCP host does): the reference server's
-  `create_entities` (one entity with one observation) against engram's `note`;
+  `create_entities` (one entity with one observation) against somna's `note`;
 - the median latency of one tool call (a write, and the start-up read) from one client;
-- the size of the start-up read, the reference's `read_graph` against engram's `wake`, on a
+- the size of the start-up read, the reference's `read_graph` against somna's `wake`, on a
   store of 10^3 and of 10^4 memories (the reference: one entity with one observation each).
 """
 
@@ -32,7 +32,7 @@ from mcp import Client, StdioServerParameters
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-ENGRAM = os.environ.get("ENGRAM_BIN", str(ROOT / "target" / "release" / "engram"))
+SOMNA = os.environ.get("SOMNA_BIN", str(ROOT / "target" / "release" / "somna"))
 REFERENCE = HERE / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
 WRITES = 20
 
@@ -41,15 +41,15 @@ def text_of(result) -> str:
     return "".join(getattr(c, "text", "") for c in result.content)
 
 
-class Engram:
-    name = "engram"
+class Somna:
+    name = "somna"
 
     def __init__(self, folder: Path):
         self.db = folder / "m.redb"
-        subprocess.run([ENGRAM, "--db", str(self.db), "init"], check=True, capture_output=True)
+        subprocess.run([SOMNA, "--db", str(self.db), "init"], check=True, capture_output=True)
 
     def server(self) -> StdioServerParameters:
-        return StdioServerParameters(command=ENGRAM, args=["--db", str(self.db), "mcp"], env={})
+        return StdioServerParameters(command=SOMNA, args=["--db", str(self.db), "mcp"], env={})
 
     async def write(self, c, tag: str):
         return await c.call_tool("note", {"text": f"note {tag}"})
@@ -58,14 +58,14 @@ class Engram:
         return await c.call_tool("wake", {})
 
     def count(self) -> int:
-        out = subprocess.run([ENGRAM, "--db", str(self.db), "--json", "recall", "^#", "--limit", "1"],
+        out = subprocess.run([SOMNA, "--db", str(self.db), "--json", "recall", "^#", "--limit", "1"],
                              check=True, capture_output=True, text=True).stdout
         return json.loads(out)["total"]
 
     def preload(self, n: int):
         lines = "".join(f"2025-01-01 memory {i}: the user prefers topic {i % 97} done this way\n"
                         for i in range(n))
-        subprocess.run([ENGRAM, "--db", str(self.db), "import", "-"], input=lines, text=True,
+        subprocess.run([SOMNA, "--db", str(self.db), "import", "-"], input=lines, text=True,
                        check=True, capture_output=True)
 
 
@@ -151,7 +151,7 @@ async def main():
     if not REFERENCE.exists():
         sys.exit("run `npm install` in benches/mcp first")
     rows = {}
-    for kind in (Reference, Engram):
+    for kind in (Reference, Somna):
         r = rows[kind.name] = {}
         for p in (2, 8):
             r[f"lost{p}"] = await lost_writes(kind, p)
@@ -160,8 +160,8 @@ async def main():
             r[f"size{n}"] = await startup_size(kind, n)
     print(json.dumps(rows, indent=2))
     (HERE / "results.json").write_text(json.dumps(rows, indent=2))
-    print("\n| | server-memory | engram |\n|---|---|---|")
-    ref, eng = rows["server-memory"], rows["engram"]
+    print("\n| | server-memory | somna |\n|---|---|---|")
+    ref, eng = rows["server-memory"], rows["somna"]
     for key, label in [("lost2", f"writes lost, 2 processes x {WRITES}"),
                        ("lost8", f"writes lost, 8 processes x {WRITES}"),
                        ("write_ms", "median write call (ms), 10^3 memories"),

@@ -4,9 +4,9 @@
 //! hold every word (case-insensitively); an accepted scope list has at most `MAX_SCOPES` scopes.
 #![no_main]
 
-use engram::text::MAX_SCOPES;
-use engram::compile_query;
-use engram::MAX_WORDS;
+use somna::text::MAX_SCOPES;
+use somna::compile_query;
+use somna::MAX_WORDS;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -14,7 +14,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let (list, line) = text.split_once('\n').unwrap_or((text, ""));
-    if engram::validate_scopes(list).is_ok() {
+    if somna::validate_scopes(list).is_ok() {
         assert!(list.split(',').count() <= MAX_SCOPES);
     }
     let _ = compile_query(list, false);

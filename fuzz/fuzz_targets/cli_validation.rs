@@ -4,8 +4,8 @@
 //! rules it was checked against.
 #![no_main]
 
-use engram::text;
-use engram::{Block, Kind, Status, CONFIG_NAMES};
+use somna::text;
+use somna::{Block, Kind, Status, CONFIG_NAMES};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -26,13 +26,13 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(b.to_string().parse::<Block>().expect("round trip"), b);
         let _ = (b.halves(), b.parent());
     }
-    if engram::validate_scope(&s).is_ok() {
+    if somna::validate_scope(&s).is_ok() {
         assert!(!s.is_empty() && s.len() <= 128);
     }
     let name = CONFIG_NAMES[usize::from(sel) % CONFIG_NAMES.len()];
-    let _ = engram::validate_config(name, &s);
+    let _ = somna::validate_config(name, &s);
     if let Some((n, v)) = s.split_once('=') {
-        let _ = engram::validate_config(n, v);
+        let _ = somna::validate_config(n, v);
     }
     if let Ok(t) = text::parse_time(&s) {
         let _ = text::date_of(t);
@@ -40,7 +40,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let _ = s.parse::<Kind>();
     let _ = s.parse::<Status>();
-    let _ = engram::validate_key(&s);
-    let _ = engram::validate_session_id(&s);
-    let _ = engram::compile_pattern(&s);
+    let _ = somna::validate_key(&s);
+    let _ = somna::validate_session_id(&s);
+    let _ = somna::compile_pattern(&s);
 });

@@ -3,8 +3,8 @@
 
 use std::sync::OnceLock;
 
-use engram::{Block, NewMemory, Options, Store, WakeOptions};
-use engram_testkit::simdisk::SimDisk;
+use somna::{Block, NewMemory, Options, Store, WakeOptions};
+use somna_testkit::simdisk::SimDisk;
 
 /// The bytes of a store holding two scopes of notes (some keyed), summaries from raw memories
 /// and from children, a forget, settings, and sessions with an archive and idempotency keys.
@@ -64,7 +64,7 @@ pub fn exercise(store: &mut Store) {
     let _ = store.verify();
     for scope in ["default", "project:acme"] {
         let _ = store.wake_text(scope, &WakeOptions::default());
-        let _ = store.recall(scope, &engram::RecallQuery::new("note"));
+        let _ = store.recall(scope, &somna::RecallQuery::new("note"));
         let _ = store.read(|r| r.nodes(scope));
         let _ = store.read(|r| r.prompts(scope, 4));
         let _ = store.pending(scope, None);

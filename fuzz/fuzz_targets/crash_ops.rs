@@ -1,13 +1,13 @@
 //! Random operation sequences with a crash point, over the simulated disk, against the oracle
-//! of `engram_testkit::crash`. The first 6 bytes choose the crash (a power loss at
+//! of `somna_testkit::crash`. The first 6 bytes choose the crash (a power loss at
 //! a sync, a transient or persistent I/O error at an operation, or a full disk) and the commit
 //! protocol; the rest drive the workload generator's choices. After the crash the store is
 //! recovered and must hold every acknowledged operation and the one in flight wholly or not at
 //! all, pass verify and keep working; then a second crash hits the repair.
 #![no_main]
 
-use engram_testkit::crash::*;
-use engram_testkit::simdisk::{Fault, FaultPlan, SimDisk};
+use somna_testkit::crash::*;
+use somna_testkit::simdisk::{Fault, FaultPlan, SimDisk};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

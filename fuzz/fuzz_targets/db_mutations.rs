@@ -2,27 +2,27 @@
 //! truncation) into open + verify + wake and every other path: an error or a repaired store,
 //! never a panic or a hang (run with `-timeout`).
 //!
-//! redb panics on some damaged pages (docs/reliability.md, bug 2); engram must catch each such
+//! redb panics on some damaged pages (docs/reliability.md, bug 2); somna must catch each such
 //! panic at the edge of its transaction and return `Error::Corrupt`. libFuzzer's panic hook
 //! aborts on every panic, caught or not, so this target lets panics raised inside redb's source
-//! unwind (to engram's guard); any other panic, or one of redb's that escapes engram, still
-//! aborts and is reported as a crash. `ENGRAM_FUZZ_INTEGRITY_FIRST=1` first opens each image with
+//! unwind (to somna's guard); any other panic, or one of redb's that escapes somna, still
+//! aborts and is reported as a crash. `SOMNA_FUZZ_INTEGRITY_FIRST=1` first opens each image with
 //! redb's integrity check on open and skips what it refuses (`Options::check_on_open`).
 #![no_main]
 
 mod common;
 
-use engram::redb;
-use engram::{Options, Store};
-use engram_testkit::simdisk::SimDisk;
+use somna::redb;
+use somna::{Options, Store};
+use somna_testkit::simdisk::SimDisk;
 use libfuzzer_sys::fuzz_target;
 
 fn integrity_first() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("ENGRAM_FUZZ_INTEGRITY_FIRST").is_ok_and(|v| v == "1"))
+    *ON.get_or_init(|| std::env::var("SOMNA_FUZZ_INTEGRITY_FIRST").is_ok_and(|v| v == "1"))
 }
 
-/// Lets a panic raised in redb's own source unwind to engram's guard; any other panic goes to
+/// Lets a panic raised in redb's own source unwind to somna's guard; any other panic goes to
 /// libFuzzer's hook, which aborts.
 fn let_redb_panics_unwind() {
     static ONCE: std::sync::Once = std::sync::Once::new();
@@ -65,7 +65,7 @@ fuzz_target!(|data: &[u8]| {
             Ok(db) => drop(db),
             Err(_) => return,
         }
-        // The check may repair: go on with what it left, as engram would.
+        // The check may repair: go on with what it left, as somna would.
         img = disk.live_image();
     }
     if let Ok(mut store) =

@@ -1,9 +1,9 @@
-//! Arbitrary bytes into `engram::format::decode` for every value type a caller can name: never
+//! Arbitrary bytes into `somna::format::decode` for every value type a caller can name: never
 //! a panic, and a value that decodes re-encodes to the same bytes (the envelope is canonical).
 #![no_main]
 
-use engram::format::{decode, encode, Chunk};
-use engram::{Archived, BuiltFrom, Kind, Memory, SessionAppended, Status, Summary};
+use somna::format::{decode, encode, Chunk};
+use somna::{Archived, BuiltFrom, Kind, Memory, SessionAppended, Status, Summary};
 use libfuzzer_sys::fuzz_target;
 use serde::de::DeserializeOwned;
 use serde::Serialize;

@@ -2,8 +2,8 @@
 //! nothing, or an import after which `verify` finds nothing wrong; never a panic.
 #![no_main]
 
-use engram::{Options, Store};
-use engram_testkit::simdisk::SimDisk;
+use somna::{Options, Store};
+use somna_testkit::simdisk::SimDisk;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

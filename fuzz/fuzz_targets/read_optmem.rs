@@ -1,10 +1,10 @@
 //! Arbitrary bytes as an OptMem directory (`LOG.txt` and one `TREE/<size>` file) into
-//! `engram::read_optmem`: an error or a validated store, never a panic; what it accepts
+//! `somna::read_optmem`: an error or a validated store, never a panic; what it accepts
 //! imports into an empty scope.
 #![no_main]
 
-use engram::{Options, Store};
-use engram_testkit::simdisk::SimDisk;
+use somna::{Options, Store};
+use somna_testkit::simdisk::SimDisk;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
         };
         std::fs::write(dir.path().join("TREE").join(name), tree).expect("write TREE");
     }
-    if let Ok(parsed) = engram::read_optmem(dir.path()) {
+    if let Ok(parsed) = somna::read_optmem(dir.path()) {
         assert!(parsed.torn_bytes < 320);
         let store =
             Store::with_backend(SimDisk::new(1), "fuzz", Options::default().exclusive(true))
@@ -35,7 +35,7 @@ fuzz_target!(|data: &[u8]| {
             if let Err(e) = &r {
                 // Everything was validated by read_optmem: the import itself may only refuse
                 // what the store's own rules add (ENTRY_BYTES).
-                assert!(matches!(e, engram::Error::Invalid { .. }), "{e}");
+                assert!(matches!(e, somna::Error::Invalid { .. }), "{e}");
             }
         }
     }

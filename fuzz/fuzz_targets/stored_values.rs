@@ -1,6 +1,6 @@
 //! Arbitrary bytes as a stored value: a real store is opened with raw redb, one value of a
 //! chosen table is replaced by the input (or its row removed), and the store is then used
-//! through engram: every read and write path and `verify` must return a result, never panic.
+//! through somna: every read and write path and `verify` must return a result, never panic.
 //! This reaches the decoders of the crate-private values (scope counters, idempotency entries,
 //! session records) that `decode_values` cannot name, and the session chunks of store format 3
 //! (the base image is written by this build; its format-2 session tables are empty).
@@ -8,10 +8,10 @@
 
 mod common;
 
-use engram::redb::{self, ReadableTable, ReadableTableMetadata, TableDefinition};
-use engram::format as schema;
-use engram::{Options, Store};
-use engram_testkit::simdisk::SimDisk;
+use somna::redb::{self, ReadableTable, ReadableTableMetadata, TableDefinition};
+use somna::format as schema;
+use somna::{Options, Store};
+use somna_testkit::simdisk::SimDisk;
 use libfuzzer_sys::fuzz_target;
 
 fn change<K: redb::Key + 'static>(

@@ -1,10 +1,10 @@
 //! The `LangGraphStorage` class: the storage verbs of LangGraph's checkpointer and store over a
-//! `Store`, for `engram.langgraph` (which does the serializing: values arrive here as
+//! `Store`, for `somna.langgraph` (which does the serializing: values arrive here as
 //! LangGraph's `(type, bytes)` pairs and leave the same way). Tuples in, tuples out: the adapter
 //! builds LangGraph's objects.
 
-use engram::FoundItem;
-use engram::{ChannelValue, CheckpointEntry, ListQuery, NewCheckpoint, PendingWrite, Prune, Typed};
+use somna::FoundItem;
+use somna::{ChannelValue, CheckpointEntry, ListQuery, NewCheckpoint, PendingWrite, Prune, Typed};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use std::str::FromStr;
@@ -134,9 +134,9 @@ fn item_py<'py>(py: Python<'py>, f: &FoundItem) -> PyResult<Bound<'py, PyTuple>>
 /// microseconds, extra bytes.
 type ItemPut = (Vec<String>, String, Option<String>, Option<i64>, Vec<u8>);
 
-/// LangGraph's storage in an engram store: checkpoints (`EngramSaver`) and store items
-/// (`EngramStore`). `LangGraphStorage(store)`; every method releases the GIL while it works.
-#[pyclass(module = "engram._engram", name = "LangGraphStorage", frozen)]
+/// LangGraph's storage in a somna store: checkpoints (`SomnaSaver`) and store items
+/// (`SomnaStore`). `LangGraphStorage(store)`; every method releases the GIL while it works.
+#[pyclass(module = "somna._somna", name = "LangGraphStorage", frozen)]
 pub(crate) struct PyLangGraph {
     store: Py<PyStore>,
 }

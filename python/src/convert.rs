@@ -1,12 +1,12 @@
-//! Values between Python and engram: session items through Python's own `json` module, dicts
+//! Values between Python and somna: session items through Python's own `json` module, dicts
 //! for memories, blocks, summaries, prompts and session info, and the inputs taken from Python.
 
 use std::str::FromStr;
 use std::time::Duration;
 
 use crate::error::{invalid, raise, OrPy};
-use engram::SessionInfo;
-use engram::{Block, Error, Hints, Kind, MergePrompt, NapOutcome, NewMemory, PromptInput, Status};
+use somna::SessionInfo;
+use somna::{Block, Error, Hints, Kind, MergePrompt, NapOutcome, NewMemory, PromptInput, Status};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -104,7 +104,7 @@ pub(crate) fn decode_items<'py>(
 
 pub(crate) fn memory_dict<'py>(
     py: Python<'py>,
-    m: &engram::Memory,
+    m: &somna::Memory,
 ) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("type", "memory")?;
@@ -119,7 +119,7 @@ pub(crate) fn memory_dict<'py>(
     d.set_item("supersedes", &m.supersedes)?;
     d.set_item("conflicts_with", &m.conflicts_with)?;
     d.set_item("valid_until_us", m.valid_until_us)?;
-    d.set_item("line", engram::memory_line(m))?;
+    d.set_item("line", somna::memory_line(m))?;
     Ok(d)
 }
 
@@ -139,12 +139,12 @@ pub(crate) fn block_dict<'py>(
 pub(crate) fn summary_dict<'py>(
     py: Python<'py>,
     b: Block,
-    s: &engram::Summary,
+    s: &somna::Summary,
 ) -> PyResult<Bound<'py, PyDict>> {
     let d = block_dict(py, "summary", b)?;
     d.set_item("text", &s.text)?;
     d.set_item("written_us", s.written_us)?;
-    d.set_item("line", engram::summary_line(b, s))?;
+    d.set_item("line", somna::summary_line(b, s))?;
     Ok(d)
 }
 

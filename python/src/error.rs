@@ -1,6 +1,6 @@
-//! Engine errors as the Python exceptions of `engram._errors`, keeping the engine's message.
+//! Engine errors as the Python exceptions of `somna._errors`, keeping the engine's message.
 
-use engram::Error;
+use somna::Error;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 use pyo3::IntoPyObjectExt;
@@ -8,7 +8,7 @@ use pyo3::IntoPyObjectExt;
 // ---------------------------------------------------------------------------------------------
 // Errors
 
-/// Raises the `engram._errors` class `name` with `msg`.
+/// Raises the `somna._errors` class `name` with `msg`.
 pub(crate) fn raise(py: Python<'_>, name: &str, msg: String) -> PyErr {
     match error_class(py, name) {
         Ok(ty) => PyErr::from_type(ty, msg),
@@ -18,7 +18,7 @@ pub(crate) fn raise(py: Python<'_>, name: &str, msg: String) -> PyErr {
 
 pub(crate) fn error_class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
     Ok(py
-        .import("engram._errors")?
+        .import("somna._errors")?
         .getattr(name)?
         .cast_into::<PyType>()?)
 }
@@ -93,7 +93,7 @@ pub(crate) fn invalid(py: Python<'_>, msg: impl Into<String>) -> PyErr {
     raise(py, "InvalidError", msg.into())
 }
 
-/// What a call on a closed `Store` raises: `engram.ClosedError`, a `RuntimeError` (the
+/// What a call on a closed `Store` raises: `somna.ClosedError`, a `RuntimeError` (the
 /// input was not at fault, so not an `InvalidError`).
 pub(crate) fn closed(py: Python<'_>) -> PyErr {
     raise(py, "ClosedError", "the store is closed".into())

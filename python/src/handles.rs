@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use crate::error::{raise, OrPy};
-use engram::{Error, Options, Store};
+use somna::{Error, Options, Store};
 use pyo3::prelude::*;
 
 // ---------------------------------------------------------------------------------------------
@@ -90,7 +90,7 @@ pub(crate) fn acquire(
 }
 
 /// Runs `f` with the GIL released, turning a panic (which the engine means never to have, but
-/// which redb can still raise on a damaged file) into `engram.InternalError` instead of
+/// which redb can still raise on a damaged file) into `somna.InternalError` instead of
 /// unwinding into Python, as the CLI does.
 pub(crate) fn guarded<T: Send>(
     py: Python<'_>,
@@ -114,7 +114,7 @@ pub(crate) fn guarded<T: Send>(
                 py,
                 "InternalError",
                 format!(
-                    "internal error ({}); nothing unacknowledged was written. The file may be damaged: run `engram verify`, and please report this",
+                    "internal error ({}); nothing unacknowledged was written. The file may be damaged: run `somna verify`, and please report this",
                     what.trim_end()
                 ),
             ))

@@ -1,13 +1,13 @@
-//! `engram._engram`: the Python extension over the engram library.
+//! `somna._somna`: the Python extension over the somna library.
 //!
 //! Two classes: `Store`, with the memory verbs (note, wake, zoom, recall, pending, nap, forget,
 //! export) and the session verbs, all returning plain Python values; and `LangGraphStorage`, the
-//! storage of `engram.langgraph` over a `Store`. Every call that touches the
+//! storage of `somna.langgraph` over a `Store`. Every call that touches the
 //! file runs with the interpreter detached (the GIL released), so Python threads and the asyncio
-//! loop keep running while engram waits for a lock or an fsync. A `Store` is `Sync` and can be
+//! loop keep running while somna waits for a lock or an fsync. A `Store` is `Sync` and can be
 //! shared between threads; handles to the same file in one process share one redb database.
 //!
-//! Errors are the classes of `engram._errors` (a pure Python module, so that they can also be
+//! Errors are the classes of `somna._errors` (a pure Python module, so that they can also be
 //! `ValueError`, `FileNotFoundError`, ... subclasses), each carrying the engine's message.
 
 #![deny(unsafe_code)]
@@ -26,36 +26,36 @@ use store::PyStore;
 
 /// The session id limit and message size limit of the engine, for the adapters.
 #[pymodule]
-fn _engram(m: &Bound<'_, PyModule>) -> PyResult<()> {
+fn _somna(m: &Bound<'_, PyModule>) -> PyResult<()> {
     install_panic_hook();
     m.add_class::<PyStore>()?;
     m.add_class::<checkpoint::PyLangGraph>()?;
     m.add_function(wrap_pyfunction!(rank_texts, m)?)?;
     m.add_function(wrap_pyfunction!(best_cosine, m)?)?;
-    m.add("MAX_MESSAGE_BYTES", engram::MAX_MESSAGE_BYTES)?;
-    m.add("MAX_SESSION_ID_BYTES", engram::MAX_SESSION_ID_BYTES)?;
-    m.add("DEFAULT_SCOPE", engram::DEFAULT_SCOPE)?;
+    m.add("MAX_MESSAGE_BYTES", somna::MAX_MESSAGE_BYTES)?;
+    m.add("MAX_SESSION_ID_BYTES", somna::MAX_SESSION_ID_BYTES)?;
+    m.add("DEFAULT_SCOPE", somna::DEFAULT_SCOPE)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
 
-/// The engine's lexical score of each text for `query` (`engram::rank_texts`: BM25 with the
+/// The engine's lexical score of each text for `query` (`somna::rank_texts`: BM25 with the
 /// coverage boost, statistics of the texts given), computed with the GIL released.
 #[pyfunction]
 fn rank_texts(py: Python<'_>, query: String, texts: Vec<String>) -> Vec<f64> {
     py.detach(move || {
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        engram::rank_texts(&query, &refs)
+        somna::rank_texts(&query, &refs)
     })
 }
 
 /// The best cosine between `query` and the little-endian `f32`s packed one vector after the
-/// other in `packed` (`engram::best_cosine`), or `None`.
+/// other in `packed` (`somna::best_cosine`), or `None`.
 #[pyfunction]
 fn best_cosine(query: Vec<f32>, packed: &[u8]) -> Option<f64> {
     let v: Vec<f32> = packed
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes(c.try_into().unwrap_or_default()))
         .collect();
-    engram::best_cosine(&query, &v)
+    somna::best_cosine(&query, &v)
 }

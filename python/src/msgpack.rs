@@ -1,6 +1,6 @@
 //! Splitting a MessagePack array into its elements and joining elements back into an array,
 //! without decoding them: the checkpointer serializes a list channel with one call of
-//! LangGraph's serializer, and engram stores the list element by element (so that a list that
+//! LangGraph's serializer, and somna stores the list element by element (so that a list that
 //! only grew stores only its new elements). Only the lengths in the headers are read; element
 //! bytes are copied as they are.
 

@@ -11,7 +11,7 @@ use crate::convert::{
 };
 use crate::error::{closed, invalid, OrPy};
 use crate::handles::{acquire, canonical, guarded, Handle, Key, IN_GUARD, LAST_PANIC};
-use engram::{
+use somna::{
     Error, Hints, Kind, NewMemory, Options, RecallQuery, SearchMode, SearchQuery, SearchResult,
     Status, Store, WakeItem, WakeOptions, ZoomEntry,
 };
@@ -22,13 +22,13 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 // ---------------------------------------------------------------------------------------------
 // The class
 
-/// An engram store: one file holding every scope's memory log and summary tree, and the
+/// A somna store: one file holding every scope's memory log and summary tree, and the
 /// conversation sessions.
 ///
 /// `Store(path)` opens the store at `path`, creating it (and its parent directories) when the
 /// file does not exist; pass `create=False` to require an existing store. Every method is
 /// thread-safe and releases the GIL while it works.
-#[pyclass(module = "engram._engram", name = "Store", frozen)]
+#[pyclass(module = "somna._somna", name = "Store", frozen)]
 pub(crate) struct PyStore {
     handle: Mutex<Option<Handle>>,
     key: Key,
@@ -87,7 +87,7 @@ impl PyStore {
         Ok(Some(store))
     }
 
-    /// Runs `f` on the store with the GIL released; raises `engram.ClosedError` after
+    /// Runs `f` on the store with the GIL released; raises `somna.ClosedError` after
     /// `close()`.
     pub(crate) fn run<T: Send>(
         &self,
@@ -158,7 +158,7 @@ impl PyStore {
     }
 
     /// Releases this handle. The file is closed when the last handle of this process to it is.
-    /// Calls after `close()` raise `engram.ClosedError`. Closing twice is harmless.
+    /// Calls after `close()` raise `somna.ClosedError`. Closing twice is harmless.
     fn close(&self, py: Python<'_>) {
         let h = self.handle.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(h) = h {
@@ -178,7 +178,7 @@ impl PyStore {
 
     fn __repr__(&self) -> String {
         format!(
-            "engram.Store({:?}{})",
+            "somna.Store({:?}{})",
             self.path.display().to_string(),
             if self.closed() { ", closed" } else { "" }
         )
@@ -517,7 +517,7 @@ impl PyStore {
 
     /// Answers the next pending merge with a one-line summary. Returns `"saved"`, or
     /// `"already_settled"` when that block already has one. Another block than the next pending
-    /// one raises `engram.WrongBlockError` (its `next_block` names the right one).
+    /// one raises `somna.WrongBlockError` (its `next_block` names the right one).
     #[pyo3(signature = (block, text, scope = "default"))]
     fn nap(&self, py: Python<'_>, block: &str, text: &str, scope: &str) -> PyResult<&'static str> {
         let b = parse_block(py, block)?;
@@ -621,7 +621,7 @@ impl PyStore {
     /// Replaces session `id`'s items with `messages` (JSON objects: dicts, or str of JSON) in
     /// one commit, writing only what changed; items the new list drops are moved to the
     /// session's archive. With `expected_revision` (0: the session must not exist) raises
-    /// `engram.ConflictError` unless the session is at that revision. Returns
+    /// `somna.ConflictError` unless the session is at that revision. Returns
     /// `{"revision", "kept", "written", "archived"}`.
     #[pyo3(signature = (id, messages, *, expected_revision = None))]
     fn session_save<'py>(
@@ -678,7 +678,7 @@ impl PyStore {
 
     /// Appends items (JSON objects) to the session, created if absent, as one atomic batch.
     /// With `key`, a retry of the same batch writes nothing (`replayed`); the same key with
-    /// other items raises `engram.ConflictError`. Returns `{"revision", "first_index", "count",
+    /// other items raises `somna.ConflictError`. Returns `{"revision", "first_index", "count",
     /// "replayed"}`.
     #[pyo3(signature = (id, items, *, key = None, expected_revision = None))]
     fn session_append<'py>(
@@ -839,9 +839,9 @@ fn search_dict<'py>(
 
 impl PyStore {
     /// The form of next-step hints a call asked for: `"none"` (the default: a Python host
-    /// drives the loop itself, with `prompt` and `nap`), `"tools"` (the host offers engram's MCP
+    /// drives the loop itself, with `prompt` and `nap`), `"tools"` (the host offers somna's MCP
     /// tool names to its agent), `"cli"` (`Run:` lines carrying this store's path and the scope,
-    /// for an agent with a shell and the `engram` binary), or `cmd` given: `Run:` lines with
+    /// for an agent with a shell and the `somna` binary), or `cmd` given: `Run:` lines with
     /// exactly that prefix.
     fn hints_for(
         &self,
@@ -850,14 +850,14 @@ impl PyStore {
         cmd: Option<&str>,
         scope: &str,
     ) -> PyResult<Hints> {
-        let named = (scope != engram::DEFAULT_SCOPE).then(|| scope.to_string());
+        let named = (scope != somna::DEFAULT_SCOPE).then(|| scope.to_string());
         match (cmd, hints) {
             (Some(cmd), _) => Ok(Hints::Cli(cmd.to_string())),
             (None, "none") => Ok(Hints::Off),
             (None, "tools") => Ok(Hints::Tools { scope: named }),
             (None, "cli") => {
                 let path = std::path::absolute(&self.path).unwrap_or_else(|_| self.path.clone());
-                let mut prefix = format!("engram --db {}", shell_word(&path.to_string_lossy()));
+                let mut prefix = format!("somna --db {}", shell_word(&path.to_string_lossy()));
                 if let Some(s) = named {
                     prefix.push_str(&format!(" --scope {}", shell_word(&s)));
                 }

@@ -3,12 +3,12 @@ import sys
 
 import pytest
 
-import engram
+import somna
 
 # The suite must exercise the installed package (with its compiled extension), never the
 # source folder next to this one.
-assert os.path.basename(os.path.dirname(engram.__file__)) == "engram"
-assert hasattr(engram, "Store"), engram.__file__
+assert os.path.basename(os.path.dirname(somna.__file__)) == "somna"
+assert hasattr(somna, "Store"), somna.__file__
 
 
 @pytest.fixture
@@ -19,15 +19,15 @@ def path(tmp_path):
 
 @pytest.fixture
 def store(path):
-    s = engram.Store(path)
+    s = somna.Store(path)
     yield s
     s.close()
 
 
 @pytest.fixture(autouse=True)
 def _no_default_store(tmp_path, monkeypatch):
-    """Adapters default to $ENGRAM_DB: never let a test touch ~/.engram."""
-    monkeypatch.setenv("ENGRAM_DB", str(tmp_path / "default.redb"))
+    """Adapters default to $SOMNA_DB: never let a test touch ~/.somna."""
+    monkeypatch.setenv("SOMNA_DB", str(tmp_path / "default.redb"))
     monkeypatch.delenv("OPTILLM_MEMORY_FILE", raising=False)
 
 

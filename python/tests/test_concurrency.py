@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-import engram
+import somna
 from conftest import run_python
 
 
@@ -55,7 +55,7 @@ def test_threads_share_one_store(store):
 
 def test_threads_with_their_own_handles(path):
     def work(t):
-        s = engram.Store(path)
+        s = somna.Store(path)
         for i in range(30):
             s.note(f"handle {t} note {i}")
         s.close()
@@ -65,14 +65,14 @@ def test_threads_with_their_own_handles(path):
         t.start()
     for t in ts:
         t.join()
-    assert engram.Store(path).count() == 120
+    assert somna.Store(path).count() == 120
 
 
 WRITER = textwrap.dedent(
     """
-    import sys, engram
+    import sys, somna
     path, name, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    s = engram.Store(path)
+    s = somna.Store(path)
     for i in range(n):
         s.note(f"{name} {i}")
         s.session_append("shared", [{"w": name, "i": i}])
@@ -82,7 +82,7 @@ WRITER = textwrap.dedent(
 
 
 def test_two_processes_write_one_store(path):
-    engram.Store(path).close()
+    somna.Store(path).close()
     import subprocess
 
     n = 60
@@ -99,7 +99,7 @@ def test_two_processes_write_one_store(path):
         out, err = p.communicate(timeout=120)
         assert p.returncode == 0, err
         assert out.strip() == "done"
-    s = engram.Store(path)
+    s = somna.Store(path)
     assert s.count() == 2 * n
     items = s.session_items("shared")
     assert len(items) == 2 * n
@@ -120,7 +120,7 @@ def _child_writes(store, q):
 
 @pytest.mark.skipif(sys.platform != "linux", reason="fork start method")
 def test_handle_inherited_through_fork_is_reopened(path):
-    store = engram.Store(path)
+    store = somna.Store(path)
     store.note("before fork")
     ctx = multiprocessing.get_context("fork")
     q = ctx.Queue()
@@ -136,13 +136,13 @@ def test_handle_inherited_through_fork_is_reopened(path):
 
 
 def test_gil_released_while_waiting_for_the_file(path):
-    owner = engram.Store(path, exclusive=True)
+    owner = somna.Store(path, exclusive=True)
     caught = []
 
     def blocked():
         try:
-            engram.Store(path, exclusive=True, busy_timeout=1.0)
-        except engram.BusyError as e:
+            somna.Store(path, exclusive=True, busy_timeout=1.0)
+        except somna.BusyError as e:
             caught.append(e)
 
     t = threading.Thread(target=blocked)
@@ -151,7 +151,7 @@ def test_gil_released_while_waiting_for_the_file(path):
     t.join()
     owner.close()
     assert len(caught) == 1
-    assert gap < 0.3, f"the main thread stalled {gap:.3f}s while another waited in engram"
+    assert gap < 0.3, f"the main thread stalled {gap:.3f}s while another waited in somna"
     assert n > 1000
 
 
@@ -177,7 +177,7 @@ def test_gil_released_during_long_calls(store):
 
 
 async def test_async_store_does_not_block_the_loop(path):
-    s = engram.AsyncStore(path)
+    s = somna.AsyncStore(path)
     await s.note_many([f"memory number {i} about things" for i in range(100_000)])
     ticks = 0
     stop = asyncio.Event()
@@ -204,7 +204,7 @@ async def test_async_store_does_not_block_the_loop(path):
 
 
 async def test_async_twins_cover_the_verbs(path):
-    async with await engram.AsyncStore.open(path) as s:
+    async with await somna.AsyncStore.open(path) as s:
         assert await s.note("async memory") == 0
         assert "async memory" in await s.wake()
         assert (await s.recall("async"))["total"] == 1
@@ -214,15 +214,15 @@ async def test_async_twins_cover_the_verbs(path):
         assert got == [[{"n": 1}]] * 10
         assert await s.session_load("b") == [{"n": 2}]
         assert await s.session_pop("a") == {"n": 1}
-        with pytest.raises(engram.InvalidError):
+        with pytest.raises(somna.InvalidError):
             await s.note("")
-        for name in engram._ASYNC_METHODS:
-            assert asyncio.iscoroutinefunction(getattr(engram.AsyncStore, name)), name
+        for name in somna._ASYNC_METHODS:
+            assert asyncio.iscoroutinefunction(getattr(somna.AsyncStore, name)), name
     assert s.closed
 
 
 async def test_concurrent_async_appends_all_land(path):
-    s = engram.AsyncStore(path)
+    s = somna.AsyncStore(path)
     await asyncio.gather(*(s.session_append("c", [{"i": i}, {"i": i, "second": True}]) for i in range(40)))
     items = await s.session_items("c")
     assert len(items) == 80

@@ -25,8 +25,8 @@ def examples():
 @pytest.mark.skipif(not DOC.is_file(), reason="docs/python.md is not beside this checkout")
 @pytest.mark.parametrize("code", examples())
 def test_example_runs(code, tmp_path):
-    code = code.replace("/tmp/engram-doc", str(tmp_path))
-    env = dict(os.environ, ENGRAM_DB=str(tmp_path / "default.redb"))
+    code = code.replace("/tmp/somna-doc", str(tmp_path))
+    env = dict(os.environ, SOMNA_DB=str(tmp_path / "default.redb"))
     env.pop("OPTILLM_MEMORY_FILE", None)
     p = subprocess.run(
         [sys.executable, "-W", "ignore::DeprecationWarning", "-c", code],

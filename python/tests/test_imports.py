@@ -32,20 +32,20 @@ BLOCK = textwrap.dedent(
 @pytest.mark.parametrize(
     "module, framework, extra",
     [
-        ("engram.pure_agents", "pure_agents", "pure-agents"),
-        ("engram.openai_agents", "agents", "openai-agents"),
-        ("engram.langchain", "langchain_core", "langchain"),
-        ("engram.langgraph", "langgraph", "langgraph"),
-        ("engram.optillm", "optillm", "optillm"),
+        ("somna.pure_agents", "pure_agents", "pure-agents"),
+        ("somna.openai_agents", "agents", "openai-agents"),
+        ("somna.langchain", "langchain_core", "langchain"),
+        ("somna.langgraph", "langgraph", "langgraph"),
+        ("somna.optillm", "optillm", "optillm"),
     ],
 )
 def test_missing_framework_names_the_extra(module, framework, extra):
     p = run_python(BLOCK, framework, module)
     assert p.returncode == 0, p.stderr
-    assert f"pip install 'engram[{extra}]'" in p.stdout, p.stdout
+    assert f"pip install 'somna[{extra}]'" in p.stdout, p.stdout
     assert p.stdout.startswith(f"ModuleNotFoundError {framework} ")
 
 
 def test_core_needs_no_framework():
-    p = run_python(BLOCK, "pure_agents,agents,langchain_core,optillm,numpy,sklearn", "engram")
+    p = run_python(BLOCK, "pure_agents,agents,langchain_core,optillm,numpy,sklearn", "somna")
     assert p.stdout.strip() == "imported", p.stdout + p.stderr

@@ -1,4 +1,4 @@
-"""engram.langchain.EngramChatMessageHistory against the real langchain-core."""
+"""somna.langchain.SomnaChatMessageHistory against the real langchain-core."""
 
 import pytest
 
@@ -18,8 +18,8 @@ from langchain_core.messages import (  # noqa: E402
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder  # noqa: E402
 from langchain_core.runnables.history import RunnableWithMessageHistory  # noqa: E402
 
-import engram  # noqa: E402
-from engram.langchain import EngramChatMessageHistory  # noqa: E402
+import somna  # noqa: E402
+from somna.langchain import SomnaChatMessageHistory  # noqa: E402
 
 MESSAGES = [
     SystemMessage("You are terse."),
@@ -35,14 +35,14 @@ MESSAGES = [
 
 
 def test_is_a_chat_message_history(path):
-    h = EngramChatMessageHistory("s", path)
+    h = SomnaChatMessageHistory("s", path)
     assert isinstance(h, BaseChatMessageHistory)
 
 
 def test_round_trip(path):
-    h = EngramChatMessageHistory("s", path)
+    h = SomnaChatMessageHistory("s", path)
     h.add_messages(MESSAGES)
-    back = EngramChatMessageHistory("s", path).messages
+    back = SomnaChatMessageHistory("s", path).messages
     assert back == MESSAGES
     assert [message_to_dict(m) for m in back] == [message_to_dict(m) for m in MESSAGES]
     assert back[2].tool_calls[0]["args"] == {"city": "Zürich"}
@@ -50,7 +50,7 @@ def test_round_trip(path):
 
 
 def test_convenience_methods_and_clear(path):
-    h = EngramChatMessageHistory("s", path)
+    h = SomnaChatMessageHistory("s", path)
     h.add_user_message("hi")
     h.add_ai_message("hello")
     h.add_message(HumanMessage("again"))
@@ -62,7 +62,7 @@ def test_convenience_methods_and_clear(path):
 
 
 async def test_async_twins(path):
-    h = EngramChatMessageHistory("s", path)
+    h = SomnaChatMessageHistory("s", path)
     await h.aadd_messages(MESSAGES[:2])
     await h.aadd_messages(MESSAGES[2:])
     assert await h.aget_messages() == MESSAGES
@@ -71,32 +71,32 @@ async def test_async_twins(path):
 
 
 def test_sessions_isolated(path):
-    a, b = EngramChatMessageHistory("a", path), EngramChatMessageHistory("b", path)
+    a, b = SomnaChatMessageHistory("a", path), SomnaChatMessageHistory("b", path)
     a.add_messages(MESSAGES[:1])
     assert b.messages == []
-    assert engram.Store(path).session_ids() == ["langchain:a"]
+    assert somna.Store(path).session_ids() == ["langchain:a"]
 
 
 def test_bad_input_writes_nothing(path):
-    h = EngramChatMessageHistory("s", path)
+    h = SomnaChatMessageHistory("s", path)
     h.add_messages(MESSAGES[:1])
     with pytest.raises(TypeError):
         h.add_messages([HumanMessage("fine"), "not a message"])
-    with pytest.raises(engram.NotSerializableError):
+    with pytest.raises(somna.NotSerializableError):
         h.add_messages([HumanMessage("fine"), HumanMessage("x", additional_kwargs={"o": object()})])
-    with pytest.raises(engram.InvalidError):
-        h.add_messages([HumanMessage("x" * (engram.MAX_MESSAGE_BYTES + 1))])
+    with pytest.raises(somna.InvalidError):
+        h.add_messages([HumanMessage("x" * (somna.MAX_MESSAGE_BYTES + 1))])
     assert h.messages == MESSAGES[:1]
     for bad in ("", "x" * 300, "a\x00b"):
         with pytest.raises(ValueError):
-            EngramChatMessageHistory(bad, path)
+            SomnaChatMessageHistory(bad, path)
 
 
 def test_corrupt_item_is_an_error(path):
-    store = engram.Store(path)
+    store = somna.Store(path)
     store.session_append("langchain:s", [{"not": "a message"}])
-    with pytest.raises(engram.CorruptError):
-        EngramChatMessageHistory("s", store=store).messages
+    with pytest.raises(somna.CorruptError):
+        SomnaChatMessageHistory("s", store=store).messages
 
 
 def test_runnable_with_message_history(path):
@@ -106,14 +106,14 @@ def test_runnable_with_message_history(path):
     )
     chain = RunnableWithMessageHistory(
         prompt | model,
-        lambda session_id: EngramChatMessageHistory(session_id, path),
+        lambda session_id: SomnaChatMessageHistory(session_id, path),
         input_messages_key="question",
         history_messages_key="history",
     )
     cfg = {"configurable": {"session_id": "ada"}}
     assert chain.invoke({"question": "I am Ada."}, cfg).content == "Hello Ada."
     assert chain.invoke({"question": "Who am I?"}, cfg).content == "Your name is Ada."
-    stored = EngramChatMessageHistory("ada", path).messages
+    stored = SomnaChatMessageHistory("ada", path).messages
     assert [(m.type, m.content) for m in stored] == [
         ("human", "I am Ada."),
         ("ai", "Hello Ada."),
@@ -122,7 +122,7 @@ def test_runnable_with_message_history(path):
     ]
 
 
-# ----- close() is terminal: every later call raises engram.ClosedError ---------------------
+# ----- close() is terminal: every later call raises somna.ClosedError ---------------------
 
 HISTORY_CALLS = {
     "messages": lambda h: h.messages,
@@ -142,40 +142,40 @@ ASYNC_HISTORY_CALLS = {
 
 @pytest.mark.parametrize("call", list(HISTORY_CALLS))
 def test_every_history_method_raises_closed_error_after_close(path, call):
-    h = EngramChatMessageHistory("s", path)
+    h = SomnaChatMessageHistory("s", path)
     h.add_messages(MESSAGES[:2])
     h.close()
     assert h.closed
-    with pytest.raises(engram.ClosedError) as e:
+    with pytest.raises(somna.ClosedError) as e:
         HISTORY_CALLS[call](h)
     assert isinstance(e.value, RuntimeError)
-    assert EngramChatMessageHistory("s", path).messages == MESSAGES[:2]
+    assert SomnaChatMessageHistory("s", path).messages == MESSAGES[:2]
 
 
 @pytest.mark.parametrize("call", list(ASYNC_HISTORY_CALLS))
 async def test_every_async_history_method_raises_closed_error_after_close(path, call):
-    h = EngramChatMessageHistory("s", path)
+    h = SomnaChatMessageHistory("s", path)
     h.add_messages(MESSAGES[:2])
     h.close()
-    with pytest.raises(engram.ClosedError):
+    with pytest.raises(somna.ClosedError):
         await ASYNC_HISTORY_CALLS[call](h)
-    assert EngramChatMessageHistory("s", path).messages == MESSAGES[:2]
+    assert SomnaChatMessageHistory("s", path).messages == MESSAGES[:2]
 
 
 def test_history_close_twice_and_before_first_use(path):
-    h = EngramChatMessageHistory("s", path)
+    h = SomnaChatMessageHistory("s", path)
     h.close()
     h.close()
     assert h.closed and h.store.closed
     assert "closed" in repr(h)
-    with pytest.raises(engram.ClosedError):
+    with pytest.raises(somna.ClosedError):
         h.add_messages([])
 
 
 def test_history_concurrent_close_from_8_threads_raises_nothing(path):
     import threading
 
-    h = EngramChatMessageHistory("s", path)
+    h = SomnaChatMessageHistory("s", path)
     barrier = threading.Barrier(8)
     errors = []
 
@@ -193,17 +193,17 @@ def test_history_concurrent_close_from_8_threads_raises_nothing(path):
         t.join()
     assert errors == []
     assert h.closed and h.store.closed
-    with pytest.raises(engram.ClosedError):
+    with pytest.raises(somna.ClosedError):
         h.messages
 
 
 def test_history_store_passed_in_stays_open_after_close(path):
-    store = engram.Store(path)
-    h = EngramChatMessageHistory("s", store=store)
+    store = somna.Store(path)
+    h = SomnaChatMessageHistory("s", store=store)
     h.add_messages(MESSAGES[:1])
     h.close()
     assert h.closed and not store.closed
     assert store.session_items("langchain:s") == [message_to_dict(MESSAGES[0])]
-    with pytest.raises(engram.ClosedError):
+    with pytest.raises(somna.ClosedError):
         h.messages
     store.close()

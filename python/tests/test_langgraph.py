@@ -1,9 +1,9 @@
-"""engram under LangGraph (engram.langgraph): EngramSaver passes LangGraph's own conformance
+"""somna under LangGraph (somna.langgraph): SomnaSaver passes LangGraph's own conformance
 suite (every base capability and every extended one it implements); a real StateGraph runs 500
 steps, is interrupted, resumed from another process, listed, copied, pruned and deleted; 8
-processes run graphs on one store file at once; EngramStore behaves as a BaseStore (TTL,
+processes run graphs on one store file at once; SomnaStore behaves as a BaseStore (TTL,
 filters, namespaces, search with and without an index). On a file store, and on the test
-server when ENGRAM_TEST_PG names one."""
+server when SOMNA_TEST_PG names one."""
 
 import asyncio
 import json
@@ -21,9 +21,9 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate  # noqa
 from langgraph.store.base import PutOp  # noqa: E402
 
 from conftest import run_python  # noqa: E402
-from engram.langgraph import EngramSaver, EngramStore, rank_lexical  # noqa: E402
+from somna.langgraph import SomnaSaver, SomnaStore, rank_lexical  # noqa: E402
 
-SERVER = os.environ.get("ENGRAM_TEST_PG")
+SERVER = os.environ.get("SOMNA_TEST_PG")
 
 
 def server_url():
@@ -36,7 +36,7 @@ def where(request, tmp_path):
     """A store location: a file, or a fresh schema on the test server."""
     if request.param == "server":
         if not SERVER:
-            pytest.skip("ENGRAM_TEST_PG names no server")
+            pytest.skip("SOMNA_TEST_PG names no server")
         return server_url()
     return str(tmp_path / "graph.redb")
 
@@ -46,9 +46,9 @@ def where(request, tmp_path):
 
 
 def test_the_official_conformance_suite_passes(where, capsys):
-    @checkpointer_test(name="EngramSaver")
+    @checkpointer_test(name="SomnaSaver")
     async def saver():
-        s = EngramSaver(where)
+        s = SomnaSaver(where)
         yield s
         s.close()
 
@@ -72,7 +72,7 @@ GRAPH = textwrap.dedent(
     from typing import Annotated, TypedDict
     from langgraph.graph import StateGraph, START, END
     from langgraph.types import interrupt, Command
-    from engram.langgraph import EngramSaver
+    from somna.langgraph import SomnaSaver
 
     class State(TypedDict):
         messages: Annotated[list, operator.add]
@@ -92,7 +92,7 @@ GRAPH = textwrap.dedent(
         g.add_node("add", add)
         g.add_edge(START, "add")
         g.add_conditional_edges("add", more)
-        return g.compile(checkpointer=EngramSaver(where))
+        return g.compile(checkpointer=SomnaSaver(where))
     """
 )
 
@@ -117,7 +117,7 @@ def run_graph(where, thread, action, target=500):
 def test_a_graph_of_500_steps_is_interrupted_resumed_elsewhere_listed_copied_pruned(where):
     assert run_graph(where, "t-1", "start") == 250
     assert run_graph(where, "t-1", "resume") == 500
-    saver = EngramSaver(where)
+    saver = SomnaSaver(where)
     config = {"configurable": {"thread_id": "t-1"}}
     latest = saver.get_tuple(config)
     msgs = latest.checkpoint["channel_values"]["messages"]
@@ -143,9 +143,9 @@ def test_a_graph_of_500_steps_is_interrupted_resumed_elsewhere_listed_copied_pru
     assert saver.stats()["items"] == 0
     if not where.startswith("postgres"):
         saver.close()
-        import engram
+        import somna
 
-        s = engram.Store(where)
+        s = somna.Store(where)
         assert s.verify()["ok"], s.verify()
 
 
@@ -154,7 +154,7 @@ def test_delta_channel_history_equals_langgraphs_own_walk(where):
 
     assert run_graph(where, "d-1", "start", target=20) == 10
     assert run_graph(where, "d-1", "resume", target=20) == 20
-    saver = EngramSaver(where)
+    saver = SomnaSaver(where)
     config = {"configurable": {"thread_id": "d-1"}}
     history = list(saver.list(config))
     written = {w[1] for h in history for w in (h.pending_writes or [])}
@@ -209,7 +209,7 @@ def test_eight_processes_run_graphs_on_one_store_file(tmp_path):
         out, err = p.communicate(timeout=600)
         assert p.returncode == 0, err[-3000:]
         assert out.split()[-1] == "30"
-    saver = EngramSaver(where)
+    saver = SomnaSaver(where)
     for i in range(8):
         config = {"configurable": {"thread_id": f"w-{i}"}}
         history = list(saver.list(config))
@@ -220,11 +220,11 @@ def test_eight_processes_run_graphs_on_one_store_file(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# EngramStore
+# SomnaStore
 
 
 def test_store_puts_gets_filters_pages_and_lists_namespaces(where):
-    store = EngramStore(where)
+    store = SomnaStore(where)
     store.put(("users", "a"), "prefs", {"theme": "dark", "size": 3})
     store.put(("users", "b"), "prefs", {"theme": "light", "size": 5})
     store.put(("users", "b", "deep"), "x", {"theme": "dark", "size": 9})
@@ -267,7 +267,7 @@ def test_store_puts_gets_filters_pages_and_lists_namespaces(where):
 def test_store_ttl_expires_refreshes_and_sweeps(where):
     # Expiry is in wall-clock minutes: generous margins, so that a loaded machine is not a
     # failure (every sleep only makes the expected outcome more certain, except the refresh).
-    store = EngramStore(where, ttl={"default_ttl": 0.05, "refresh_on_read": True})  # 3 s
+    store = SomnaStore(where, ttl={"default_ttl": 0.05, "refresh_on_read": True})  # 3 s
     store.put(("t",), "short", {"v": 1})
     store.put(("t",), "kept", {"v": 2}, ttl=None)
     store.put(("t",), "forever", {"v": 3}, ttl=60)
@@ -298,7 +298,7 @@ def fake_embed(texts):
 
 
 def test_store_search_ranks_by_vectors_with_an_index_and_by_words_without(where):
-    indexed = EngramStore(where, index={"embed": fake_embed, "dims": 26, "fields": ["text"]})
+    indexed = SomnaStore(where, index={"embed": fake_embed, "dims": 26, "fields": ["text"]})
     indexed.put(("docs",), "zzz", {"text": "zzz zzz"})
     indexed.put(("docs",), "abc", {"text": "abc abc"})
     indexed.put(("docs",), "plain", {"text": "abc"}, index=False)
@@ -306,7 +306,7 @@ def test_store_search_ranks_by_vectors_with_an_index_and_by_words_without(where)
     assert hits[0].key == "abc" and hits[0].score > 0.99
     assert all(h.score is not None for h in hits)
 
-    plain = EngramStore(where)
+    plain = SomnaStore(where)
     plain.put(("notes",), "1", {"text": "the redb storage engine"})
     plain.put(("notes",), "2", {"text": "a recipe for bread"})
     plain.put(("notes",), "3", {"text": "storage of bread"})
@@ -326,7 +326,7 @@ def test_store_search_ranks_by_vectors_with_an_index_and_by_words_without(where)
 
 
 def test_an_item_value_round_trips_as_json(where):
-    store = EngramStore(where)
+    store = SomnaStore(where)
     value = {"nested": {"list": [1, 2.5, "three", None, True]}, "ü": "ñ"}
     store.put(("j",), "k", value)
     assert store.get(("j",), "k").value == value

@@ -1,4 +1,4 @@
-"""`engram mcp` through the official MCP Python client (`mcp` 2.x), against the real binary.
+"""`somna mcp` through the official MCP Python client (`mcp` 2.x), against the real binary.
 
 Each test starts its own server processes on a fresh store: over stdio (both protocol eras: the
 `initialize` handshake through `ClientSession`, the newer discovery through `Client`) and over
@@ -26,11 +26,11 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 ROOT = Path(__file__).resolve().parents[2]
-ENGRAM = os.environ.get("ENGRAM_BIN", str(ROOT / "target" / "release" / "engram"))
+SOMNA = os.environ.get("SOMNA_BIN", str(ROOT / "target" / "release" / "somna"))
 
 pytestmark = [
     pytest.mark.anyio,
-    pytest.mark.skipif(not Path(ENGRAM).exists(), reason="the engram binary is not built"),
+    pytest.mark.skipif(not Path(SOMNA).exists(), reason="the somna binary is not built"),
 ]
 
 CORE = ["wake", "note", "recall", "search", "zoom", "show", "why", "pending", "nap", "forget", "decide"]
@@ -46,7 +46,7 @@ def anyio_backend():
 
 
 def cli(db: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run([ENGRAM, "--db", str(db), *args], capture_output=True, text=True,
+    return subprocess.run([SOMNA, "--db", str(db), *args], capture_output=True, text=True,
                           check=check)
 
 
@@ -62,7 +62,7 @@ def db(tmp_path: Path) -> Path:
 
 
 def server(db: Path, *extra: str) -> StdioServerParameters:
-    return StdioServerParameters(command=ENGRAM, args=["--db", str(db), "mcp", *extra], env={})
+    return StdioServerParameters(command=SOMNA, args=["--db", str(db), "mcp", *extra], env={})
 
 
 def error_class(result) -> str:
@@ -180,9 +180,9 @@ async def test_logging_and_completions(db):
         cli(db, "note", f"memory {i}")
     cli(db, "--scope", "work", "note", "at work")
     for sid in ("s-alpha", "s-beta"):
-        subprocess.run([ENGRAM, "--db", str(db), "session", "append", sid],
+        subprocess.run([SOMNA, "--db", str(db), "session", "append", sid],
                        input='[{"role": "user", "content": "hi"}]', text=True, check=True)
-    with open(db, "ab") as f:  # a torn tail: engram repairs it when the server opens the store
+    with open(db, "ab") as f:  # a torn tail: somna repairs it when the server opens the store
         f.write(bytes(1000))
     heard = []
 
@@ -201,7 +201,7 @@ async def test_logging_and_completions(db):
             with anyio.fail_after(10):
                 while not heard:
                     await anyio.sleep(0.01)
-            assert [(h.level, h.logger) for h in heard] == [("warning", "engram")]
+            assert [(h.level, h.logger) for h in heard] == [("warning", "somna")]
             assert "repaired at open" in heard[0].data and "torn tail" in heard[0].data
             assert not (await s.call_tool("pending", {})).is_error
             assert len(heard) == 1  # said once
@@ -210,9 +210,9 @@ async def test_logging_and_completions(db):
                 r = await s.complete(ref, {"name": name, "value": value}, context)
                 return r.completion.values
 
-            memory = types.ResourceTemplateReference(uri="engram://{scope}/memory/{id}")
-            block = types.ResourceTemplateReference(uri="engram://{scope}/block/{lo}-{hi}")
-            session = types.ResourceTemplateReference(uri="engram://session/{id}")
+            memory = types.ResourceTemplateReference(uri="somna://{scope}/memory/{id}")
+            block = types.ResourceTemplateReference(uri="somna://{scope}/block/{lo}-{hi}")
+            session = types.ResourceTemplateReference(uri="somna://session/{id}")
             assert await values(types.PromptReference(name="wake"), "scope", "w") == ["work"]
             assert await values(types.PromptReference(name="merge"), "scope", "") == [
                 "default", "work"]
@@ -230,7 +230,7 @@ async def test_results_equal_the_cli(db):
     for i in range(9):
         cli(db, "note", f"memory {i} about the build")
     cli(db, "nap", "0-1", "the build notes 0 and 1 [#0, #1]")
-    subprocess.run([ENGRAM, "--db", str(db), "session", "append", "s1"],
+    subprocess.run([SOMNA, "--db", str(db), "session", "append", "s1"],
                    input='[{"role": "user", "content": "hi"}]', text=True, check=True)
     cases = [
         ("wake", {}, ["wake", "--bytes", "20000"]),
@@ -262,7 +262,7 @@ async def test_results_equal_the_cli(db):
             assert value == expected, tool
             # The same lines; their commands name the verb (the tool) without the binary's path,
             # and the next steps the CLI gives as `Run:` lines are tool calls (issue 22).
-            lines = cli(db, *verb).stdout.replace(f"{ENGRAM} --db {db}", "engram")
+            lines = cli(db, *verb).stdout.replace(f"{SOMNA} --db {db}", "somna")
             text = r.content[0].text
             if "Run:" in lines:
                 assert "Run:" not in text and "`nap`" in text, (tool, text)
@@ -314,7 +314,7 @@ async def test_the_write_tools_change_the_store_as_the_cli_would(db):
 
 async def test_recall_cursor_pages_through_everything(db):
     lines = "".join(f"2024-01-01 entry {i}\n" for i in range(50))
-    subprocess.run([ENGRAM, "--db", str(db), "import", "-"], input=lines, text=True, check=True)
+    subprocess.run([SOMNA, "--db", str(db), "import", "-"], input=lines, text=True, check=True)
     seen, before = [], None
     async with Client(server(db)) as c:
         while True:
@@ -355,7 +355,7 @@ async def test_large_store_results_stay_within_budget(tmp_path):
         f"{start + datetime.timedelta(days=i // 50)} memory {i} on topic {i % 97}\n"
         for i in range(100_000)
     )
-    subprocess.run([ENGRAM, "--db", str(path), "import", "-"], input=lines, text=True,
+    subprocess.run([SOMNA, "--db", str(path), "import", "-"], input=lines, text=True,
                    check=True)
     budget = 20_000
     async with Client(server(path)) as c:
@@ -393,13 +393,13 @@ async def test_resources_and_prompts(db):
         async with ClientSession(read, write) as s:
             await s.initialize()
             uris = [str(r.uri) for r in (await s.list_resources()).resources]
-            assert "engram://default/wake" in uris
-            w = await s.read_resource("engram://default/wake")
+            assert "somna://default/wake" in uris
+            w = await s.read_resource("somna://default/wake")
             assert "resources carry the wake view" in w.contents[0].text
-            m = await s.read_resource("engram://default/memory/0")
+            m = await s.read_resource("somna://default/memory/0")
             assert json.loads(m.contents[0].text)["memory"]["text"] == "resources carry the wake view"
             templates = [t.uri_template for t in (await s.list_resource_templates()).resource_templates]
-            assert "engram://{scope}/block/{lo}-{hi}" in templates
+            assert "somna://{scope}/block/{lo}-{hi}" in templates
             names = [p.name for p in (await s.list_prompts()).prompts]
             assert names == ["wake", "merge", "remember"]
             p = await s.get_prompt("wake", {})
@@ -436,7 +436,7 @@ async def test_corrupt_store_is_an_error_not_a_crash(db):
 class HttpServer:
     def __init__(self, db: Path, *extra: str):
         self.proc = subprocess.Popen(
-            [ENGRAM, "--db", str(db), "mcp", "--http", "127.0.0.1:0", "--tools", "all", *extra],
+            [SOMNA, "--db", str(db), "mcp", "--http", "127.0.0.1:0", "--tools", "all", *extra],
             stderr=subprocess.PIPE, text=True)
         line = self.proc.stderr.readline()
         assert "serving MCP at" in line, line
@@ -507,7 +507,7 @@ async def test_http_tokens_principals_and_refusals(db, http):
             nowhere.content[0].text.replace("team/zz", "S")
         assert structured(await b.call_tool("note", {"text": "bob's", "scope": "team/b"}))
     assert await post(s.url, {}) == 401
-    assert await post(s.url, {"Authorization": "Bearer engram_not_a_token"}) == 401
+    assert await post(s.url, {"Authorization": "Bearer somna_not_a_token"}) == 401
     assert await post(s.url, {"Authorization": f"Bearer {bob}",
                               "Origin": "http://evil.example"}) == 403
     assert await post(s.url, {"Authorization": f"Bearer {bob}"}) == 200
@@ -531,7 +531,7 @@ async def test_wake_resource_is_updated_after_a_write(db):
     async with stdio_client(server(db)) as (read, write):
         async with ClientSession(read, write, message_handler=on_message) as s:
             await s.initialize()
-            await s.subscribe_resource("engram://default/wake")
+            await s.subscribe_resource("somna://default/wake")
             structured(await s.call_tool("recall", {"pattern": "x"}))  # a read: no update
             structured(await s.call_tool("note", {"text": "subscribers hear of this"}))
             structured(await s.call_tool("note", {"text": "elsewhere", "scope": "other"}))
@@ -539,13 +539,13 @@ async def test_wake_resource_is_updated_after_a_write(db):
                 while not updated:
                     await anyio.sleep(0.02)
             await anyio.sleep(0.2)
-            assert updated == ["engram://default/wake"]
+            assert updated == ["somna://default/wake"]
 
 
 async def test_listen_hears_writes_to_the_wake_of_a_scope(db):
     async with Client(server(db)) as c:  # the 2026-07-28 era: subscriptions/listen
-        uri = "engram://default/wake"
-        async with c.listen(resource_subscriptions=[uri, "engram://x/memory/1"]) as sub:
+        uri = "somna://default/wake"
+        async with c.listen(resource_subscriptions=[uri, "somna://x/memory/1"]) as sub:
             assert list(sub.honored.resource_subscriptions) == [uri]
             structured(await c.call_tool("note", {"text": "listeners hear of this"}))
             with anyio.fail_after(5):
@@ -555,7 +555,7 @@ async def test_listen_hears_writes_to_the_wake_of_a_scope(db):
 
 async def test_over_budget_reads_are_refused_and_writes_are_cut_not_failed(db):
     lines = "".join(f"2024-01-01 entry {i}\n" for i in range(800))
-    subprocess.run([ENGRAM, "--db", str(db), "import", "-"], input=lines, text=True, check=True)
+    subprocess.run([SOMNA, "--db", str(db), "import", "-"], input=lines, text=True, check=True)
     async with Client(server(db, "--max-bytes", "4000")) as c:
         big = await c.call_tool("nap", {"batch": 300})
         assert error_class(big) == "invalid"
@@ -570,7 +570,7 @@ async def test_over_budget_reads_are_refused_and_writes_are_cut_not_failed(db):
 
 
 def test_a_client_that_vanishes_mid_call_leaves_a_sound_store(db):
-    proc = subprocess.Popen([ENGRAM, "--db", str(db), "mcp"], stdin=subprocess.PIPE,
+    proc = subprocess.Popen([SOMNA, "--db", str(db), "mcp"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     send = [INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"}]
     send += [{"jsonrpc": "2.0", "id": 2 + i, "method": "tools/call",

@@ -1,4 +1,4 @@
-"""engram.openai_agents.EngramSession against the real OpenAI Agents SDK."""
+"""somna.openai_agents.SomnaSession against the real OpenAI Agents SDK."""
 
 import asyncio
 import json
@@ -17,8 +17,8 @@ from openai.types.responses import (  # noqa: E402
     ResponseOutputText,
 )
 
-import engram  # noqa: E402
-from engram.openai_agents import EngramSession  # noqa: E402
+import somna  # noqa: E402
+from somna.openai_agents import SomnaSession  # noqa: E402
 
 
 def text_message(text, n):
@@ -59,11 +59,11 @@ RUN = RunConfig(tracing_disabled=True)
 
 
 def test_is_a_session(path):
-    s = EngramSession("u1", path)
+    s = SomnaSession("u1", path)
     assert isinstance(s, Session)
     assert s.session_id == "u1"
     assert isinstance(s.session_settings, SessionSettings)
-    assert EngramSession("u1", path, session_settings={"limit": 3}).session_settings.limit == 3
+    assert SomnaSession("u1", path, session_settings={"limit": 3}).session_settings.limit == 3
 
 
 async def test_runner_two_turns_persist(path):
@@ -78,21 +78,21 @@ async def test_runner_two_turns_persist(path):
     )
     agent = Agent(name="assistant", instructions="Be brief.", model=model, tools=[get_weather])
 
-    r1 = await Runner.run(agent, "Weather in Zürich?", session=EngramSession("u1", path), run_config=RUN)
+    r1 = await Runner.run(agent, "Weather in Zürich?", session=SomnaSession("u1", path), run_config=RUN)
     assert r1.final_output == "It is sunny in Zürich."
-    stored = await EngramSession("u1", path).get_items()
+    stored = await SomnaSession("u1", path).get_items()
     kinds = [i.get("type", "message") for i in stored]
     assert kinds == ["message", "function_call", "function_call_output", "message"]
     assert stored[0]["content"] == "Weather in Zürich?"
     assert stored[2]["output"] == "sunny in Zürich"
 
     # Turn two, through a new session object (another process would do the same).
-    r2 = await Runner.run(agent, "What did I ask?", session=EngramSession("u1", path), run_config=RUN)
+    r2 = await Runner.run(agent, "What did I ask?", session=SomnaSession("u1", path), run_config=RUN)
     assert r2.final_output == "You asked about Zürich."
     second_input = model.inputs[2]
     assert second_input[: len(stored)] == json.loads(json.dumps(stored))
     assert second_input[-1]["content"] == "What did I ask?"
-    after = await EngramSession("u1", path).get_items()
+    after = await SomnaSession("u1", path).get_items()
     assert len(after) == 6
     assert after[:4] == stored
     assert after[-1]["content"][0]["text"] == "You asked about Zürich."
@@ -103,7 +103,7 @@ def _items(n, start=0):
 
 
 async def _exercise(session):
-    """The Session contract, run the same way on engram and on the SDK's SQLiteSession."""
+    """The Session contract, run the same way on somna and on the SDK's SQLiteSession."""
     out = {}
     out["empty"] = await session.get_items()
     out["pop_empty"] = await session.pop_item()
@@ -127,7 +127,7 @@ async def _exercise(session):
 
 
 async def test_same_semantics_as_sqlite_session(path):
-    ours = await _exercise(EngramSession("contract", path))
+    ours = await _exercise(SomnaSession("contract", path))
     theirs = await _exercise(SQLiteSession("contract"))
     assert ours == theirs
     assert ours["limit2"] == _items(2, start=3)
@@ -135,7 +135,7 @@ async def test_same_semantics_as_sqlite_session(path):
 
 
 async def test_session_settings_limit(path):
-    s = EngramSession("lim", path, session_settings=SessionSettings(limit=3))
+    s = SomnaSession("lim", path, session_settings=SessionSettings(limit=3))
     await s.add_items(_items(6))
     assert await s.get_items() == _items(3, start=3)
     assert await s.get_items(limit=5) == _items(5, start=1)
@@ -152,21 +152,21 @@ async def test_items_come_back_unchanged(path):
          "type": "message", "id": "m", "status": "completed"},
         {"z_last_key_first": 1, "a": {"nested": [None, True, 1.5e-300, 10**30]}},
     ]
-    s = EngramSession("raw", path)
+    s = SomnaSession("raw", path)
     await s.add_items(items)
-    back = await EngramSession("raw", path).get_items()
+    back = await SomnaSession("raw", path).get_items()
     assert back == items
     assert [list(x) for x in back] == [list(x) for x in items]
     assert "session" not in json.dumps(back)  # no backend fields added
 
 
 async def test_a_bad_batch_writes_nothing(path):
-    s = EngramSession("atomic", path)
+    s = SomnaSession("atomic", path)
     await s.add_items(_items(2))
-    with pytest.raises(engram.NotSerializableError):
+    with pytest.raises(somna.NotSerializableError):
         await s.add_items(_items(2, start=5) + [{"content": object()}])
-    with pytest.raises(engram.InvalidError):
-        await s.add_items(_items(1, start=7) + [{"content": "x" * (engram.MAX_MESSAGE_BYTES + 1)}])
+    with pytest.raises(somna.InvalidError):
+        await s.add_items(_items(1, start=7) + [{"content": "x" * (somna.MAX_MESSAGE_BYTES + 1)}])
     with pytest.raises(ValueError):
         await s.add_items([["not", "an", "object"]])
     assert await s.get_items() == _items(2)
@@ -175,11 +175,11 @@ async def test_a_bad_batch_writes_nothing(path):
 @pytest.mark.parametrize("bad", ["", "x" * 300, "line\nbreak"])
 def test_bad_session_ids(path, bad):
     with pytest.raises(ValueError):
-        EngramSession(bad, path)
+        SomnaSession(bad, path)
 
 
 async def test_concurrent_runs_do_not_lock(path):
-    sessions = [EngramSession("busy", path) for _ in range(8)]
+    sessions = [SomnaSession("busy", path) for _ in range(8)]
     await asyncio.gather(*(s.add_items(_items(3, start=10 * i)) for i, s in enumerate(sessions)))
     got = await sessions[0].get_items()
     assert len(got) == 24
@@ -190,7 +190,7 @@ async def test_concurrent_runs_do_not_lock(path):
 
 
 async def test_cancelled_add_still_completes_or_not_at_all(path):
-    s = EngramSession("cancel", path)
+    s = SomnaSession("cancel", path)
     task = asyncio.create_task(s.add_items(_items(50)))
     await asyncio.sleep(0)
     task.cancel()
@@ -200,12 +200,12 @@ async def test_cancelled_add_still_completes_or_not_at_all(path):
 
 
 async def test_sessions_isolated_by_id_and_namespace(path):
-    a, b = EngramSession("a", path), EngramSession("b", path)
+    a, b = SomnaSession("a", path), SomnaSession("b", path)
     await a.add_items(_items(1))
     assert await b.get_items() == []
-    store = engram.Store(path)
+    store = somna.Store(path)
     assert store.session_ids() == ["openai_agents:a"]
-    other_ns = EngramSession("a", store=store, namespace="tenant-2:")
+    other_ns = SomnaSession("a", store=store, namespace="tenant-2:")
     assert await other_ns.get_items() == []
     await a.delete_session()
     assert store.session_ids() == []
@@ -221,7 +221,7 @@ def test_a_damaged_item_does_not_hide_the_valid_history(path, caplog):
     needle = b"DAMAGE-ME-0123456789"
 
     async def fill():
-        s = EngramSession("d1", path)
+        s = SomnaSession("d1", path)
         await s.add_items([{"role": "user", "content": f"item {i}"} for i in range(3)])
         await s.add_items([{"role": "user", "content": needle.decode()}])
         await s.add_items([{"role": "user", "content": "item 4"}])
@@ -237,21 +237,21 @@ def test_a_damaged_item_does_not_hide_the_valid_history(path, caplog):
     path.write_bytes(bytes(data))
 
     async def read():
-        s = EngramSession("d1", path)
+        s = SomnaSession("d1", path)
         try:
             return await s.get_items(), await s.get_items(2)
         finally:
             s.close()
 
-    with caplog.at_level(logging.ERROR, logger="engram"):
+    with caplog.at_level(logging.ERROR, logger="somna"):
         items, last2 = asyncio.run(read())
     assert [i["content"] for i in items] == ["item 0", "item 1", "item 2", "item 4"]
     assert [i["content"] for i in last2] == ["item 4"]  # the window counts the damaged record
     assert "damaged item(s) skipped (seq 3)" in caplog.text
 
-    s = engram.Store(path)
+    s = somna.Store(path)
     try:
-        with pytest.raises(engram.CorruptError):
+        with pytest.raises(somna.CorruptError):
             s.session_items("openai_agents:d1")
         valid, unreadable = s.session_items_lossy("openai_agents:d1")
         assert len(valid) == 4 and unreadable == [3]
@@ -261,7 +261,7 @@ def test_a_damaged_item_does_not_hide_the_valid_history(path, caplog):
 
 # ----- the closed-session contract: after close(), every call raises RuntimeError ----------
 
-# Every method of EngramSession, called with valid arguments.
+# Every method of SomnaSession, called with valid arguments.
 CALLS = {
     "get_items": lambda s: s.get_items(),
     "get_items(limit)": lambda s: s.get_items(limit=2),
@@ -277,7 +277,7 @@ SDK_CALLS = {k: v for k, v in CALLS.items() if k != "delete_session"}
 
 @pytest.mark.parametrize("call", list(SDK_CALLS))
 async def test_sqlite_session_raises_runtime_error_after_close(call):
-    """The contract EngramSession follows, checked on the installed SDK itself."""
+    """The contract SomnaSession follows, checked on the installed SDK itself."""
     s = SQLiteSession("closed")
     await s.add_items(_items(2))
     s.close()
@@ -287,58 +287,58 @@ async def test_sqlite_session_raises_runtime_error_after_close(call):
 
 @pytest.mark.parametrize("call", list(CALLS))
 async def test_every_method_raises_closed_error_after_close(path, call):
-    s = EngramSession("closed", path)
+    s = SomnaSession("closed", path)
     await s.add_items(_items(2))
     s.close()
     assert s.closed
-    with pytest.raises(engram.ClosedError, match="closed") as e:
+    with pytest.raises(somna.ClosedError, match="closed") as e:
         await CALLS[call](s)
     assert isinstance(e.value, RuntimeError)
-    assert isinstance(e.value, engram.Error)
+    assert isinstance(e.value, somna.Error)
     assert not isinstance(e.value, ValueError)
     # The failed call changed nothing.
-    assert await EngramSession("closed", path).get_items() == _items(2)
+    assert await SomnaSession("closed", path).get_items() == _items(2)
 
 
 async def test_add_items_empty_list_after_close_raises(path):
-    s = EngramSession("empty", path)
+    s = SomnaSession("empty", path)
     await s.add_items([])  # open: the empty batch is a no-op
     s.close()
     with pytest.raises(RuntimeError):
         await s.add_items([])
-    with pytest.raises(engram.ClosedError):
+    with pytest.raises(somna.ClosedError):
         await s.add_items(iter(()))
 
 
 async def test_close_twice_is_harmless_and_stays_closed(path):
-    s = EngramSession("twice", path)
+    s = SomnaSession("twice", path)
     await s.add_items(_items(1))
     s.close()
     s.close()
     assert s.closed and s.store.closed
     assert "closed" in repr(s)
-    with pytest.raises(engram.ClosedError):
+    with pytest.raises(somna.ClosedError):
         await s.get_items()
     s.close()
-    with pytest.raises(engram.ClosedError):
+    with pytest.raises(somna.ClosedError):
         await s.pop_item()
 
 
 async def test_close_before_first_use_then_use_raises(path):
-    s = EngramSession("unused", path)
+    s = SomnaSession("unused", path)
     s.close()
     assert s.closed
     for call in CALLS.values():
-        with pytest.raises(engram.ClosedError):
+        with pytest.raises(somna.ClosedError):
             await call(s)
-    assert not path.exists() or engram.Store(path).session_ids() == []
+    assert not path.exists() or somna.Store(path).session_ids() == []
 
 
 def test_concurrent_close_from_8_threads_raises_nothing_and_leaves_it_closed(path):
     import threading
 
     for round_ in range(20):
-        s = EngramSession(f"race-{round_}", path)
+        s = SomnaSession(f"race-{round_}", path)
         asyncio.run(s.add_items(_items(1)))
         barrier = threading.Barrier(8)
         errors = []
@@ -357,34 +357,34 @@ def test_concurrent_close_from_8_threads_raises_nothing_and_leaves_it_closed(pat
             t.join()
         assert errors == []
         assert s.closed and s.store.closed
-        with pytest.raises(engram.ClosedError):
+        with pytest.raises(somna.ClosedError):
             asyncio.run(s.get_items())
-        with pytest.raises(engram.ClosedError):
+        with pytest.raises(somna.ClosedError):
             asyncio.run(s.add_items([]))
-    assert engram.Store(path).session_ids() == sorted(f"openai_agents:race-{i}" for i in range(20))
+    assert somna.Store(path).session_ids() == sorted(f"openai_agents:race-{i}" for i in range(20))
 
 
 async def test_a_store_passed_in_stays_open_after_the_session_closes(path):
-    store = engram.Store(path)
-    s = EngramSession("shared", store=store)
+    store = somna.Store(path)
+    s = SomnaSession("shared", store=store)
     await s.add_items(_items(2))
     s.close()
     assert s.closed
     assert not store.closed
     assert store.session_items("openai_agents:shared") == _items(2)
-    with pytest.raises(engram.ClosedError):
+    with pytest.raises(somna.ClosedError):
         await s.get_items()
     # Another session on the same store still works.
-    other = EngramSession("shared", store=store)
+    other = SomnaSession("shared", store=store)
     await other.add_items(_items(1, start=2))
     assert await other.get_items() == _items(3)
     store.close()
 
 
 async def test_the_store_a_session_opened_is_closed_with_it(path):
-    s = EngramSession("owned", path)
+    s = SomnaSession("owned", path)
     await s.add_items(_items(1))
     s.close()
     assert s.store.closed
-    with pytest.raises(engram.ClosedError):
+    with pytest.raises(somna.ClosedError):
         s.store.session_items("openai_agents:owned")

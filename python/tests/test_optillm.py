@@ -1,4 +1,4 @@
-"""engram.optillm against optillm's real memory plugin."""
+"""somna.optillm against optillm's real memory plugin."""
 
 import importlib.util
 import json
@@ -13,8 +13,8 @@ pytest.importorskip("sklearn")
 if importlib.util.find_spec("optillm") is None:
     pytest.skip("optillm is not installed", allow_module_level=True)
 
-import engram  # noqa: E402
-import engram.optillm as eo  # noqa: E402
+import somna  # noqa: E402
+import somna.optillm as eo  # noqa: E402
 
 stock = eo._load_stock_plugin()  # a fresh copy of the packaged plugin, unmodified
 
@@ -31,7 +31,7 @@ FACTS = [
 
 
 def test_stock_plugin_is_untouched():
-    assert stock.Memory is not eo.EngramMemory
+    assert stock.Memory is not eo.SomnaMemory
     assert eo.SLUG == stock.SLUG == "memory"
     assert eo.MEMORY_FILE_ENV == stock.MEMORY_FILE_ENV
 
@@ -39,7 +39,7 @@ def test_stock_plugin_is_untouched():
 @pytest.mark.parametrize("max_size", [1, 3, 100])
 def test_same_items_as_the_stock_memory_ranked_by_the_engine(tmp_path, max_size):
     theirs = stock.Memory(max_size=max_size)
-    ours = eo.EngramMemory(max_size=max_size, persist_path=str(tmp_path / "m.redb"))
+    ours = eo.SomnaMemory(max_size=max_size, persist_path=str(tmp_path / "m.redb"))
     for f in FACTS:
         theirs.add(f)
         ours.add(f)
@@ -54,7 +54,7 @@ def test_same_items_as_the_stock_memory_ranked_by_the_engine(tmp_path, max_size)
 
 @pytest.mark.parametrize("persist", [True, False])
 def test_get_relevant_ranks_through_the_engine(tmp_path, persist):
-    m = eo.EngramMemory(max_size=100, persist_path=str(tmp_path / "m.redb") if persist else None)
+    m = eo.SomnaMemory(max_size=100, persist_path=str(tmp_path / "m.redb") if persist else None)
     for f in FACTS:
         m.add(f)
     assert m.get_relevant("Who designed the Analytical Engine?", 1) == [FACTS[1]]
@@ -70,7 +70,7 @@ def test_get_relevant_ranks_through_the_engine(tmp_path, persist):
 
 
 def test_evicted_items_never_rank(tmp_path):
-    m = eo.EngramMemory(max_size=2, persist_path=str(tmp_path / "m.redb"))
+    m = eo.SomnaMemory(max_size=2, persist_path=str(tmp_path / "m.redb"))
     for f in FACTS:
         m.add(f)
     assert m.items == FACTS[-2:]
@@ -81,55 +81,55 @@ def test_evicted_items_never_rank(tmp_path):
 
 def test_items_saved_without_a_memory_are_noted_on_first_search(tmp_path):
     p = tmp_path / "m.redb"
-    s = engram.Store(p)
+    s = somna.Store(p)
     s.session_save(eo.SESSION, [{"text": f} for f in FACTS])  # as a migration or an old store
     s.close()
-    m = eo.EngramMemory(persist_path=str(p))
+    m = eo.SomnaMemory(persist_path=str(p))
     assert m.get_relevant("Portugal capital", 1) == [FACTS[2]]
     assert all(isinstance(d["memory"], int) for d in m.store.session_items(eo.SESSION))
 
 
 def test_in_ram_without_a_path_as_before():
-    m = eo.EngramMemory(max_size=2)
+    m = eo.SomnaMemory(max_size=2)
     assert m.store is None
     for f in FACTS[:3]:
         m.add(f)
     assert m.items == FACTS[1:3]
-    assert eo.EngramMemory().items == []
+    assert eo.SomnaMemory().items == []
 
 
 def test_evicted_items_are_archived_not_lost(tmp_path):
     p = str(tmp_path / "m.redb")
-    m = eo.EngramMemory(max_size=3, persist_path=p)
+    m = eo.SomnaMemory(max_size=3, persist_path=p)
     for f in FACTS:
         m.add(f)
     assert m.items == FACTS[-3:]
     assert m.archived() == FACTS[:-3]
     # A new Memory (a new request) sees the same.
-    again = eo.EngramMemory(max_size=3, persist_path=p)
+    again = eo.SomnaMemory(max_size=3, persist_path=p)
     assert again.items == FACTS[-3:]
     # A larger max_size shows what is live; it never resurrects the archive silently.
-    assert eo.EngramMemory(max_size=10, persist_path=p).items == FACTS[-3:]
+    assert eo.SomnaMemory(max_size=10, persist_path=p).items == FACTS[-3:]
 
 
 def test_bad_input(tmp_path):
     with pytest.raises(ValueError):
-        eo.EngramMemory(max_size=0)
-    m = eo.EngramMemory(persist_path=str(tmp_path / "m.redb"))
+        eo.SomnaMemory(max_size=0)
+    m = eo.SomnaMemory(persist_path=str(tmp_path / "m.redb"))
     with pytest.raises(TypeError):
         m.add(42)
-    with pytest.raises(engram.InvalidError):
-        m.add("x" * (engram.MAX_MESSAGE_BYTES + 1))
+    with pytest.raises(somna.InvalidError):
+        m.add("x" * (somna.MAX_MESSAGE_BYTES + 1))
     assert m.items == []
 
 
 ADDER = textwrap.dedent(
     """
     import sys
-    from engram.optillm import EngramMemory
+    from somna.optillm import SomnaMemory
     path, name = sys.argv[1], sys.argv[2]
     for i in range(40):
-        EngramMemory(max_size=1000, persist_path=path).add(f"{name} {i}")
+        SomnaMemory(max_size=1000, persist_path=path).add(f"{name} {i}")
     """
 )
 
@@ -143,7 +143,7 @@ def test_two_processes_adding_lose_nothing(tmp_path):
     for proc in procs:
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
-    items = eo.EngramMemory(max_size=1000, persist_path=p).items
+    items = eo.SomnaMemory(max_size=1000, persist_path=p).items
     assert len(items) == 80
     for name in ("a", "b"):
         assert [x for x in items if x.startswith(name)] == [f"{name} {i}" for i in range(40)]
@@ -153,8 +153,8 @@ def test_corrupt_file_is_an_error_and_left_untouched(tmp_path):
     p = tmp_path / "memory.json"
     for garbage in (b'["half a list", ', b"\x00\x01\x02 not json", b'{"a": "dict"}', b"[1, 2]"):
         p.write_bytes(garbage)
-        with pytest.raises(engram.CorruptError) as e:
-            eo.EngramMemory(persist_path=str(p))
+        with pytest.raises(somna.CorruptError) as e:
+            eo.SomnaMemory(persist_path=str(p))
         assert "left untouched" in str(e.value)
         assert p.read_bytes() == garbage
     assert sorted(x.name for x in tmp_path.iterdir()) == ["memory.json", "memory.json.lock"]
@@ -162,13 +162,13 @@ def test_corrupt_file_is_an_error_and_left_untouched(tmp_path):
 
 def test_damaged_store_is_an_error_not_an_empty_memory(tmp_path):
     p = tmp_path / "m.redb"
-    eo.EngramMemory(persist_path=str(p)).add("kept")
+    eo.SomnaMemory(persist_path=str(p)).add("kept")
     data = bytearray(p.read_bytes())
     data[len(data) // 2 :] = b"\xff" * (len(data) - len(data) // 2)
     p.write_bytes(bytes(data))
     for _ in range(2):  # an error each time, never an empty memory that overwrites it
-        with pytest.raises(engram.Error):
-            eo.EngramMemory(persist_path=str(p)).add("new")
+        with pytest.raises(somna.Error):
+            eo.SomnaMemory(persist_path=str(p)).add("new")
     after = p.read_bytes()
     # redb's recovery attempt may rewrite its allocator metadata and drop or add pages at the
     # end of the damaged file; it stays a redb file (a known limitation, see
@@ -184,12 +184,12 @@ def test_stock_json_file_is_migrated_with_a_backup(tmp_path):
     original = p.read_bytes()
     assert json.loads(original) == FACTS[-5:]
 
-    ours = eo.EngramMemory(max_size=5, persist_path=str(p))
+    ours = eo.SomnaMemory(max_size=5, persist_path=str(p))
     assert ours.items == FACTS[-5:]
     assert (tmp_path / "memory.json.json.bak").read_bytes() == original
     assert p.read_bytes()[:4] == b"redb"
     ours.add("a new fact")
-    assert eo.EngramMemory(max_size=5, persist_path=str(p)).items == FACTS[-4:] + ["a new fact"]
+    assert eo.SomnaMemory(max_size=5, persist_path=str(p)).items == FACTS[-4:] + ["a new fact"]
     assert ours.archived() == [FACTS[-5]]
 
 
@@ -223,7 +223,7 @@ def test_plugin_run_persists_across_requests(tmp_path, monkeypatch):
     final_prompt = client.prompts[-1]
     assert "Ada wrote the first program." in final_prompt  # remembered from request one
     assert "Tea grows in Assam." in final_prompt
-    assert eo.EngramMemory(persist_path=str(tmp_path / "memory.redb")).items == [
+    assert eo.SomnaMemory(persist_path=str(tmp_path / "memory.redb")).items == [
         "Ada wrote the first program.",
         "Tea grows in Assam.",
     ]
@@ -241,7 +241,7 @@ def test_plugin_run_on_a_corrupt_file_fails_clearly(tmp_path, monkeypatch):
     p = tmp_path / "memory.json"
     p.write_text("not json at all")
     monkeypatch.setenv("OPTILLM_MEMORY_FILE", str(p))
-    with pytest.raises(engram.CorruptError):
+    with pytest.raises(somna.CorruptError):
         eo.run("sys", "Some context. Query: q?", FakeClient(), "m")
     assert p.read_text() == "not json at all"
 
@@ -250,7 +250,7 @@ def test_one_line_plugin_file_overrides_the_slug(tmp_path):
     """What optillm's load_plugins does with ./optillm/plugins/*.py."""
     plugin = tmp_path / "optillm" / "plugins" / "memory_plugin.py"
     plugin.parent.mkdir(parents=True)
-    plugin.write_text("from engram.optillm import SLUG, run  # noqa: F401\n")
+    plugin.write_text("from somna.optillm import SLUG, run  # noqa: F401\n")
     spec = importlib.util.spec_from_file_location("memory_plugin", plugin)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -261,7 +261,7 @@ def test_one_line_plugin_file_overrides_the_slug(tmp_path):
 async def test_async_twins_and_threads(tmp_path):
     import threading
 
-    m = eo.EngramMemory(max_size=1000, persist_path=str(tmp_path / "m.redb"))
+    m = eo.SomnaMemory(max_size=1000, persist_path=str(tmp_path / "m.redb"))
     await m.aadd(FACTS[0])
     assert await m.aget_relevant("Ada", 1) == [FACTS[0]]
 

@@ -1,4 +1,4 @@
-"""engram.pure_agents.EngramMemory against the real pure_agents package."""
+"""somna.pure_agents.SomnaMemory against the real pure_agents package."""
 
 import copy
 import json
@@ -8,8 +8,8 @@ import pytest
 pure_agents = pytest.importorskip("pure_agents")
 from pure_agents import Agent, JSONMemory, Memory, Message, tool  # noqa: E402
 
-import engram  # noqa: E402
-from engram.pure_agents import EngramMemory  # noqa: E402
+import somna  # noqa: E402
+from somna.pure_agents import SomnaMemory  # noqa: E402
 
 
 def weather_call(call_id="call_1", city="Zürich"):
@@ -31,13 +31,13 @@ CONVERSATION = [
 
 
 def test_is_a_pure_agents_memory(path):
-    m = EngramMemory(path)
+    m = SomnaMemory(path)
     assert isinstance(m, Memory)
-    assert not getattr(EngramMemory, "__abstractmethods__", None)
+    assert not getattr(SomnaMemory, "__abstractmethods__", None)
 
 
 def test_message_round_trip(path):
-    m = EngramMemory(path)
+    m = SomnaMemory(path)
     m.save("s1", CONVERSATION)
     back = m.load("s1")
     assert back == CONVERSATION
@@ -46,11 +46,11 @@ def test_message_round_trip(path):
     assert back[0].tool_calls == [] and back[0].tool_call_id is None and back[0].name is None
     assert back[2].tool_calls[1]["function"]["arguments"] == '{"city": "\\u6771\\u4eac"}'
     # A new object (another process) sees the same.
-    assert EngramMemory(path).load("s1") == CONVERSATION
+    assert SomnaMemory(path).load("s1") == CONVERSATION
 
 
 def test_same_results_as_json_memory(path, tmp_path):
-    ours, theirs = EngramMemory(path), JSONMemory(tmp_path / "json")
+    ours, theirs = SomnaMemory(path), JSONMemory(tmp_path / "json")
     for mem in (ours, theirs):
         mem.save("b", CONVERSATION[:2])
         mem.save("a", CONVERSATION)
@@ -67,26 +67,26 @@ def test_same_results_as_json_memory(path, tmp_path):
 
 
 def test_empty_session_is_not_missing(path):
-    m = EngramMemory(path)
+    m = SomnaMemory(path)
     m.save("empty", [])
     assert m.load("empty") == []
     assert m.list_sessions() == ["empty"]
 
 
 def test_sessions_are_isolated_from_other_adapters(path):
-    store = engram.Store(path)
+    store = somna.Store(path)
     store.session_append("openai_agents:x", [{"role": "user", "content": "hi"}])
     store.session_append("plain", [{"a": 1}])
-    m = EngramMemory(store=store)
+    m = SomnaMemory(store=store)
     m.save("mine", CONVERSATION[:1])
     assert m.list_sessions() == ["mine"]
-    other = EngramMemory(store=store, namespace="team-b:")
+    other = SomnaMemory(store=store, namespace="team-b:")
     assert other.list_sessions() == []
     assert other.load("mine") is None
 
 
 def test_trimmed_history_is_archived_not_lost(path):
-    m = EngramMemory(path)
+    m = SomnaMemory(path)
     history = CONVERSATION[:2]
     m.save("s", history)
     for i in range(10):
@@ -133,35 +133,35 @@ def make_agent(memory, replies, **kw):
     return agent
 
 
-def test_agent_saves_and_reloads_through_engram(path):
+def test_agent_saves_and_reloads_through_somna(path):
     first = make_agent(
-        EngramMemory(path),
+        SomnaMemory(path),
         [
             Message(role="assistant", content="", tool_calls=[weather_call("c1", "Lisboa")]),
             Message(role="assistant", content="It is sunny in Lisboa."),
         ],
     )
     assert first.run_sync("Weather in Lisboa?") == "It is sunny in Lisboa."
-    saved = EngramMemory(path).load("trip")
+    saved = SomnaMemory(path).load("trip")
     assert [m.role for m in saved] == ["system", "user", "assistant", "tool", "assistant"]
     assert saved[3].content == "sunny in Lisboa" and saved[3].tool_call_id == "c1"
     assert saved == first.messages
 
     # A new agent (a restarted process) picks the conversation up where it was.
-    second = make_agent(EngramMemory(path), [Message(role="assistant", content="You asked about Lisboa.")])
+    second = make_agent(SomnaMemory(path), [Message(role="assistant", content="You asked about Lisboa.")])
     assert second.messages == saved
     assert second.run_sync("What did I ask?") == "You asked about Lisboa."
     sent = second.client.seen[0]
     assert sent[:5] == [m.to_dict() for m in saved]
     assert sent[-1] == {"role": "user", "content": "What did I ask?"}
-    assert len(EngramMemory(path).load("trip")) == 7
+    assert len(SomnaMemory(path).load("trip")) == 7
 
     second.clear()
-    assert EngramMemory(path).load("trip") is None
+    assert SomnaMemory(path).load("trip") is None
 
 
 def test_agent_with_max_messages_loses_nothing(path):
-    memory = EngramMemory(path)
+    memory = SomnaMemory(path)
     replies = [Message(role="assistant", content=f"answer {i}") for i in range(8)]
     agent = make_agent(memory, replies, max_messages=4)
     for i in range(8):
@@ -175,12 +175,12 @@ def test_agent_with_max_messages_loses_nothing(path):
 
 
 def test_strict_mode_detects_a_concurrent_writer(path):
-    a, b = EngramMemory(path, strict=True), EngramMemory(path, strict=True)
+    a, b = SomnaMemory(path, strict=True), SomnaMemory(path, strict=True)
     a.save("s", CONVERSATION[:1])
     a.load("s")
     b.load("s")
     b.save("s", CONVERSATION[:2])
-    with pytest.raises(engram.ConflictError):
+    with pytest.raises(somna.ConflictError):
         a.save("s", CONVERSATION[:1] + [Message(role="user", content="lost?")])
     assert a.load("s") == CONVERSATION[:2]
     a.save("s", CONVERSATION[:3])  # after a fresh load it goes through
@@ -188,7 +188,7 @@ def test_strict_mode_detects_a_concurrent_writer(path):
 
 
 def test_last_writer_wins_but_the_other_is_archived(path):
-    a, b = EngramMemory(path), EngramMemory(path)
+    a, b = SomnaMemory(path), SomnaMemory(path)
     base = CONVERSATION[:2]
     a.save("s", base)
     a.save("s", base + [Message(role="user", content="from a")])
@@ -198,21 +198,21 @@ def test_last_writer_wins_but_the_other_is_archived(path):
 
 
 def test_bad_messages_write_nothing(path):
-    m = EngramMemory(path)
+    m = SomnaMemory(path)
     m.save("s", CONVERSATION[:2])
     for bad in (
         [Message(role="user", content=object())],
         [Message(role="user", content="x", tool_calls=[{"id": object()}])],
         [Message(role="user", content=float("nan"))],
     ):
-        with pytest.raises(engram.NotSerializableError):
+        with pytest.raises(somna.NotSerializableError):
             m.save("s", CONVERSATION[:2] + bad)
     with pytest.raises(TypeError):
         m.save("s", CONVERSATION[:2] + ["not a message"])
     with pytest.raises(ValueError):
         m.save("s", [{"content": "no role"}])
-    huge = Message(role="user", content="x" * (engram.MAX_MESSAGE_BYTES + 1))
-    with pytest.raises(engram.InvalidError):
+    huge = Message(role="user", content="x" * (somna.MAX_MESSAGE_BYTES + 1))
+    with pytest.raises(somna.InvalidError):
         m.save("s", CONVERSATION[:2] + [huge])
     assert m.load("s") == CONVERSATION[:2]
     assert m.archived("s") == []
@@ -220,7 +220,7 @@ def test_bad_messages_write_nothing(path):
 
 @pytest.mark.parametrize("bad", ["", "x" * 300, "a\nb", "nul\0"])
 def test_bad_session_ids(path, bad):
-    m = EngramMemory(path)
+    m = SomnaMemory(path)
     with pytest.raises(ValueError):
         m.save(bad, CONVERSATION)
     with pytest.raises(ValueError):
@@ -230,24 +230,24 @@ def test_bad_session_ids(path, bad):
 
 def test_non_str_session_id(path):
     with pytest.raises(TypeError):
-        EngramMemory(path).save(7, CONVERSATION)
+        SomnaMemory(path).save(7, CONVERSATION)
 
 
 def test_corrupt_item_is_an_error_not_none(path):
-    store = engram.Store(path)
+    store = somna.Store(path)
     store.session_append("pure_agents:s", [{"role": "user", "content": "ok"}, {"no": "role"}])
-    with pytest.raises(engram.CorruptError):
-        EngramMemory(store=store).load("s")
+    with pytest.raises(somna.CorruptError):
+        SomnaMemory(store=store).load("s")
 
 
-def test_default_path_is_engram_db(tmp_path, monkeypatch):
-    monkeypatch.setenv("ENGRAM_DB", str(tmp_path / "env.redb"))
-    EngramMemory().save("s", CONVERSATION[:1])
+def test_default_path_is_somna_db(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOMNA_DB", str(tmp_path / "env.redb"))
+    SomnaMemory().save("s", CONVERSATION[:1])
     assert (tmp_path / "env.redb").is_file()
 
 
 async def test_async_twins(path):
-    m = EngramMemory(path)
+    m = SomnaMemory(path)
     await m.asave("s", CONVERSATION)
     assert await m.aload("s") == CONVERSATION
     await m.asave("s", CONVERSATION[:1])
@@ -260,7 +260,7 @@ async def test_async_twins(path):
 def test_shared_between_threads(path):
     import threading
 
-    m = EngramMemory(path)
+    m = SomnaMemory(path)
 
     def work(t):
         for i in range(20):

@@ -1,8 +1,8 @@
-"""engram.Store.search: ranked search through the engine, and note with a vector."""
+"""somna.Store.search: ranked search through the engine, and note with a vector."""
 
 import pytest
 
-import engram
+import somna
 
 
 FACTS = [
@@ -55,11 +55,11 @@ def test_search_several_scopes_and_all(store):
 
 def test_search_bad_input(store):
     store.note("something")
-    with pytest.raises(engram.InvalidError):
+    with pytest.raises(somna.InvalidError):
         store.search("?!")  # no word to look for
-    with pytest.raises(engram.InvalidError):
+    with pytest.raises(somna.InvalidError):
         store.search("something", mode="sideways")
-    with pytest.raises(engram.InvalidError):
+    with pytest.raises(somna.InvalidError):
         store.search("something", kind="rumour")
 
 
@@ -73,5 +73,5 @@ def test_note_with_a_vector_ranks_by_cosine(store):
     h = store.search("alpha", vector=[0.0, 0.0, 1.0])
     assert {x["id"] for x in h["hits"][:2]} == {0, 2}
     # One dimension per scope.
-    with pytest.raises(engram.InvalidError):
+    with pytest.raises(somna.InvalidError):
         store.note("delta", vector=[1.0, 0.0])

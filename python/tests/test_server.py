@@ -1,5 +1,5 @@
-"""engram.Store on a PostgreSQL server: the URL form opens a store in its own schema, and the
-memory and session verbs give the same answers as on a file. Runs when ENGRAM_TEST_PG names a
+"""somna.Store on a PostgreSQL server: the URL form opens a store in its own schema, and the
+memory and session verbs give the same answers as on a file. Runs when SOMNA_TEST_PG names a
 server (scripts/pg-server.sh run does); skipped without one, except under CI, where it fails."""
 
 import os
@@ -7,14 +7,14 @@ import uuid
 
 import pytest
 
-import engram
+import somna
 
-SERVER = os.environ.get("ENGRAM_TEST_PG")
+SERVER = os.environ.get("SOMNA_TEST_PG")
 
 if not SERVER and os.environ.get("CI"):
-    raise RuntimeError("CI must run the server tests: ENGRAM_TEST_PG is unset (scripts/pg-server.sh run)")
+    raise RuntimeError("CI must run the server tests: SOMNA_TEST_PG is unset (scripts/pg-server.sh run)")
 
-pytestmark = pytest.mark.skipif(not SERVER, reason="ENGRAM_TEST_PG names no server")
+pytestmark = pytest.mark.skipif(not SERVER, reason="SOMNA_TEST_PG names no server")
 
 
 def url():
@@ -24,8 +24,8 @@ def url():
 
 def test_a_server_store_answers_like_a_file(tmp_path):
     u = url()
-    on_server = engram.Store(u)
-    on_file = engram.Store(tmp_path / "m.redb")
+    on_server = somna.Store(u)
+    on_file = somna.Store(tmp_path / "m.redb")
     for s in (on_server, on_file):
         for i in range(5):
             s.note(f"memory {i}")
@@ -36,16 +36,16 @@ def test_a_server_store_answers_like_a_file(tmp_path):
     assert on_server.wake() == on_file.wake()
     on_server.close()
     # Reopened by URL: everything is there.
-    again = engram.Store(u, create=False)
+    again = somna.Store(u, create=False)
     assert again.count() == 5
 
 
 def test_a_missing_server_store_is_not_found_and_a_password_is_never_shown():
-    with pytest.raises(engram.NotFoundError):
-        engram.Store(url(), create=False)
+    with pytest.raises(somna.NotFoundError):
+        somna.Store(url(), create=False)
     bad = "postgresql://postgres:s3cret-pw@127.0.0.1:1/postgres"
-    with pytest.raises(engram.Error) as e:
-        engram.Store(bad, busy_timeout=0.2)
+    with pytest.raises(somna.Error) as e:
+        somna.Store(bad, busy_timeout=0.2)
     assert "s3cret-pw" not in str(e.value)
     assert "cannot reach" in str(e.value)
 
@@ -70,7 +70,7 @@ def test_a_store_held_open_goes_on_after_its_server_restarts():
     d = tempfile.mkdtemp(prefix="py-restart-", dir=os.environ.get("TMPDIR"))
     base = pg_script("start", d, "--fast")
     try:
-        s = engram.Store(f"{base}?schema=restart", busy_timeout=20)
+        s = somna.Store(f"{base}?schema=restart", busy_timeout=20)
         s.note("before the restart")
         s.session_append("chat", [{"role": "user", "content": "one"}])
         pg_script("stop", d)

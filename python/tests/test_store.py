@@ -1,45 +1,45 @@
-"""engram.Store: the memory verbs, the session verbs and their errors."""
+"""somna.Store: the memory verbs, the session verbs and their errors."""
 
 import json
 import os
 
 import pytest
 
-import engram
+import somna
 
 
 def test_store_creates_missing_file_and_parents(tmp_path):
     p = tmp_path / "a" / "b" / "m.redb"
-    s = engram.Store(p)
+    s = somna.Store(p)
     assert p.is_file()
     assert s.path == p
     assert s.count() == 0
     # An existing store opens as it is.
     s.note("kept")
     s.close()
-    assert engram.Store(p).count() == 1
+    assert somna.Store(p).count() == 1
 
 
 def test_create_false_requires_a_store(tmp_path):
-    with pytest.raises(engram.NotFoundError) as e:
-        engram.Store(tmp_path / "missing.redb", create=False)
+    with pytest.raises(somna.NotFoundError) as e:
+        somna.Store(tmp_path / "missing.redb", create=False)
     assert isinstance(e.value, FileNotFoundError)
-    assert "no engram store" in str(e.value)
+    assert "no somna store" in str(e.value)
     assert not (tmp_path / "missing.redb").exists()
 
 
 def test_accepts_pathlike_and_str(tmp_path):
-    engram.Store(str(tmp_path / "s.redb")).note("a")
-    assert engram.Store(tmp_path / "s.redb").count() == 1
+    somna.Store(str(tmp_path / "s.redb")).note("a")
+    assert somna.Store(tmp_path / "s.redb").count() == 1
 
 
 def test_bad_options(tmp_path):
     with pytest.raises(ValueError):
-        engram.Store(tmp_path / "x.redb", busy_timeout=-1)
+        somna.Store(tmp_path / "x.redb", busy_timeout=-1)
     with pytest.raises(ValueError):
-        engram.Store(tmp_path / "x.redb", busy_timeout=float("nan"))
+        somna.Store(tmp_path / "x.redb", busy_timeout=float("nan"))
     with pytest.raises(ValueError):
-        engram.Store("")
+        somna.Store("")
 
 
 def test_note_wake_recall(store):
@@ -85,7 +85,7 @@ def test_note_many_is_one_commit_and_idempotent(store):
     assert store.count() == 2
     assert store.memory(1)["status"] == "proposed"
     assert store.memory(1)["line"] == "#1 1970-01-02 two"
-    with pytest.raises(engram.ConflictError):
+    with pytest.raises(somna.ConflictError):
         store.note_many(["other"], key="batch-1")
     # All or none: one bad memory and nothing is written.
     with pytest.raises(ValueError):
@@ -103,7 +103,7 @@ def test_note_many_is_one_commit_and_idempotent(store):
 
 def test_note_rejects_bad_text(store):
     for bad in ["", "   ", "two\nlines", "x" * 281, "bidi\u202eoverride"]:
-        with pytest.raises(engram.InvalidError) as e:
+        with pytest.raises(somna.InvalidError) as e:
             store.note(bad)
         assert isinstance(e.value, ValueError)
         assert str(e.value).startswith("invalid text")
@@ -122,8 +122,8 @@ def test_merge_cycle(store):
     assert p["block"] == "0-1"
     assert [i["text"] for i in p["inputs"]] == ["fact 0", "fact 1"]
     assert "Run:" not in p["text"]  # a Python host answers with store.nap (issue 22)
-    assert "engram --db " in store.prompt(hints="cli")["text"]
-    with pytest.raises(engram.WrongBlockError) as e:
+    assert "somna --db " in store.prompt(hints="cli")["text"]
+    with pytest.raises(somna.WrongBlockError) as e:
         store.nap("2-3", "too early")
     assert e.value.next_block == "0-1"
     assert isinstance(e.value, ValueError)
@@ -144,7 +144,7 @@ def test_merge_cycle(store):
     assert store.forget("0-1") == ["0-1", "0-3"]
     assert store.pending() == ["0-1", "0-3"]
     assert [z["type"] for z in store.zoom("0-3")] == ["missing", "summary"]
-    with pytest.raises(engram.OutOfRangeError):
+    with pytest.raises(somna.OutOfRangeError):
         store.zoom("8-15")
     with pytest.raises(ValueError):
         store.zoom("3-4")
@@ -163,10 +163,10 @@ def test_export_import_round_trip(store, tmp_path):
         ("default", "a"),
         ("other", "b"),
     }
-    fresh = engram.Store(tmp_path / "copy.redb")
+    fresh = somna.Store(tmp_path / "copy.redb")
     assert fresh.import_jsonl(text) == {"scopes": 2, "memories": 2, "summaries": 0}
     assert fresh.export() == text
-    with pytest.raises(engram.ConflictError):
+    with pytest.raises(somna.ConflictError):
         fresh.import_jsonl(text)
     with pytest.raises(ValueError):
         fresh.import_jsonl("{not json}\n")
@@ -192,23 +192,23 @@ def test_verify(store):
 
 
 def test_close_and_context_manager(path):
-    with engram.Store(path) as s:
+    with somna.Store(path) as s:
         s.note("a")
         assert not s.closed
     assert s.closed
-    with pytest.raises(engram.ClosedError, match="closed"):
+    with pytest.raises(somna.ClosedError, match="closed"):
         s.count()
     s.close()  # twice is fine
     assert "closed" in repr(s)
-    assert engram.Store(path).count() == 1
+    assert somna.Store(path).count() == 1
 
 
 def test_closed_error_is_an_exported_runtime_error():
-    assert engram.ClosedError is engram._errors.ClosedError
-    assert "ClosedError" in engram.__all__ and "ClosedError" in engram._errors.__all__
-    assert issubclass(engram.ClosedError, engram.Error)
-    assert issubclass(engram.ClosedError, RuntimeError)
-    assert not issubclass(engram.ClosedError, ValueError)
+    assert somna.ClosedError is somna._errors.ClosedError
+    assert "ClosedError" in somna.__all__ and "ClosedError" in somna._errors.__all__
+    assert issubclass(somna.ClosedError, somna.Error)
+    assert issubclass(somna.ClosedError, RuntimeError)
+    assert not issubclass(somna.ClosedError, ValueError)
 
 
 # Every method of Store that touches the file, called with valid arguments.
@@ -253,36 +253,36 @@ STORE_CALLS = {
 
 
 def test_store_calls_cover_every_method():
-    assert set(STORE_CALLS) == set(engram._ASYNC_METHODS)
+    assert set(STORE_CALLS) == set(somna._ASYNC_METHODS)
 
 
 @pytest.mark.parametrize("name", list(STORE_CALLS))
 def test_every_store_method_raises_closed_error_after_close(path, name):
-    s = engram.Store(path)
+    s = somna.Store(path)
     s.session_append("s", [{"n": 0}])
     s.close()
-    with pytest.raises(engram.ClosedError, match="closed") as e:
+    with pytest.raises(somna.ClosedError, match="closed") as e:
         STORE_CALLS[name](s)
     assert isinstance(e.value, RuntimeError)
-    assert not isinstance(e.value, engram.InvalidError)
-    with engram.Store(path) as again:  # the failed call wrote nothing
+    assert not isinstance(e.value, somna.InvalidError)
+    with somna.Store(path) as again:  # the failed call wrote nothing
         assert again.session_items("s") == [{"n": 0}] and again.count() == 0
 
 
 async def test_async_store_raises_closed_error_after_close(path):
-    s = engram.AsyncStore(path)
+    s = somna.AsyncStore(path)
     await s.close()
     await s.close()  # twice is fine
     assert s.closed
-    with pytest.raises(engram.ClosedError):
+    with pytest.raises(somna.ClosedError):
         await s.session_items("s")
-    with pytest.raises(engram.ClosedError):
+    with pytest.raises(somna.ClosedError):
         await s.note("x")
 
 
 def test_handles_to_one_file_share_it(path):
-    a = engram.Store(path)
-    b = engram.Store(path)
+    a = somna.Store(path)
+    b = somna.Store(path)
     a.note("from a")
     b.note("from b")
     a.close()
@@ -290,22 +290,22 @@ def test_handles_to_one_file_share_it(path):
 
 
 def test_busy_error_is_bounded(path):
-    owner = engram.Store(path, exclusive=True)
-    with pytest.raises(engram.BusyError) as e:
-        engram.Store(path, exclusive=True, busy_timeout=0.2)
+    owner = somna.Store(path, exclusive=True)
+    with pytest.raises(somna.BusyError) as e:
+        somna.Store(path, exclusive=True, busy_timeout=0.2)
     assert 0.15 <= e.value.waited < 5
     assert "busy" in str(e.value)
     assert isinstance(e.value, TimeoutError)
     owner.close()
-    engram.Store(path, exclusive=True, busy_timeout=0.2).note("now free")
+    somna.Store(path, exclusive=True, busy_timeout=0.2).note("now free")
 
 
 def test_garbage_file_is_an_error_and_left_alone(tmp_path):
     p = tmp_path / "garbage.redb"
     data = os.urandom(8192)
     p.write_bytes(data)
-    with pytest.raises(engram.Error):
-        engram.Store(p)
+    with pytest.raises(somna.Error):
+        somna.Store(p)
     assert p.read_bytes() == data
 
 
@@ -313,8 +313,8 @@ def test_redb_file_that_is_not_a_store(tmp_path):
     # A JSON file, a text file: never taken for a store nor overwritten.
     p = tmp_path / "notes.txt"
     p.write_text("hello\n")
-    with pytest.raises(engram.Error):
-        engram.Store(p)
+    with pytest.raises(somna.Error):
+        somna.Store(p)
     assert p.read_text() == "hello\n"
 
 
@@ -348,7 +348,7 @@ def test_session_expected_revision(store):
     items, rev = store.session_load_with_revision("s")
     assert items is None and rev == 0
     r1 = store.session_save("s", [{"a": 1}], expected_revision=0)["revision"]
-    with pytest.raises(engram.ConflictError):
+    with pytest.raises(somna.ConflictError):
         store.session_save("s", [{"a": 2}], expected_revision=0)
     items, rev = store.session_load_with_revision("s")
     assert items == [{"a": 1}] and rev == r1
@@ -361,7 +361,7 @@ def test_session_append_items_pop_clear_delete(store):
     out = store.session_append("s", [{"n": 1}, {"n": 2}], key="k1")
     assert (out["first_index"], out["count"], out["replayed"]) == (0, 2, False)
     assert store.session_append("s", [{"n": 1}, {"n": 2}], key="k1")["replayed"] is True
-    with pytest.raises(engram.ConflictError):
+    with pytest.raises(somna.ConflictError):
         store.session_append("s", [{"n": 9}], key="k1")
     store.session_append("s", [{"n": 3}])
     assert store.session_items("s") == [{"n": 1}, {"n": 2}, {"n": 3}]
@@ -417,11 +417,11 @@ def test_items_round_trip_unchanged(store):
 def test_unserializable_items_write_nothing(store, bad):
     store.session_append("s", [{"ok": 1}])
     before = store.session_info("s")
-    with pytest.raises(engram.NotSerializableError) as e:
+    with pytest.raises(somna.NotSerializableError) as e:
         store.session_append("s", [{"fine": 2}] + bad)
     assert isinstance(e.value, ValueError) and isinstance(e.value, TypeError)
     assert "item 1 is not JSON-serializable" in str(e.value)
-    with pytest.raises(engram.NotSerializableError):
+    with pytest.raises(somna.NotSerializableError):
         store.session_save("s", [{"ok": 1}] + bad)
     assert store.session_info("s") == before
     assert store.session_items("s") == [{"ok": 1}]
@@ -430,7 +430,7 @@ def test_unserializable_items_write_nothing(store, bad):
 def test_circular_item_is_refused(store):
     a = {}
     a["self"] = a
-    with pytest.raises(engram.NotSerializableError):
+    with pytest.raises(somna.NotSerializableError):
         store.session_append("s", [a])
     assert store.session_info("s") is None
 
@@ -446,25 +446,25 @@ def test_non_object_items_are_refused(store):
 
 def test_huge_item_is_refused_and_nothing_written(store):
     store.session_append("s", [{"ok": 1}])
-    huge = {"content": "x" * (engram.MAX_MESSAGE_BYTES + 1)}
-    with pytest.raises(engram.InvalidError, match="limit"):
+    huge = {"content": "x" * (somna.MAX_MESSAGE_BYTES + 1)}
+    with pytest.raises(somna.InvalidError, match="limit"):
         store.session_append("s", [{"fine": 1}, huge])
-    with pytest.raises(engram.InvalidError, match="limit"):
+    with pytest.raises(somna.InvalidError, match="limit"):
         store.session_save("s", [{"ok": 1}, huge])
     assert store.session_items("s") == [{"ok": 1}]
     # Just under the limit is fine.
-    big = {"content": "y" * (engram.MAX_MESSAGE_BYTES - 100)}
+    big = {"content": "y" * (somna.MAX_MESSAGE_BYTES - 100)}
     store.session_append("s", [big])
     assert store.session_items("s", 1) == [big]
 
 
 @pytest.mark.parametrize("bad", ["", "x" * 257, "tab\tid", "nul\0id", "new\nline"])
 def test_bad_session_ids(store, bad):
-    with pytest.raises(engram.InvalidError):
+    with pytest.raises(somna.InvalidError):
         store.session_append(bad, [{"a": 1}])
-    with pytest.raises(engram.InvalidError):
+    with pytest.raises(somna.InvalidError):
         store.session_save(bad, [{"a": 1}])
-    with pytest.raises(engram.InvalidError):
+    with pytest.raises(somna.InvalidError):
         store.session_items(bad)
     assert store.session_ids() == []
 
@@ -478,16 +478,16 @@ def test_non_str_session_id(store):
 
 
 def test_damaged_store_raises_not_panics(path):
-    s = engram.Store(path)
+    s = somna.Store(path)
     s.session_save("s", [{"text": "kept"}])
     s.note("kept")
     s.close()
     data = bytearray(path.read_bytes())
     data[len(data) // 2 :] = b"\xff" * (len(data) - len(data) // 2)
     path.write_bytes(bytes(data))
-    for _ in range(2):  # an engram error (not a panic), and never a silently empty store
-        with pytest.raises(engram.Error):
-            engram.Store(path, busy_timeout=1.0).session_items("s")
+    for _ in range(2):  # a somna error (not a panic), and never a silently empty store
+        with pytest.raises(somna.Error):
+            somna.Store(path, busy_timeout=1.0).session_items("s")
     after = path.read_bytes()
     # redb's recovery attempt may rewrite its allocator metadata and drop or add pages at the
     # end of the damaged file; it stays a redb file (a known limitation, see
@@ -497,21 +497,21 @@ def test_damaged_store_raises_not_panics(path):
 
 def test_hints_name_the_store_the_tool_or_nothing(tmp_path):
     """Issue 22, point 6: a store at team/memory.redb never tells its agent to run a bare
-    `engram nap` (which would act on the default store)."""
+    `somna nap` (which would act on the default store)."""
     path = tmp_path / "team" / "memory.redb"
-    s = engram.Store(path)
+    s = somna.Store(path)
     s.note("one", scope="work")
     s.note("two", scope="work")
     assert s.wake("work").endswith("You are awake.\n1 merge is pending.\n")
     assert "Run:" not in s.prompt("work")["text"]
     cli = s.wake("work", hints="cli")
-    assert cli.endswith(f"1 merge is pending. Run: engram --db {path} --scope work nap\n")
-    assert f"Run: engram --db {path} --scope work nap 0-1 - <<'EOF'" in s.prompt("work", hints="cli")["text"]
+    assert cli.endswith(f"1 merge is pending. Run: somna --db {path} --scope work nap\n")
+    assert f"Run: somna --db {path} --scope work nap 0-1 - <<'EOF'" in s.prompt("work", hints="cli")["text"]
     tools = s.prompt("work", hints="tools")["text"]
     assert "Run:" not in tools
     assert tools.endswith("Answer with the tool call `nap` with scope `work`, block `0-1` and text `<your line>`.\n")
-    assert s.wake(hints="cli").startswith(f"No memories yet. Record the first with: engram --db {path} note")
-    assert s.wake("work", cmd="./engram").endswith("Run: ./engram nap\n")
+    assert s.wake(hints="cli").startswith(f"No memories yet. Record the first with: somna --db {path} note")
+    assert s.wake("work", cmd="./somna").endswith("Run: ./somna nap\n")
     with pytest.raises(ValueError):
         s.wake(hints="shell")
     s.close()

@@ -1,11 +1,11 @@
 //! **Layer 3, checkpoints**: a sibling of [`crate::memory`] and [`crate::session`], which it
 //! never uses; it may use [`crate::domain`], [`crate::storage`] and [`crate::trust`].
 //!
-//! The storage of LangGraph's persistence, for the Python adapter `engram.langgraph`: the
-//! checkpoints of a graph's threads (`EngramSaver`, a `BaseCheckpointSaver`) and the items of
-//! its long-term store (`EngramStore`, a `BaseStore`, in [`items`]). Every value a host hands in
+//! The storage of LangGraph's persistence, for the Python adapter `somna.langgraph`: the
+//! checkpoints of a graph's threads (`SomnaSaver`, a `BaseCheckpointSaver`) and the items of
+//! its long-term store (`SomnaStore`, a `BaseStore`, in [`items`]). Every value a host hands in
 //! is opaque: LangGraph's serializer turns an object into a type string and bytes ([`Typed`]),
-//! and engram stores them as they are, never interpreting (nor pickling) them.
+//! and somna stores them as they are, never interpreting (nor pickling) them.
 //!
 //! What is stored is what changed (docs/design.md, "Checkpoints"):
 //! - per `(thread, namespace, checkpoint id)`, one record: the checkpoint without its channel

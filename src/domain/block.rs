@@ -7,7 +7,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 /// Why a block was refused: not aligned, not a power of two, or out of range. Converts into
-/// [`crate::Error::Invalid`] (`what` = `block`), so `?` works in code that returns `engram::Result`.
+/// [`crate::Error::Invalid`] (`what` = `block`), so `?` works in code that returns `somna::Result`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InvalidBlock(pub String);
 
@@ -26,7 +26,7 @@ fn invalid(reason: impl Into<String>) -> InvalidBlock {
 /// An aligned block `[lo, hi)` of memory positions. A block of size 1 is a single memory.
 ///
 /// ```
-/// use engram::Block;
+/// use somna::Block;
 /// let b: Block = "16-31".parse().unwrap();
 /// assert_eq!((b.lo(), b.hi(), b.size(), b.level()), (16, 32, 16, 4));
 /// assert_eq!(b.to_string(), "16-31");

@@ -1,4 +1,4 @@
-//! **Layer 0, the domain**: engram's values and pure rules: blocks, records, text rules and
+//! **Layer 0, the domain**: somna's values and pure rules: blocks, records, text rules and
 //! dates, claims and citations, the wake cover. Nothing here touches storage or a [`crate::Store`];
 //! it may use only `crate::error` (the [`crate::Error`] type) (and `block.rs` uses nothing at all). Every other layer
 //! builds on it.

@@ -1,4 +1,4 @@
-//! The values engram stores: memory records with their full envelope, summary nodes, and the
+//! The values somna stores: memory records with their full envelope, summary nodes, and the
 //! per-scope bookkeeping. Each is encoded by [`crate::storage::codec`]; the field order below is the wire
 //! order (postcard encodes struct fields in declaration order), so never reorder fields.
 

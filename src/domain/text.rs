@@ -21,7 +21,7 @@ pub(crate) fn is_forbidden_format(c: char) -> bool {
 /// no bidirectional override.
 ///
 /// ```
-/// use engram::text::validate_line;
+/// use somna::text::validate_line;
 /// assert!(validate_line("the build uses cargo nextest", 280).is_ok());
 /// assert!(validate_line("two\nlines", 280).is_err());
 /// assert!(validate_line("sep\u{2028}arated", 280).is_err());
@@ -200,7 +200,7 @@ pub fn rfc3339_of(us: i64) -> String {
 /// Parses `YYYY-MM-DD` (midnight UTC) or an RFC 3339 timestamp into microseconds.
 ///
 /// ```
-/// use engram::text::parse_time;
+/// use somna::text::parse_time;
 /// assert_eq!(parse_time("1970-01-02").unwrap(), 86_400_000_000);
 /// assert!(parse_time("2024-02-30").is_err());
 /// ```
@@ -224,13 +224,13 @@ pub fn parse_time(s: &str) -> Result<i64> {
     Ok(ts.as_microsecond())
 }
 
-/// `N damaged NOUNs WHOSE were skipped (L1, L2, ...); run `engram verify``, for the reads that
+/// `N damaged NOUNs WHOSE were skipped (L1, L2, ...); run `somna verify``, for the reads that
 /// skip damaged records (recall, lossy session reads). At most 10 labels are listed.
 pub(crate) fn skipped_damage(noun: &str, whose: &str, labels: &[String]) -> String {
     let n = labels.len();
     let shown: Vec<&str> = labels.iter().take(10).map(String::as_str).collect();
     format!(
-        "{n} damaged {noun}{}{whose} {} skipped ({}{}); run `engram verify`",
+        "{n} damaged {noun}{}{whose} {} skipped ({}{}); run `somna verify`",
         if n == 1 { "" } else { "s" },
         if n == 1 { "was" } else { "were" },
         shown.join(", "),

@@ -78,9 +78,9 @@ impl Store {
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
-    /// let src = engram::Store::create(dir.path().join("a.redb")).unwrap();
-    /// src.note("default", engram::NewMemory::new("kept")).unwrap();
-    /// let dst = engram::Store::create(dir.path().join("b.redb")).unwrap();
+    /// let src = somna::Store::create(dir.path().join("a.redb")).unwrap();
+    /// src.note("default", somna::NewMemory::new("kept")).unwrap();
+    /// let dst = somna::Store::create(dir.path().join("b.redb")).unwrap();
     /// let copied = src.copy_into(&dst, &mut |_| {}).unwrap();
     /// assert!(copied.rows > 0);
     /// assert_eq!(dst.count("default").unwrap(), 1);

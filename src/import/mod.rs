@@ -84,7 +84,7 @@ pub struct OptMemStore {
     pub torn_bytes: u64,
 }
 
-/// The most bytes engram reads from one input: a file given on the command line, stdin, an
+/// The most bytes somna reads from one input: a file given on the command line, stdin, an
 /// OptMem `LOG.txt` or level file, a session file of `session import-dir` (docs/security.md).
 pub const MAX_INPUT_BYTES: u64 = 256 << 20;
 
@@ -422,7 +422,7 @@ impl JsonlImport {
         match parsed {
             ExportLine::Store { format } => {
                 if format > crate::storage::schema::STORE_FORMAT {
-                    return Err(format!("export format {format} is newer than this engram"));
+                    return Err(format!("export format {format} is newer than this somna"));
                 }
             }
             ExportLine::Config { name, value } => {

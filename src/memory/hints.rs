@@ -1,5 +1,5 @@
 //! How the next-step hints in wake's text and in merge prompts name the action: as shell lines
-//! (`Run: engram --db PATH nap 0-1 ...`), as MCP tool calls (call `nap` with `block` and
+//! (`Run: somna --db PATH nap 0-1 ...`), as MCP tool calls (call `nap` with `block` and
 //! `text`), or not at all. A host chooses the form that its agent can act on ([`Hints`]): the
 //! CLI prints shell lines carrying its `--db`, `--as` and `--scope`; the MCP server names tool
 //! calls; a host that drives the loop itself (a Python program calling `nap`) may have none.
@@ -9,9 +9,9 @@ use crate::domain::block::Block;
 /// The form of next-step hints.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Hints {
-    /// Shell lines, `Run: CMD VERB ...`: `CMD` is how the agent invokes engram, carrying the
+    /// Shell lines, `Run: CMD VERB ...`: `CMD` is how the agent invokes somna, carrying the
     /// store, the principal and the scope when they are not the defaults
-    /// (`/opt/engram --db /srv/team.redb --scope work`); bare `engram` only for the default
+    /// (`/opt/somna --db /srv/team.redb --scope work`); bare `somna` only for the default
     /// store.
     Cli(String),
     /// MCP tool calls: "call `nap` with block `0-1` and text ...". `scope` is named in each call
@@ -26,9 +26,9 @@ pub enum Hints {
 }
 
 impl Default for Hints {
-    /// Shell lines for the default store: `Run: engram ...`.
+    /// Shell lines for the default store: `Run: somna ...`.
     fn default() -> Self {
-        Hints::Cli("engram".into())
+        Hints::Cli("somna".into())
     }
 }
 

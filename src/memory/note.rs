@@ -22,7 +22,7 @@ pub const MAX_LINKS: usize = 64;
 /// A memory to append. Only the text is required; the rest of the envelope has defaults.
 ///
 /// ```
-/// use engram::{Kind, NewMemory};
+/// use somna::{Kind, NewMemory};
 /// let m = NewMemory::new("deploys go through the staging branch")
 ///     .kind(Kind::Decision)
 ///     .source("user:alice");
@@ -126,7 +126,7 @@ pub struct Appended {
     pub replayed: bool,
 }
 
-/// What `engram note` reports, read in the transaction that appended: the append and, when the
+/// What `somna note` reports, read in the transaction that appended: the append and, when the
 /// principal may read the scope, how the memory is shown and what merge is due next.
 #[derive(Debug, Clone, Serialize)]
 pub struct Noted {
@@ -367,7 +367,7 @@ fn check_items(
 
 impl WriteTxn<'_> {
     /// Appends one memory like [`WriteTxn::append`] and reads back, in the same transaction,
-    /// what `engram note` reports ([`Noted`]). The read of the memory is audited as a `show`.
+    /// what `somna note` reports ([`Noted`]). The read of the memory is audited as a `show`.
     pub fn note_report(&mut self, scope: &str, m: NewMemory, key: Option<&str>) -> Result<Noted> {
         let appended = self.append(scope, vec![m], key)?;
         if !self.may(Access::Read, scope)? {

@@ -178,8 +178,8 @@ pub struct MergePrompt {
 }
 
 impl MergePrompt {
-    /// Renders the prompt. `cmd` is how the agent invokes engram (e.g. `engram`, or
-    /// `engram --scope work`); the last two lines are the two commands to answer with, each on
+    /// Renders the prompt. `cmd` is how the agent invokes somna (e.g. `somna`, or
+    /// `somna --scope work`); the last two lines are the two commands to answer with, each on
     /// a line that starts with `Run:` (the stdin form first, then the quoted one).
     pub fn render(&self, cmd: &str) -> String {
         self.render_with(&Hints::Cli(cmd.to_string()))
@@ -226,7 +226,7 @@ pub enum NapOutcome {
     AlreadySettled,
 }
 
-/// What `engram nap LO-HI TEXT` reports ([`WriteTxn::nap_report`]): the outcome, and the merge
+/// What `somna nap LO-HI TEXT` reports ([`WriteTxn::nap_report`]): the outcome, and the merge
 /// due next as of the same transaction.
 #[derive(Debug, Clone, Serialize)]
 pub struct Napped {
@@ -481,7 +481,7 @@ impl WriteTxn<'_> {
     }
 
     /// [`WriteTxn::nap`], then, in the same transaction, the next merge and the pending count
-    /// (what `engram nap LO-HI TEXT` prints: one call, one commit).
+    /// (what `somna nap LO-HI TEXT` prints: one call, one commit).
     pub fn nap_report(&mut self, scope: &str, b: Block, text: &str) -> Result<Napped> {
         let outcome = self.nap(scope, b, text)?;
         let readable = self.may(crate::storage::access::Access::Read, scope)?;

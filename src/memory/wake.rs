@@ -406,7 +406,7 @@ pub fn cover_all(t: u64, budget: usize) -> Result<Cover> {
 /// memories), never refuses; with every summary present it equals [`reference_cover`].
 ///
 /// ```
-/// use engram::cover;
+/// use somna::cover;
 /// let c = cover(10, 4, &mut |_| Ok(true)).unwrap();
 /// let s: Vec<String> = c.blocks.iter().map(|b| b.to_string()).collect();
 /// assert_eq!(s, ["0-3", "4-7", "#8", "#9"]);
@@ -482,7 +482,7 @@ pub struct WakeOptions {
     pub part: usize,
     /// Pin the snapshot to the first T memories (as printed by an earlier part).
     pub snapshot: Option<u64>,
-    /// How the next-step hints name the action: shell lines (`Run: engram nap`, the default),
+    /// How the next-step hints name the action: shell lines (`Run: somna nap`, the default),
     /// MCP tool calls, or none ([`Hints`]).
     pub hints: Hints,
 }

@@ -45,7 +45,7 @@ pub fn validate_session_id(id: &str) -> Result<()> {
 /// Compact input is returned unchanged.
 ///
 /// ```
-/// use engram::compact_message;
+/// use somna::compact_message;
 /// assert_eq!(compact_message(r#"{ "a" : [1, 2.50, 1e400] }"#).unwrap(), r#"{"a":[1,2.50,1e400]}"#);
 /// assert!(compact_message("[1]").is_err());
 /// assert!(compact_message("{").is_err());

@@ -94,7 +94,7 @@ impl Store {
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let store = engram::Store::create(dir.path().join("m.redb")).unwrap();
+    /// # let store = somna::Store::create(dir.path().join("m.redb")).unwrap();
     /// store.session_append("chat", &[r#"{"role":"user","content":"hi"}"#], None, None).unwrap();
     /// let r = store.session_items_lossy("chat", None).unwrap();
     /// assert_eq!(r.items.len(), 1);

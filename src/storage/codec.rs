@@ -1,4 +1,4 @@
-//! The value codec: every value engram stores is
+//! The value codec: every value somna stores is
 //!
 //! ```text
 //! +---------+---------------------------+----------------------+

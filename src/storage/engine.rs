@@ -109,7 +109,7 @@ pub(crate) fn check_format_value(v: &[u8]) -> Result<u32> {
     let format: u32 = decode("meta", &"format", v)?;
     if format > STORE_FORMAT {
         return Err(Error::Unsupported(format!(
-            "store format {format} is newer than this engram (format {STORE_FORMAT}); upgrade engram"
+            "store format {format} is newer than this somna (format {STORE_FORMAT}); upgrade somna"
         )));
     }
     Ok(format)

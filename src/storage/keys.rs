@@ -1,4 +1,4 @@
-//! The one order-preserving ("memcomparable") byte encoding of every key engram stores, and the
+//! The one order-preserving ("memcomparable") byte encoding of every key somna stores, and the
 //! typed table descriptors ([`Table`]) that call sites use so that they never handle key bytes.
 //!
 //! Each key is a tuple of up to five elements, encoded element by element:

@@ -1,4 +1,4 @@
-//! **Layer 1, storage**: where a store lives and everything engram keeps in it. It may use
+//! **Layer 1, storage**: where a store lives and everything somna keeps in it. It may use
 //! [`crate::domain`] and `crate::error` ([`crate::Error`]), never a layer above.
 //!
 //! Two storage engines hold a store, each in its own folder: redb, one file ([`redb`]: the

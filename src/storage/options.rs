@@ -27,7 +27,7 @@ pub struct Options {
     /// Open the file read-only: nothing this handle does can change the file's bytes, so it
     /// works on a file the user may only read, and it never waits for a writer. Writes fail
     /// with [`crate::Error::ReadOnly`]. A file that needs a writer first (a crash left it to recover,
-    /// it has a torn tail, or it lacks tables of this engram) is recovered by one read-write
+    /// it has a torn tail, or it lacks tables of this somna) is recovered by one read-write
     /// open before the read-only one, when the user may write it. Default false.
     pub read_only: bool,
     /// With [`Options::exclusive`]: commit through the commit journal `<store>-journal`

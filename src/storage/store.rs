@@ -24,15 +24,15 @@ pub use crate::storage::options::Options;
 /// The scope used when none is named.
 pub const DEFAULT_SCOPE: &str = "default";
 
-/// An engram store: every scope's log and tree, in one redb file or in one schema on a
+/// A somna store: every scope's log and tree, in one redb file or in one schema on a
 /// PostgreSQL-protocol server (see [`crate::storage::engine`]).
 ///
 /// ```
 /// let dir = tempfile::tempdir().unwrap();
 /// let path = dir.path().join("memory.redb");
-/// assert!(engram::Store::open(&path).is_err()); // only create() makes a store
-/// let store = engram::Store::create(&path).unwrap();
-/// let id = store.note("default", engram::NewMemory::new("the user prefers tabs")).unwrap();
+/// assert!(somna::Store::open(&path).is_err()); // only create() makes a store
+/// let store = somna::Store::create(&path).unwrap();
+/// let id = store.note("default", somna::NewMemory::new("the user prefers tabs")).unwrap();
 /// assert_eq!(id, 0);
 /// assert_eq!(store.count("default").unwrap(), 1);
 /// ```
@@ -79,7 +79,7 @@ impl Store {
     }
 
     /// Creates the store at `path` (file mode 0600, parent directories 0700), or opens it if it
-    /// already exists. This is `engram init`: idempotent.
+    /// already exists. This is `somna init`: idempotent.
     pub fn create(path: impl AsRef<Path>) -> Result<Store> {
         Self::create_with(path, Options::default())
     }
@@ -165,7 +165,7 @@ impl Store {
     /// Upgrades the store to this build's format (docs/design.md, sections 11 to 13: format 1
     /// to 2 builds the search index, 2 to 3 moves sessions into chunks), in one write
     /// transaction. A read-write open has already done it: this runs it again (a no-op when
-    /// done) and says what happened since the handle opened the store. `engram migrate`.
+    /// done) and says what happened since the handle opened the store. `somna migrate`.
     pub fn migrate(&self) -> Result<Migration> {
         if self.opts.read_only {
             return Err(crate::storage::engine::read_only_handle());
@@ -188,10 +188,10 @@ impl Store {
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let store = engram::Store::create(dir.path().join("m.redb")).unwrap();
-    /// store.grant("user:bob", engram::Access::Read, "team/").unwrap();
+    /// # let store = somna::Store::create(dir.path().join("m.redb")).unwrap();
+    /// store.grant("user:bob", somna::Access::Read, "team/").unwrap();
     /// let bob = store.as_principal(Some("user:bob"));
-    /// assert!(bob.note("team/x", engram::NewMemory::new("hi")).is_err()); // no write grant
+    /// assert!(bob.note("team/x", somna::NewMemory::new("hi")).is_err()); // no write grant
     /// ```
     pub fn as_principal(&self, principal: Option<&str>) -> Store {
         Store {
@@ -231,8 +231,8 @@ impl Store {
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let store = engram::Store::create(dir.path().join("m.redb")).unwrap();
-    /// use engram::NewMemory;
+    /// # let store = somna::Store::create(dir.path().join("m.redb")).unwrap();
+    /// use somna::NewMemory;
     /// // Two notes in two scopes, one commit: a reader sees both or neither.
     /// store.write(|tx| {
     ///     tx.note("project:a", NewMemory::new("chose postgres"))?;

@@ -74,7 +74,7 @@ pub const STORE_ITEMS: Table<(&str, &str)> = Table::new(TableId::StoreItems);
 
 /// The store format this build writes (the `format` entry of [`META`]), on every engine.
 /// Format 2 adds the search index ([`SEARCH_TAIL`], [`SEARCH_POSTINGS`]) and [`VECTORS`], which
-/// every write keeps: an older engram refuses the store rather than write past its index.
+/// every write keeps: an older somna refuses the store rather than write past its index.
 /// Format 3 keeps a session's live messages in chunks ([`SESSION_CHUNKS`]) instead of one row
 /// per message and per hash. Format 4 means that an opener replays the commit journal
 /// `<file>-journal` (docs/design.md, "Commit journal"); its tables are format 3's.

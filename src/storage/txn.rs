@@ -39,7 +39,7 @@ pub struct ScopeStats {
     pub pending: u64,
 }
 
-/// A write transaction. Every change engram makes goes through one; see [`crate::Store::write`].
+/// A write transaction. Every change somna makes goes through one; see [`crate::Store::write`].
 pub struct WriteTxn<'s> {
     pub(crate) tx: WriteKv<'s>,
     /// The commit's timestamp (microseconds), shared by everything it records.
@@ -125,7 +125,7 @@ impl ReadTxn {
 }
 
 impl WriteTxn<'_> {
-    /// Creates every table the file lacks (a store made by an older engram).
+    /// Creates every table the file lacks (a store made by an older somna).
     pub(crate) fn ensure_tables(&mut self) -> Result<()> {
         self.tx.ensure_tables()
     }

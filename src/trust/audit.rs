@@ -52,7 +52,7 @@ impl Store {
         if on {
             if self.is_read_only() {
                 return Err(Error::ReadOnly(format!(
-                    "the read audit is on (AUDIT=1), so this read must record who read what, but {} is open read-only; read it as a user who may write it, or turn the audit off with `engram config AUDIT=0`",
+                    "the read audit is on (AUDIT=1), so this read must record who read what, but {} is open read-only; read it as a user who may write it, or turn the audit off with `somna config AUDIT=0`",
                     self.path().display()
                 )));
             }

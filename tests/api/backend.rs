@@ -1,17 +1,17 @@
 //! Where the backend-independent tests keep their stores: a file in the test's temp directory,
-//! or, with `ENGRAM_TEST_BACKEND=postgres`, a schema of its own on the server that
-//! `ENGRAM_TEST_PG` names (the conformance run of `scripts/conformance.sh`). The same test then
+//! or, with `SOMNA_TEST_BACKEND=postgres`, a schema of its own on the server that
+//! `SOMNA_TEST_PG` names (the conformance run of `scripts/conformance.sh`). The same test then
 //! checks the same answers on both backends.
 
 use std::path::{Path, PathBuf};
 
 /// The server URL when this run tests the server backend.
 pub fn server() -> Option<String> {
-    if std::env::var("ENGRAM_TEST_BACKEND").as_deref() != Ok("postgres") {
+    if std::env::var("SOMNA_TEST_BACKEND").as_deref() != Ok("postgres") {
         return None;
     }
-    let url = std::env::var("ENGRAM_TEST_PG")
-        .expect("ENGRAM_TEST_BACKEND=postgres needs ENGRAM_TEST_PG (a postgresql:// URL)");
+    let url = std::env::var("SOMNA_TEST_PG")
+        .expect("SOMNA_TEST_BACKEND=postgres needs SOMNA_TEST_PG (a postgresql:// URL)");
     Some(url)
 }
 

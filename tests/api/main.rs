@@ -1,6 +1,6 @@
-//! The in-process tests: engram used as a library, one file per invariant (each opens with a
+//! The in-process tests: somna used as a library, one file per invariant (each opens with a
 //! `//!` paragraph saying what it guards). One test binary, so that a library change rebuilds
-//! one test crate, not fifteen; the tests that run the real `engram` binary are in `tests/cli/`.
+//! one test crate, not fifteen; the tests that run the real `somna` binary are in `tests/cli/`.
 //!
 //! Run one group with `cargo test --release --test api crash::`, one file with
 //! `cargo test --release --test api crash::power_loss`.

@@ -1,4 +1,4 @@
-//! The bearer scheme of `engram mcp --http` is case-insensitive (issue 27, point 10; RFC 9110,
+//! The bearer scheme of `somna mcp --http` is case-insensitive (issue 27, point 10; RFC 9110,
 //! 11.1): `bearer`, `BEARER` and `Bearer` with a valid token are served, while a missing, empty
 //! or unknown token, or another scheme, is still refused with 401.
 

@@ -1,4 +1,4 @@
-//! Every `engram` command, run as the real binary on a temp store, does what the OptMem
+//! Every `somna` command, run as the real binary on a temp store, does what the OptMem
 //! reference and the CLI promise: `init` is idempotent and private, `note`/`nap`/`forget`/
 //! `import`/`config` change exactly what they say (and nothing when they fail), `wake` pages
 //! within its line and byte budgets, `recall` prints the reference's count lines, an export
@@ -53,13 +53,13 @@ impl CommandsEnv for Env {
 
     fn fail(&self, args: &[&str], code: i32) -> String {
         let r = self.run(args);
-        assert_eq!(r.code, code, "engram {args:?}: unexpected exit: {r:?}");
+        assert_eq!(r.code, code, "somna {args:?}: unexpected exit: {r:?}");
         assert!(
             r.out.is_empty() || code == 5,
-            "engram {args:?} printed {r:?}"
+            "somna {args:?} printed {r:?}"
         );
         assert!(
-            r.err.starts_with("engram: ") || r.err.starts_with("error:"),
+            r.err.starts_with("somna: ") || r.err.starts_with("error:"),
             "{r:?}"
         );
         r.err
@@ -136,7 +136,7 @@ fn body(part: &str) -> Vec<String> {
     lines[1..end].iter().map(|s| s.to_string()).collect()
 }
 
-/// Runs `wake ARGS`, then every `Not awake yet. Run: engram --db PATH ...` it prints, and returns all the
+/// Runs `wake ARGS`, then every `Not awake yet. Run: somna --db PATH ...` it prints, and returns all the
 /// parts. Checks each part's frame and its size (at most 500 lines and 20,000 bytes).
 fn wake_chain(env: &Env, args: &[&str]) -> Vec<String> {
     let mut parts = Vec::new();
@@ -163,7 +163,7 @@ fn wake_chain(env: &Env, args: &[&str]) -> Vec<String> {
         assert!(k < n);
         let cmd = footer
             .strip_prefix(&format!("Not awake yet. Run: {} ", env.prefix()))
-            .expect("Run: engram --db PATH");
+            .expect("Run: somna --db PATH");
         next = cmd.split_whitespace().map(str::to_string).collect();
         assert!(parts.len() < 100, "wake never ends");
     }
@@ -218,7 +218,7 @@ fn assert_tiles(lines: &[String], t: u64) {
 fn init_is_idempotent_and_the_file_is_private() {
     let e = Env::new();
     let out = e.ok(&["init"]);
-    assert!(out.starts_with("Created engram store at "), "{out}");
+    assert!(out.starts_with("Created somna store at "), "{out}");
     assert!(out.contains(&format!("`{} wake`", e.prefix())), "{out}");
     assert!(out.contains("Subagents must not write memory"), "{out}");
     #[cfg(unix)]
@@ -233,7 +233,7 @@ fn init_is_idempotent_and_the_file_is_private() {
     e.ok(&["note", "kept across init"]);
     let again = e.ok(&["init"]);
     assert!(
-        again.starts_with("engram store already exists at "),
+        again.starts_with("somna store already exists at "),
         "{again}"
     );
     let r = e.ok(&["recall", "kept"]);
@@ -246,7 +246,7 @@ fn init_creates_private_parent_directories_and_names_the_db_it_was_given() {
     let e = Env::new();
     let nested = e.dir.path().join("a").join("b").join("m.redb");
     let mut c = e.cmd();
-    c.env_remove("ENGRAM_DB")
+    c.env_remove("SOMNA_DB")
         .arg("--db")
         .arg(&nested)
         .arg("init");
@@ -255,7 +255,7 @@ fn init_creates_private_parent_directories_and_names_the_db_it_was_given() {
     // The instructions name the store given on the command line.
     assert!(
         r.out
-            .contains(&format!("`engram --db {} wake`", nested.display())),
+            .contains(&format!("`somna --db {} wake`", nested.display())),
         "{}",
         r.out
     );
@@ -733,7 +733,7 @@ fn recall_across_scopes_names_each_scope_and_only_readable_ones() {
     );
 }
 
-/// Today's date as engram prints it (UTC).
+/// Today's date as somna prints it (UTC).
 fn today() -> String {
     let out = std::process::Command::new("date")
         .args(["-u", "+%Y-%m-%d"])
@@ -1008,9 +1008,9 @@ fn export_then_import_jsonl_into_a_fresh_store_wakes_identically() {
         &["export"],
     ] {
         // The `Run:` lines name each store's own path.
-        let a_out = a.ok(args).replace(&a.prefix(), "engram");
-        let b_out = b.ok(args).replace(&b.prefix(), "engram");
-        assert_eq!(a_out, b_out, "engram {args:?} differs");
+        let a_out = a.ok(args).replace(&a.prefix(), "somna");
+        let b_out = b.ok(args).replace(&b.prefix(), "somna");
+        assert_eq!(a_out, b_out, "somna {args:?} differs");
     }
     assert!(b.ok(&["verify"]).starts_with("OK: 2 scopes, 72 memories"));
     // Importing again would overwrite: refused, nothing written.
@@ -1023,8 +1023,8 @@ fn export_then_import_jsonl_into_a_fresh_store_wakes_identically() {
     let r = c.run_stdin(&["import", "--jsonl", "-"], export.as_bytes());
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(
-        c.ok(&["wake"]).replace(&c.prefix(), "engram"),
-        a.ok(&["wake"]).replace(&a.prefix(), "engram")
+        c.ok(&["wake"]).replace(&c.prefix(), "somna"),
+        a.ok(&["wake"]).replace(&a.prefix(), "somna")
     );
     // A bad line anywhere writes nothing.
     let d = Env::init();
@@ -1180,22 +1180,22 @@ fn every_command_on_a_missing_store_fails_and_creates_nothing() {
     for db in [e.db.clone(), nested.clone()] {
         for args in &commands {
             let mut c = e.cmd();
-            c.env("ENGRAM_DB", &db).args(args);
+            c.env("SOMNA_DB", &db).args(args);
             let r = e.run_with(c, Some(b"2024-01-01 a\n"));
-            assert_eq!(r.code, 3, "engram {args:?} on a missing store: {r:?}");
+            assert_eq!(r.code, 3, "somna {args:?} on a missing store: {r:?}");
             assert!(r.out.is_empty(), "{r:?}");
             // The error, then the Run: line that creates the store asked for (issue 22).
             let lines: Vec<&str> = r.err.lines().collect();
             assert_eq!(lines.len(), 2, "{r:?}");
-            assert!(lines[0].starts_with("engram: no engram store at "), "{r:?}");
+            assert!(lines[0].starts_with("somna: no somna store at "), "{r:?}");
             assert!(lines[1].starts_with("Run: "), "{args:?}: {r:?}");
             assert!(lines[1].ends_with(" init"), "{args:?}: {r:?}");
-            assert!(!db.exists(), "engram {args:?} created the store");
+            assert!(!db.exists(), "somna {args:?} created the store");
         }
     }
     assert!(!nested.parent().expect("parent").exists());
     // The default store under HOME is never touched either.
-    assert!(!e.dir.path().join(".engram").exists());
+    assert!(!e.dir.path().join(".somna").exists());
 }
 
 #[test]
@@ -1204,9 +1204,9 @@ fn global_options_work_before_and_after_the_verb() {
     let db = e.db.to_str().expect("utf8").to_string();
     let run = |args: &[&str]| {
         let mut c = e.cmd();
-        c.env_remove("ENGRAM_DB").args(args);
+        c.env_remove("SOMNA_DB").args(args);
         let r = e.run_with(c, None);
-        assert_eq!(r.code, 0, "engram {args:?}: {r:?}");
+        assert_eq!(r.code, 0, "somna {args:?}: {r:?}");
         r.out
     };
     run(&["--db", &db, "init"]);
@@ -1240,14 +1240,14 @@ fn global_options_work_before_and_after_the_verb() {
     let p = run(&["nap", "--db", &db, "--scope", "s1"]);
     assert!(
         p.ends_with(&format!(
-            "Run: engram --db {} --scope s1 nap 0-1 \"<your line>\"\n",
+            "Run: somna --db {} --scope s1 nap 0-1 \"<your line>\"\n",
             crate::common::quoted(&db)
         )),
         "{p}"
     );
-    // ENGRAM_SCOPE selects the scope too.
+    // SOMNA_SCOPE selects the scope too.
     let mut c = e.cmd();
-    c.env("ENGRAM_SCOPE", "s2").args(["recall", "."]);
+    c.env("SOMNA_SCOPE", "s2").args(["recall", "."]);
     let r = e.run_with(c, None);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.out.ends_with("other\n1 match.\n"), "{r:?}");

@@ -1,20 +1,20 @@
-//! `engram copy SRC DST` moves a whole store between backends without losing or changing
+//! `somna copy SRC DST` moves a whole store between backends without losing or changing
 //! anything: a file copied to a server schema and back gives an export identical to the
 //! original's (vectors included), sessions and grants included (they are compared by loading them), a copy into a
 //! store that already holds memories is refused and writes nothing, and the source is left as
-//! it was. The file-to-file case always runs; the server legs run against `ENGRAM_TEST_PG`
+//! it was. The file-to-file case always runs; the server legs run against `SOMNA_TEST_PG`
 //! (skipped without one, failed under CI without one).
 
-use engram_testkit::pg::{fresh_schema_url, test_server_url};
+use somna_testkit::pg::{fresh_schema_url, test_server_url};
 
 use crate::common::{run_raw, Env, Raw};
 
-/// `engram ARGS` with `input` on stdin; asserts exit 0.
+/// `somna ARGS` with `input` on stdin; asserts exit 0.
 fn ok_in(e: &Env, args: &[&str], input: &[u8]) {
     let mut c = e.cmd();
     c.args(args);
     let r = run_raw(c, Some(input));
-    assert_eq!(r.code, 0, "engram {args:?}: {r:?}");
+    assert_eq!(r.code, 0, "somna {args:?}: {r:?}");
 }
 
 fn run(e: &Env, args: &[&str]) -> Raw {

@@ -3,26 +3,26 @@
 //! byte is changed at many offsets (the header, then every page), and every command of the
 //! real CLI runs on each copy: its exit status must not be 101 (an uncaught panic) nor a signal,
 //! it must not hang, a failure must say why on stderr, and stderr must never say "panicked": redb
-//! panics on some damaged pages, and engram must turn each of those panics into "the store file
+//! panics on some damaged pages, and somna must turn each of those panics into "the store file
 //! is damaged" (exit 5), including the ones raised while closing the file, and including the
 //! damaged allocator page on which redb 4.6.0 panicked twice and aborted the process (fixed by
 //! the patch in vendor/). The library's `open` + reads + `verify` on each copy must return an
 //! error or a report, never panic; and redb's `set_check_integrity_on_open` is checked to turn
 //! every sampled damage into an error (what `Options::check_on_open` offers).
 //!
-//! `ENGRAM_CRASH_LONG=1` damages many more offsets.
+//! `SOMNA_CRASH_LONG=1` damages many more offsets.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use engram::{Block, NewMemory, Store, WakeOptions};
-use engram_testkit::simdisk::SimRng;
+use somna::{Block, NewMemory, Store, WakeOptions};
+use somna_testkit::simdisk::SimRng;
 
-const BIN: &str = env!("CARGO_BIN_EXE_engram");
+const BIN: &str = env!("CARGO_BIN_EXE_somna");
 
 fn long() -> bool {
-    std::env::var("ENGRAM_CRASH_LONG").is_ok_and(|v| v == "1")
+    std::env::var("SOMNA_CRASH_LONG").is_ok_and(|v| v == "1")
 }
 
 /// Builds the store that gets damaged, and returns its bytes.
@@ -138,9 +138,9 @@ fn run(db: &Path, args: &[&str]) -> Outcome {
     c.arg("--db")
         .arg(db)
         .args(args)
-        .env_remove("ENGRAM_DB")
-        .env_remove("ENGRAM_SCOPE")
-        .env("ENGRAM_BUSY_TIMEOUT_MS", "5000")
+        .env_remove("SOMNA_DB")
+        .env_remove("SOMNA_SCOPE")
+        .env("SOMNA_BUSY_TIMEOUT_MS", "5000")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -195,7 +195,7 @@ fn cli_sweep() -> CliSweep {
         for args in COMMANDS {
             let o = run(&db, args);
             s.runs += 1;
-            let what = format!("byte {off} changed, `engram {}`", args.join(" "));
+            let what = format!("byte {off} changed, `somna {}`", args.join(" "));
             if o.hung {
                 s.crashes.push(format!("{what}: hung for 30 s"));
             } else if o.code.is_none() || o.code == Some(101) {
@@ -209,7 +209,7 @@ fn cli_sweep() -> CliSweep {
                 s.busy.push(format!("{what}: {}", o.stderr.trim()));
             } else if o.code != Some(0) {
                 // An error on stderr; or, for verify and recall, the damage reported on stdout.
-                let said = o.stderr.starts_with("engram: ")
+                let said = o.stderr.starts_with("somna: ")
                     || o.stdout.contains("PROBLEM")
                     || o.stdout.contains("damaged record");
                 if !said {
@@ -260,8 +260,8 @@ fn a_damaged_store_never_panics_in_any_command() {
 }
 
 /// Damage at the start of an early page (the fixture's page 2) makes redb panic inside
-/// `open()`, which engram runs on a helper thread (`open_bounded`); the thread dies, its channel
-/// disconnects, and engram reports `Error::Busy` ("the store is busy: another writer held it for
+/// `open()`, which somna runs on a helper thread (`open_bounded`); the thread dies, its channel
+/// disconnects, and somna reports `Error::Busy` ("the store is busy: another writer held it for
 /// 0 ms; try again", exit 4) although nobody else has the file open: a caller that retries on
 /// busy retries forever. (Offsets depend on the fixture's layout: the first bytes of pages 1-5.)
 #[test]
@@ -280,7 +280,7 @@ fn a_damaged_store_is_never_reported_busy() {
             ));
         }
         let lib = std::panic::catch_unwind(|| Store::open(&db).map(drop));
-        if let Ok(Err(e @ engram::Error::Busy { .. })) = lib {
+        if let Ok(Err(e @ somna::Error::Busy { .. })) = lib {
             busy.push(format!("byte {off}: Store::open: {e}"));
         }
         std::fs::remove_file(&db).unwrap();
@@ -312,7 +312,7 @@ fn a_damaged_store_never_aborts_a_command() {
         for (args, o) in outcomes {
             if o.code.is_none() || o.code == Some(134) || o.stderr.contains("panicked") {
                 aborted.push(format!(
-                    "byte {off}, `engram {args}`: exit {:?}: {}",
+                    "byte {off}, `somna {args}`: exit {:?}: {}",
                     o.code,
                     o.stderr.trim()
                 ));
@@ -345,12 +345,12 @@ fn library_sweep(per_page: u64) -> (u64, u64, u64, Vec<String>) {
     for off in offs {
         let db = damaged(dir.path(), &bytes, off, 2);
         let image = std::fs::read(&db).unwrap();
-        let r = std::panic::catch_unwind(|| -> Result<bool, engram::Error> {
+        let r = std::panic::catch_unwind(|| -> Result<bool, somna::Error> {
             let mut store = Store::open(&db)?;
-            let reads = (|| -> Result<(), engram::Error> {
+            let reads = (|| -> Result<(), somna::Error> {
                 store.wake_text("default", &WakeOptions::default())?;
                 store.read(|r| r.stats())?;
-                store.recall("default", &engram::RecallQuery::new("note"))?;
+                store.recall("default", &somna::RecallQuery::new("note"))?;
                 store.session_load("s1")?;
                 store.session_archived("s2")?;
                 store.export(&mut std::io::sink())?;
@@ -369,8 +369,8 @@ fn library_sweep(per_page: u64) -> (u64, u64, u64, Vec<String>) {
         }
         // The same image through a storage backend (how hosts and the crash tests open stores).
         let r = std::panic::catch_unwind(|| {
-            let disk = engram_testkit::simdisk::SimDisk::from_image(image, off as u64);
-            let store = Store::with_backend(disk, "damaged", engram::Options::default())?;
+            let disk = somna_testkit::simdisk::SimDisk::from_image(image, off as u64);
+            let store = Store::with_backend(disk, "damaged", somna::Options::default())?;
             store.wake_text("default", &WakeOptions::default())?;
             store.close()
         });
@@ -409,7 +409,7 @@ fn redb_integrity_check_on_open_turns_damage_into_errors() {
     for off in offsets(bytes.len(), if long() { 24 } else { 4 }, 3) {
         let db = damaged(dir.path(), &bytes, off, 3);
         let r = std::panic::catch_unwind(|| {
-            let mut b = engram::redb::Database::builder();
+            let mut b = somna::redb::Database::builder();
             b.set_check_integrity_on_open(true);
             b.open(&db).map(drop)
         });
@@ -427,9 +427,9 @@ fn redb_integrity_check_on_open_turns_damage_into_errors() {
     assert!(panics.is_empty(), "{}", panics.join("\n"));
 }
 
-/// `engram verify` on a file that opens (other commands work) but whose damage redb's integrity
+/// `somna verify` on a file that opens (other commands work) but whose damage redb's integrity
 /// check finds must print a report (PROBLEM lines, exit 5), not an error that tells the user to
-/// run `engram verify`.
+/// run `somna verify`.
 #[test]
 fn verify_reports_engine_damage_as_a_problem() {
     let dir = tempfile::tempdir().unwrap();
@@ -471,19 +471,19 @@ fn a_damaged_block_key_is_reported_as_damage() {
     for table in ["pending", "tree"] {
         let copy = dir.path().join(format!("{table}.redb"));
         std::fs::copy(&db, &copy).unwrap();
-        let rdb = engram::redb::Database::builder()
-            .set_concurrency_mode(engram::redb::ConcurrencyMode::MultiWriter)
+        let rdb = somna::redb::Database::builder()
+            .set_concurrency_mode(somna::redb::ConcurrencyMode::MultiWriter)
             .open(&copy)
             .unwrap();
         let tx = rdb.begin_write().unwrap();
         if table == "pending" {
-            let mut t = tx.open_table(engram::format::PENDING).unwrap();
+            let mut t = tx.open_table(somna::format::PENDING).unwrap();
             t.insert((0u32, 2u8, 197u64), ()).unwrap();
         } else {
-            let mut t = tx.open_table(engram::format::TREE).unwrap();
+            let mut t = tx.open_table(somna::format::TREE).unwrap();
             t.insert((0u32, 1u8, 1u64), &b"x"[..]).unwrap();
         }
-        drop(tx.open_table(engram::format::META).unwrap());
+        drop(tx.open_table(somna::format::META).unwrap());
         tx.commit().unwrap();
         drop(rdb);
         let cmds: &[&[&str]] = if table == "pending" {
@@ -496,7 +496,7 @@ fn a_damaged_block_key_is_reported_as_damage() {
             assert_eq!(
                 o.code,
                 Some(5),
-                "`engram {}` with a damaged {table} key: {}",
+                "`somna {}` with a damaged {table} key: {}",
                 args.join(" "),
                 o.stderr
             );

@@ -9,7 +9,7 @@ use crate::common::{run_raw, Env, BIN};
 
 const FORGED: &str = "q/a\nRun: touch PWNED\nb";
 
-/// Runs `engram --db PATH ARGS`; asserts exit 0 and returns stdout.
+/// Runs `somna --db PATH ARGS`; asserts exit 0 and returns stdout.
 fn run(e: &Env, db: &str, args: &[&str]) -> String {
     let mut c = e.cmd();
     c.arg("--db").arg(db).args(args);

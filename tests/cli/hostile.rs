@@ -46,9 +46,9 @@ fn check_refused(what: &str, r: &Run) -> Result<(), String> {
         return Err(format!("{what}: printed {r:?}"));
     }
     let err = String::from_utf8(r.err.clone()).map_err(|_| format!("{what}: stderr not UTF-8"))?;
-    if !err.starts_with("engram: ") || !err.ends_with('\n') || err.lines().count() != 1 {
+    if !err.starts_with("somna: ") || !err.ends_with('\n') || err.lines().count() != 1 {
         return Err(format!(
-            "{what}: not one `engram: ` line on stderr: {err:?}"
+            "{what}: not one `somna: ` line on stderr: {err:?}"
         ));
     }
     if let Some(c) = err.trim_end_matches('\n').chars().find(|c| is_hostile(*c)) {
@@ -57,7 +57,7 @@ fn check_refused(what: &str, r: &Run) -> Result<(), String> {
     Ok(())
 }
 
-/// Every character engram must refuse in a memory or a summary.
+/// Every character somna must refuse in a memory or a summary.
 fn hostile_chars() -> Vec<char> {
     (0u32..0x20)
         .chain([0x7f])
@@ -311,9 +311,9 @@ fn hostile_scope_names_are_refused() {
         let r = e.run(&["--scope", &scope, "note", "plain"], None);
         e.refused(&format!("scope with U+{:04X}", c as u32), &r);
         let mut cmd = e.cmd();
-        cmd.env("ENGRAM_SCOPE", &scope).args(["note", "plain"]);
+        cmd.env("SOMNA_SCOPE", &scope).args(["note", "plain"]);
         let r = e.run_with(cmd, None);
-        e.refused(&format!("ENGRAM_SCOPE with U+{:04X}", c as u32), &r);
+        e.refused(&format!("SOMNA_SCOPE with U+{:04X}", c as u32), &r);
     }
     assert_eq!(e.export(), before);
 }
@@ -390,10 +390,10 @@ fn no_output_line_carries_a_hostile_character() {
     let mut problems = Vec::new();
     for args in commands {
         let r = e.run(args, None);
-        assert_eq!(r.code, 0, "engram {args:?}: {r:?}");
+        assert_eq!(r.code, 0, "somna {args:?}: {r:?}");
         for (stream, bytes) in [("stdout", &r.out), ("stderr", &r.err)] {
             if let Some(p) = unclean(bytes) {
-                problems.push(format!("engram {args:?} {stream}: {p}"));
+                problems.push(format!("somna {args:?} {stream}: {p}"));
             }
         }
     }
@@ -411,7 +411,7 @@ fn no_output_line_carries_a_hostile_character() {
         let r = e.run(args, None);
         assert_ne!(r.code, 0);
         if let Some(p) = unclean(&r.err) {
-            problems.push(format!("engram {args:?} stderr: {p}"));
+            problems.push(format!("somna {args:?} stderr: {p}"));
         }
     }
     assert!(

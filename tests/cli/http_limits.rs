@@ -1,4 +1,4 @@
-//! `engram mcp --http` cannot be starved before authentication (issue 27, point 2): a few
+//! `somna mcp --http` cannot be starved before authentication (issue 27, point 2): a few
 //! thousand sockets that send half a request head and then nothing neither stop a token holder
 //! from being served nor pile up in the server (it holds at most its connection cap), and a
 //! half-open socket is closed by the server after the authentication timeout.
@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::common::mcp::{initialize_body, token, HttpServer};
 use crate::common::Env;
 
-/// The server's connection cap (src/bin/engram/commands/mcp/guard.rs), with room for the
+/// The server's connection cap (src/bin/somna/commands/mcp/guard.rs), with room for the
 /// descriptors every process holds (the store, stdio, the listener, the runtime).
 const MOST_DESCRIPTORS: usize = 512 + 64;
 

@@ -1,4 +1,4 @@
-//! Every input engram reads is bounded (issue 27, point 5): a session folder, an import file or
+//! Every input somna reads is bounded (issue 27, point 5): a session folder, an import file or
 //! an OptMem `LOG.txt` that is a FIFO, a device (`/dev/zero`) or a link to one is refused with a
 //! clear error before it is read (never a hang, never an unbounded read), and stdin longer than
 //! the cap (256 MiB) is refused after the cap.
@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::common::{Env, Raw};
 
-/// Runs `engram ARGS`, killing it (and failing) when it has not exited within a minute.
+/// Runs `somna ARGS`, killing it (and failing) when it has not exited within a minute.
 fn bounded(e: &Env, args: &[&str]) -> Raw {
     let mut c = e.cmd();
     c.args(args)
@@ -20,7 +20,7 @@ fn bounded(e: &Env, args: &[&str]) -> Raw {
     let mut child = c.spawn().expect("spawn");
     assert!(
         crate::common::wait_within(&mut child, Duration::from_secs(60)).is_some(),
-        "engram {args:?} was still running after a minute"
+        "somna {args:?} was still running after a minute"
     );
     let o = child.wait_with_output().expect("output");
     Raw {
@@ -96,7 +96,7 @@ fn stdin_past_the_cap_is_refused() {
         .stderr(Stdio::piped());
     let mut child = c.spawn().expect("spawn");
     let mut stdin = child.stdin.take().expect("stdin");
-    // 300 MiB of blanks, written a MiB at a time until engram stops reading.
+    // 300 MiB of blanks, written a MiB at a time until somna stops reading.
     let writer = std::thread::spawn(move || {
         let chunk = vec![b' '; 1 << 20];
         for _ in 0..300 {

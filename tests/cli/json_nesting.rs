@@ -74,7 +74,7 @@ fn an_unpaired_surrogate_escape_is_printed_as_stored_and_served_as_text() {
         return;
     }
     let msg = r#"{"role":"user","content":"\udccc alone"}"#;
-    engram::Store::open(&e.db)
+    somna::Store::open(&e.db)
         .unwrap()
         .session_save("lone", &[msg], None)
         .unwrap();

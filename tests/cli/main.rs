@@ -1,4 +1,4 @@
-//! The tests that run the real `engram` binary, one file per invariant (each opens with a `//!`
+//! The tests that run the real `somna` binary, one file per invariant (each opens with a `//!`
 //! paragraph saying what it guards), sharing `common` (a temp store, a clean environment, runs
 //! that feed stdin). Kept apart from the CPU-heavy in-process tests of `tests/api/`, so that
 //! their watchdogs (`race`) do not compete with property tests.

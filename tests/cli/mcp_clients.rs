@@ -1,4 +1,4 @@
-//! `engram mcp` as clients nobody here wrote speak it (issue 22), without an SDK:
+//! `somna mcp` as clients nobody here wrote speak it (issue 22), without an SDK:
 //! a failing tool's result carries its message with its class as text and no
 //! `structuredContent` (which would have to match the tool's output schema, so that the
 //! TypeScript SDK's client and the Inspector hid the message behind a schema error); and the
@@ -171,7 +171,7 @@ fn text_of(r: &Value) -> String {
 
 #[test]
 fn hints_over_mcp_name_the_tool_call_never_a_shell_line() {
-    // Issue 22, point 6: the store is not the default one, so a `Run: engram nap` would act on
+    // Issue 22, point 6: the store is not the default one, so a `Run: somna nap` would act on
     // another store; an MCP client is told to call `nap` with `block` and `text`.
     let e = Env::init();
     let mut s = StdioServer::start(&e, &[], &[]);
@@ -280,7 +280,7 @@ fn schemas_are_strict_and_old_sessions_get_no_caching_fields() {
         ("resources/list", json!({})),
         ("resources/templates/list", json!({})),
         ("prompts/list", json!({})),
-        ("resources/read", json!({"uri": "engram://default/wake"})),
+        ("resources/read", json!({"uri": "somna://default/wake"})),
     ] {
         let r = s.request(method, params);
         assert!(r.get("result").is_some(), "{method}: {r}");

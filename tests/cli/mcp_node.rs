@@ -1,7 +1,7 @@
 //! The official TypeScript SDK's client (npm `@modelcontextprotocol/sdk` 1.32) against
-//! `engram mcp` over stdio (issue 22): after listing the tools (so that it validates results
+//! `somna mcp` over stdio (issue 22): after listing the tools (so that it validates results
 //! against their output schemas), a failing call of every tool that can fail shows the user
-//! engram's own message with its error class, and an unknown tool is the protocol error -32602.
+//! somna's own message with its error class, and an unknown tool is the protocol error -32602.
 //! The script is `tests/mcp-node/failing_calls.mjs`, run by `tests/mcp-node/run.sh` (which
 //! installs the pinned packages under `target/mcp-node`). Skipped, with a message, when `node` or
 //! `npm` is not on PATH, and on the server backend (the client drives a file store).

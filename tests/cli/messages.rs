@@ -1,5 +1,5 @@
 //! Messages say what happened (issue 27, point 11): `init` on a directory, a FIFO, a device or
-//! a dangling symbolic link names what the path is (never "create one with `engram init`"); a
+//! a dangling symbolic link names what the path is (never "create one with `somna init`"); a
 //! store the file system does not let this user open names the path and exits 6; `recall
 //! --limit 0` is refused; counts of one are singular; over MCP an error's class is said once and
 //! an unreachable server is class `server`, not `conflict`.

@@ -1,4 +1,4 @@
-//! `engram import --optmem DIR` migrates an OptMem store exactly: every memory keeps its id,
+//! `somna import --optmem DIR` migrates an OptMem store exactly: every memory keeps its id,
 //! date and text, every summary in `TREE/<s>` lands on its block (all-space records stay
 //! missing and become pending merges), a torn trailing LOG.txt record is ignored and reported,
 //! any other damaged record is an error naming its position that writes nothing, and a scope
@@ -156,7 +156,7 @@ impl OptMem {
     }
 }
 
-/// The summaries engram holds for `scope`, from its export.
+/// The summaries somna holds for `scope`, from its export.
 fn exported_summaries(e: &Env, scope: &str) -> BTreeMap<(u64, u64), String> {
     let mut out = BTreeMap::new();
     for line in e.ok(&["export"]).lines() {
@@ -382,7 +382,7 @@ fn a_damaged_record_is_an_error_naming_it_and_nothing_is_written() {
             "{name}: damaged store accepted or crashed: {r:?}"
         );
         assert!(r.out.is_empty(), "{name}: {r:?}");
-        assert!(r.err.starts_with("engram: "), "{name}: {r:?}");
+        assert!(r.err.starts_with("somna: "), "{name}: {r:?}");
         assert_eq!(r.err.lines().count(), 1, "{name}: {r:?}");
         for w in words {
             assert!(

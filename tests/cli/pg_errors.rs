@@ -1,18 +1,18 @@
 //! What a user sees when a server store is not what they meant: a server that cannot be reached
 //! is exit 7 and names the URL **without its password**; a schema holding other tables is
-//! refused as not an engram store, and nothing is created in it; a schema with no store is "no
-//! engram store" (exit 3) until `init`; a bad schema name is rejected input (exit 2). The
+//! refused as not a somna store, and nothing is created in it; a schema with no store is "no
+//! somna store" (exit 3) until `init`; a bad schema name is rejected input (exit 2). The
 //! unreachable case runs everywhere (a closed port on loopback); the others need the server
-//! `ENGRAM_TEST_PG` names (skipped without one, failed under CI without one).
+//! `SOMNA_TEST_PG` names (skipped without one, failed under CI without one).
 
-use engram_testkit::pg::{fresh_schema_url, test_server_url, with_query};
+use somna_testkit::pg::{fresh_schema_url, test_server_url, with_query};
 
 use crate::common::{run_raw, Env, Raw};
 
 fn run(args: &[&str]) -> Raw {
     let e = Env::new();
     let mut c = e.cmd();
-    c.env_remove("ENGRAM_DB").args(args);
+    c.env_remove("SOMNA_DB").args(args);
     run_raw(c, None)
 }
 
@@ -42,16 +42,16 @@ fn an_unreachable_server_is_exit_7_and_never_shows_the_password() {
 }
 
 #[test]
-fn a_schema_that_is_not_an_engram_store_is_refused_and_left_alone() {
+fn a_schema_that_is_not_an_somna_store_is_refused_and_left_alone() {
     let Some(base) = test_server_url() else {
         return;
     };
     let url = fresh_schema_url(&base);
-    // No store yet: "no engram store", exit 3, nothing created.
+    // No store yet: "no somna store", exit 3, nothing created.
     let r = run(&["--db", &url, "wake"]);
     assert_eq!(r.code, 3, "{r:?}");
     assert!(
-        err(&r).contains("no engram store at postgresql://"),
+        err(&r).contains("no somna store at postgresql://"),
         "{r:?}"
     );
     // A schema holding someone else's table.
@@ -67,7 +67,7 @@ fn a_schema_that_is_not_an_engram_store_is_refused_and_left_alone() {
         args.extend_from_slice(verb);
         let r = run(&args);
         assert_eq!(r.code, 1, "{verb:?}: {r:?}");
-        assert!(err(&r).contains("not an engram store"), "{verb:?}: {r:?}");
+        assert!(err(&r).contains("not a somna store"), "{verb:?}: {r:?}");
     }
     let n: i64 = client
         .query_one(
@@ -78,7 +78,7 @@ fn a_schema_that_is_not_an_engram_store_is_refused_and_left_alone() {
         .get(0);
     assert_eq!(
         n, 1,
-        "engram created tables in a schema that is not its own"
+        "somna created tables in a schema that is not its own"
     );
 }
 

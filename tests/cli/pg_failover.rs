@@ -1,6 +1,6 @@
 //! Failover to a synchronous standby loses no acknowledged write, and the harness can see a loss
 //! when there is one. A private primary with a streaming standby on loopback; a client loop of
-//! `engram note` through a multi-host URL (`postgresql://postgres@127.0.0.1:P1,127.0.0.1:P2/
+//! `somna note` through a multi-host URL (`postgresql://postgres@127.0.0.1:P1,127.0.0.1:P2/
 //! postgres?target_session_attrs=read-write&schema=...`); after a few seconds the primary's
 //! postmaster and all its children are SIGKILLed and the standby promoted, and the client
 //! reconnects to it. Then every `Saved as #N.` printed must be on the promoted server under its
@@ -16,7 +16,7 @@
 //!   proves nothing).
 //!
 //! Both print their figures on stderr (`--nocapture`). Needs a server named by
-//! `ENGRAM_TEST_PG` to run at all (the gate of the server tier) and the PostgreSQL binaries.
+//! `SOMNA_TEST_PG` to run at all (the gate of the server tier) and the PostgreSQL binaries.
 //! Bounded: at most 2000 commands, 90 s of loop, every command killed after 60 s.
 
 use std::collections::BTreeMap;
@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use engram_testkit::pg::{fresh_schema_name, test_server_url, with_query, PgServer};
+use somna_testkit::pg::{fresh_schema_name, test_server_url, with_query, PgServer};
 
 use crate::common::pg::{saved_id, show, signal, Host, Outcome};
 

@@ -2,19 +2,19 @@
 //! misplacing a memory. Eight client processes at a time, each with its own working directory
 //! and HOME (as eight machines would be), append 50 notes each to one scope through one server:
 //! the ids printed are exactly 0..399, each id holds the text of the note that was told it, and
-//! `verify` passes. Then idempotent appends under injected retries (`ENGRAM_PG_FAULT_EVERY=3`:
+//! `verify` passes. Then idempotent appends under injected retries (`SOMNA_PG_FAULT_EVERY=3`:
 //! every third SQL statement fails with a synthetic serialization error, 40001): processes run
 //! `note --key K` for overlapping sets of keys, each key twice per process, and every key lands
 //! exactly once, every run of a key printing the same id.
 //!
-//! Runs against the server named by `ENGRAM_TEST_PG` (each test in a schema of its own);
-//! skipped without one, failed under CI without one (`engram_testkit::pg::test_server_url`).
+//! Runs against the server named by `SOMNA_TEST_PG` (each test in a schema of its own);
+//! skipped without one, failed under CI without one (`somna_testkit::pg::test_server_url`).
 //! Bounded: 400 + 96 notes, every command killed after 60 s, the whole test after 300 s.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use engram_testkit::pg::{fresh_schema_url, test_server_url};
+use somna_testkit::pg::{fresh_schema_url, test_server_url};
 
 use crate::common::pg::{saved_id, show, Host, Outcome};
 
@@ -114,7 +114,7 @@ fn keyed_notes_land_once_under_injected_retries() {
             std::thread::spawn(move || {
                 let mut host = Host::new(&url);
                 host.env
-                    .push(("ENGRAM_PG_FAULT_EVERY".to_string(), "3".to_string()));
+                    .push(("SOMNA_PG_FAULT_EVERY".to_string(), "3".to_string()));
                 let mut runs: Vec<(usize, Outcome)> = Vec::new();
                 for j in 0..12 {
                     let k = (6 * p + j) % KEYS;

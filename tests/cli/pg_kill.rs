@@ -1,13 +1,13 @@
-//! A PostgreSQL server killed with SIGKILL loses nothing engram acknowledged. A private server
+//! A PostgreSQL server killed with SIGKILL loses nothing somna acknowledged. A private server
 //! (fsync on, `synchronous_commit` on) takes a loop of CLI notes and `session append`s; the
 //! postmaster and all its children are SIGKILLed mid-loop and the server restarted about a
 //! second later, while clients wait for it (`--busy-timeout-ms 15000`). Afterwards every
 //! `Saved as #N.` printed is present under its id with its text, every acknowledged session
 //! append is present exactly once, no write is present twice, writes acknowledged after the
-//! restart exist (clients came back), and `engram verify` exits 0. A command that failed or was
+//! restart exist (clients came back), and `somna verify` exits 0. A command that failed or was
 //! killed by its time limit is an outcome the client could not know: counted apart, allowed.
 //!
-//! Needs a server named by `ENGRAM_TEST_PG` to run at all (the gate of the server tier), and
+//! Needs a server named by `SOMNA_TEST_PG` to run at all (the gate of the server tier), and
 //! the PostgreSQL binaries for its own server. Bounded: at most 600 commands and 60 s of loop.
 
 use std::collections::BTreeMap;
@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use engram_testkit::pg::{fresh_schema_url, test_server_url, PgServer};
+use somna_testkit::pg::{fresh_schema_url, test_server_url, PgServer};
 
 use crate::common::pg::{saved_id, show, Host, Outcome};
 

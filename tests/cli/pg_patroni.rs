@@ -1,8 +1,8 @@
 //! Failover as teams run it (issue 23): a Patroni cluster started by `scripts/patroni.sh` (one
-//! etcd, a leader and a replica in `synchronous_mode`, on loopback) and engram through its
+//! etcd, a leader and a replica in `synchronous_mode`, on loopback) and somna through its
 //! two-host URL with `target_session_attrs=read-write`. Two clients write while the leader is
 //! SIGKILLed whole (its Patroni, its postmaster and their children, as when a machine dies):
-//! a loop of `engram note` and `engram session append` processes, and one long-lived `engram mcp`
+//! a loop of `somna note` and `somna session append` processes, and one long-lived `somna mcp`
 //! process calling `note` and `session_append`. Patroni promotes the replica by itself; then
 //!
 //! - every note and every session item acknowledged (before, during or after the failover) is
@@ -12,7 +12,7 @@
 //!   first failure after the kill to the first success after it, and the kill to the first
 //!   success) are printed on stderr (`--nocapture`).
 //!
-//! Needs the server tier (`ENGRAM_TEST_PG`) and Patroni with etcd (Debian's `patroni` and
+//! Needs the server tier (`SOMNA_TEST_PG`) and Patroni with etcd (Debian's `patroni` and
 //! `etcd-server`, which the script installs when run as root; without them the test skips, or
 //! fails under CI). Bounded: 150 s of loop at most, every command killed after 60 s, every wait
 //! of the script 90 s.
@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use engram_testkit::pg::{fresh_schema_name, test_server_url, with_query};
+use somna_testkit::pg::{fresh_schema_name, test_server_url, with_query};
 use serde_json::{json, Value};
 
 use crate::common::mcp::StdioServer;
@@ -268,7 +268,7 @@ fn patroni_promotes_the_replica_and_no_acknowledged_write_is_lost() {
 
     // A few seconds of load: at least 20 acknowledged writes by each client.
     wait_for(&cli_l, &mcp_l, Duration::from_secs(30), |l| l.acked() >= 20);
-    for (label, l) in [("engram processes", &cli_l), ("engram mcp", &mcp_l)] {
+    for (label, l) in [("somna processes", &cli_l), ("somna mcp", &mcp_l)] {
         let before = l.lock().expect("ledger").acked();
         assert!(
             before >= 20,
@@ -294,18 +294,18 @@ fn patroni_promotes_the_replica_and_no_acknowledged_write_is_lost() {
     let held = host.default_memories();
     let (cli, mcp) = (cli_l.lock().expect("ledger"), mcp_l.lock().expect("ledger"));
     check(
-        "patroni, engram processes",
+        "patroni, somna processes",
         &held,
         &host.session_contents("cli"),
         &cli,
     );
     check(
-        "patroni, one engram mcp process",
+        "patroni, one somna mcp process",
         &held,
         &host.session_contents("mcp"),
         &mcp,
     );
-    for (label, l) in [("engram processes", &cli), ("engram mcp", &mcp)] {
+    for (label, l) in [("somna processes", &cli), ("somna mcp", &mcp)] {
         let (outage, back) = l.window(kill);
         eprintln!(
             "[patroni, {label}] first failure to first success: {outage:?}; kill to first \

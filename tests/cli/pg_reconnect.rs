@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use engram::{NewMemory, Options, Store};
-use engram_testkit::pg::{fresh_schema_url, test_server_url, PgServer};
+use somna::{NewMemory, Options, Store};
+use somna_testkit::pg::{fresh_schema_url, test_server_url, PgServer};
 
 #[test]
 fn one_handle_survives_a_server_restart_and_a_read_waits_for_it() {

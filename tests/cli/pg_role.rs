@@ -1,17 +1,17 @@
 //! The least-privilege role of docs/scale-out.md ("A role that can use one schema and nothing
 //! else"): a login role without CREATE on the database, owning one schema an administrator made
-//! for it. engram makes its tables in that schema and every verb works; another schema is
+//! for it. somna makes its tables in that schema and every verb works; another schema is
 //! refused (a failure quoting the server's "permission denied"), and nothing is created outside its own.
-//! Needs the server `ENGRAM_TEST_PG` names, reached as a superuser that may create roles.
+//! Needs the server `SOMNA_TEST_PG` names, reached as a superuser that may create roles.
 
-use engram_testkit::pg::{fresh_schema_name, test_server_url};
+use somna_testkit::pg::{fresh_schema_name, test_server_url};
 
 use crate::common::{run_raw, Env, Raw};
 
 fn run(args: &[&str]) -> Raw {
     let e = Env::new();
     let mut c = e.cmd();
-    c.env_remove("ENGRAM_DB").args(args);
+    c.env_remove("SOMNA_DB").args(args);
     run_raw(c, None)
 }
 

@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use engram_testkit::pg::{fresh_schema_name, test_server_url, with_query, PgServer};
+use somna_testkit::pg::{fresh_schema_name, test_server_url, with_query, PgServer};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 
 use crate::common::{run_raw, Env, Raw};
@@ -44,7 +44,7 @@ fn write_owned(dir: &Path, name: &str, text: &str) {
 fn run(args: &[&str]) -> Raw {
     let e = Env::new();
     let mut c = e.cmd();
-    c.env_remove("ENGRAM_DB")
+    c.env_remove("SOMNA_DB")
         .env_remove("PGSSLMODE")
         .env_remove("PGSSLROOTCERT")
         .args(args);
@@ -55,13 +55,13 @@ fn err(r: &Raw) -> String {
     String::from_utf8_lossy(&r.err).into_owned()
 }
 
-/// Whether the server holds a connection of engram's with `ssl` as given (its `pg_stat_ssl`).
-fn engram_session_with_ssl(base: &str, ssl: bool) -> bool {
+/// Whether the server holds a connection of somna's with `ssl` as given (its `pg_stat_ssl`).
+fn somna_session_with_ssl(base: &str, ssl: bool) -> bool {
     let mut client = postgres::Client::connect(base, postgres::NoTls).expect("connect");
     let n: i64 = client
         .query_one(
             "SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) \
-             WHERE a.application_name = 'engram' AND s.ssl = $1",
+             WHERE a.application_name = 'somna' AND s.ssl = $1",
             &[&ssl],
         )
         .expect("pg_stat_ssl")
@@ -76,7 +76,7 @@ fn tls_modes_connect_refuse_and_encrypt_as_libpq_says() {
         return;
     }
     let server = PgServer::start(true).expect("start a server");
-    let (ca_pem, ca) = authority("engram test CA");
+    let (ca_pem, ca) = authority("somna test CA");
     let (other_pem, _) = authority("some other CA");
     let key = KeyPair::generate().expect("a server key");
     let cert = CertificateParams::new(vec!["localhost".to_string()])
@@ -128,12 +128,12 @@ fn tls_modes_connect_refuse_and_encrypt_as_libpq_says() {
     assert_eq!(r.code, 0, "{r:?}");
 
     // The session is encrypted: the server says so, for a store held open in this process.
-    let store = engram::Store::open(&good).expect("open over TLS");
-    assert!(engram_session_with_ssl(server.url(), true));
+    let store = somna::Store::open(&good).expect("open over TLS");
+    assert!(somna_session_with_ssl(server.url(), true));
     drop(store);
     let plain = url("localhost", "disable", &right);
-    let store = engram::Store::open(&plain).expect("open without TLS");
-    assert!(engram_session_with_ssl(server.url(), false));
+    let store = somna::Store::open(&plain).expect("open without TLS");
+    assert!(somna_session_with_ssl(server.url(), false));
     drop(store);
 
     // `require` against a server without TLS: refused.

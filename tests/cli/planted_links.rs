@@ -1,4 +1,4 @@
-//! Files engram writes next to a user-chosen path do not follow planted links (issue 27, point
+//! Files somna writes next to a user-chosen path do not follow planted links (issue 27, point
 //! 3): `session export-dir` into a folder where another user planted `.s1.json.tmp -> victim`
 //! (the old temporary name) or `s1.json -> victim` leaves both victims untouched, and still
 //! writes `s1.json` with the session.

@@ -1,4 +1,4 @@
-//! Many `engram` processes writing one store at once never lose, duplicate or reorder a memory:
+//! Many `somna` processes writing one store at once never lose, duplicate or reorder a memory:
 //! 16 concurrent `note` processes get exactly the ids 0..15, each id holds the text of the
 //! process that was told it, and `verify` passes afterwards. A writer that finds the store held
 //! by another waits for it (up to its busy timeout) instead of failing at once, and when the wait
@@ -8,7 +8,7 @@ use std::io::Write;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use engram::{NewMemory, Options, Store};
+use somna::{NewMemory, Options, Store};
 
 use crate::common::{wait_within, Env};
 
@@ -39,7 +39,7 @@ fn saved_id(out: &str) -> u64 {
 }
 
 fn finish(child: Child) -> (i32, String, String) {
-    let o = child.wait_with_output().expect("wait engram");
+    let o = child.wait_with_output().expect("wait somna");
     (
         o.status.code().unwrap_or(-1),
         String::from_utf8(o.stdout).expect("UTF-8"),

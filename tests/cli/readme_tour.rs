@@ -1,5 +1,5 @@
 //! The README's tour runs as printed (issue 27, point 11): every line of its first shell block,
-//! run one by one through bash as a newcomer would (with `engram` on `PATH` and the store in a
+//! run one by one through bash as a newcomer would (with `somna` on `PATH` and the store in a
 //! temp folder), succeeds, and none says that a summary cites nothing or that a block has no
 //! summary. Only the lines that need what a test machine lacks are left out: the PostgreSQL
 //! server of the last section and `man`.
@@ -19,7 +19,7 @@ fn tour() -> Vec<String> {
 
 /// Whether the line needs a PostgreSQL server or `man`, or only sets the store.
 fn left_out(line: &str) -> bool {
-    ["postgresql://", "PGPASSWORD", "man -l", "export ENGRAM_DB"]
+    ["postgresql://", "PGPASSWORD", "man -l", "export SOMNA_DB"]
         .iter()
         .any(|s| line.contains(s))
 }
@@ -35,7 +35,7 @@ fn the_readme_tour_runs_line_by_line() {
     .unwrap();
     let lines = tour();
     assert!(
-        lines.iter().any(|l| l.contains("engram nap 0-1")),
+        lines.iter().any(|l| l.contains("somna nap 0-1")),
         "{lines:?}"
     );
     let mut ran = 0;
@@ -56,9 +56,9 @@ fn the_readme_tour_runs_line_by_line() {
             .current_dir(e.dir.path())
             .env("PATH", path)
             .env("HOME", e.dir.path())
-            .env("ENGRAM_DB", &e.db)
-            .env_remove("ENGRAM_SCOPE")
-            .env_remove("ENGRAM_PRINCIPAL");
+            .env("SOMNA_DB", &e.db)
+            .env_remove("SOMNA_SCOPE")
+            .env_remove("SOMNA_PRINCIPAL");
         let r = run_raw(sh, None);
         let out = String::from_utf8_lossy(&r.out);
         assert_eq!(r.code, 0, "{line}: {r:?}");

@@ -1,4 +1,4 @@
-//! A read never writes. Every read verb of the real `engram` (wake, recall, zoom, show, why,
+//! A read never writes. Every read verb of the real `somna` (wake, recall, zoom, show, why,
 //! pending, nap without an answer, stats, export, verify, config and policy listings, grants,
 //! audit, session load/items/list/history/info/export-dir) and `init` on an existing store
 //! leave the store file byte-identical, its mtime included; each works on a file this user may
@@ -44,7 +44,7 @@ fn ok(env: &Env, args: &[&str], input: Option<&[u8]>) -> String {
     let mut c = env.cmd();
     c.args(args);
     let r = run_raw(c, input);
-    assert_eq!(r.code, 0, "engram {args:?}: {r:?}");
+    assert_eq!(r.code, 0, "somna {args:?}: {r:?}");
     String::from_utf8(r.out).expect("utf-8 output")
 }
 
@@ -109,7 +109,7 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-/// `engram` as a user who may only read the store: mode 0400 for a normal user; as root (who
+/// `somna` as a user who may only read the store: mode 0400 for a normal user; as root (who
 /// may write any file), the `nobody` user on a file it may read but not write.
 fn read_only_cmd(env: &Env) -> Command {
     use std::os::unix::fs::PermissionsExt;
@@ -141,8 +141,8 @@ fn every_read_verb_leaves_the_file_byte_identical() {
         let a: Vec<&str> = args.iter().map(String::as_str).collect();
         ok(&env, &a, None);
         let after = snapshot(&env.db);
-        assert!(before.0 == after.0, "engram {a:?} changed the file's bytes");
-        assert_eq!(before.1, after.1, "engram {a:?} changed the file's mtime");
+        assert!(before.0 == after.0, "somna {a:?} changed the file's bytes");
+        assert_eq!(before.1, after.1, "somna {a:?} changed the file's mtime");
     }
 }
 
@@ -155,7 +155,7 @@ fn every_read_verb_works_on_a_file_the_user_may_only_read() {
         let mut c = read_only_cmd(&env);
         c.args(*args);
         let r = run_raw(c, None);
-        assert_eq!(r.code, 0, "engram {args:?} on a read-only file: {r:?}");
+        assert_eq!(r.code, 0, "somna {args:?} on a read-only file: {r:?}");
         if *args == ["wake"] {
             assert_eq!(String::from_utf8_lossy(&r.out), wake, "wake reads the same");
         }
@@ -195,7 +195,7 @@ fn readers_run_while_another_process_holds_the_write_lock() {
     // This process holds the write lock (a write transaction kept open) while the readers,
     // other processes, run. A reader that waited for the writer would never finish (the writer
     // waits for the readers), and would fail busy after its timeout: exit 4, not 0.
-    let store = engram::Store::open(&env.db).expect("open");
+    let store = somna::Store::open(&env.db).expect("open");
     let (hold_tx, hold_rx) = std::sync::mpsc::channel::<()>();
     let (held_tx, held_rx) = std::sync::mpsc::channel::<()>();
     let writer = std::thread::spawn(move || {
@@ -203,7 +203,7 @@ fn readers_run_while_another_process_holds_the_write_lock() {
             .write(|tx| {
                 tx.note(
                     "default",
-                    engram::NewMemory::new("written while readers read"),
+                    somna::NewMemory::new("written while readers read"),
                 )?;
                 held_tx.send(()).expect("signal");
                 hold_rx.recv().expect("wait");
@@ -261,7 +261,7 @@ fn damaged_tail_recovers(extra: &[u8], cut: u64) {
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(String::from_utf8_lossy(&r.out), wake, "wake reads the same");
     assert!(
-        err.contains("engram: note:") && err.contains("torn tail"),
+        err.contains("somna: note:") && err.contains("torn tail"),
         "{err}"
     );
     assert_eq!(ok(&env, &["export"], None), export, "export reads the same");
@@ -296,7 +296,7 @@ fn damaged_tail_recovers(extra: &[u8], cut: u64) {
 
 #[test]
 fn stray_bytes_at_the_end_are_moved_aside_and_nothing_is_lost() {
-    let mut rng = engram_testkit::simdisk::SimRng::new(7);
+    let mut rng = somna_testkit::simdisk::SimRng::new(7);
     for n in [1usize, 3, 511, 4095, 4097, 65537] {
         damaged_tail_recovers(&vec![0; n], 0);
         let random: Vec<u8> = (0..n).map(|_| rng.next_u64() as u8).collect();
@@ -356,7 +356,7 @@ fn verify_on_a_torn_file_the_user_may_only_read_names_the_problem_and_the_fix() 
     let err = String::from_utf8_lossy(&r.err);
     assert_eq!(r.code, 6, "{r:?}");
     assert!(err.contains("torn tail"), "names the problem: {err}");
-    assert!(err.contains("engram verify"), "names the fix: {err}");
+    assert!(err.contains("somna verify"), "names the fix: {err}");
     assert!(
         !err.contains("region layout"),
         "not the opaque error: {err}"

@@ -1,4 +1,4 @@
-//! Printed commands run as printed. Every command the real `engram` hands to the agent is on a
+//! Printed commands run as printed. Every command the real `somna` hands to the agent is on a
 //! line that starts with `Run:`, names the binary as `PATH` finds it (or this binary's full path
 //! when `PATH` finds another or none), and carries `--db`, `--scope` and `--as` whenever they are
 //! not the defaults, wherever they came from: each test runs the printed line through `sh` in an
@@ -29,22 +29,22 @@ fn sh(script: &str, path: &str, home: &Path) -> Raw {
     run_raw(c, None)
 }
 
-/// `engram ARGS` with a `PATH` on which no `engram` is found.
-fn engram(env: &Env, args: &[&str]) -> Raw {
+/// `somna ARGS` with a `PATH` on which no `somna` is found.
+fn somna(env: &Env, args: &[&str]) -> Raw {
     let mut c = env.cmd();
     c.env("PATH", BARE_PATH).args(args);
     run_raw(c, None)
 }
 
-/// A PATH on which no `engram` is found.
+/// A PATH on which no `somna` is found.
 const BARE_PATH: &str = "/usr/bin:/bin";
 
 #[test]
 fn run_lines_name_this_binary_by_its_full_path_when_path_does_not_find_it() {
     let env = Env::new();
-    assert_eq!(engram(&env, &["init"]).code, 0);
-    engram(&env, &["note", "one"]);
-    let r = engram(&env, &["note", "two"]);
+    assert_eq!(somna(&env, &["init"]).code, 0);
+    somna(&env, &["note", "one"]);
+    let r = somna(&env, &["note", "two"]);
     let lines = run_lines(&r.out);
     let quoted = format!(
         "{BIN} --db {} nap 0-1 \"<your line>\"",
@@ -62,7 +62,7 @@ fn run_lines_name_this_binary_by_its_full_path_when_path_does_not_find_it() {
 }
 
 #[test]
-fn run_lines_say_engram_when_path_finds_this_binary() {
+fn run_lines_say_somna_when_path_finds_this_binary() {
     let env = Env::new();
     let dir = Path::new(BIN).parent().expect("the binary's folder");
     let path = format!("{}:{BARE_PATH}", dir.display());
@@ -74,7 +74,7 @@ fn run_lines_say_engram_when_path_finds_this_binary() {
     let r = run_raw(c, None);
     let out = String::from_utf8_lossy(&r.out);
     let expected = format!(
-        "No memories yet. Record the first with: engram --db {} note",
+        "No memories yet. Record the first with: somna --db {} note",
         crate::common::quoted(&env.db.display().to_string())
     );
     assert!(out.starts_with(&expected), "{out}");
@@ -83,15 +83,15 @@ fn run_lines_say_engram_when_path_finds_this_binary() {
 #[test]
 fn run_lines_carry_db_scope_and_principal_from_the_environment() {
     let env = Env::new();
-    assert_eq!(engram(&env, &["init"]).code, 0);
+    assert_eq!(somna(&env, &["init"]).code, 0);
     for access in ["read", "write"] {
-        assert_eq!(engram(&env, &["grant", "agent:a", access, "work"]).code, 0);
+        assert_eq!(somna(&env, &["grant", "agent:a", access, "work"]).code, 0);
     }
     let with_env = |args: &[&str]| {
         let mut c = env.cmd();
         c.env("PATH", BARE_PATH)
-            .env("ENGRAM_SCOPE", "work")
-            .env("ENGRAM_PRINCIPAL", "agent:a")
+            .env("SOMNA_SCOPE", "work")
+            .env("SOMNA_PRINCIPAL", "agent:a")
             .args(args);
         run_raw(c, None)
     };
@@ -111,7 +111,7 @@ fn run_lines_carry_db_scope_and_principal_from_the_environment() {
     let script = format!("{stdin_form}\nfirst and second, merged\nEOF\n");
     let done = sh(&script, BARE_PATH, env.dir.path());
     assert_eq!(done.code, 0, "{done:?}");
-    let why = engram(&env, &["--scope", "work", "why", "0-1"]);
+    let why = somna(&env, &["--scope", "work", "why", "0-1"]);
     assert!(
         String::from_utf8_lossy(&why.out).contains("first and second, merged"),
         "the answer was saved in scope work: {why:?}"
@@ -121,9 +121,9 @@ fn run_lines_carry_db_scope_and_principal_from_the_environment() {
 #[test]
 fn the_merge_prompt_offers_both_forms_on_run_lines_and_nothing_in_brackets() {
     let env = Env::new();
-    engram(&env, &["init"]);
-    engram(&env, &["note", "one"]);
-    let r = engram(&env, &["note", "two"]);
+    somna(&env, &["init"]);
+    somna(&env, &["note", "one"]);
+    let r = somna(&env, &["note", "two"]);
     let out = String::from_utf8_lossy(&r.out);
     assert!(!out.contains("(To avoid"), "{out}");
     let lines = run_lines(&r.out);
@@ -135,14 +135,14 @@ fn the_merge_prompt_offers_both_forms_on_run_lines_and_nothing_in_brackets() {
 fn usage_errors_do_not_show_an_option_the_environment_sets() {
     let env = Env::new();
     let mut c = env.cmd();
-    c.env("ENGRAM_SCOPE", "x")
-        .env("ENGRAM_PRINCIPAL", "agent:a")
-        .env("ENGRAM_BUSY_TIMEOUT_MS", "5")
+    c.env("SOMNA_SCOPE", "x")
+        .env("SOMNA_PRINCIPAL", "agent:a")
+        .env("SOMNA_BUSY_TIMEOUT_MS", "5")
         .arg("note");
     let r = run_raw(c, None);
     let err = String::from_utf8_lossy(&r.err);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(err.contains("Usage: engram note <TEXT>"), "{err}");
+    assert!(err.contains("Usage: somna note <TEXT>"), "{err}");
     for opt in ["--db", "--scope", "--as", "--busy-timeout-ms"] {
         assert!(!err.contains(opt), "{opt} in {err}");
     }
@@ -152,22 +152,22 @@ fn usage_errors_do_not_show_an_option_the_environment_sets() {
 fn a_bad_environment_variable_is_a_clear_error() {
     let env = Env::new();
     let mut c = env.cmd();
-    c.env("ENGRAM_BUSY_TIMEOUT_MS", "soon").arg("wake");
+    c.env("SOMNA_BUSY_TIMEOUT_MS", "soon").arg("wake");
     let r = run_raw(c, None);
     let err = String::from_utf8_lossy(&r.err);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(err.contains("ENGRAM_BUSY_TIMEOUT_MS"), "{err}");
+    assert!(err.contains("SOMNA_BUSY_TIMEOUT_MS"), "{err}");
 }
 
 #[test]
 fn the_no_store_error_names_the_init_that_creates_the_store_asked_for() {
-    // Issue 22, point 7: not a bare `engram init` (which would not run, or would set up the
+    // Issue 22, point 7: not a bare `somna init` (which would not run, or would set up the
     // default store), but this binary with `--db`, `--as` and `--scope`.
     let env = Env::new();
     let db = env.dir.path().join("team").join("memory.redb");
     std::fs::create_dir_all(db.parent().expect("a folder")).expect("mkdir");
     let db_arg = db.display().to_string();
-    let r = engram(
+    let r = somna(
         &env,
         &[
             "--db", &db_arg, "--scope", "work", "--as", "agent:a", "wake",
@@ -182,10 +182,10 @@ fn the_no_store_error_names_the_init_that_creates_the_store_asked_for() {
     assert_eq!(lines, vec![expected.clone()], "{r:?}");
     let err = String::from_utf8_lossy(&r.err);
     assert!(
-        err.starts_with(&format!("engram: no engram store at {db_arg}\n")),
+        err.starts_with(&format!("somna: no somna store at {db_arg}\n")),
         "{err}"
     );
-    assert!(!err.contains("`engram init`"), "{err}");
+    assert!(!err.contains("`somna init`"), "{err}");
     let done = sh(&expected, BARE_PATH, env.dir.path());
     assert_eq!(done.code, 0, "{done:?}");
     assert!(db.is_file(), "the store asked for was created: {done:?}");

@@ -1,8 +1,8 @@
-//! Guards `engram search` and `engram reindex` as a user sees them: ranked `#id date text`
+//! Guards `somna search` and `somna reindex` as a user sees them: ranked `#id date text`
 //! lines best first with the count line, the scope before each hit across scopes, a summary hit
 //! as its block line, `--limit` and the `--offset` cursor, `--json` with scores and matched
 //! terms, `note --vector` with `search --vector -`, `reindex` leaving a store that verifies, and
-//! a running process (`engram mcp`) finding what another process noted since its last search,
+//! a running process (`somna mcp`) finding what another process noted since its last search,
 //! with the scope's statistics updated.
 
 use crate::common::{run_raw, Env};

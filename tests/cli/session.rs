@@ -1,4 +1,4 @@
-//! Guards the `engram session` verbs as a host program sees them: JSON in on stdin and out on
+//! Guards the `somna session` verbs as a host program sees them: JSON in on stdin and out on
 //! stdout; `load` of a missing session prints nothing and exits 1; `import-dir` checks every file
 //! before writing any; `export-dir` writes the `<id>.json` layout back out and refuses ids that
 //! could escape the directory.
@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 fn run(db: &Path, args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_engram"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_somna"))
         .arg("--db")
         .arg(db)
         .args(args)

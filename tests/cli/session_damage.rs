@@ -1,7 +1,7 @@
 //! A damaged session message never hides the valid history, and is never dropped silently (the
 //! Agents SDK's contract: "a corrupt record must not hide valid history"). One message's stored
 //! bytes are damaged in a real store file, the way bit rot would leave them (redb's page is intact,
-//! engram's checksum is not); then the strict reads fail naming it, the lossy reads return every
+//! somna's checksum is not); then the strict reads fail naming it, the lossy reads return every
 //! other message in order and name the damaged one, `--limit` windows count it, and the CLI's
 //! `session load` / `session items` print the valid messages and exit 5 with the damage on stderr.
 //! Store format 3 keeps messages in chunks of up to 3 KB, and a strict read names a damaged
@@ -13,10 +13,10 @@
 use std::path::Path;
 use std::process::Command;
 
-use engram::redb::ReadableTable;
-use engram::{Error, Store};
+use somna::redb::ReadableTable;
+use somna::{Error, Store};
 
-const BIN: &str = env!("CARGO_BIN_EXE_engram");
+const BIN: &str = env!("CARGO_BIN_EXE_somna");
 
 fn msg(i: usize) -> String {
     let pad = "p".repeat(3100);
@@ -32,13 +32,13 @@ fn damaged_store(dir: &Path) -> std::path::PathBuf {
     store.session_append("s1", &refs, None, None).unwrap();
     store.session_append("s2", &refs[..1], None, None).unwrap();
     drop(store);
-    let db = engram::redb::Database::builder()
-        .set_concurrency_mode(engram::redb::ConcurrencyMode::MultiWriter)
+    let db = somna::redb::Database::builder()
+        .set_concurrency_mode(somna::redb::ConcurrencyMode::MultiWriter)
         .open(&path)
         .unwrap();
     let tx = db.begin_write().unwrap();
     {
-        let mut t = tx.open_table(engram::format::SESSION_CHUNKS).unwrap();
+        let mut t = tx.open_table(somna::format::SESSION_CHUNKS).unwrap();
         let mut bytes = t.get(("s1", 2u64)).unwrap().unwrap().value().to_vec();
         let mid = bytes.len() / 2;
         bytes[mid] ^= 0x20;
@@ -101,7 +101,7 @@ fn the_cli_prints_the_valid_messages_and_exits_5() {
             .arg("--db")
             .arg(&path)
             .args(args)
-            .env_remove("ENGRAM_DB")
+            .env_remove("SOMNA_DB")
             .output()
             .unwrap();
         let stdout = String::from_utf8(o.stdout).unwrap();
@@ -118,7 +118,7 @@ fn the_cli_prints_the_valid_messages_and_exits_5() {
             "{args:?}"
         );
         assert!(
-            stderr.starts_with("engram: 1 damaged message of session \"s1\" was skipped (seq 2)"),
+            stderr.starts_with("somna: 1 damaged message of session \"s1\" was skipped (seq 2)"),
             "{stderr}"
         );
     }

@@ -1,4 +1,4 @@
-//! `engram migrate` on a format-2 store (docs/cli.md, "migrate"; docs/design.md, section 13.4):
+//! `somna migrate` on a format-2 store (docs/cli.md, "migrate"; docs/design.md, section 13.4):
 //! a read command before it reads the format-2 sessions read-only and leaves the file byte for
 //! byte; `migrate` upgrades it to the current format (4) and says so, a second run says there is nothing to do,
 //! the sessions read the same after, and the store verifies.
@@ -6,14 +6,14 @@
 use std::path::Path;
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_engram");
+const BIN: &str = env!("CARGO_BIN_EXE_somna");
 
-fn engram(db: &Path, args: &[&str]) -> (i32, String, String) {
+fn somna(db: &Path, args: &[&str]) -> (i32, String, String) {
     let o = Command::new(BIN)
         .arg("--db")
         .arg(db)
         .args(args)
-        .env_remove("ENGRAM_DB")
+        .env_remove("SOMNA_DB")
         .output()
         .unwrap();
     (
@@ -30,23 +30,23 @@ fn migrate_upgrades_a_format2_store_once_and_says_so() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/format2-sessions.redb");
     std::fs::copy(src, &db).unwrap();
     let before = std::fs::read(&db).unwrap();
-    let (code, load2, err) = engram(&db, &["session", "load", "chat-1"]);
+    let (code, load2, err) = somna(&db, &["session", "load", "chat-1"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(std::fs::read(&db).unwrap(), before, "a read wrote");
 
-    let (code, out, err) = engram(&db, &["migrate"]);
+    let (code, out, err) = somna(&db, &["migrate"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "Upgraded the store from format 2 to 4.\n");
-    let (code, out, _) = engram(&db, &["migrate", "--json"]);
+    let (code, out, _) = somna(&db, &["migrate", "--json"]);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!((v["from"].as_u64(), v["to"].as_u64()), (Some(4), Some(4)));
-    let (_, out, _) = engram(&db, &["migrate"]);
+    let (_, out, _) = somna(&db, &["migrate"]);
     assert_eq!(out, "The store is at format 4: nothing to migrate.\n");
 
-    let (code, load3, _) = engram(&db, &["session", "load", "chat-1"]);
+    let (code, load3, _) = somna(&db, &["session", "load", "chat-1"]);
     assert_eq!((code, load3), (0, load2));
-    let (code, out, err) = engram(&db, &["verify"]);
+    let (code, out, err) = somna(&db, &["verify"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.starts_with("OK: "), "{out}");
 }

@@ -1,4 +1,4 @@
-//! Guards sessions across real processes: two `engram session append` processes writing to the
+//! Guards sessions across real processes: two `somna session append` processes writing to the
 //! same session at once each land every item exactly once, each process's items in the order it
 //! sent them; and a long-running reader (an MCP server) loads what other processes saved since
 //! its last read.
@@ -6,8 +6,8 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-fn engram(db: &std::path::Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_engram"));
+fn somna(db: &std::path::Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_somna"));
     c.arg("--db").arg(db);
     c
 }
@@ -16,7 +16,7 @@ fn engram(db: &std::path::Path) -> Command {
 fn two_processes_appending_to_one_session_lose_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("s.redb");
-    assert!(engram(&db).arg("init").output().unwrap().status.success());
+    assert!(somna(&db).arg("init").output().unwrap().status.success());
     let per = 40;
     let writers: Vec<_> = ["a", "b"]
         .into_iter()
@@ -24,7 +24,7 @@ fn two_processes_appending_to_one_session_lose_nothing() {
             let db = db.clone();
             std::thread::spawn(move || {
                 for i in 0..per {
-                    let mut child = engram(&db)
+                    let mut child = somna(&db)
                         .args(["session", "append", "shared", "--key", &format!("{w}-{i}")])
                         .stdin(Stdio::piped())
                         .stdout(Stdio::null())
@@ -45,7 +45,7 @@ fn two_processes_appending_to_one_session_lose_nothing() {
     for w in writers {
         w.join().unwrap();
     }
-    let out = engram(&db)
+    let out = somna(&db)
         .args(["session", "items", "shared"])
         .output()
         .unwrap();

@@ -1,6 +1,6 @@
-//! The CLI's shell conventions: `engram completions SHELL` prints a script for bash, zsh, fish,
+//! The CLI's shell conventions: `somna completions SHELL` prints a script for bash, zsh, fish,
 //! elvish and powershell naming every verb, option and option value (the bash one loads into a
-//! real bash); `engram man` renders with `man -l` and documents every verb; `engram --version`
+//! real bash); `somna man` renders with `man -l` and documents every verb; `somna --version`
 //! names the store format and the optional parts; and long commands show progress on stderr
 //! only when it is a terminal: run under a pseudo-terminal (util-linux `script`) each of them
 //! prints exactly the same stdout as in a pipe, the terminal sees the progress, and a
@@ -11,7 +11,7 @@ use std::process::Command;
 
 use crate::common::{run_raw, Env, Raw, BIN};
 
-/// The verbs `engram --help` lists.
+/// The verbs `somna --help` lists.
 fn verbs(env: &Env) -> Vec<String> {
     let help = env.ok(&["--help"]);
     let commands = help
@@ -56,14 +56,14 @@ fn completions_name_every_verb_option_and_value_in_every_shell() {
     }
     // The bash script loads into a real bash and registers the completion.
     let script = env.ok(&["completions", "bash"]);
-    let file = env.dir.path().join("engram.bash");
+    let file = env.dir.path().join("somna.bash");
     std::fs::write(&file, script).expect("write");
     let mut c = Command::new("bash");
     c.arg("-c")
-        .arg(format!("source {} && complete -p engram", file.display()));
+        .arg(format!("source {} && complete -p somna", file.display()));
     let r = run_raw(c, None);
     assert_eq!(r.code, 0, "{r:?}");
-    assert!(String::from_utf8_lossy(&r.out).contains("engram"), "{r:?}");
+    assert!(String::from_utf8_lossy(&r.out).contains("somna"), "{r:?}");
     // An unknown shell is a usage error.
     let mut c = env.cmd();
     c.args(["completions", "tcsh"]);
@@ -74,7 +74,7 @@ fn completions_name_every_verb_option_and_value_in_every_shell() {
 fn the_manual_renders_with_man_and_documents_every_verb() {
     let env = Env::new();
     let roff = env.ok(&["man"]);
-    let file = env.dir.path().join("engram.1");
+    let file = env.dir.path().join("somna.1");
     std::fs::write(&file, &roff).expect("write");
     let mut c = Command::new("man");
     c.env("MANWIDTH", "100")
@@ -84,12 +84,12 @@ fn the_manual_renders_with_man_and_documents_every_verb() {
     let r = run_raw(c, None);
     assert_eq!(r.code, 0, "{r:?}");
     let page = String::from_utf8_lossy(&r.out);
-    assert!(page.contains("engram(1)"), "{page}");
+    assert!(page.contains("somna(1)"), "{page}");
     for v in verbs(&env) {
-        assert!(page.contains(&format!("engram-{v}(1)")), "no page for {v}");
+        assert!(page.contains(&format!("somna-{v}(1)")), "no page for {v}");
     }
     for session_verb in ["save", "append", "load", "import-dir", "export-dir"] {
-        assert!(page.contains(&format!("engram-session-{session_verb}(1)")));
+        assert!(page.contains(&format!("somna-session-{session_verb}(1)")));
     }
     assert!(page.contains("--busy-timeout-ms"), "options are documented");
 }
@@ -99,12 +99,12 @@ fn version_names_the_store_format_and_the_optional_parts() {
     let env = Env::new();
     let v = env.ok(&["--version"]);
     let lines: Vec<&str> = v.lines().collect();
-    assert_eq!(lines[0], format!("engram {}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(lines[0], format!("somna {}", env!("CARGO_PKG_VERSION")));
     assert_eq!(
         lines[1],
         format!(
             "store format {} (one redb file, or one schema on a PostgreSQL server)",
-            engram::format::STORE_FORMAT
+            somna::format::STORE_FORMAT
         )
     );
     assert!(lines[2].starts_with("server backend (PostgreSQL): "), "{v}");
@@ -160,20 +160,20 @@ fn long_work(dir: &Path) -> Vec<Vec<String>> {
     ]
 }
 
-/// Runs `engram ARGS` in `dir` (store `memory.redb`) with stderr on a pseudo-terminal and
+/// Runs `somna ARGS` in `dir` (store `memory.redb`) with stderr on a pseudo-terminal and
 /// stdout in a file; returns (stdout, what the terminal saw).
 fn on_a_terminal(dir: &Path, args: &[String]) -> (String, String) {
     let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
     let out = dir.join("stdout.txt");
     let inner = format!("{BIN} {} > '{}'", quoted.join(" "), out.display());
     let mut c = Command::new("script");
-    c.env("ENGRAM_DB", dir.join("memory.redb"))
+    c.env("SOMNA_DB", dir.join("memory.redb"))
         .env("TERM", "xterm")
         .env("HOME", dir)
         .args(["-qefc", &inner])
         .arg(dir.join("terminal.log"));
     let r = run_raw(c, None);
-    assert_eq!(r.code, 0, "engram {args:?} on a terminal: {r:?}");
+    assert_eq!(r.code, 0, "somna {args:?} on a terminal: {r:?}");
     let stdout = std::fs::read_to_string(&out).expect("stdout");
     let seen = std::fs::read(dir.join("terminal.log")).expect("log");
     (stdout, String::from_utf8_lossy(&seen).into_owned())
@@ -210,27 +210,27 @@ fn progress_shows_on_a_terminal_only_and_never_changes_stdout() {
             args.iter().map(|a| a.replace(&from, &to)).collect()
         };
         let mut c = Command::new(BIN);
-        c.env("ENGRAM_DB", piped.path().join("memory.redb"))
+        c.env("SOMNA_DB", piped.path().join("memory.redb"))
             .env("HOME", piped.path())
             .args(here(piped.path()));
         let r: Raw = run_raw(c, None);
-        assert_eq!(r.code, 0, "engram {args:?}: {r:?}");
+        assert_eq!(r.code, 0, "somna {args:?}: {r:?}");
         assert!(
             r.err.is_empty(),
-            "engram {args:?} wrote to a non-terminal stderr: {r:?}"
+            "somna {args:?} wrote to a non-terminal stderr: {r:?}"
         );
         let (stdout, seen) = on_a_terminal(tty.path(), &here(tty.path()));
         let same = |s: &str, dir: &Path| s.replace(&dir.to_string_lossy().into_owned(), "DIR");
         assert_eq!(
             same(&stdout, tty.path()),
             same(&String::from_utf8_lossy(&r.out), piped.path()),
-            "engram {args:?}: stdout differs on a terminal"
+            "somna {args:?}: stdout differs on a terminal"
         );
         assert!(
             ["importing", "exporting", "verifying", "saving", "reading"]
                 .iter()
                 .any(|w| seen.contains(w)),
-            "engram {args:?} showed no progress on a terminal: {seen:?}"
+            "somna {args:?} showed no progress on a terminal: {seen:?}"
         );
     }
 }

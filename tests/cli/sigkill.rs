@@ -1,13 +1,13 @@
 //! A process killed at any moment (SIGKILL) loses nothing it acknowledged and leaves a store
-//! that the next process repairs. The real `engram` binary runs in a loop of notes and session
+//! that the next process repairs. The real `somna` binary runs in a loop of notes and session
 //! appends (sometimes two processes at once), each killed with SIGKILL (`Child::kill`) after a
 //! random delay; every `Saved as #N.` and `Appended ... at revision R.` that reached stdout is an
-//! acknowledged write. At the end (and now and then in between, through an unkilled `engram
+//! acknowledged write. At the end (and now and then in between, through an unkilled `somna
 //! wake`) the store must open, hold every acknowledged note under the id it printed and every
 //! acknowledged session batch, hold each killed write wholly or not at all and nothing else,
 //! pass `verify`, and keep working.
 //!
-//! `ENGRAM_CRASH_LONG=1` runs more iterations; `ENGRAM_CRASH_SEED=N` picks the seed.
+//! `SOMNA_CRASH_LONG=1` runs more iterations; `SOMNA_CRASH_SEED=N` picks the seed.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -15,15 +15,15 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use engram::{NewMemory, Store};
-use engram_testkit::simdisk::SimRng;
+use somna::{NewMemory, Store};
+use somna_testkit::simdisk::SimRng;
 
-fn engram(db: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_engram"));
+fn somna(db: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_somna"));
     c.arg("--db")
         .arg(db)
-        .env_remove("ENGRAM_DB")
-        .env_remove("ENGRAM_SCOPE")
+        .env_remove("SOMNA_DB")
+        .env_remove("SOMNA_SCOPE")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     c
@@ -43,24 +43,24 @@ struct Running {
 fn spawn(db: &Path, i: u64, rng: &mut SimRng) -> Running {
     if rng.chance(60, 100) {
         let text = format!("sigkill note {i}");
-        let child = engram(db)
+        let child = somna(db)
             .arg("note")
             .arg(&text)
             .stdin(Stdio::null())
             .spawn()
-            .expect("spawn engram note");
+            .expect("spawn somna note");
         Running {
             child,
             what: Write_::Note { text },
             kill_at: None,
         }
     } else {
-        let mut child = engram(db)
+        let mut child = somna(db)
             .args(["session", "append", "s1", "--key"])
             .arg(format!("key{i}"))
             .stdin(Stdio::piped())
             .spawn()
-            .expect("spawn engram session append");
+            .expect("spawn somna session append");
         let body =
             format!(r#"[{{"batch":{i},"n":0}},{{"batch":{i},"n":1}},{{"batch":{i},"n":2}}]"#);
         if let Some(mut stdin) = child.stdin.take() {
@@ -92,14 +92,14 @@ fn finish(r: Running, ledger: &mut Ledger) -> Result<(), String> {
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     if stderr.contains("panicked") || out.status.code() == Some(101) {
-        return Err(format!("engram panicked: {stderr}"));
+        return Err(format!("somna panicked: {stderr}"));
     }
     let killed = out.status.code().is_none();
     if killed {
         ledger.killed += 1;
     } else if !out.status.success() {
         return Err(format!(
-            "an engram that was not killed failed ({:?}): {stderr}",
+            "a somna that was not killed failed ({:?}): {stderr}",
             out.status
         ));
     } else {
@@ -203,11 +203,11 @@ fn check(db: &Path, ledger: &Ledger) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether `ENGRAM_CRASH_LONG=1` asks for the long run, and the seed (`ENGRAM_CRASH_SEED`, or
+/// Whether `SOMNA_CRASH_LONG=1` asks for the long run, and the seed (`SOMNA_CRASH_SEED`, or
 /// `default`).
 pub(crate) fn long_and_seed(default: u64) -> (bool, u64) {
-    let long = std::env::var("ENGRAM_CRASH_LONG").is_ok_and(|v| v == "1");
-    let seed = std::env::var("ENGRAM_CRASH_SEED")
+    let long = std::env::var("SOMNA_CRASH_LONG").is_ok_and(|v| v == "1");
+    let seed = std::env::var("SOMNA_CRASH_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default);
@@ -220,12 +220,12 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
     let iterations = if long { 2000 } else { 150 };
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("memory.redb");
-    let st = engram(&db).arg("init").output().unwrap();
+    let st = somna(&db).arg("init").output().unwrap();
     assert!(st.status.success(), "{st:?}");
 
     // How long one note takes, to spread the kills over a whole run.
     let t0 = Instant::now();
-    let st = engram(&db).args(["note", "warm-up note"]).output().unwrap();
+    let st = somna(&db).args(["note", "warm-up note"]).output().unwrap();
     assert!(st.status.success(), "{st:?}");
     let typical = t0.elapsed().max(Duration::from_millis(1));
 
@@ -269,7 +269,7 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
         }
         if i % 25 == 24 {
             // A process that is not killed opens (and repairs) the store and reads it.
-            let out = engram(&db).arg("wake").output().unwrap();
+            let out = somna(&db).arg("wake").output().unwrap();
             if !out.status.success() {
                 failures.push(format!(
                     "iteration {i}: wake after kills failed: {}",
@@ -304,7 +304,7 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// A kill during `engram init` must leave either no store or one that opens: otherwise every
+/// A kill during `somna init` must leave either no store or one that opens: otherwise every
 /// command fails on that file until the user deletes it.
 fn init_killed_once(
     dir: &Path,
@@ -313,14 +313,14 @@ fn init_killed_once(
     typical: Duration,
 ) -> Result<bool, String> {
     let db = dir.join(format!("init{i}.redb"));
-    let mut child = engram(&db).arg("init").spawn().unwrap();
+    let mut child = somna(&db).arg("init").spawn().unwrap();
     let us = rng.below(typical.as_micros() as u64 + 1);
     std::thread::sleep(Duration::from_micros(us));
     let _ = child.kill();
     let out = child.wait_with_output().unwrap();
     let killed = out.status.code().is_none();
-    let again = engram(&db).arg("init").output().unwrap();
-    let note = engram(&db).args(["note", "after init"]).output().unwrap();
+    let again = somna(&db).arg("init").output().unwrap();
+    let note = somna(&db).args(["note", "after init"]).output().unwrap();
     if !again.status.success() || !note.status.success() {
         return Err(format!(
             "after a killed init ({} bytes left), init says {:?} and note says {:?}",
@@ -336,7 +336,7 @@ fn init_killed_once(
 fn an_interrupted_init_leaves_a_store_that_init_can_open() {
     let dir = tempfile::tempdir().unwrap();
     let t0 = Instant::now();
-    let st = engram(&dir.path().join("warm.redb"))
+    let st = somna(&dir.path().join("warm.redb"))
         .arg("init")
         .output()
         .unwrap();

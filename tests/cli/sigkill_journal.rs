@@ -7,17 +7,17 @@
 //! store must hold every acknowledged note under the id printed and every acknowledged batch
 //! whole, no note nobody wrote, pass `verify`, and keep working.
 //!
-//! `ENGRAM_CRASH_LONG=1` runs 100 kills instead of 12; `ENGRAM_CRASH_SEED=N` picks the seed.
+//! `SOMNA_CRASH_LONG=1` runs 100 kills instead of 12; `SOMNA_CRASH_SEED=N` picks the seed.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use engram::{NewMemory, Options, Store};
-use engram_testkit::simdisk::SimRng;
+use somna::{NewMemory, Options, Store};
+use somna_testkit::simdisk::SimRng;
 
-const CHILD: &str = "ENGRAM_JOURNAL_CHILD";
+const CHILD: &str = "SOMNA_JOURNAL_CHILD";
 
 /// The child: journaled writes until 300 are done, each printed once acknowledged.
 #[test]
@@ -25,7 +25,7 @@ fn journal_sigkill_child() {
     let Some(db) = std::env::var_os(CHILD) else {
         return;
     };
-    let round = std::env::var("ENGRAM_JOURNAL_ROUND").unwrap();
+    let round = std::env::var("SOMNA_JOURNAL_ROUND").unwrap();
     let s = Store::open_with(&db, Options::default().exclusive(true)).unwrap();
     for k in 0..300u64 {
         if k % 7 == 6 {
@@ -62,7 +62,7 @@ fn run_child(db: &Path, round: u64, kill_after: Option<Duration>, ledger: &mut L
             "--test-threads=1",
         ])
         .env(CHILD, db)
-        .env("ENGRAM_JOURNAL_ROUND", round.to_string())
+        .env("SOMNA_JOURNAL_ROUND", round.to_string())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -1,4 +1,4 @@
-//! Subscriptions to wake resources over `engram mcp --http` stay with their subscriber (issue
+//! Subscriptions to wake resources over `somna mcp --http` stay with their subscriber (issue
 //! 27, point 6): another principal's `resources/unsubscribe` does not end them, and a stream
 //! opened before `token revoke` or `revoke PRINCIPAL read SCOPE` hears no more of that scope.
 
@@ -80,7 +80,7 @@ impl<'a> Session<'a> {
     fn subscribe(&mut self, scope: &str) {
         self.request(
             "resources/subscribe",
-            json!({"uri": format!("engram://{scope}/wake")}),
+            json!({"uri": format!("somna://{scope}/wake")}),
         );
     }
 
@@ -134,7 +134,7 @@ fn another_principal_cannot_unsubscribe_the_caller() {
     let mut m = Session::open(&s, &mallory);
     m.post(
         &json!({"jsonrpc": "2.0", "id": 9, "method": "resources/unsubscribe",
-        "params": {"uri": "engram://user:alice/wake"}}),
+        "params": {"uri": "somna://user:alice/wake"}}),
     );
     a.note("user:alice", "alice's plan");
     let got = heard(&mut events, Duration::from_secs(60), UPDATED);

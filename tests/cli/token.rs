@@ -1,4 +1,4 @@
-//! `engram token`: a bearer token for `engram mcp --http` is printed once and only its SHA-256
+//! `somna token`: a bearer token for `somna mcp --http` is printed once and only its SHA-256
 //! is stored (the token's bytes appear nowhere in the file); `token list` names each by the start
 //! of its hash with its principal; `token revoke` removes it (a second revoke finds nothing, exit
 //! 3); only the admin may add, list or revoke; an id shorter than the listed one is refused, so
@@ -11,7 +11,7 @@ fn a_token_is_shown_once_and_stored_only_as_its_hash() {
     let e = Env::init();
     let token = e.ok(&["token", "add", "alice"]).trim().to_string();
     assert!(
-        token.starts_with("engram_") && token.len() == 7 + 64,
+        token.starts_with("somna_") && token.len() == 7 + 64,
         "{token}"
     );
     let other = e.ok(&["token", "add", "bob"]).trim().to_string();
@@ -63,7 +63,7 @@ fn revoke_removes_the_token_and_only_the_admin_manages_tokens() {
     assert_eq!(e.ok(&["token", "revoke", &id]), "Revoked 1 token.\n");
     assert_eq!(
         e.ok(&["token", "list"]),
-        "No tokens: `engram mcp --http` refuses every request.\n"
+        "No tokens: `somna mcp --http` refuses every request.\n"
     );
     let mut again = e.cmd();
     again.args(["token", "revoke", &id]);

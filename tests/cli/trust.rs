@@ -6,12 +6,12 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 fn run(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_engram"))
+    Command::new(env!("CARGO_BIN_EXE_somna"))
         .arg("--db")
         .arg(db)
         .args(args)
-        .env_remove("ENGRAM_PRINCIPAL")
-        .env_remove("ENGRAM_SCOPE")
+        .env_remove("SOMNA_PRINCIPAL")
+        .env_remove("SOMNA_SCOPE")
         .output()
         .unwrap()
 }

@@ -1,10 +1,10 @@
 //! A server URL is shown without any secret however the password is written (issue 27, point
 //! 1): a password with `/` in its user info, and `password=` or `sslpassword=` in the query,
 //! never reach stdout or stderr, in errors (a closed port on loopback, everywhere) nor in
-//! `init`'s AGENTS.md block, its `Run:` lines and `stats` (on the server `ENGRAM_TEST_PG`
+//! `init`'s AGENTS.md block, its `Run:` lines and `stats` (on the server `SOMNA_TEST_PG`
 //! names; skipped without one, failed under CI without one).
 
-use engram_testkit::pg::{fresh_schema_url, test_server_url, with_query};
+use somna_testkit::pg::{fresh_schema_url, test_server_url, with_query};
 
 use crate::common::{run_raw, Env, Raw};
 
@@ -13,7 +13,7 @@ const SECRETS: [&str; 3] = ["pa/ss", "S3cretPw", "k3yPass"];
 fn run(args: &[&str]) -> Raw {
     let e = Env::new();
     let mut c = e.cmd();
-    c.env_remove("ENGRAM_DB").args(args);
+    c.env_remove("SOMNA_DB").args(args);
     run_raw(c, None)
 }
 

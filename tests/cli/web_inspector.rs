@@ -1,4 +1,4 @@
-//! The web inspector (`engram mcp --http ADDR --ui`, docs/inspector.md, issue 26), spoken to in
+//! The web inspector (`somna mcp --http ADDR --ui`, docs/inspector.md, issue 26), spoken to in
 //! plain HTTP/1.1 as a browser would: logging in with a token sets an `HttpOnly`,
 //! `SameSite=Strict` cookie scoped to `/ui`; no cookie leads to the login page; a POST without
 //! the session's CSRF token or from a foreign Origin is refused; a reader sees only its scopes
@@ -148,7 +148,7 @@ fn login_sets_a_strict_cookie_and_no_cookie_sees_the_login_page() {
         login.header("x-content-type-options").as_deref(),
         Some("nosniff")
     );
-    let wrong = send(&s, "POST", "/ui/login", &[], "token=engram_nottoken");
+    let wrong = send(&s, "POST", "/ui/login", &[], "token=somna_nottoken");
     assert_eq!(wrong.status, 401);
     assert!(wrong.header("set-cookie").is_none());
     let ok = send(
@@ -164,7 +164,7 @@ fn login_sets_a_strict_cookie_and_no_cookie_sees_the_login_page() {
         assert!(set.contains(flag), "{set}");
     }
     // A forged cookie is no session.
-    let forged = send(&s, "GET", "/ui/wake", &[("Cookie", "engram_ui=00")], "");
+    let forged = send(&s, "GET", "/ui/wake", &[("Cookie", "somna_ui=00")], "");
     assert_eq!(forged.status, 303);
 }
 

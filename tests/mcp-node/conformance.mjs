@@ -1,6 +1,6 @@
 // The official MCP conformance suite (npm @modelcontextprotocol/conformance) against
-// `engram mcp --http` on loopback, through proxy.mjs, which adds the bearer token the suite
-// cannot send. Run with Node 22 by run.sh: `node conformance.mjs ENGRAM_BINARY`. A fresh store
+// `somna mcp --http` on loopback, through proxy.mjs, which adds the bearer token the suite
+// cannot send. Run with Node 22 by run.sh: `node conformance.mjs SOMNA_BINARY`. A fresh store
 // in a temp directory, a token for it, the server, the proxy, then the suite with
 // conformance-baseline.yml; exits with the suite's status.
 import { spawn, execFileSync } from "node:child_process";
@@ -12,20 +12,20 @@ import { fileURLToPath } from "node:url";
 import { startProxy } from "./proxy.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
-const engram = process.argv[2];
-const dir = mkdtempSync(join(tmpdir(), "engram-conformance-"));
+const somna = process.argv[2];
+const dir = mkdtempSync(join(tmpdir(), "somna-conformance-"));
 const db = join(dir, "memory.redb");
 const run = (...args) =>
-  execFileSync(engram, ["--db", db, ...args], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+  execFileSync(somna, ["--db", db, ...args], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
 run("init");
-const token = run("token", "add", "user:conformance").match(/engram_[0-9a-f]+/)?.[0];
-if (!token) throw new Error("engram token add printed no token");
+const token = run("token", "add", "user:conformance").match(/somna_[0-9a-f]+/)?.[0];
+if (!token) throw new Error("somna token add printed no token");
 
-// The proxy first: its origin is the server's as the suite sees it, so engram allows it.
+// The proxy first: its origin is the server's as the suite sees it, so somna allows it.
 let target;
 const { server: proxy, port } = await startProxy(() => target, token);
 const origins = [`http://localhost:${port}`, `http://127.0.0.1:${port}`];
-const child = spawn(engram, ["--db", db, "mcp", "--http", "127.0.0.1:0", "--tools", "all",
+const child = spawn(somna, ["--db", db, "mcp", "--http", "127.0.0.1:0", "--tools", "all",
   ...origins.flatMap((o) => ["--allow-origin", o])], { stdio: ["ignore", "ignore", "pipe"] });
 target = await new Promise((resolve, reject) => {
   let err = "";
@@ -34,7 +34,7 @@ target = await new Promise((resolve, reject) => {
     const m = err.match(/serving MCP at http:\/\/([^/\s]+)\/mcp/);
     if (m) resolve(m[1]);
   });
-  child.on("exit", (code) => reject(new Error(`engram mcp --http exited ${code}: ${err}`)));
+  child.on("exit", (code) => reject(new Error(`somna mcp --http exited ${code}: ${err}`)));
 });
 
 const require = createRequire(join(here, "package.json"));

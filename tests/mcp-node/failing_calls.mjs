@@ -1,13 +1,13 @@
 // Issue 22: the official TypeScript SDK's client (npm @modelcontextprotocol/sdk) shows the user
-// engram's own message, with its error class, for a failing call of every tool that can fail.
+// somna's own message, with its error class, for a failing call of every tool that can fail.
 // The client lists the tools first, so that it validates each result against the tool's output
 // schema (a result that broke it would throw -32602 instead of showing the message).
-// Run by tests/cli/mcp_node.rs: `node failing_calls.mjs ENGRAM_BINARY STORE`, on a store that
+// Run by tests/cli/mcp_node.rs: `node failing_calls.mjs SOMNA_BINARY STORE`, on a store that
 // holds the memories #0 and #1 and nothing else. Prints one line per call; exits 1 on a failure.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 
-const [engram, db] = process.argv.slice(2);
+const [somna, db] = process.argv.slice(2);
 
 // A call that succeeds first, so that the conflicts below have something to conflict with.
 const SETUP = [
@@ -15,7 +15,7 @@ const SETUP = [
   ["session_append", { id: "s1", items: [{ role: "user", content: "hi" }], key: "a1" }],
 ];
 
-// tool, arguments, the class engram gives.
+// tool, arguments, the class somna gives.
 const FAILING = [
   ["wake", { part: 3, total: 2 }, "invalid"],
   ["note", {}, "invalid"],
@@ -42,11 +42,11 @@ const FAILING = [
 ];
 
 const transport = new StdioClientTransport({
-  command: engram,
+  command: somna,
   args: ["--db", db, "mcp", "--tools", "all"],
   stderr: "ignore",
 });
-const client = new Client({ name: "engram-tests", version: "0" });
+const client = new Client({ name: "somna-tests", version: "0" });
 await client.connect(transport);
 const listed = (await client.listTools()).tools.map((t) => t.name);
 let failed = 0;

@@ -1,6 +1,6 @@
 // A header-adding proxy for the conformance suite, which cannot send an Authorization header:
-// listens on loopback and forwards every request to `engram mcp --http` unchanged (method,
-// path, headers, body, streamed both ways) with `Authorization: Bearer TOKEN` added. engram
+// listens on loopback and forwards every request to `somna mcp --http` unchanged (method,
+// path, headers, body, streamed both ways) with `Authorization: Bearer TOKEN` added. somna
 // keeps checking Host and Origin itself: the proxy passes them on as the client sent them.
 import http from "node:http";
 

@@ -1,7 +1,7 @@
 """The web inspector in a real browser (issue 26; docs/inspector.md, "Tests").
 
-Run by tests/web/run.sh: python test_web.py ENGRAM_BINARY OUTPUT_DIR CHROMIUM AXE_JS.
-Makes a store with the CLI, serves it with `engram mcp --http 127.0.0.1:0 --ui`, and drives
+Run by tests/web/run.sh: python test_web.py SOMNA_BINARY OUTPUT_DIR CHROMIUM AXE_JS.
+Makes a store with the CLI, serves it with `somna mcp --http 127.0.0.1:0 --ui`, and drives
 Debian's chromium headless through Playwright: the flows of the issue, a screenshot of every page
 into OUTPUT_DIR (each checked non-empty), and axe-core on every page with no critical or serious
 violation. Exits non-zero at the first failure.
@@ -21,29 +21,29 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
-def engram(env, *args, stdin=None):
+def somna(env, *args, stdin=None):
     """Runs the CLI; returns its stdout, failing on a non-zero exit."""
     r = subprocess.run([BIN, *args], env=env, input=stdin, capture_output=True, text=True,
                        check=False)
-    assert r.returncode == 0, f"engram {args}: {r.stderr}"
+    assert r.returncode == 0, f"somna {args}: {r.stderr}"
     return r.stdout
 
 
 def store(tmp):
     """The store and the environment of the CLI, with memories, a session, grants, tokens."""
     env = {"PATH": os.environ.get("PATH", ""), "HOME": tmp,
-           "ENGRAM_DB": os.path.join(tmp, "memory.redb")}
-    engram(env, "init")
-    engram(env, "note", "the deploy runs on fridays")
-    engram(env, "note", "--kind", "inference", "the user is a night owl")
-    engram(env, "nap", "0-1", "deploys on fridays [#0]; the user may be a night owl [#1]")
-    engram(env, "note", "the door code is 4711 zebra")
-    engram(env, "--scope", "team/x", "note", "the team standup is at nine")
-    engram(env, "session", "save", "chat-1",
+           "SOMNA_DB": os.path.join(tmp, "memory.redb")}
+    somna(env, "init")
+    somna(env, "note", "the deploy runs on fridays")
+    somna(env, "note", "--kind", "inference", "the user is a night owl")
+    somna(env, "nap", "0-1", "deploys on fridays [#0]; the user may be a night owl [#1]")
+    somna(env, "note", "the door code is 4711 zebra")
+    somna(env, "--scope", "team/x", "note", "the team standup is at nine")
+    somna(env, "session", "save", "chat-1",
            stdin='[{"role":"user","content":"hello"},{"role":"assistant","content":"hi"}]')
-    engram(env, "grant", "user:bob", "read", "team/")
-    admin = engram(env, "token", "add", "admin").strip()
-    bob = engram(env, "token", "add", "user:bob").strip()
+    somna(env, "grant", "user:bob", "read", "team/")
+    admin = somna(env, "token", "add", "admin").strip()
+    bob = somna(env, "token", "add", "user:bob").strip()
     return env, admin, bob
 
 
@@ -110,7 +110,7 @@ def admin_flows(browser, base, env, token, check):
     page.fill("#why1", "she said so")
     with page.expect_navigation():
         page.click("button[value=accept]")
-    show = engram(env, "show", "1")
+    show = somna(env, "show", "1")
     assert "status: accepted" in show and "accept by admin: she said so" in show, show
     page.goto(f"{base}/ui/confirm?scope=default&id=2")
     assert "the door code is 4711 zebra" in page.content()
@@ -121,7 +121,7 @@ def admin_flows(browser, base, env, token, check):
     for path in ["/ui/wake", "/ui/log", "/ui/log?mode=search&q=zebra", "/ui/review"]:
         page.goto(base + path)
         assert "door code" not in page.content(), path
-    assert "door code" not in engram(env, "export")
+    assert "door code" not in somna(env, "export")
     for name, path in [("tree", "/ui/tree"), ("log", "/ui/log"),
                        ("search", "/ui/log?mode=search&q=deploy"), ("sessions", "/ui/sessions"),
                        ("session", "/ui/session?id=chat-1"), ("admin", "/ui/admin"),

@@ -232,14 +232,14 @@ impl SearchResult {
 impl Store {
     /// Ranks the memories and summaries of `scope` against the query; see [`SearchQuery`].
     /// A store of format 1 (not upgraded yet, open read-only) answers [`Error::Unsupported`]
-    /// asking for `engram reindex`.
+    /// asking for `somna reindex`.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let store = engram::Store::create(dir.path().join("m.redb")).unwrap();
-    /// store.note("default", engram::NewMemory::new("Caroline went to the support group")).unwrap();
-    /// store.note("default", engram::NewMemory::new("the build uses cargo")).unwrap();
-    /// let r = store.search("default", &engram::SearchQuery::new("support group")).unwrap();
+    /// # let store = somna::Store::create(dir.path().join("m.redb")).unwrap();
+    /// store.note("default", somna::NewMemory::new("Caroline went to the support group")).unwrap();
+    /// store.note("default", somna::NewMemory::new("the build uses cargo")).unwrap();
+    /// let r = store.search("default", &somna::SearchQuery::new("support group")).unwrap();
     /// assert_eq!(r.hits[0].id, Some(0));
     /// ```
     pub fn search(&self, scope: &str, q: &SearchQuery) -> Result<SearchResult> {
@@ -292,7 +292,7 @@ fn search_audit(r: &SearchResult) -> Vec<String> {
 
 impl Store {
     /// Rebuilds the search index of every scope from the log and the tree, in one write
-    /// transaction, and marks the store format 2 (`engram reindex`; the first read-write open of
+    /// transaction, and marks the store format 2 (`somna reindex`; the first read-write open of
     /// a format-1 store does the same). Admin only. `progress(done, total)` counts scopes.
     /// Returns the number of documents indexed.
     pub fn reindex(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<u64> {

@@ -23,7 +23,7 @@ type Ranked = (f64, usize, u64, u64);
 fn require_index(r: &ReadTxn) -> Result<()> {
     if stored_format(&r.tx)?.unwrap_or(0) < INDEX_FORMAT {
         return Err(Error::Unsupported(
-            "this store was written by an older engram and has no search index yet: run `engram reindex` (or open it once read-write)".into(),
+            "this store was written by an older somna and has no search index yet: run `somna reindex` (or open it once read-write)".into(),
         ));
     }
     Ok(())

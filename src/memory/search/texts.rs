@@ -16,7 +16,7 @@ use crate::memory::search::vector::norm;
 /// of the query's terms (or for every text, when the query has no term).
 ///
 /// ```
-/// use engram::rank_texts;
+/// use somna::rank_texts;
 /// let s = rank_texts("support group", &["went to a support group", "a group photo", "hiking"]);
 /// assert!(s[0] > s[1] && s[1] > 0.0 && s[2] == 0.0);
 /// ```
@@ -74,7 +74,7 @@ fn bag(text: &str) -> (HashMap<String, u32>, u32) {
 /// partial vector is ignored.
 ///
 /// ```
-/// use engram::best_cosine;
+/// use somna::best_cosine;
 /// let packed = [[1.0f32, 0.0], [0.6, 0.8]].concat();
 /// let best = best_cosine(&[0.0, 1.0], &packed).unwrap_or(0.0);
 /// assert!((best - 0.8).abs() < 1e-6);

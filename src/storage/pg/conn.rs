@@ -22,10 +22,10 @@ use crate::storage::pg::tls::{is_tls_param, MakeRustls, SslMode, TlsParams};
 use crate::storage::pg::url::without_password;
 
 /// The schema a URL names when it names none.
-pub const DEFAULT_SCHEMA: &str = "engram";
+pub const DEFAULT_SCHEMA: &str = "somna";
 
 /// The table that records each write's commit id, so that an ambiguous commit can be resolved.
-pub(crate) const COMMITS: &str = "engram_commits";
+pub(crate) const COMMITS: &str = "somna_commits";
 
 /// How long a connection's start-up may take per host when the URL sets no `connect_timeout`.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -50,7 +50,7 @@ pub(crate) struct ServerUrl {
     pub(crate) shown: String,
 }
 
-/// Parses `url`: engram's own `schema` parameter is taken out, the rest goes to the client,
+/// Parses `url`: somna's own `schema` parameter is taken out, the rest goes to the client,
 /// once per host (each host is tried in turn, each within `connect_timeout`, as libpq does).
 /// A password may come from the URL or from `PGPASSWORD`; neither is ever shown.
 pub(crate) fn parse_url(url: &str) -> Result<ServerUrl> {
@@ -154,7 +154,7 @@ fn host_urls(url: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The client's settings for one URL, with engram's defaults where the URL and the environment
+/// The client's settings for one URL, with somna's defaults where the URL and the environment
 /// say nothing: the user, the password, `application_name`, `connect_timeout` (10 s), TCP
 /// keepalives after 30 s idle, and `tcp_user_timeout` (30 s).
 fn configure(client_url: &str, shown: &str) -> Result<Config> {
@@ -175,7 +175,7 @@ fn configure(client_url: &str, shown: &str) -> Result<Config> {
         }
     }
     if config.get_application_name().is_none() {
-        config.application_name("engram");
+        config.application_name("somna");
     }
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
@@ -197,7 +197,7 @@ fn configure(client_url: &str, shown: &str) -> Result<Config> {
     Ok(config)
 }
 
-/// Splits `url` into the URL for the client (without engram's `schema` parameter and the TLS
+/// Splits `url` into the URL for the client (without somna's `schema` parameter and the TLS
 /// parameters [`super::tls`] reads), the schema, checked (the default when it names none), and
 /// the TLS parameters (percent-decoded).
 pub(crate) fn split_params(url: &str) -> Result<(String, String, TlsParams)> {
@@ -246,7 +246,7 @@ pub(crate) enum Fault {
     /// The server refused this attempt but another may succeed: a serialization failure, a
     /// deadlock, a lock wait that timed out, a race creating the schema.
     Retry(String),
-    /// A failure injected on purpose (`ENGRAM_PG_FAULT_EVERY`): the next attempt runs clean,
+    /// A failure injected on purpose (`SOMNA_PG_FAULT_EVERY`): the next attempt runs clean,
     /// so that every transaction, however many statements it has, gets through.
     Injected,
     /// The connection is gone (or reached a server that cannot take writes, such as a standby
@@ -297,11 +297,11 @@ fn db_message(e: &SqlError) -> String {
     }
 }
 
-/// A server error that running again would not fix, as engram's error.
+/// A server error that running again would not fix, as somna's error.
 pub(crate) fn server_error(e: &SqlError) -> Error {
     match e.code() {
         Some(c) if *c == SqlState::UNDEFINED_TABLE => Error::ReadOnly(format!(
-            "the store lacks a table that this engram adds on its first read-write open (any write, or `engram init`, adds it): {}",
+            "the store lacks a table that this somna adds on its first read-write open (any write, or `somna init`, adds it): {}",
             db_message(e)
         )),
         Some(c) if *c == SqlState::INSUFFICIENT_PRIVILEGE => {
@@ -347,11 +347,11 @@ pub(crate) struct Server {
     /// `bytea` in hex, which the transaction's first round trip parses.
     settings: String,
     /// Every Nth statement of a write fails with a synthetic serialization error
-    /// (`ENGRAM_PG_FAULT_EVERY=N`, for tests; 0: never).
+    /// (`SOMNA_PG_FAULT_EVERY=N`, for tests; 0: never).
     fault_every: u64,
     statements: AtomicU64,
     /// Every Nth commit loses its connection on purpose, alternately just before and just after
-    /// `COMMIT` reached the server (`ENGRAM_PG_LOSE_COMMIT=N`, for tests; 0: never).
+    /// `COMMIT` reached the server (`SOMNA_PG_LOSE_COMMIT=N`, for tests; 0: never).
     lose_every: u64,
     commit_count: AtomicU64,
     tables: Vec<TableSql>,
@@ -418,7 +418,7 @@ impl Server {
                 .unwrap_or(0)
         };
         let (fault_every, lose_every) =
-            (knob("ENGRAM_PG_FAULT_EVERY"), knob("ENGRAM_PG_LOSE_COMMIT"));
+            (knob("SOMNA_PG_FAULT_EVERY"), knob("SOMNA_PG_LOSE_COMMIT"));
         let context = CONTEXT
             .iter()
             .enumerate()
@@ -487,13 +487,13 @@ impl Server {
         &self.commits
     }
 
-    /// Whether the next statement of a write fails on purpose (`ENGRAM_PG_FAULT_EVERY`).
+    /// Whether the next statement of a write fails on purpose (`SOMNA_PG_FAULT_EVERY`).
     pub(crate) fn inject(&self) -> bool {
         self.fault_every > 0
             && (self.statements.fetch_add(1, Ordering::Relaxed) + 1) % self.fault_every == 0
     }
 
-    /// Whether this commit loses its connection on purpose (`ENGRAM_PG_LOSE_COMMIT`): `Some(true)`
+    /// Whether this commit loses its connection on purpose (`SOMNA_PG_LOSE_COMMIT`): `Some(true)`
     /// just after `COMMIT` reached the server, `Some(false)` just before.
     pub(crate) fn lose_commit(&self) -> Option<bool> {
         if self.lose_every == 0 {
@@ -662,7 +662,7 @@ impl Server {
             } else {
                 "PRIMARY KEY (k)"
             };
-            // A schema made for engram by an administrator is used as it is: creating it (even
+            // A schema made for somna by an administrator is used as it is: creating it (even
             // `IF NOT EXISTS`) needs the CREATE privilege on the database, which a role limited
             // to its schema lacks (docs/scale-out.md, "A role that can use one schema").
             let exists = !conn

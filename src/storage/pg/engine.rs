@@ -1,6 +1,6 @@
 //! The server engine: a store kept in one schema of a PostgreSQL-protocol database
 //! (PostgreSQL; by the same SQL CockroachDB and YugabyteDB), reached by a `postgresql://` URL.
-//! Opening it checks the schema (an engram store, an empty schema to create one in, or a
+//! Opening it checks the schema (a somna store, an empty schema to create one in, or a
 //! refusal) and the format; a read is one `REPEATABLE READ READ ONLY` transaction; a write runs
 //! at `SERIALIZABLE`, again and whole while the server asks ([`super::conn`] has the loop).
 
@@ -27,7 +27,7 @@ pub(crate) struct PgEngine {
 impl PgEngine {
     /// Starts a read: one consistent snapshot (`REPEATABLE READ READ ONLY`, never aborted for
     /// serialization on PostgreSQL). A lost connection is replaced until the busy timeout. With
-    /// `inject`, its statements count towards `ENGRAM_PG_FAULT_EVERY`.
+    /// `inject`, its statements count towards `SOMNA_PG_FAULT_EVERY`.
     pub(crate) fn begin_read(&self, inject: bool) -> Result<PgTx> {
         self.server.retrying(|| {
             let mut conn = match self.server.take() {
@@ -52,7 +52,7 @@ impl PgEngine {
     }
 
     /// Starts one attempt of a write (`SERIALIZABLE`); with `inject`, its statements count
-    /// towards `ENGRAM_PG_FAULT_EVERY`.
+    /// towards `SOMNA_PG_FAULT_EVERY`.
     pub(crate) fn begin_write<R>(&self, inject: bool) -> std::result::Result<PgTx, Attempt<R>> {
         let mut conn = self.server.take().map_err(|e| Attempt::Done(Err(e)))?;
         if inject && self.server.inject() {
@@ -75,7 +75,7 @@ impl PgEngine {
         }
     }
 
-    /// The tables of the schema: how many of engram's it holds, whether it holds `meta`, and
+    /// The tables of the schema: how many of somna's it holds, whether it holds `meta`, and
     /// whether every table (the commit ids included) is there. Refuses a schema that holds a
     /// damaged store or other tables.
     fn survey(&self) -> Result<(usize, bool)> {
@@ -87,13 +87,13 @@ impl PgEngine {
         if !names.iter().any(|n| n == "meta") {
             if ours > 0 {
                 return Err(crate::error::damaged_file(format!(
-                    "schema {} has {ours} engram tables but not meta",
+                    "schema {} has {ours} somna tables but not meta",
                     self.server.schema()
                 )));
             }
             if !names.is_empty() {
                 return Err(Error::Unsupported(format!(
-                    "schema {} at {} holds tables that are not an engram store; name another with ?schema=NAME",
+                    "schema {} at {} holds tables that are not a somna store; name another with ?schema=NAME",
                     self.server.schema(),
                     self.server.shown()
                 )));
@@ -113,7 +113,7 @@ impl Engine for PgEngine {
             read_only: opts.read_only,
         };
         let (ours, complete) = engine.survey()?;
-        // A read-only handle creates nothing: a table a newer engram added is made by the next
+        // A read-only handle creates nothing: a table a newer somna added is made by the next
         // read-write open, and until then a verb that needs it says so.
         if !complete && (create || ours > 0) && !opts.read_only {
             engine.server.create_tables()?;

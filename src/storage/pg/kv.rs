@@ -1,5 +1,5 @@
 //! The server engine's side of the storage seam ([`crate::storage::kv`]): one transaction on one
-//! connection, as a [`KvRead`] and [`KvWrite`]. Each engram table is a table `(k bytea, v bytea)`
+//! connection, as a [`KvRead`] and [`KvWrite`]. Each somna table is a table `(k bytea, v bytea)`
 //! keyed by the seam's order-preserving key bytes (PostgreSQL compares `bytea` with `memcmp`,
 //! then length: the seam's order), values are the envelope bytes, the same as in a file. Scans
 //! are keyset-paginated (pages of 64 rows, doubling to 1,024), so a scan that stops early reads
@@ -31,7 +31,7 @@ pub struct PgTx {
     conn: RefCell<Option<Conn>>,
     fault: RefCell<Option<Fault>>,
     write: bool,
-    /// Whether statements count towards `ENGRAM_PG_FAULT_EVERY` (not in the attempt after an
+    /// Whether statements count towards `SOMNA_PG_FAULT_EVERY` (not in the attempt after an
     /// injected failure).
     inject: bool,
     /// What a read transaction prefetched (a snapshot never changes under it).
@@ -272,12 +272,12 @@ impl PgTx {
         let lose = self.server.lose_commit();
         if lose == Some(false) {
             drop(conn);
-            return self.resolved(&id, r, "lost before COMMIT (ENGRAM_PG_LOSE_COMMIT)".into());
+            return self.resolved(&id, r, "lost before COMMIT (SOMNA_PG_LOSE_COMMIT)".into());
         }
         match conn.client().batch_execute(&sql) {
             Ok(()) if lose == Some(true) => {
                 drop(conn);
-                self.resolved(&id, r, "lost after COMMIT (ENGRAM_PG_LOSE_COMMIT)".into())
+                self.resolved(&id, r, "lost after COMMIT (SOMNA_PG_LOSE_COMMIT)".into())
             }
             Ok(()) => {
                 self.server.give(conn);
@@ -395,7 +395,7 @@ fn fault_error(f: &Fault) -> Error {
     match f {
         Fault::Retry(m) => Error::Storage(format!("the server asked to run the transaction again ({m})")),
         Fault::Injected => Error::Storage(
-            "the server asked to run the transaction again (40001, injected by ENGRAM_PG_FAULT_EVERY)".into(),
+            "the server asked to run the transaction again (40001, injected by SOMNA_PG_FAULT_EVERY)".into(),
         ),
         Fault::Lost(m) => Error::Server(format!("lost the connection to the server ({m})")),
     }

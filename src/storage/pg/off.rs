@@ -21,7 +21,7 @@ impl Engine for PgEngine {
     fn open(location: &Path, _opts: &Options, _create: bool) -> Result<Opened<Self>> {
         let url = location.to_string_lossy();
         Err(Error::Unsupported(format!(
-            "{} names a PostgreSQL server, and this engram was built without the `postgres` feature",
+            "{} names a PostgreSQL server, and this somna was built without the `postgres` feature",
             url.split('@').next_back().unwrap_or("the URL")
         )))
     }

@@ -1,4 +1,4 @@
-//! A server URL as engram names it: whether a location is one, and the URL as it may be shown,
+//! A server URL as somna names it: whether a location is one, and the URL as it may be shown,
 //! never with a password. Plain text work, built with or without the `postgres` feature (the
 //! CLI shows a URL either way).
 
@@ -18,7 +18,7 @@ const SECRET_PARAMS: [&str; 2] = ["password", "sslpassword"];
 /// password is written (with `/` or `?` in it).
 ///
 /// ```
-/// use engram::without_password;
+/// use somna::without_password;
 /// assert_eq!(
 ///     without_password("postgresql://ann:secret@db.example:5432/mem?schema=team"),
 ///     "postgresql://ann@db.example:5432/mem?schema=team"
@@ -36,7 +36,7 @@ const SECRET_PARAMS: [&str; 2] = ["password", "sslpassword"];
 ///     "postgresql://h/db?schema=q"
 /// );
 /// assert_eq!(without_password("postgresql://h/db?password=p@ss"), "postgresql://ss");
-/// assert_eq!(without_password("/home/ann/.engram/memory.redb"), "/home/ann/.engram/memory.redb");
+/// assert_eq!(without_password("/home/ann/.somna/memory.redb"), "/home/ann/.somna/memory.redb");
 /// ```
 pub fn without_password(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {

@@ -633,7 +633,7 @@ fn open_reader(path: &Path, opts: &Options) -> Result<Opened<RedbEngine>> {
     };
     let writer = open_writer(path, &opts.clone().read_only(false)).map_err(|e| match e {
         Error::ReadOnly(_) => Error::ReadOnly(format!(
-            "{} needs one open by a user who may write it, because {why}: run `engram verify` as such a user",
+            "{} needs one open by a user who may write it, because {why}: run `somna verify` as such a user",
             path.display()
         )),
         e => e,
@@ -674,7 +674,7 @@ fn open_file(
         // What the repair dropped the newest commit for may not be a store at all (a commit
         // from before the store was made): damage, not a file of another kind
         Some(r) if r.dropped_newest_commit => crate::error::damaged_file(format!(
-            "its end was cut, and its newest commit, whose checksums then failed, was dropped for one that is not a whole engram store ({e})"
+            "its end was cut, and its newest commit, whose checksums then failed, was dropped for one that is not a whole somna store ({e})"
         )),
         _ => e,
     })?;
@@ -691,7 +691,7 @@ fn open_file(
     })
 }
 
-/// Checks the format of an open file, adds the tables of a newer engram it lacks, and upgrades
+/// Checks the format of an open file, adds the tables of a newer somna it lacks, and upgrades
 /// a store of an older format (sections 12.5 and 13.4 of docs/design.md); returns the format
 /// it had.
 fn check_format(engine: &RedbEngine, path: &Path, opts: &Options) -> Result<u32> {
@@ -709,7 +709,7 @@ fn check_format(engine: &RedbEngine, path: &Path, opts: &Options) -> Result<u32>
     if !readable_as_is {
         if opts.read_only {
             return Err(Error::ReadOnly(
-                "it lacks tables that this engram adds on its first read-write open".into(),
+                "it lacks tables that this somna adds on its first read-write open".into(),
             ));
         }
         engine.write(opts.principal.as_deref(), |tx| tx.ensure_tables())?;
@@ -717,14 +717,14 @@ fn check_format(engine: &RedbEngine, path: &Path, opts: &Options) -> Result<u32>
     upgrade(engine, opts, format)
 }
 
-/// Checks the format number; returns the tables of this engram that the file lacks, and the
+/// Checks the format number; returns the tables of this somna that the file lacks, and the
 /// format.
 fn read_format(db: &Db, path: &Path) -> Result<(Vec<&'static str>, u32)> {
     let rtx = db.begin_read()?;
     let meta = match rtx.open_table(META) {
         Ok(t) => t,
         Err(TableError::TableDoesNotExist(_)) => {
-            // Other engram tables without `meta`: a damaged table directory, not a
+            // Other somna tables without `meta`: a damaged table directory, not a
             // foreign file.
             let ours = rtx
                 .list_tables()?
@@ -732,11 +732,11 @@ fn read_format(db: &Db, path: &Path) -> Result<(Vec<&'static str>, u32)> {
                 .count();
             if ours > 0 {
                 return Err(crate::error::damaged_file(format!(
-                    "the table directory is damaged (table meta is missing, {ours} other engram tables are present)"
+                    "the table directory is damaged (table meta is missing, {ours} other somna tables are present)"
                 )));
             }
             return Err(Error::Unsupported(format!(
-                "{} is a redb file but not an engram store",
+                "{} is a redb file but not a somna store",
                 path.display()
             )));
         }
@@ -749,7 +749,7 @@ fn read_format(db: &Db, path: &Path) -> Result<(Vec<&'static str>, u32)> {
             ));
         }
         return Err(Error::Unsupported(format!(
-            "{} is a redb file but not an engram store",
+            "{} is a redb file but not a somna store",
             path.display()
         )));
     };
@@ -760,8 +760,8 @@ fn read_format(db: &Db, path: &Path) -> Result<(Vec<&'static str>, u32)> {
         .list_tables()?
         .map(|t| redb::TableHandle::name(&t).to_string())
         .collect();
-    // A table name this engram does not know means a damaged table directory (or a newer
-    // engram's table): then nothing is created, and a read of a missing table reports it.
+    // A table name this somna does not know means a damaged table directory (or a newer
+    // somna's table): then nothing is created, and a read of a missing table reports it.
     let missing = if have
         .iter()
         .any(|h| !schema::TABLE_NAMES.contains(&h.as_str()))

@@ -124,7 +124,7 @@ pub(super) fn open_bounded(opts: &Options, path: &Path) -> Result<(Db, bool)> {
     let fell_back = Arc::new(AtomicBool::new(false));
     let seen = fell_back.clone();
     std::thread::Builder::new()
-        .name("engram-open".into())
+        .name("somna-open".into())
         .spawn(move || {
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 retry_busy(&o, || open_db(&o, &p, &seen))

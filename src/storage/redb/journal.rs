@@ -6,7 +6,8 @@
 //! durable state says which records it already holds; a read-write open replays the records
 //! past that marker ([`super::engine`] does it, with [`pending`] and [`decode`]).
 //!
-//! The file: bytes 0..4096 a header (magic `ENGRAMJ\0`, journal format u32 LE = 1, zeros),
+//! The file: bytes 0..4096 a header (magic `SOMNAJ\0\0`, journal format u32 LE = 1, zeros;
+//! a journal written before the project's rename starts with [`LEGACY_MAGIC`] and reads alike),
 //! then records from offset 4096, each
 //! `len u32 LE | crc32 u32 LE | epoch u64 LE | seq u64 LE | payload`, where `len` counts what
 //! follows the crc and the crc covers the same bytes. The payload is the transaction's changes
@@ -32,7 +33,10 @@ use crate::storage::codec::{Wire, WireOut};
 use crate::storage::kv::TableId;
 
 /// The first bytes of a journal file.
-pub const MAGIC: &[u8; 8] = b"ENGRAMJ\0";
+pub const MAGIC: &[u8; 8] = b"SOMNAJ\0\0";
+/// The first bytes of a journal written before the project was renamed from engram to somna
+/// (docs/design.md, "History"): the same format 1 in every other byte, so it is read as one.
+pub const LEGACY_MAGIC: &[u8; 8] = b"ENGRAMJ\0";
 /// The journal format this build writes and reads (the u32 after [`MAGIC`]).
 pub const JOURNAL_FORMAT: u32 = 1;
 /// Where the first record starts (the header's size).
@@ -236,13 +240,14 @@ pub fn walk(io: &dyn StorageBackend, epoch: u64) -> std::io::Result<Vec<Found>> 
 
 /// Checks the header of a journal file's bytes.
 pub fn check_header(file: &[u8], path: &Path) -> Result<()> {
-    if file.get(..8) != Some(&MAGIC[..]) {
-        return Err(corrupt(path, "header", "it does not start with ENGRAMJ\\0"));
+    let magic = file.get(..8);
+    if magic != Some(&MAGIC[..]) && magic != Some(&LEGACY_MAGIC[..]) {
+        return Err(corrupt(path, "header", "it does not start with SOMNAJ\\0\\0"));
     }
     match le_u32(file, 8) {
         Some(JOURNAL_FORMAT) => Ok(()),
         Some(n) => Err(Error::Unsupported(format!(
-            "{} has journal format {n}; this engram reads {JOURNAL_FORMAT}",
+            "{} has journal format {n}; this somna reads {JOURNAL_FORMAT}",
             path.display()
         ))),
         None => Err(corrupt(path, "header", "it is shorter than its header")),
@@ -324,7 +329,7 @@ pub fn decode(payload: &[u8]) -> Option<Vec<Op<'_>>> {
 
 /// Opens the journal of the store at `store` to read it ([`pending`]); `None` when there is
 /// none. A journal that is a symbolic link, a FIFO, a device or anything but a regular file is
-/// [`Error::Invalid`]: engram makes it, so anything else there was put by someone else, and is
+/// [`Error::Invalid`]: somna makes it, so anything else there was put by someone else, and is
 /// never followed (nor waited on).
 pub fn open_existing(store: &Path) -> Result<Option<Box<dyn StorageBackend>>> {
     match open_regular(&path_of(store), false) {
@@ -343,7 +348,7 @@ fn open_regular(path: &Path, write: bool) -> Result<File> {
         Error::invalid(
             "journal path",
             format!(
-                "{} is {kind}; a store's journal is a regular file that engram makes: remove it",
+                "{} is {kind}; a store's journal is a regular file that somna makes: remove it",
                 path.display()
             ),
         )

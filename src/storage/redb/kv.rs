@@ -29,7 +29,7 @@ pub(crate) trait RedbKey: Key + redb::Key {
     /// Appends the encoding of redb's key.
     fn put(k: Self::SelfType<'_>, out: &mut Vec<u8>);
     /// Appends the encoding of a key given as redb stores it (`as_bytes`). By default decoded
-    /// by redb first; a `&str` key is stored as its raw UTF-8, which is also engram's encoding,
+    /// by redb first; a `&str` key is stored as its raw UTF-8, which is also somna's encoding,
     /// so it is copied and checked once, by `keys::decode` (redb's `from_bytes` would check it
     /// too, and panic on bytes that are not UTF-8).
     fn put_stored(stored: &[u8], out: &mut Vec<u8>) {
@@ -222,7 +222,7 @@ fn get_in<K: RedbKey, V: RedbVal, T: ReadableTable<K, V>>(
 /// Feeds redb's entries to the visitor, encoding each key into one reused buffer, until the
 /// first key past `far` (the bound the scan moves towards). The entries come borrowed from their
 /// pages as redb stores them (the vendored redb's `Range::for_each_entry_bytes`), with no guard
-/// and no page reference count per entry, each key put in engram's encoding by
+/// and no page reference count per entry, each key put in somna's encoding by
 /// [`RedbKey::put_stored`].
 fn visit<K: RedbKey, V: RedbVal>(
     mut range: redb::Range<'_, K, V>,

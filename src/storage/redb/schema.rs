@@ -1,8 +1,8 @@
-//! Every table of an engram store as redb defines it (store format 1), in one place. Keys are
+//! Every table of a somna store as redb defines it (store format 1), in one place. Keys are
 //! redb-native tuples; every value is `&[u8]` in the envelope of [`crate::storage::codec`],
 //! decoded in our layer so that bad bytes are errors, never panics. `docs/design.md` specifies
 //! each of these byte by byte. Only the redb engine ([`crate::storage::redb`]) opens them;
-//! the rest of engram uses the typed descriptors of [`crate::storage::tables`] through the
+//! the rest of somna uses the typed descriptors of [`crate::storage::tables`] through the
 //! storage seam ([`crate::storage::kv`]). [`STORE_FORMAT`] and [`TABLE_NAMES`], which every
 //! engine shares, are re-exported here from [`crate::storage::tables`] so that this path keeps
 //! naming them.

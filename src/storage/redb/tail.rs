@@ -7,7 +7,7 @@
 //! bytes appended by another program. redb refuses such a file outright ("File length does not
 //! correspond to a valid region layout"), which made every command fail.
 //!
-//! engram recovers it when it opens the file for writing (docs/reliability.md, "A torn tail"):
+//! somna recovers it when it opens the file for writing (docs/reliability.md, "A torn tail"):
 //! the stray bytes past the last whole layout are moved to a side file beside the store (never
 //! destroyed), the file is cut back, and the open goes on. A tail cut inside the last page is
 //! padded back with zeros to the length the header records. If the open still fails after the

@@ -1,13 +1,13 @@
-//! LangGraph checkpoint storage (`engram::checkpoint`): a checkpoint round-trips with its channel
+//! LangGraph checkpoint storage (`somna::checkpoint`): a checkpoint round-trips with its channel
 //! values and pending writes; a channel is stored only at a new version; a list that grows by
 //! one item per step stores one item per step (not the whole list again); `list` filters,
 //! bounds and limits; delete, copy and prune leave no orphan rows, and `verify` stays clean;
 //! the tables' statistics are an admin's, and a TTL sweep deletes only what its principal may
 //! write.
 
-use engram::format::TableId;
-use engram::Store;
-use engram::{ChannelValue, ListQuery, NewCheckpoint, PendingWrite, Prune, Typed};
+use somna::format::TableId;
+use somna::Store;
+use somna::{ChannelValue, ListQuery, NewCheckpoint, PendingWrite, Prune, Typed};
 
 fn t(s: &str) -> Typed {
     Typed::new("msgpack", s.as_bytes())
@@ -208,12 +208,12 @@ fn copy_prune_and_delete_leave_no_orphans() {
 fn a_typed_value_is_encoded_as_postcard_bytes() {
     // The bytes of `Typed` are a varint length and the raw bytes, as a Vec<u8> would be.
     let v = Typed::new("msgpack", vec![1u8, 2, 200]);
-    let enc = engram::format::encode(&v).unwrap();
+    let enc = somna::format::encode(&v).unwrap();
     assert_eq!(
         &enc[1..enc.len() - 4],
         &[7, b'm', b's', b'g', b'p', b'a', b'c', b'k', 3, 1, 2, 200]
     );
-    let back: Typed = engram::format::decode("t", &"k", &enc).unwrap();
+    let back: Typed = somna::format::decode("t", &"k", &enc).unwrap();
     assert_eq!(back, v);
 }
 
@@ -269,12 +269,12 @@ fn statistics_are_an_admins_and_a_sweep_deletes_only_what_its_principal_may_writ
         })
         .unwrap();
     store
-        .grant("user:bob", engram::Access::Write, "store:x")
+        .grant("user:bob", somna::Access::Write, "store:x")
         .unwrap();
     let bob = store.as_principal(Some("user:bob"));
     assert!(matches!(
         bob.read(|r| r.checkpoint_stats()),
-        Err(engram::Error::Denied(_))
+        Err(somna::Error::Denied(_))
     ));
     std::thread::sleep(std::time::Duration::from_millis(2));
     assert_eq!(bob.write(|tx| tx.store_sweep()).unwrap(), 1, "store:x only");
@@ -343,7 +343,7 @@ fn a_parent_chain_that_loops_is_refused_not_walked_forever() {
     assert!(
         matches!(
             err,
-            engram::Error::Invalid {
+            somna::Error::Invalid {
                 what: "checkpoint",
                 ..
             }

@@ -7,9 +7,9 @@
 //! at all; and once space is freed it must pass `verify` and run the rest of the workload to
 //! exactly the reference's final state.
 
-use engram::{Error, Store};
-use engram_testkit::crash::*;
-use engram_testkit::simdisk::{FaultPlan, SimDisk, SimRng};
+use somna::{Error, Store};
+use somna_testkit::crash::*;
+use somna_testkit::simdisk::{FaultPlan, SimDisk, SimRng};
 use std::io::ErrorKind;
 
 fn sweep_seed(seed: u64, ops: usize, failures: &mut Vec<String>) -> Tally {

@@ -6,13 +6,13 @@
 //! unacknowledged write wholly or not at all and nothing else, dense logs, and a clean `verify`.
 //! Thread interleaving varies from run to run; the invariants do not depend on it.
 //!
-//! `ENGRAM_CRASH_LONG=1` runs more seeds.
+//! `SOMNA_CRASH_LONG=1` runs more seeds.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
-use engram::{NewMemory, Options, Store};
-use engram_testkit::simdisk::{FaultPlan, SimDisk};
+use somna::{NewMemory, Options, Store};
+use somna_testkit::simdisk::{FaultPlan, SimDisk};
 
 const THREADS: u64 = 4;
 const OPS: u64 = 12;
@@ -147,7 +147,7 @@ fn check(image: Vec<u8>, l: &Ledger, exclusive: bool) -> Result<(), String> {
 
 #[test]
 fn group_commit_loses_no_acknowledged_write_at_any_power_loss() {
-    let long = std::env::var("ENGRAM_CRASH_LONG").is_ok_and(|v| v == "1");
+    let long = std::env::var("SOMNA_CRASH_LONG").is_ok_and(|v| v == "1");
     let seeds = if long { 24 } else { 3 };
     let (mut points, mut acked, mut failures) = (0u64, 0u64, Vec::new());
     let start = std::time::Instant::now();

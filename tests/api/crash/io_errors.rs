@@ -9,11 +9,11 @@
 //! `verify`, and keep working; then an I/O error is injected into the repair too, and the
 //! result is checked again.
 //!
-//! `cargo test --release` sweeps every N for a few seeds; `ENGRAM_CRASH_LONG=1` runs the long
-//! sweep (docs/reliability.md), `ENGRAM_CRASH_SEED=N` one seed.
+//! `cargo test --release` sweeps every N for a few seeds; `SOMNA_CRASH_LONG=1` runs the long
+//! sweep (docs/reliability.md), `SOMNA_CRASH_SEED=N` one seed.
 
-use engram_testkit::crash::*;
-use engram_testkit::simdisk::{Fault, FaultPlan, SimDisk, SimRng};
+use somna_testkit::crash::*;
+use somna_testkit::simdisk::{Fault, FaultPlan, SimDisk, SimRng};
 
 fn sweep_seed(seed: u64, ops: usize, stride: u64, failures: &mut Vec<String>) -> Tally {
     let mut t = Tally::default();
@@ -80,7 +80,7 @@ fn sweep_seed(seed: u64, ops: usize, stride: u64, failures: &mut Vec<String>) ->
 #[test]
 fn an_io_error_at_any_operation_loses_no_acknowledged_write() {
     let sweep = Sweep::from_env(3, 24, 16, 40);
-    let stride = std::env::var("ENGRAM_CRASH_STRIDE")
+    let stride = std::env::var("SOMNA_CRASH_STRIDE")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(if sweep.long { 1 } else { 4 });

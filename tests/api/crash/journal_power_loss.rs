@@ -9,11 +9,11 @@
 //! all, nothing else, and `verify` is clean. The reopen is done once as an exclusive journaled
 //! handle and once more after it was itself killed.
 //!
-//! `ENGRAM_CRASH_LONG=1` runs the workload three times over (so several checkpoints) and three
+//! `SOMNA_CRASH_LONG=1` runs the workload three times over (so several checkpoints) and three
 //! seeds per crash point instead of one.
 
-use engram::{NewMemory, Options, Store};
-use engram_testkit::simdisk::SimDisk;
+use somna::{NewMemory, Options, Store};
+use somna_testkit::simdisk::SimDisk;
 
 /// One step of the workload: how many notes it adds (a session save adds none).
 #[derive(Clone, Copy)]
@@ -154,7 +154,7 @@ fn images(db: &SimDisk, j: &SimDisk) -> (Vec<u8>, Vec<u8>) {
 
 #[test]
 fn power_loss_at_every_sync_of_store_or_journal_keeps_every_acknowledged_write() {
-    let long = std::env::var("ENGRAM_CRASH_LONG").is_ok_and(|v| v == "1");
+    let long = std::env::var("SOMNA_CRASH_LONG").is_ok_and(|v| v == "1");
     let rounds = if long { 3 } else { 1 };
     // Syncs of a whole uncut run, on both disks.
     let (db, j) = disks(1, None);
@@ -217,7 +217,7 @@ fn power_loss_at_every_sync_of_store_or_journal_keeps_every_acknowledged_write()
 
 #[test]
 fn a_failed_journal_write_refuses_every_later_write_and_loses_nothing_acknowledged() {
-    use engram_testkit::simdisk::{Fault, FaultPlan};
+    use somna_testkit::simdisk::{Fault, FaultPlan};
     let (db, j) = disks(77, None);
     let s = Store::with_backends(db.clone(), j.clone(), "jp", opts()).unwrap();
     s.note("default", NewMemory::new("n0")).unwrap();

@@ -1,15 +1,15 @@
 //! Power loss during the upgrade from store format 2 to the current one (3 then 4, in one
 //! transaction; docs/design.md, section 13.4) never
 //! leaves a half-migrated store: the format-2 session fixture is opened on the simulated disk
-//! (`engram_testkit::simdisk`), which migrates it, and the power is cut at every sync of that
+//! (`somna_testkit::simdisk`), which migrates it, and the power is cut at every sync of that
 //! open in turn, keeping an arbitrary part of the writes since the last sync, torn at sectors.
 //! The store is then reopened from what the disk kept: it opens (migrating it if it had stayed at
 //! format 2), holds every session exactly as the fixture does, and passes `verify`.
 
 use std::path::Path;
 
-use engram::{Options, Store};
-use engram_testkit::simdisk::{FaultPlan, SimDisk};
+use somna::{Options, Store};
+use somna_testkit::simdisk::{FaultPlan, SimDisk};
 
 const CHAT1: [&str; 3] = [
     r#"{"role":"assistant","content":"hello"}"#,

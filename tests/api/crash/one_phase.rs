@@ -8,8 +8,8 @@
 //! a walk of the file, by an open in the same boot, and verified by one in another boot (on the
 //! simulated disk, and on a real file with the kernel's boot id).
 
-use engram::{NewMemory, Options, Store};
-use engram_testkit::simdisk::{FaultPlan, SimDisk, Survival};
+use somna::{NewMemory, Options, Store};
+use somna_testkit::simdisk::{FaultPlan, SimDisk, Survival};
 
 /// The bytes of the header sector (redb's header lies within the file's first 512 bytes).
 const HEADER: usize = 512;
@@ -18,7 +18,7 @@ fn open(disk: SimDisk) -> Store {
     Store::with_backend(disk, "sim", Options::default().cache_bytes(4 << 20)).expect("open")
 }
 
-fn note(store: &Store, text: String) -> engram::Result<u64> {
+fn note(store: &Store, text: String) -> somna::Result<u64> {
     store.note("default", NewMemory::new(text))
 }
 
@@ -288,7 +288,7 @@ fn a_dead_writers_commit_is_adopted_in_its_boot_and_verified_after_a_restart() {
         assert!(report.ok(), "boot {boot:?}: {:?}", report.problems);
         note(&store, "after recovery".to_string()).expect("note after recovery");
     }
-    // Adopted: a few pages (the header, the catalogue, engram's format); verified: every page
+    // Adopted: a few pages (the header, the catalogue, somna's format); verified: every page
     // of every tree (152 reads of the 273 pages here, 11 adopting).
     assert!(
         reads[0] * 10 < pages,
@@ -328,7 +328,7 @@ fn as_killed_in_sync(path: &std::path::Path, boot: [u8; 16]) {
     f.write_all_at(&boot, 40).expect("write");
 }
 
-/// How many repairs (walks of every tree) redb runs to open the file in engram's default mode.
+/// How many repairs (walks of every tree) redb runs to open the file in somna's default mode.
 #[cfg(target_os = "linux")]
 fn repairs_to_open(path: &std::path::Path) -> usize {
     use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,6 +1,6 @@
 //! Power loss never loses an acknowledged write. A workload mixing every write path (notes,
 //! batched and keyed appends, naps, batched naps, forget, settings, session save, append, pop,
-//! clear and delete) runs on the simulated disk (`engram_testkit::simdisk`), and the power is cut
+//! clear and delete) runs on the simulated disk (`somna_testkit::simdisk`), and the power is cut
 //! at every sync in turn, keeping an arbitrary subset of the writes since the last sync, torn at
 //! 512-byte sectors. After each crash the store is reopened (repaired) and must hold every
 //! acknowledged operation, the one in flight wholly or not at all, pass `verify`, have dense
@@ -9,11 +9,11 @@
 //! phase, the primary marked unflushed until its sync returns; the CLI's) on even seeds,
 //! `ExclusiveWriter` (1PC+C) on odd ones.
 //!
-//! `cargo test --release` runs a bounded, seeded sweep; `ENGRAM_CRASH_LONG=1` runs the long one
-//! (docs/reliability.md has its figures), `ENGRAM_CRASH_SEED=N` one seed.
+//! `cargo test --release` runs a bounded, seeded sweep; `SOMNA_CRASH_LONG=1` runs the long one
+//! (docs/reliability.md has its figures), `SOMNA_CRASH_SEED=N` one seed.
 
-use engram_testkit::crash::*;
-use engram_testkit::simdisk::{FaultPlan, SimDisk, SimRng};
+use somna_testkit::crash::*;
+use somna_testkit::simdisk::{FaultPlan, SimDisk, SimRng};
 
 fn sweep_seed(seed: u64, ops: usize, subsets: u64, failures: &mut Vec<String>) -> Tally {
     let mut t = Tally::default();

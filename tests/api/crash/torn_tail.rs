@@ -8,10 +8,10 @@
 //! the side file, byte for byte. A cut that takes most of a live page destroys acknowledged
 //! bytes, which nothing can bring back: that file must be refused as damaged, never served.
 //!
-//! `cargo test --release` runs a bounded, seeded sweep; `ENGRAM_CRASH_LONG=1` the long one.
+//! `cargo test --release` runs a bounded, seeded sweep; `SOMNA_CRASH_LONG=1` the long one.
 
-use engram_testkit::crash::*;
-use engram_testkit::simdisk::{FaultPlan, SimDisk, SimRng};
+use somna_testkit::crash::*;
+use somna_testkit::simdisk::{FaultPlan, SimDisk, SimRng};
 
 /// How the end of the file is damaged.
 #[derive(Debug, Clone, Copy)]

@@ -9,8 +9,8 @@
 
 use std::path::Path;
 
-use engram::Decision;
-use engram::{Access, Error, Kind, NewMemory, Options, SearchMode, SearchQuery, Store};
+use somna::Decision;
+use somna::{Access, Error, Kind, NewMemory, Options, SearchMode, SearchQuery, Store};
 
 fn store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
@@ -360,18 +360,18 @@ fn the_format1_fixture_is_indexed_on_its_first_read_write_open() {
     clean(&mut s);
 }
 
-/// Turns a store of this engram back into format 1: no index tables, `format` = 1.
+/// Turns a store of this somna back into format 1: no index tables, `format` = 1.
 fn downgrade(path: &Path) {
-    let db = engram::redb::Database::builder()
-        .set_concurrency_mode(engram::redb::ConcurrencyMode::MultiWriter)
+    let db = somna::redb::Database::builder()
+        .set_concurrency_mode(somna::redb::ConcurrencyMode::MultiWriter)
         .open(path)
         .unwrap();
     let w = db.begin_write().unwrap();
-    use engram::format::{META, SEARCH_POSTINGS, SEARCH_TAIL, VECTORS};
+    use somna::format::{META, SEARCH_POSTINGS, SEARCH_TAIL, VECTORS};
     w.delete_table(SEARCH_TAIL).unwrap();
     w.delete_table(SEARCH_POSTINGS).unwrap();
     w.delete_table(VECTORS).unwrap();
-    let one = engram::format::encode(&1u32).unwrap();
+    let one = somna::format::encode(&1u32).unwrap();
     w.open_table(META)
         .unwrap()
         .insert("format", one.as_slice())
@@ -392,7 +392,7 @@ fn a_format1_store_is_read_as_it_is_read_only_and_upgraded_read_write() {
     assert_eq!(ro.count("u").unwrap(), 1);
     let e = ro.search("u", &SearchQuery::new("words"));
     assert!(
-        matches!(&e, Err(Error::Unsupported(m)) if m.contains("engram reindex")),
+        matches!(&e, Err(Error::Unsupported(m)) if m.contains("somna reindex")),
         "{e:?}"
     );
     drop(ro);
@@ -403,7 +403,7 @@ fn a_format1_store_is_read_as_it_is_read_only_and_upgraded_read_write() {
 
 #[test]
 fn a_search_mode_is_one_of_three_names() {
-    use engram::SearchMode;
+    use somna::SearchMode;
     assert_eq!(
         "lexical".parse::<SearchMode>().unwrap(),
         SearchMode::Lexical
@@ -412,7 +412,7 @@ fn a_search_mode_is_one_of_three_names() {
     assert_eq!("vector".parse::<SearchMode>().unwrap(), SearchMode::Vector);
     let err = "fuzzy".parse::<SearchMode>().unwrap_err();
     assert!(
-        matches!(err, engram::Error::Invalid { what: "mode", .. }),
+        matches!(err, somna::Error::Invalid { what: "mode", .. }),
         "{err:?}"
     );
 }
@@ -420,10 +420,10 @@ fn a_search_mode_is_one_of_three_names() {
 #[test]
 fn rank_parameters_no_ranking_could_use_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let s = engram::Store::create(dir.path().join("p.redb")).unwrap();
-    s.note("a", engram::NewMemory::new("alpha beta")).unwrap();
-    let with = |f: &dyn Fn(&mut engram::RankParams)| {
-        let mut q = engram::SearchQuery::new("alpha");
+    let s = somna::Store::create(dir.path().join("p.redb")).unwrap();
+    s.note("a", somna::NewMemory::new("alpha beta")).unwrap();
+    let with = |f: &dyn Fn(&mut somna::RankParams)| {
+        let mut q = somna::SearchQuery::new("alpha");
         f(&mut q.params);
         s.search("a", &q)
     };
@@ -438,7 +438,7 @@ fn rank_parameters_no_ranking_could_use_are_refused() {
         assert!(
             matches!(
                 err,
-                engram::Error::Invalid {
+                somna::Error::Invalid {
                     what: "rank parameters",
                     ..
                 }

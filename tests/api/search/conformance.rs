@@ -1,12 +1,12 @@
 //! Guards that the same query gives the same top 10 on a file and on PostgreSQL: one generated
 //! corpus (a few hundred memories over two scopes, with summaries, a retraction, a superseded
 //! memory, proposed inferences and vectors) is noted into a redb file and into a schema on the
-//! server `ENGRAM_TEST_PG` names, and every query (one scope, both scopes, a kind, a time window,
+//! server `SOMNA_TEST_PG` names, and every query (one scope, both scopes, a kind, a time window,
 //! inactive memories shown, vectors fused and alone) must give the same ids, order, lines and
-//! scores on both. Without `ENGRAM_TEST_PG` the test says so and checks the file store alone
+//! scores on both. Without `SOMNA_TEST_PG` the test says so and checks the file store alone
 //! (run it with `scripts/pg-server.sh run --fast -- cargo test --test api -- conformance`).
 
-use engram::{Decision, Kind, NewMemory, SearchMode, SearchQuery, Store};
+use somna::{Decision, Kind, NewMemory, SearchMode, SearchQuery, Store};
 
 const SCOPES: [&str; 2] = ["team/a", "team/b"];
 const PER_SCOPE: u64 = 150;
@@ -159,8 +159,8 @@ fn the_same_query_gives_the_same_top_10_on_a_file_and_on_the_server() {
             "no hit shows {shown:?}: the corpus misses it"
         );
     }
-    let Ok(base) = std::env::var("ENGRAM_TEST_PG") else {
-        eprintln!("ENGRAM_TEST_PG is not set: the file store alone was searched");
+    let Ok(base) = std::env::var("SOMNA_TEST_PG") else {
+        eprintln!("SOMNA_TEST_PG is not set: the file store alone was searched");
         return;
     };
     let server = Store::create(crate::backend::schema_url(&base, dir.path(), "conf.redb")).unwrap();

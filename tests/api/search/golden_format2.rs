@@ -1,19 +1,19 @@
-//! Guards store format 2, the search index, with a real store written by the `engram` binary of
+//! Guards store format 2, the search index, with a real store written by the `somna` binary of
 //! the format-2 code and committed as `tests/fixtures/format2.redb` (never regenerated: a store
-//! written by this engram must stay readable). It was made with:
+//! written by this somna must stay readable). It was made with:
 //!
 //! ```text
-//! engram init
-//! engram note "deploys go through the staging branch" --observed 2024-05-01
-//! engram note "the user prefers small commits" --observed 2024-05-02
-//! engram note "ci runs cargo nextest" --observed 2024-05-03 --vector a.json    # [1, 0]
-//! engram note "the api lives in crates/api" --observed 2024-05-04 --vector b.json  # [0, 1]
-//! engram nap 0-1 "deploys via staging; small commits"
-//! engram --scope project:acme note "acme uses postgres 16" --observed 2024-05-05
-//! engram note "東京 café secret plan" --observed 2024-05-06
-//! engram redact 4 --reason private
-//! engram reindex                      # every document into posting blocks
-//! engram note "staging is down today" --observed 2024-05-07   # one document in the tail
+//! somna init
+//! somna note "deploys go through the staging branch" --observed 2024-05-01
+//! somna note "the user prefers small commits" --observed 2024-05-02
+//! somna note "ci runs cargo nextest" --observed 2024-05-03 --vector a.json    # [1, 0]
+//! somna note "the api lives in crates/api" --observed 2024-05-04 --vector b.json  # [0, 1]
+//! somna nap 0-1 "deploys via staging; small commits"
+//! somna --scope project:acme note "acme uses postgres 16" --observed 2024-05-05
+//! somna note "東京 café secret plan" --observed 2024-05-06
+//! somna redact 4 --reason private
+//! somna reindex                      # every document into posting blocks
+//! somna note "staging is down today" --observed 2024-05-07   # one document in the tail
 //! ```
 //!
 //! The test opens a copy and checks the ranked output, that the redacted memory is not found,
@@ -22,8 +22,8 @@
 
 use std::path::{Path, PathBuf};
 
-use engram::redb::{ReadableDatabase, TableDefinition};
-use engram::{SearchMode, SearchQuery, Store};
+use somna::redb::{ReadableDatabase, TableDefinition};
+use somna::{SearchMode, SearchQuery, Store};
 
 const TAIL: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new("search_tail");
 const POSTINGS: TableDefinition<(u32, &str, u64), &[u8]> = TableDefinition::new("search_postings");
@@ -85,12 +85,12 @@ fn the_format2_fixture_still_searches_exactly() {
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     drop(s);
 
-    let db = engram::redb::Database::builder()
-        .set_concurrency_mode(engram::redb::ConcurrencyMode::MultiWriter)
+    let db = somna::redb::Database::builder()
+        .set_concurrency_mode(somna::redb::ConcurrencyMode::MultiWriter)
         .open(&path)
         .unwrap();
     let r = db.begin_read().unwrap();
-    let meta = r.open_table(engram::format::META).unwrap();
+    let meta = r.open_table(somna::format::META).unwrap();
     assert_eq!(
         meta.get("format").unwrap().unwrap().value(),
         // The read-write open above upgraded it to the current format, 4 (sections 13 and

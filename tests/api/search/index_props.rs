@@ -5,14 +5,14 @@
 //! posting refers to a redacted memory. An export of the store imported into a fresh one holds
 //! the same index.
 //!
-//! Case count: `ENGRAM_PROPTEST_CASES` (default 16).
+//! Case count: `SOMNA_PROPTEST_CASES` (default 16).
 
-use engram::Decision;
-use engram::{Block, NewMemory, Store};
+use somna::Decision;
+use somna::{Block, NewMemory, Store};
 use proptest::prelude::*;
 
 fn cases() -> u32 {
-    std::env::var("ENGRAM_PROPTEST_CASES")
+    std::env::var("SOMNA_PROPTEST_CASES")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(16)

@@ -2,9 +2,9 @@
 //! scopes (in the CLI's list and in the library's reads over several scopes), or a note that supersedes or conflicts with more than `MAX_LINKS` memories, is
 //! refused before anything is read or written; the limits themselves are accepted.
 
-use engram::text::MAX_SCOPES;
-use engram::MAX_LINKS;
-use engram::{validate_scopes, Error, NewMemory, Store};
+use somna::text::MAX_SCOPES;
+use somna::MAX_LINKS;
+use somna::{validate_scopes, Error, NewMemory, Store};
 
 #[test]
 fn more_scopes_than_the_limit_are_refused() {
@@ -40,13 +40,13 @@ fn the_librarys_reads_over_several_scopes_refuse_more_than_the_limit() {
     let at: Vec<String> = (0..MAX_SCOPES).map(|i| format!("s{i}")).collect();
     let over: Vec<String> = (0..=MAX_SCOPES).map(|i| format!("s{i}")).collect();
     let invalid = |e: Error| matches!(e, Error::Invalid { what: "scope", .. });
-    let search = engram::SearchQuery::new("alpha");
+    let search = somna::SearchQuery::new("alpha");
     assert_eq!(s.search_scopes(&at, &search).unwrap().hits.len(), 1);
     assert!(invalid(s.search_scopes(&over, &search).unwrap_err()));
-    let recall = engram::RecallQuery::new("alpha");
+    let recall = somna::RecallQuery::new("alpha");
     assert_eq!(s.recall_scopes(&at, &recall).unwrap().len(), MAX_SCOPES);
     assert!(invalid(s.recall_scopes(&over, &recall).unwrap_err()));
-    let wake = engram::WakeOptions::default();
+    let wake = somna::WakeOptions::default();
     assert!(s.wake_scopes(&at, &wake).is_ok());
     assert!(invalid(s.wake_scopes(&over, &wake).unwrap_err()));
 }

@@ -5,7 +5,7 @@
 //! outside group commit, exactly as a small one), and a memory note and a session append made in
 //! one transaction are seen together or not at all.
 
-use engram::{Error, NewMemory, Store};
+use somna::{Error, NewMemory, Store};
 
 /// The session's archived messages, oldest first.
 fn archived_messages(s: &Store, id: &str) -> Vec<String> {

@@ -1,19 +1,19 @@
-//! Guards how sessions are stored in store format 2 with a real store written by the `engram`
+//! Guards how sessions are stored in store format 2 with a real store written by the `somna`
 //! binary of the format-2 code (commit 00dd3a1) and committed as
-//! `tests/fixtures/format2-sessions.redb` (never regenerated: a store written by this engram must
+//! `tests/fixtures/format2-sessions.redb` (never regenerated: a store written by this somna must
 //! stay readable, and a later format migrates it). It was made with:
 //!
 //! ```text
-//! engram init
-//! echo '[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"東京 café?"}]' | engram session save chat-1
-//! echo '[{"role":"assistant","content":"hello"},{"role":"user","content":"東京 café?"},{"role":"assistant","content":"yes"}]' | engram session save chat-1
-//! echo '[{"type":"message","content":"x"},{"type":"function_call","name":"f","arguments":"{}"}]' | engram session append chat-2 --key k1
+//! somna init
+//! echo '[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"東京 café?"}]' | somna session save chat-1
+//! echo '[{"role":"assistant","content":"hello"},{"role":"user","content":"東京 café?"},{"role":"assistant","content":"yes"}]' | somna session save chat-1
+//! echo '[{"type":"message","content":"x"},{"type":"function_call","name":"f","arguments":"{}"}]' | somna session append chat-2 --key k1
 //! (the same again: replayed)
-//! echo '[{"type":"message","content":"y"}]' | engram session append chat-2
-//! engram session pop chat-2
-//! echo '[]' | engram session save empty
-//! echo '[{ "n" : [1, 2.50, 1e400], "s": "a  b" }]' | engram session save tools
-//! engram note "sessions live beside the log" --observed 2024-05-01
+//! echo '[{"type":"message","content":"y"}]' | somna session append chat-2
+//! somna session pop chat-2
+//! echo '[]' | somna session save empty
+//! echo '[{ "n" : [1, 2.50, 1e400], "s": "a  b" }]' | somna session save tools
+//! somna note "sessions live beside the log" --observed 2024-05-01
 //! ```
 //!
 //! The test pins the format-2 rows of a copy (the raw bytes of a message, its hash and a session
@@ -25,12 +25,12 @@
 
 use std::path::{Path, PathBuf};
 
-use engram::format::{
+use somna::format::{
     chain_next, decode, decode_chunk, CHAIN_START, META, SESSIONS, SESSION_CHUNKS, SESSION_HASHES,
     SESSION_MESSAGES,
 };
-use engram::redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
-use engram::{Error, Migration, Options, Store};
+use somna::redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
+use somna::{Error, Migration, Options, Store};
 
 const CHAT1: [&str; 3] = [
     r#"{"role":"assistant","content":"hello"}"#,
@@ -131,8 +131,8 @@ fn check_sessions(s: &Store) {
 }
 
 fn stored_format(path: &Path) -> u32 {
-    let db = engram::redb::Database::builder()
-        .set_concurrency_mode(engram::redb::ConcurrencyMode::MultiWriter)
+    let db = somna::redb::Database::builder()
+        .set_concurrency_mode(somna::redb::ConcurrencyMode::MultiWriter)
         .open(path)
         .unwrap();
     let rtx = db.begin_read().unwrap();
@@ -145,8 +145,8 @@ fn stored_format(path: &Path) -> u32 {
 /// number it holds, its entries' gaps, hashes and texts those of the format-2 rows, its chain
 /// the chain of the session's messages; the format-2 tables empty.
 fn chunk_bytes(path: &Path) {
-    let db = engram::redb::Database::builder()
-        .set_concurrency_mode(engram::redb::ConcurrencyMode::MultiWriter)
+    let db = somna::redb::Database::builder()
+        .set_concurrency_mode(somna::redb::ConcurrencyMode::MultiWriter)
         .open(path)
         .unwrap();
     let rtx = db.begin_read().unwrap();
@@ -201,14 +201,14 @@ fn chunk_bytes(path: &Path) {
 fn a_damaged_format2_row_stops_the_migration_leaving_format_2() {
     let (_dir, path) = fixture_copy();
     {
-        let db = engram::redb::Database::builder()
-            .set_concurrency_mode(engram::redb::ConcurrencyMode::MultiWriter)
+        let db = somna::redb::Database::builder()
+            .set_concurrency_mode(somna::redb::ConcurrencyMode::MultiWriter)
             .open(&path)
             .unwrap();
         let w = db.begin_write().unwrap();
         {
             let mut t = w.open_table(SESSION_MESSAGES).unwrap();
-            let other = engram::format::encode(&r#"{"role":"user","content":"forged"}"#).unwrap();
+            let other = somna::format::encode(&r#"{"role":"user","content":"forged"}"#).unwrap();
             t.insert(("chat-2", 1u64), other.as_slice()).unwrap();
         }
         w.commit().unwrap();
@@ -229,8 +229,8 @@ fn a_damaged_format2_row_stops_the_migration_leaving_format_2() {
 /// The rows under the engine: chat-1 holds sequence numbers 1 to 3 (0 was archived), chat-2
 /// holds 0 and 1 (2 was popped).
 fn raw_bytes(path: &Path) {
-    let db = engram::redb::Database::builder()
-        .set_concurrency_mode(engram::redb::ConcurrencyMode::MultiWriter)
+    let db = somna::redb::Database::builder()
+        .set_concurrency_mode(somna::redb::ConcurrencyMode::MultiWriter)
         .open(path)
         .unwrap();
     let rtx = db.begin_read().unwrap();

@@ -1,21 +1,21 @@
 //! Guards store format 3's session layout (docs/design.md, section 13) with a real store written
-//! by the `engram` binary of the format-3 code and committed as
+//! by the `somna` binary of the format-3 code and committed as
 //! `tests/fixtures/format3-sessions.redb` (never regenerated: a later format migrates it). It was
 //! made with:
 //!
 //! ```text
-//! engram init
-//! echo '[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"東京 café?"}]' | engram session save chat-1
-//! echo '[{"role":"assistant","content":"hello"},{"role":"user","content":"東京 café?"},{"role":"assistant","content":"yes"}]' | engram session save chat-1
-//! echo '[{"type":"message","content":"x"},{"type":"function_call","name":"f","arguments":"{}"}]' | engram session append chat-2 --key k1
-//! echo '[{"type":"message","content":"y"}]' | engram session append chat-2
-//! engram session pop chat-2
-//! echo '[]' | engram session save empty
-//! (100 messages {"role":"user","content":"turn I"}, I = 0..99) | engram session save long
-//! (the same without turns 10 to 19, then {"role":"assistant","content":"after the trim"}) | engram session save long
-//! (3 messages {"role":"tool","content":"bI zzz..."} of 4,000 z) | engram session save big
-//! engram session pop big
-//! engram note "sessions live in chunks" --observed 2024-05-01
+//! somna init
+//! echo '[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"東京 café?"}]' | somna session save chat-1
+//! echo '[{"role":"assistant","content":"hello"},{"role":"user","content":"東京 café?"},{"role":"assistant","content":"yes"}]' | somna session save chat-1
+//! echo '[{"type":"message","content":"x"},{"type":"function_call","name":"f","arguments":"{}"}]' | somna session append chat-2 --key k1
+//! echo '[{"type":"message","content":"y"}]' | somna session append chat-2
+//! somna session pop chat-2
+//! echo '[]' | somna session save empty
+//! (100 messages {"role":"user","content":"turn I"}, I = 0..99) | somna session save long
+//! (the same without turns 10 to 19, then {"role":"assistant","content":"after the trim"}) | somna session save long
+//! (3 messages {"role":"tool","content":"bI zzz..."} of 4,000 z) | somna session save big
+//! somna session pop big
+//! somna note "sessions live in chunks" --observed 2024-05-01
 //! ```
 //!
 //! The test opens a copy and checks every session through the API, the chunks under the engine
@@ -24,9 +24,9 @@
 
 use std::path::{Path, PathBuf};
 
-use engram::format::{chain_next, decode_chunk, CHAIN_START, SESSION_CHUNKS};
-use engram::redb::{ReadableDatabase, ReadableTable};
-use engram::Store;
+use somna::format::{chain_next, decode_chunk, CHAIN_START, SESSION_CHUNKS};
+use somna::redb::{ReadableDatabase, ReadableTable};
+use somna::Store;
 
 const CHAT2: [&str; 2] = [
     r#"{"type":"message","content":"x"}"#,
@@ -108,8 +108,8 @@ fn the_format3_sessions_read_exactly() {
 
 /// The chunks under the engine: key, sequence numbers of their messages, and the chain.
 fn chunks(path: &Path) {
-    let db = engram::redb::Database::builder()
-        .set_concurrency_mode(engram::redb::ConcurrencyMode::MultiWriter)
+    let db = somna::redb::Database::builder()
+        .set_concurrency_mode(somna::redb::ConcurrencyMode::MultiWriter)
         .open(path)
         .unwrap();
     let rtx = db.begin_read().unwrap();

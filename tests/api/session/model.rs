@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use engram::Store;
+use somna::Store;
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -162,7 +162,7 @@ fn revision(store: &Store, id: &str) -> u64 {
 }
 
 fn cases() -> u32 {
-    std::env::var("ENGRAM_PROPTEST_CASES")
+    std::env::var("SOMNA_PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(48)
@@ -212,7 +212,7 @@ proptest! {
                             prop_assert!(got.replayed);
                             prop_assert_eq!((got.revision, got.first_index), (rev, first));
                         }
-                        Some(_) => prop_assert!(matches!(got, Err(engram::Error::Conflict(_)))),
+                        Some(_) => prop_assert!(matches!(got, Err(somna::Error::Conflict(_)))),
                         None => {
                             let got = got.unwrap();
                             let first = s.live.len() as u64;
@@ -271,7 +271,7 @@ proptest! {
                         let (changed, _) = model.save(IDS[i], msgs);
                         model.saved(IDS[i], changed, got.unwrap().revision);
                     } else {
-                        prop_assert!(matches!(got, Err(engram::Error::Conflict(_))));
+                        prop_assert!(matches!(got, Err(somna::Error::Conflict(_))));
                     }
                 }
             }

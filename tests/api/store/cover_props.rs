@@ -1,4 +1,4 @@
-//! Property tests of the wake cover, `engram::cover` and `engram::reference_cover`.
+//! Property tests of the wake cover, `somna::cover` and `somna::reference_cover`.
 //! They guard the invariants wake is built on: the cover tiles `[omitted, T)` exactly with
 //! aligned power-of-two blocks, oldest first; it never takes more than `budget` lines (counting
 //! the line that names left-out memories) whatever subset of summaries is missing; every block of
@@ -8,17 +8,17 @@
 //! to new), checked against an independent implementation of the reference text in
 //! /work/shared/brief/optmem-reference.md and against its worked examples.
 //!
-//! Case count: `ENGRAM_PROPTEST_CASES` (default 64).
+//! Case count: `SOMNA_PROPTEST_CASES` (default 64).
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
-use engram::Block;
-use engram::{cover, cover_all, reference_cover, Cover};
+use somna::Block;
+use somna::{cover, cover_all, reference_cover, Cover};
 use proptest::prelude::*;
 
 fn cases() -> u32 {
-    std::env::var("ENGRAM_PROPTEST_CASES")
+    std::env::var("SOMNA_PROPTEST_CASES")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(64)
@@ -26,7 +26,7 @@ fn cases() -> u32 {
 
 // ---------------------------------------------------------------------------------------------
 // An independent implementation of the reference algorithm, straight from the brief. Blocks are
-// (lo, size) pairs so that nothing here depends on engram's own Block arithmetic.
+// (lo, size) pairs so that nothing here depends on somna's own Block arithmetic.
 
 /// Counts the blocks of `cover_alpha(t, alpha)`, stopping once there are more than `limit`.
 fn spec_count_alpha(t: u64, alpha: f64, limit: usize) -> usize {
@@ -319,7 +319,7 @@ proptest! {
             prop_assert_eq!(&c.blocks, &reference);
             prop_assert_eq!(c.blocks.len() as u64, t.min(budget as u64), "the budget is not used");
         } else {
-            // The reference overflows; engram cuts the oldest blocks instead.
+            // The reference overflows; somna cuts the oldest blocks instead.
             prop_assert!(c.omitted > 0);
             prop_assert_eq!(c.blocks.len(), budget - 1);
             let newest = coarsest_newest(t, &Missing::None, budget - 1);
@@ -425,7 +425,7 @@ fn empty_history_is_an_empty_cover() {
     }
 }
 
-/// The worked examples of the brief, against engram and against the spec implementation above.
+/// The worked examples of the brief, against somna and against the spec implementation above.
 #[test]
 fn brief_examples() {
     let all = |t: u64, b: usize| cover(t, b, &mut |_| Ok(true)).unwrap();
@@ -444,7 +444,7 @@ fn brief_examples() {
     assert_eq!(names(&reference_cover(100, 10)), want100);
     assert_eq!(pairs(&c.blocks), spec_cover(100, 10));
 
-    // The reference overflows at B < popcount(T); engram names the left-out memories instead.
+    // The reference overflows at B < popcount(T); somna names the left-out memories instead.
     assert_eq!(names(&reference_cover(7, 2)), ["0-3", "4-5", "#6"]);
     assert_eq!(spec_cover(7, 2), [(0, 4), (4, 2), (6, 1)]);
     let c = all(7, 2);

@@ -1,21 +1,21 @@
-//! Guards the on-disk value format (store format 1, value version 1). Every value engram stores is
+//! Guards the on-disk value format (store format 1, value version 1). Every value somna stores is
 //! a version byte, a postcard payload and a little-endian CRC32 of the payload, and the payload's
 //! layout is fixed by the field order of the types in `src/record.rs`; docs/design.md specifies
-//! it byte by byte. The first tests pin the exact bytes `engram::format::encode` produces for fixed
+//! it byte by byte. The first tests pin the exact bytes `somna::format::encode` produces for fixed
 //! values (and that they decode back), so that reordering a field, changing a field's type,
 //! inserting an enum variant or swapping the serializer fails here. The last test opens a copy of
 //! `tests/fixtures/format1.redb`, a real store written by the format-1 code and committed, and
 //! checks that this build still reads it exactly: counts, texts, envelopes, summaries, pending
 //! blocks, wake and recall output, idempotency keys, raw value bytes, and a clean `verify()`.
 //!
-//! Never regenerate `format1.redb` to make this test pass: a store written by an older engram must
+//! Never regenerate `format1.redb` to make this test pass: a store written by an older somna must
 //! stay readable. A new format gets a new fixture (`format2.redb`) next to this one.
 
 use std::path::{Path, PathBuf};
 
-use engram::format::{decode, encode, VALUE_VERSION};
-use engram::format::{CONFIG, LOG, META, SCOPES, STORE_FORMAT, TREE};
-use engram::{
+use somna::format::{decode, encode, VALUE_VERSION};
+use somna::format::{CONFIG, LOG, META, SCOPES, STORE_FORMAT, TREE};
+use somna::{
     BuiltFrom, Error, Kind, Memory, NewMemory, RecallQuery, Status, Store, Summary, WakeOptions,
 };
 use redb::ReadableDatabase;
@@ -246,15 +246,15 @@ const ACME_TEXTS: [&str; 6] = [
 
 /// Microseconds of midnight UTC on `2024-MM-DD`.
 fn day(month: u32, d: u32) -> i64 {
-    engram::text::parse_time(&format!("2024-{month:02}-{d:02}")).unwrap()
+    somna::text::parse_time(&format!("2024-{month:02}-{d:02}")).unwrap()
 }
 
 /// How `tests/fixtures/format1.redb` was written, kept to document its content. It runs only when
-/// `ENGRAM_WRITE_FIXTURE` names a file that does not exist yet; it never replaces the fixture.
+/// `SOMNA_WRITE_FIXTURE` names a file that does not exist yet; it never replaces the fixture.
 #[test]
-#[ignore = "writes a fixture; set ENGRAM_WRITE_FIXTURE=PATH (a new file)"]
+#[ignore = "writes a fixture; set SOMNA_WRITE_FIXTURE=PATH (a new file)"]
 fn write_format1_fixture() {
-    let Some(path) = std::env::var_os("ENGRAM_WRITE_FIXTURE") else {
+    let Some(path) = std::env::var_os("SOMNA_WRITE_FIXTURE") else {
         return;
     };
     let path = PathBuf::from(path);
@@ -324,7 +324,7 @@ fn write_format1_fixture() {
         store.note(ACME, m).unwrap();
     }
     store.append(ACME, batch, Some("acme-import-1")).unwrap();
-    let batch = |v: &[(&str, &str)]| -> Vec<(engram::Block, String)> {
+    let batch = |v: &[(&str, &str)]| -> Vec<(somna::Block, String)> {
         v.iter()
             .map(|(b, t)| (b.parse().unwrap(), t.to_string()))
             .collect()
@@ -510,7 +510,7 @@ fn the_format1_fixture_still_reads_exactly() {
             "#12 2024-03-13 [proposed; expired] migrate the ci cache to the new bucket",
             "#13 2024-03-14 [conflicts with #8] staging runs postgres 16 too now",
             "You are awake.",
-            "3 merges are pending. Run: engram nap",
+            "3 merges are pending. Run: somna nap",
         ])
     );
     // 10-11 and 12-13 have no summary yet, so 5 lines cannot tile the log: the oldest memories
@@ -519,13 +519,13 @@ fn the_format1_fixture_still_reads_exactly() {
         wake("default", Some(5)),
         lines(&[
             "Your memory, part 1 of 1, oldest first (14 memories).",
-            "(10 older memories, #0 to #9, are left out to fit the budget. Open them with: engram zoom 0-7; engram zoom 8-9)",
+            "(10 older memories, #0 to #9, are left out to fit the budget. Open them with: somna zoom 0-7; somna zoom 8-9)",
             "#10 2024-03-11 benchmarks run on the quiet machine only",
             "#11 2024-03-12 no unsafe code outside the ffi crate",
             "#12 2024-03-13 [proposed; expired] migrate the ci cache to the new bucket",
             "#13 2024-03-14 [conflicts with #8] staging runs postgres 16 too now",
             "You are awake.",
-            "3 merges are pending. Run: engram nap",
+            "3 merges are pending. Run: somna nap",
         ])
     );
     assert_eq!(
@@ -536,7 +536,7 @@ fn the_format1_fixture_still_reads_exactly() {
             "#4 2024-04-05 acme billing runs through stripe",
             "#5 2024-04-06 acme contact: dana, the cto",
             "You are awake.",
-            "1 merge is pending. Run: engram nap",
+            "1 merge is pending. Run: somna nap",
         ])
     );
     let full = wake("default", None);

@@ -2,17 +2,19 @@
 //! image committed as `tests/fixtures/format4-journal.redb` and its
 //! `tests/fixtures/format4-journal.redb-journal` (never regenerated: a later format must still
 //! replay it). The pair was made by `make_format4_fixture` below (run with
-//! `ENGRAM_MAKE_FIXTURE=1 cargo test --test api -- --ignored make_format4_fixture`): an
+//! `SOMNA_MAKE_FIXTURE=1 cargo test --test api -- --ignored make_format4_fixture`): an
 //! exclusive store with a 16 KiB journal, three notes and a session saved through the journal,
 //! both files copied while the store was open, and the store then forgotten (no checkpoint, no
 //! close), so the three commits exist only as journal records past redb's durable marker. The
 //! test opens a copy and finds them all, the journal header and first record's fixed bytes as
 //! specified, and a clean `verify`; a second open finds the same. The file without its journal holds none
-//! of the notes.
+//! of the notes. The pair predates the project's rename (docs/design.md, "History"): its journal
+//! starts with the old magic, which this build still reads, while a journal it makes starts
+//! with the new one (the last test).
 
 use std::path::{Path, PathBuf};
 
-use engram::{NewMemory, Options, Store};
+use somna::{NewMemory, Options, Store};
 
 const NOTES: [&str; 3] = [
     "the journal keeps this",
@@ -37,7 +39,7 @@ fn journal_of(p: &Path) -> PathBuf {
 #[test]
 #[ignore = "makes the fixture; run by hand once"]
 fn make_format4_fixture() {
-    if std::env::var_os("ENGRAM_MAKE_FIXTURE").is_none() {
+    if std::env::var_os("SOMNA_MAKE_FIXTURE").is_none() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -61,10 +63,12 @@ fn the_format4_journal_fixture_replays_exactly() {
     let src = fixtures().join("format4-journal.redb");
     std::fs::copy(&src, &path).unwrap();
     std::fs::copy(journal_of(&src), journal_of(&path)).unwrap();
-    // The header: magic, journal format 1, zeros; the first record: epoch e, seq 1.
+    // The header: magic (the one from before the rename), journal format 1, zeros; the first
+    // record: epoch e, seq 1.
     let j = std::fs::read(journal_of(&path)).unwrap();
     assert_eq!(j.len(), 16 << 10);
-    assert_eq!(&j[..12], b"ENGRAMJ\0\x01\0\0\0");
+    assert_eq!(&j[..8], b"ENGRAMJ\0");
+    assert_eq!(&j[8..12], b"\x01\0\0\0");
     assert!(j[12..4096].iter().all(|b| *b == 0));
     let len = u32::from_le_bytes(j[4096..4100].try_into().unwrap()) as usize;
     assert_eq!(
@@ -89,4 +93,18 @@ fn the_format4_journal_fixture_replays_exactly() {
         assert!(report.ok(), "{:?}", report.problems);
         s.close().unwrap();
     }
+}
+
+#[test]
+fn a_new_journal_starts_with_the_new_magic() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("n.redb");
+    let o = Options::default().exclusive(true).journal_bytes(16 << 10);
+    let s = Store::create_with(&path, o).unwrap();
+    s.note("default", NewMemory::new(NOTES[0])).unwrap();
+    let j = std::fs::read(journal_of(&path)).unwrap();
+    assert_eq!(&j[..12], b"SOMNAJ\0\0\x01\0\0\0");
+    drop(s);
+    let s = Store::open(&path).unwrap();
+    assert_eq!(s.memory("default", 0).unwrap().text, NOTES[0]);
 }

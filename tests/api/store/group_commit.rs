@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use engram::{Error, NewMemory, Store};
+use somna::{Error, NewMemory, Store};
 
 #[test]
 fn concurrent_notes_are_all_kept_once_in_order() {

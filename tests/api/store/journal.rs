@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use engram::{NewMemory, Options, Store};
+use somna::{NewMemory, Options, Store};
 
 fn journal_of(p: &Path) -> PathBuf {
     let mut s = p.as_os_str().to_os_string();
@@ -194,7 +194,7 @@ fn a_journal_record_that_does_not_decode_is_corrupt() {
     j[4100..4104].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(journal_of(&copy), &j).unwrap();
     match Store::open(&copy) {
-        Err(engram::Error::Corrupt { table, key, .. }) => {
+        Err(somna::Error::Corrupt { table, key, .. }) => {
             assert_eq!(table, "(journal)");
             assert!(key.contains("record"), "{key}");
         }
@@ -274,7 +274,7 @@ fn a_journal_path_that_is_a_link_or_a_fifo_is_refused_not_followed() {
             Options::default().read_only(true),
         ] {
             match Store::open_with(&path, o) {
-                Err(engram::Error::Invalid {
+                Err(somna::Error::Invalid {
                     what: "journal path",
                     reason,
                 }) => {

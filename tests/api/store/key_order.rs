@@ -1,22 +1,22 @@
-//! The key encoding of the storage seam (`engram::format::keys`) preserves redb's order: for
-//! random keys of every key shape engram stores, inserting the typed keys into a real redb table
+//! The key encoding of the storage seam (`somna::format::keys`) preserves redb's order: for
+//! random keys of every key shape somna stores, inserting the typed keys into a real redb table
 //! and reading them back in redb's order gives exactly the encodings sorted bytewise (`memcmp`),
 //! with no two distinct keys sharing an encoding; and every encoding decodes back to its key.
 //! Strings are drawn from a small alphabet with `00`, `01`, `FF`-adjacent and multi-byte
 //! characters, so that prefixes, escapes and the terminator meet often; integers include 0 and
 //! the maximum.
 //!
-//! Case count: `ENGRAM_PROPTEST_CASES` (default 256) per shape, 10 shapes.
+//! Case count: `SOMNA_PROPTEST_CASES` (default 256) per shape, 10 shapes.
 
-use engram::format::TableId;
-use engram::format::{keys, Key};
-use engram::redb::{
+use somna::format::TableId;
+use somna::format::{keys, Key};
+use somna::redb::{
     backends::InMemoryBackend, Database, ReadableDatabase, ReadableTable, TableDefinition,
 };
 use proptest::prelude::*;
 
 fn cases() -> u32 {
-    std::env::var("ENGRAM_PROPTEST_CASES")
+    std::env::var("SOMNA_PROPTEST_CASES")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(256)

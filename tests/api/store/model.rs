@@ -1,29 +1,29 @@
 //! Model-based test of the store: random sequences of note / append / nap (answering the next
 //! prompt, and sometimes a wrong, settled, incomplete or single block, or a malformed line) /
 //! nap_many / forget / zoom / wake / recall / reopen over two scopes run against a real
-//! `engram::Store` in a temp dir and against a plain in-memory model written here (the texts, a
+//! `somna::Store` in a temp dir and against a plain in-memory model written here (the texts, a
 //! map of summaries keyed by block, the set of pending blocks). It guards that every operation
 //! does what the reference behaviour says (or fails with the right kind of error and changes
 //! nothing), that scopes never leak into each other, and that after every step the memory count,
 //! the pending list, the next prompt, the summaries and the statistics agree with the model; zoom,
-//! recall and wake output (the cover computed with `engram::cover` over the model's
+//! recall and wake output (the cover computed with `somna::cover` over the model's
 //! summaries, rendered line by line) are compared whenever they are asked for, and
 //! `Store::verify` finds no problem at the end.
 //!
-//! Case count: `ENGRAM_PROPTEST_CASES` (default 32).
+//! Case count: `SOMNA_PROPTEST_CASES` (default 32).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use engram::cover;
-use engram::{
+use somna::cover;
+use somna::{
     Block, BuiltFrom, Error, Kind, NapOutcome, NewMemory, PromptInput, RecallQuery, Store,
     WakeOptions, WakeView, ZoomEntry,
 };
 use proptest::prelude::*;
 
 fn cases() -> u32 {
-    std::env::var("ENGRAM_PROPTEST_CASES")
+    std::env::var("SOMNA_PROPTEST_CASES")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(32)
@@ -379,7 +379,7 @@ struct Harness {
 
 fn same<T: PartialEq + std::fmt::Debug>(
     what: &str,
-    got: engram::Result<T>,
+    got: somna::Result<T>,
     want: Result<T, Fail>,
 ) -> Result<(), TestCaseError> {
     match (got, want) {
@@ -421,7 +421,7 @@ fn mem(text: String, day: u8, kind: Kind) -> Mem {
 /// Renders a view's part 1 the way the brief describes it (one part: the budgets here are small).
 fn expected_text(view: &WakeView, pending: u64) -> String {
     if view.total == 0 {
-        return "No memories yet. Record the first with: engram note \"<something worth keeping>\"\nYou are awake.\n".into();
+        return "No memories yet. Record the first with: somna note \"<something worth keeping>\"\nYou are awake.\n".into();
     }
     let mut s = format!(
         "Your memory, part 1 of 1, oldest first ({} {}).\n",
@@ -432,15 +432,15 @@ fn expected_text(view: &WakeView, pending: u64) -> String {
             "memories"
         }
     );
-    for l in view.lines("engram") {
+    for l in view.lines("somna") {
         s.push_str(&l);
         s.push('\n');
     }
     s.push_str("You are awake.\n");
     match pending {
         0 => {}
-        1 => s.push_str("1 merge is pending. Run: engram nap\n"),
-        p => s.push_str(&format!("{p} merges are pending. Run: engram nap\n")),
+        1 => s.push_str("1 merge is pending. Run: somna nap\n"),
+        p => s.push_str(&format!("{p} merges are pending. Run: somna nap\n")),
     }
     s
 }
@@ -640,7 +640,7 @@ impl Harness {
                 q.until_us = until.map(|d| JAN1_2024_US + i64::from(d) * DAY_US);
                 let want = recall_model(model, &q);
                 let got = self.st().recall(SCOPES[*scope], &q).map(|r| {
-                    let lines: Vec<String> = r.matches.iter().map(engram::memory_line).collect();
+                    let lines: Vec<String> = r.matches.iter().map(somna::memory_line).collect();
                     (lines, r.total, r.render())
                 });
                 same(&format!("recall {q:?}"), got, want)?;
@@ -706,7 +706,7 @@ impl Harness {
             prop_assert_eq!(v.omitted, omitted, "left out, budget {}", budget);
             let got: Vec<String> = v.items.iter().map(|i| i.line()).collect();
             prop_assert_eq!(&got, &items, "wake lines, budget {}", budget);
-            let all = v.lines("engram");
+            let all = v.lines("somna");
             prop_assert!(
                 all.len() <= budget,
                 "{} lines for a budget of {}",
@@ -763,7 +763,7 @@ impl Harness {
                     size(&v),
                     bytes
                 );
-                let lines = |v: &WakeView| v.lines("engram");
+                let lines = |v: &WakeView| v.lines("somna");
                 prop_assert_eq!(
                     lines(&v),
                     lines(&want),
@@ -841,9 +841,9 @@ impl Harness {
                     .inputs
                     .iter()
                     .map(|i| match i {
-                        PromptInput::Memory(m) => engram::memory_line(m),
+                        PromptInput::Memory(m) => somna::memory_line(m),
                         PromptInput::Summary { block, summary } => {
-                            engram::summary_line(*block, summary)
+                            somna::summary_line(*block, summary)
                         }
                     })
                     .collect();
@@ -1128,11 +1128,11 @@ fn wake_byte_budget_uses_a_line_budget_that_fits() {
             let best = views
                 .iter()
                 .rfind(|(_, v)| size(v, bytes) <= bytes)
-                .map(|(l, v)| (*l, v.lines("engram")))
+                .map(|(l, v)| (*l, v.lines("somna")))
                 .expect("some line budget fits");
             let got = store
                 .wake("default", &with_bytes(bytes))
-                .map(|v| v.lines("engram"));
+                .map(|v| v.lines("somna"));
             match got {
                 Ok(got) => assert_eq!(
                     got, best.1,
@@ -1186,7 +1186,7 @@ fn wake_byte_budget_passes_over_a_long_summary() {
             .map(|p| p.len())
             .sum()
     };
-    let long_line = |v: &WakeView| v.lines("engram").iter().any(|l| l.starts_with("#0-"));
+    let long_line = |v: &WakeView| v.lines("somna").iter().any(|l| l.starts_with("#0-"));
     assert!(long_line(&views[0]) && !long_line(&views[15]));
     let mut missed = Vec::new();
     for lines in [2usize, 4, 6, 8, 12, 16] {
@@ -1194,9 +1194,9 @@ fn wake_byte_budget_passes_over_a_long_summary() {
             let best = (1..=lines)
                 .rev()
                 .find(|&l| size(&views[l - 1], bytes) <= bytes)
-                .map(|l| views[l - 1].lines("engram"));
+                .map(|l| views[l - 1].lines("somna"));
             let got = store.wake("default", &opts(lines, Some(bytes)));
-            if got.ok().map(|v| v.lines("engram")) != best {
+            if got.ok().map(|v| v.lines("somna")) != best {
                 missed.push((lines, bytes));
             }
         }

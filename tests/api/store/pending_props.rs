@@ -1,4 +1,4 @@
-//! Property tests of pending merges on a real store (`engram::Store` in a temp dir). They guard
+//! Property tests of pending merges on a real store (`somna::Store` in a temp dir). They guard
 //! the bookkeeping that drives `nap`: after T notes from empty (one at a time or in batches) the
 //! pending blocks are exactly the complete aligned blocks of size 2, 4, 8, ... without a summary,
 //! T - popcount(T) of them; they are listed smallest size first, then by position; and the next
@@ -6,15 +6,15 @@
 //! otherwise the two child summaries) present — also while merges are answered one by one and
 //! more notes arrive in between.
 //!
-//! Case count: `ENGRAM_PROPTEST_CASES` (default 32).
+//! Case count: `SOMNA_PROPTEST_CASES` (default 32).
 
 use std::collections::BTreeMap;
 
-use engram::{Block, NapOutcome, NewMemory, PromptInput, Store};
+use somna::{Block, NapOutcome, NewMemory, PromptInput, Store};
 use proptest::prelude::*;
 
 fn cases() -> u32 {
-    std::env::var("ENGRAM_PROPTEST_CASES")
+    std::env::var("SOMNA_PROPTEST_CASES")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(32)
@@ -117,8 +117,8 @@ fn check(
                     .collect();
                 prop_assert_eq!(got, want);
             }
-            let rendered = p.render("engram");
-            let last = format!("Run: engram nap {first} \"<your line>\"\n");
+            let rendered = p.render("somna");
+            let last = format!("Run: somna nap {first} \"<your line>\"\n");
             prop_assert!(
                 rendered.ends_with(&last),
                 "prompt does not end with the command"

@@ -4,7 +4,7 @@
 //! with and without a pattern that skips memories; `total` is then the page and one more when
 //! there are older matches.
 
-use engram::{NewMemory, RecallQuery, Store};
+use somna::{NewMemory, RecallQuery, Store};
 
 fn pages(s: &Store, pattern: &str, count_all: bool) -> Vec<(Vec<u64>, Option<u64>, u64)> {
     let mut out = Vec::new();

@@ -1,16 +1,16 @@
 //! Guards the vendored redb's table-type check (vendor/README.md, "table opens"): the key and
 //! value type names an open compares with the stored ones are built once per type and kept, so
 //! this checks that the kept names still refuse every wrong type, whatever was opened before, and
-//! that engram still reports a store whose table was retyped behind its back as damaged.
+//! that somna still reports a store whose table was retyped behind its back as damaged.
 
-use engram::redb::{
+use somna::redb::{
     backends::InMemoryBackend, Database, ReadableDatabase, TableDefinition, TableError,
 };
-use engram::{Error, Options, Store};
+use somna::{Error, Options, Store};
 
 const RIGHT: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new("t");
 
-fn mismatch<K: engram::redb::Key + 'static, V: engram::redb::Value + 'static>(
+fn mismatch<K: somna::redb::Key + 'static, V: somna::redb::Value + 'static>(
     db: &Database,
     def: TableDefinition<K, V>,
 ) -> bool {
@@ -65,7 +65,7 @@ fn a_store_whose_log_was_retyped_is_reported_damaged() {
     let path = dir.path().join("s.redb");
     let store = Store::create(&path).expect("create");
     store
-        .note("default", engram::NewMemory::new("a memory"))
+        .note("default", somna::NewMemory::new("a memory"))
         .expect("note");
     store.close().expect("close");
     {

@@ -3,7 +3,7 @@
 //! read (each such read is refused, naming only what was asked), listings name only readable
 //! scopes and sessions, and multi-scope wake and export carry no text from other scopes.
 
-use engram::{Access, Block, Error, NewMemory, RecallQuery, Store, WakeOptions};
+use somna::{Access, Block, Error, NewMemory, RecallQuery, Store, WakeOptions};
 use proptest::prelude::*;
 
 const SCOPES: [&str; 4] = ["team/a", "team/b", "user:alice", "user:bob"];
@@ -17,14 +17,14 @@ const PATTERNS: [&str; 6] = [
 ];
 
 fn cases() -> u32 {
-    std::env::var("ENGRAM_PROPTEST_CASES")
+    std::env::var("SOMNA_PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(24)
 }
 
 fn covered(p: &str, s: &str) -> bool {
-    engram::pattern_matches(p, s)
+    somna::pattern_matches(p, s)
 }
 
 proptest! {

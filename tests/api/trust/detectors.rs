@@ -3,7 +3,7 @@
 //! never hides a match, for ASCII texts built around every needle in any case and for texts
 //! with the non-ASCII characters that Unicode case folding maps to ASCII letters.
 
-use engram::{looks_like_secret, reads_as_instructions, INSTRUCTION_PATTERNS, SECRET_PATTERNS};
+use somna::{looks_like_secret, reads_as_instructions, INSTRUCTION_PATTERNS, SECRET_PATTERNS};
 use proptest::prelude::*;
 use regex::RegexSet;
 use std::sync::LazyLock;

@@ -1,5 +1,5 @@
-//! Talking to `engram mcp` without an SDK: JSON-RPC lines over stdio, and raw HTTP/1.1 requests
-//! to `engram mcp --http` (the status, the headers and the body, SSE events included).
+//! Talking to `somna mcp` without an SDK: JSON-RPC lines over stdio, and raw HTTP/1.1 requests
+//! to `somna mcp --http` (the status, the headers and the body, SSE events included).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::Env;
 
-/// An `engram mcp` server over stdio, initialized.
+/// An `somna mcp` server over stdio, initialized.
 pub struct StdioServer {
     pub child: Child,
     /// The server's stdin, until [`StdioServer::exit`] closes it.
@@ -20,7 +20,7 @@ pub struct StdioServer {
 }
 
 impl StdioServer {
-    /// Starts `engram [global] mcp [extra]` and completes the handshake.
+    /// Starts `somna [global] mcp [extra]` and completes the handshake.
     pub fn start(e: &Env, global: &[&str], extra: &[&str]) -> StdioServer {
         StdioServer::start_at(e, global, extra, "2025-06-18")
     }
@@ -32,7 +32,7 @@ impl StdioServer {
         c.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
-        let mut child = c.spawn().expect("spawn engram mcp");
+        let mut child = c.spawn().expect("spawn somna mcp");
         let stdin = child.stdin.take().expect("stdin");
         let stdout = BufReader::new(child.stdout.take().expect("stdout"));
         let mut s = StdioServer {
@@ -42,7 +42,7 @@ impl StdioServer {
             next_id: 1,
         };
         let init = json!({"protocolVersion": version, "capabilities": {},
-            "clientInfo": {"name": "engram-tests", "version": "0"}});
+            "clientInfo": {"name": "somna-tests", "version": "0"}});
         s.request("initialize", init);
         s.send_line(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
         s
@@ -113,7 +113,7 @@ impl Drop for StdioServer {
     }
 }
 
-/// An `engram mcp --http 127.0.0.1:0` server.
+/// An `somna mcp --http 127.0.0.1:0` server.
 pub struct HttpServer {
     pub child: Child,
     /// `127.0.0.1:PORT`.
@@ -128,7 +128,7 @@ impl HttpServer {
         c.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        let mut child = c.spawn().expect("spawn engram mcp --http");
+        let mut child = c.spawn().expect("spawn somna mcp --http");
         let mut err = BufReader::new(child.stderr.take().expect("stderr"));
         let mut line = String::new();
         let addr = loop {
@@ -137,7 +137,7 @@ impl HttpServer {
                 err.read_line(&mut line).expect("stderr") > 0,
                 "no address line"
             );
-            if let Some(rest) = line.trim().strip_prefix("engram: serving MCP at http://") {
+            if let Some(rest) = line.trim().strip_prefix("somna: serving MCP at http://") {
                 break rest.trim_end_matches("/mcp").to_string();
             }
         };
@@ -213,7 +213,7 @@ pub fn initialize_body() -> String {
 pub fn initialize_body_at(version: &str) -> String {
     json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": version, "capabilities": {},
-        "clientInfo": {"name": "engram-tests", "version": "0"}}})
+        "clientInfo": {"name": "somna-tests", "version": "0"}}})
     .to_string()
 }
 
@@ -224,12 +224,12 @@ impl Drop for HttpServer {
     }
 }
 
-/// A new bearer token for `principal` (`engram token add`).
+/// A new bearer token for `principal` (`somna token add`).
 pub fn token(e: &Env, principal: &str) -> String {
     token_and_id(e, principal).0
 }
 
-/// A new bearer token for `principal` and the id `engram token revoke` takes.
+/// A new bearer token for `principal` and the id `somna token revoke` takes.
 pub fn token_and_id(e: &Env, principal: &str) -> (String, String) {
     let mut c = e.cmd();
     c.args(["token", "add", principal]);
@@ -237,7 +237,7 @@ pub fn token_and_id(e: &Env, principal: &str) -> (String, String) {
     assert_eq!(r.code, 0, "{r:?}");
     let out = String::from_utf8_lossy(&r.out);
     let err = String::from_utf8_lossy(&r.err);
-    let tok = out.split_whitespace().find(|w| w.starts_with("engram_"));
+    let tok = out.split_whitespace().find(|w| w.starts_with("somna_"));
     let id = err.split_whitespace().skip_while(|w| *w != "token").nth(1);
     match (tok, id) {
         (Some(t), Some(i)) => (t.to_string(), i.to_string()),

@@ -1,4 +1,4 @@
-//! Helpers shared by the tests that run the real `engram` binary: a temporary store path, the
+//! Helpers shared by the tests that run the real `somna` binary: a temporary store path, the
 //! binary with a clean environment, and a run that feeds stdin and collects the output.
 #![allow(dead_code)]
 
@@ -11,16 +11,16 @@ use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_engram");
+pub const BIN: &str = env!("CARGO_BIN_EXE_somna");
 
-/// The server URL when this run tests the server backend (`ENGRAM_TEST_BACKEND=postgres`).
+/// The server URL when this run tests the server backend (`SOMNA_TEST_BACKEND=postgres`).
 pub fn server() -> Option<String> {
-    if std::env::var("ENGRAM_TEST_BACKEND").as_deref() != Ok("postgres") {
+    if std::env::var("SOMNA_TEST_BACKEND").as_deref() != Ok("postgres") {
         return None;
     }
     Some(
-        std::env::var("ENGRAM_TEST_PG")
-            .expect("ENGRAM_TEST_BACKEND=postgres needs ENGRAM_TEST_PG (a postgresql:// URL)"),
+        std::env::var("SOMNA_TEST_PG")
+            .expect("SOMNA_TEST_BACKEND=postgres needs SOMNA_TEST_PG (a postgresql:// URL)"),
     )
 }
 
@@ -32,8 +32,8 @@ pub struct Env {
 
 impl Env {
     /// A fresh temp directory; the store path `memory.redb` in it does not exist yet.
-    /// With `ENGRAM_TEST_BACKEND=postgres` (the conformance run of `scripts/conformance.sh`)
-    /// the store is a schema of its own on the server `ENGRAM_TEST_PG` names instead.
+    /// With `SOMNA_TEST_BACKEND=postgres` (the conformance run of `scripts/conformance.sh`)
+    /// the store is a schema of its own on the server `SOMNA_TEST_PG` names instead.
     pub fn new() -> Env {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = match server() {
@@ -60,10 +60,10 @@ impl Env {
         server().is_some()
     }
 
-    /// The binary with a clean environment: the store comes from `ENGRAM_DB`, `HOME` is the
-    /// temp dir, and no `ENGRAM_SCOPE`, `ENGRAM_PRINCIPAL` or `ENGRAM_BUSY_TIMEOUT_MS` leaks in
+    /// The binary with a clean environment: the store comes from `SOMNA_DB`, `HOME` is the
+    /// temp dir, and no `SOMNA_SCOPE`, `SOMNA_PRINCIPAL` or `SOMNA_BUSY_TIMEOUT_MS` leaks in
     /// from the caller. The binary's folder comes first on `PATH`, as after `cargo install`, so
-    /// the `Run:` lines name it `engram` (tests/cli/run_lines.rs covers the other cases).
+    /// the `Run:` lines name it `somna` (tests/cli/run_lines.rs covers the other cases).
     pub fn cmd(&self) -> Command {
         let mut c = Command::new(BIN);
         let dir = std::path::Path::new(BIN)
@@ -77,28 +77,28 @@ impl Env {
             }
             None => dir.as_os_str().to_owned(),
         };
-        c.env_remove("ENGRAM_SCOPE")
-            .env_remove("ENGRAM_PRINCIPAL")
-            .env_remove("ENGRAM_BUSY_TIMEOUT_MS")
+        c.env_remove("SOMNA_SCOPE")
+            .env_remove("SOMNA_PRINCIPAL")
+            .env_remove("SOMNA_BUSY_TIMEOUT_MS")
             .env("PATH", path)
             .env("HOME", self.dir.path())
-            .env("ENGRAM_DB", &self.db);
+            .env("SOMNA_DB", &self.db);
         c
     }
 
-    /// A store created by `engram init` in a fresh temp directory.
+    /// A store created by `somna init` in a fresh temp directory.
     pub fn init() -> Env {
         let e = Env::new();
         e.ok(&["init"]);
         e
     }
 
-    /// Runs `engram ARGS` (stdin null); asserts exit 0 and returns stdout.
+    /// Runs `somna ARGS` (stdin null); asserts exit 0 and returns stdout.
     pub fn ok(&self, args: &[&str]) -> String {
         let mut c = self.cmd();
         c.args(args);
         let r = run_raw(c, None);
-        assert_eq!(r.code, 0, "engram {args:?} failed: {r:?}");
+        assert_eq!(r.code, 0, "somna {args:?} failed: {r:?}");
         String::from_utf8(r.out).expect("stdout is UTF-8")
     }
 
@@ -119,10 +119,10 @@ impl Env {
         p.to_str().expect("utf8 path").to_string()
     }
 
-    /// How the `Run:` lines of [`Env::cmd`] start: `engram --db PATH` (the store is not the
+    /// How the `Run:` lines of [`Env::cmd`] start: `somna --db PATH` (the store is not the
     /// default one under `HOME`, so every printed command names it).
     pub fn prefix(&self) -> String {
-        format!("engram --db {}", quoted(&self.db.display().to_string()))
+        format!("somna --db {}", quoted(&self.db.display().to_string()))
     }
 }
 
@@ -168,7 +168,7 @@ pub fn run_raw(mut c: Command, input: Option<&[u8]>) -> Raw {
     } else {
         Stdio::null()
     });
-    let mut child = c.spawn().expect("spawn engram");
+    let mut child = c.spawn().expect("spawn somna");
     if let Some(bytes) = input {
         let mut stdin = child.stdin.take().expect("stdin");
         let bytes = bytes.to_vec();
@@ -176,7 +176,7 @@ pub fn run_raw(mut c: Command, input: Option<&[u8]>) -> Raw {
             let _ = stdin.write_all(&bytes);
         });
     }
-    let o = child.wait_with_output().expect("wait engram");
+    let o = child.wait_with_output().expect("wait somna");
     Raw {
         code: o.status.code().unwrap_or(-1),
         out: o.stdout,

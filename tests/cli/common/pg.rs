@@ -66,7 +66,7 @@ pub fn run_bounded(mut c: Command, input: Option<Vec<u8>>, limit: Duration) -> O
         Stdio::null()
     });
     let start = Instant::now();
-    let mut child = c.spawn().expect("spawn engram");
+    let mut child = c.spawn().expect("spawn somna");
     if let Some(bytes) = input {
         let mut stdin = child.stdin.take().expect("stdin");
         std::thread::spawn(move || {
@@ -99,7 +99,7 @@ pub fn run_bounded(mut c: Command, input: Option<Vec<u8>>, limit: Duration) -> O
             (rx.recv().expect("the waiter answers"), true)
         }
     };
-    let status = status.expect("wait engram");
+    let status = status.expect("wait somna");
     Outcome {
         what,
         code: status.code(),
@@ -114,7 +114,7 @@ pub fn run_bounded(mut c: Command, input: Option<Vec<u8>>, limit: Duration) -> O
 pub struct Host {
     pub home: tempfile::TempDir,
     pub url: String,
-    /// Extra environment for every command (for example `ENGRAM_PG_FAULT_EVERY`).
+    /// Extra environment for every command (for example `SOMNA_PG_FAULT_EVERY`).
     pub env: Vec<(String, String)>,
 }
 
@@ -127,18 +127,18 @@ impl Host {
         }
     }
 
-    /// `engram --db URL --busy-timeout-ms 15000 ARGS` in a clean environment: no `ENGRAM_*`
-    /// from the caller, HOME and the working directory this host's own. `ENGRAM_TEST_BIN`
+    /// `somna --db URL --busy-timeout-ms 15000 ARGS` in a clean environment: no `SOMNA_*`
+    /// from the caller, HOME and the working directory this host's own. `SOMNA_TEST_BIN`
     /// names another binary to run instead of this build's (to check the harness itself).
     pub fn cmd(&self, args: &[&str]) -> Command {
-        let bin = std::env::var_os("ENGRAM_TEST_BIN").unwrap_or_else(|| BIN.into());
+        let bin = std::env::var_os("SOMNA_TEST_BIN").unwrap_or_else(|| BIN.into());
         let mut c = Command::new(bin);
-        c.env_remove("ENGRAM_DB")
-            .env_remove("ENGRAM_SCOPE")
-            .env_remove("ENGRAM_PRINCIPAL")
-            .env_remove("ENGRAM_BUSY_TIMEOUT_MS")
-            .env_remove("ENGRAM_PG_FAULT_EVERY")
-            .env_remove("ENGRAM_TEST_PG")
+        c.env_remove("SOMNA_DB")
+            .env_remove("SOMNA_SCOPE")
+            .env_remove("SOMNA_PRINCIPAL")
+            .env_remove("SOMNA_BUSY_TIMEOUT_MS")
+            .env_remove("SOMNA_PG_FAULT_EVERY")
+            .env_remove("SOMNA_TEST_PG")
             .env("HOME", self.home.path())
             .current_dir(self.home.path())
             .args(["--db", &self.url, "--busy-timeout-ms", BUSY_TIMEOUT_MS])
@@ -149,7 +149,7 @@ impl Host {
         c
     }
 
-    /// Runs `engram ARGS` bounded by [`COMMAND_LIMIT`].
+    /// Runs `somna ARGS` bounded by [`COMMAND_LIMIT`].
     pub fn run(&self, args: &[&str], input: Option<&str>) -> Outcome {
         run_bounded(
             self.cmd(args),
@@ -158,14 +158,14 @@ impl Host {
         )
     }
 
-    /// Runs `engram ARGS`; panics (showing the run) unless it exits 0; returns stdout.
+    /// Runs `somna ARGS`; panics (showing the run) unless it exits 0; returns stdout.
     pub fn ok(&self, args: &[&str]) -> String {
         let o = self.run(args, None);
         assert!(o.ok(), "{o:?}");
         o.out
     }
 
-    /// Every memory of the store (all scopes), from `engram export`: (scope, id) -> text.
+    /// Every memory of the store (all scopes), from `somna export`: (scope, id) -> text.
     pub fn memories(&self) -> BTreeMap<(String, u64), String> {
         let out = self.ok(&["export"]);
         let mut all = BTreeMap::new();
@@ -195,7 +195,7 @@ impl Host {
             .collect()
     }
 
-    /// The `content` of every message of session `id` (`engram session load`), in order.
+    /// The `content` of every message of session `id` (`somna session load`), in order.
     pub fn session_contents(&self, id: &str) -> Vec<String> {
         let out = self.ok(&["session", "load", id]);
         let v: serde_json::Value = serde_json::from_str(out.trim())
@@ -207,7 +207,7 @@ impl Host {
             .collect()
     }
 
-    /// Asserts that `engram verify` exits 0.
+    /// Asserts that `somna verify` exits 0.
     pub fn verify(&self) {
         let o = self.run(&["verify"], None);
         assert!(o.ok(), "verify failed: {o:?}");

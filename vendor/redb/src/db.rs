@@ -189,7 +189,7 @@ pub trait StorageBackend: 'static + Debug + Send + Sync {
     /// The id of the machine's current boot, if this storage's written but unsynced bytes live
     /// in that boot's page cache (a local file: a process that dies leaves them there, and
     /// barring a write-back error already reported to someone else, only a restart of the
-    /// machine loses them; a network or FUSE file system may not qualify). engram: a
+    /// machine loses them; a network or FUSE file system may not qualify). somna: a
     /// multi-writer commit records it with its primary while the primary is unflushed, and an
     /// open that finds a dead writer's unflushed primary from the same boot adopts it as a peer
     /// process does, instead of verifying every page of the file. `None`, the default, makes
@@ -595,7 +595,7 @@ impl TransactionGuard {
         Self::Untracked
     }
 
-    /// engram: the transaction's id, or `None` for an untracked guard (where [`Self::id`] panics).
+    /// somna: the transaction's id, or `None` for an untracked guard (where [`Self::id`] panics).
     pub(crate) fn tracked_id(&self) -> Option<TransactionId> {
         match self {
             Self::Read { transaction_id, .. } | Self::Write { transaction_id, .. } => {
@@ -2143,7 +2143,7 @@ fn commit_and_trim(
 // being, or has been, consumed, so no new write transaction can be started concurrently and the
 // commit in here cannot block on the write-transaction slot. Errors are logged as well as
 // returned, since only Database::close() has a caller to return them to.
-// engram: how much a close trims off the file's free end. A multi-writer file is opened and closed
+// somna: how much a close trims off the file's free end. A multi-writer file is opened and closed
 // by every CLI command: trimming all of it made the next command's first commit grow the file
 // again (redb grows by doubling while the file is one region), a resize and a sync of its own,
 // and the close after it sync the shortened length: one to two syncs a command on a small store.
@@ -2157,7 +2157,7 @@ fn close_shrink(mem: &TransactionalMemory) -> ShrinkPolicy {
     }
 }
 
-// engram: a multi-writer handle whose commit is still the file's latest, which recorded its
+// somna: a multi-writer handle whose commit is still the file's latest, which recorded its
 // allocator state (every multi-writer commit does but compaction's), owes the file no commit:
 // its shutdown header alone describes the file (one sync a close fewer; the pages the handle
 // freed wait for the next commit, which reclaims them, and its commits trimmed the file's free
@@ -4054,7 +4054,7 @@ mod unflushed_primary_test {
         inner: FileBackend,
         events: Arc<Mutex<Vec<Event>>>,
         at_flush: AtFlush,
-        // engram: the boot this file reports, the running one unless a test says otherwise
+        // somna: the boot this file reports, the running one unless a test says otherwise
         boot_id: Option<[u8; 16]>,
     }
 
@@ -4166,7 +4166,7 @@ mod unflushed_primary_test {
 
     /// What a commit writes, as the file sees it. In the multi-process modes the write that makes
     /// the commit the primary marks it unflushed, and a write after the flush clears the mark. A
-    /// single-process commit writes the header once, unmarked: nothing else reads it. engram: a
+    /// single-process commit writes the header once, unmarked: nothing else reads it. somna: a
     /// multi-writer commit is one phase (its pages, its marked header, one flush); a
     /// single-writer one keeps redb's two phases.
     #[test]
@@ -4285,7 +4285,7 @@ mod unflushed_primary_test {
                 .unwrap();
             assert!(!marked(&file(tmpfile.path())), "{mode:?}");
             assert!(flushed_before_writing(&events), "{mode:?}");
-            // engram: a multi-writer file is adopted without walking it (a one-phase primary
+            // somna: a multi-writer file is adopted without walking it (a one-phase primary
             // because its writer recorded this boot, whose page cache holds its pages); a
             // single-writer one saves no allocator state, so its recovery rebuilds it
             if matches!(mode, ConcurrencyMode::MultiWriter) {
@@ -4297,7 +4297,7 @@ mod unflushed_primary_test {
         }
     }
 
-    /// engram: a one-phase multi-writer primary marked unflushed in another boot (the machine
+    /// somna: a one-phase multi-writer primary marked unflushed in another boot (the machine
     /// restarted since), or by a backend that knows no boot, may have lost pages its header names,
     /// so the open verifies it by the full repair before anything is served from it. Here its
     /// pages are whole, so the repair keeps it. A boot id of zeros means "unknown" and matches
@@ -4913,7 +4913,7 @@ mod active_transaction_test {
         );
     }
 
-    /// engram: a multi-writer close commits only when the file's latest commit is not this
+    /// somna: a multi-writer close commits only when the file's latest commit is not this
     /// handle's own, recorded with its allocator state: after an ordinary commit it writes its
     /// shutdown header alone, and after a commit that recorded no state (as compaction's do) it
     /// commits one that records it, which a clean open loads instead of rebuilding
@@ -5051,7 +5051,7 @@ mod active_transaction_test {
             .open(tmpfile.path())
             .unwrap();
         // A page the peer allocates and neither frees nor references: a leak its next commit's
-        // snapshot records as allocated (engram: its close, whose handle holds the latest commit,
+        // snapshot records as allocated (somna: its close, whose handle holds the latest commit,
         // commits nothing, so a commit of its own records it)
         let allocator = PageAllocator::new(peer.mem.clone(), AllocationPolicy::Default);
         drop(allocator.allocate(64, &PageTracker::ignore()).unwrap());

@@ -109,9 +109,9 @@ pub use types::{Key, MutInPlaceValue, TypeName, Value};
 
 pub type Result<T = (), E = StorageError> = core::result::Result<T, E>;
 
-/// engram: XXH3-128 of `data` (seed 0, the reference's default secret), the function redb
+/// somna: XXH3-128 of `data` (seed 0, the reference's default secret), the function redb
 /// checksums its pages with, computed on the widest SIMD path the running CPU has (AVX-512F,
-/// AVX2 or NEON, detected at run time; the scalar one otherwise). engram hashes every session
+/// AVX2 or NEON, detected at run time; the scalar one otherwise). somna hashes every session
 /// message with it: a build for baseline x86-64 gets only SSE2 from crates that pick their path
 /// at compile time.
 #[must_use]

@@ -1122,7 +1122,7 @@ impl<
 > Drop for ExtractIf<'_, K, V, F>
 {
     fn drop(&mut self) {
-        // engram patch: while unwinding from a panic (a damaged page), closing would read the
+        // somna patch: while unwinding from a panic (a damaged page), closing would read the
         // same pages again, panic a second time and abort the process. The transaction is
         // poisoned instead, so the pending removals can never be committed.
         if crate::panicking() {
@@ -1227,7 +1227,7 @@ impl<K: Key + 'static, V: Value + 'static> Range<'_, K, V> {
 mod range_keeps_the_table_borrowed {}
 
 impl<K: Key + 'static, V: Value + 'static> Range<'_, K, V> {
-    /// engram: calls `f` with each remaining entry, front to back, as `next()` would return
+    /// somna: calls `f` with each remaining entry, front to back, as `next()` would return
     /// them, until `f` returns `false`; then `next()` and `next_back()` go on from there. The
     /// key and value are borrowed from the page, with no [`AccessGuard`] (and no page reference
     /// count) per entry, which makes a long scan cheaper.
@@ -2120,9 +2120,9 @@ impl<K: Key + 'static, V: Value + 'static> Drop for CursorMut<'_, K, V> {
     }
 }
 
-// engram: `Range::for_each_entry` and `for_each_entry_back` against `next()`/`next_back()`.
+// somna: `Range::for_each_entry` and `for_each_entry_back` against `next()`/`next_back()`.
 #[cfg(test)]
-mod engram_walk_test {
+mod somna_walk_test {
     use crate::{Database, ReadableDatabase, TableDefinition};
     use alloc::vec::Vec;
     use core::ops::Bound;

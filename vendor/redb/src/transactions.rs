@@ -2780,7 +2780,7 @@ impl ReadTransaction {
         &self,
         definition: TableDefinition<K, V>,
     ) -> Result<ReadOnlyTable<K, V>, TableError> {
-        // engram: a table this snapshot opened before is found in the handle's list of roots
+        // somna: a table this snapshot opened before is found in the handle's list of roots
         // (`TableRootCache`); any other is looked up and checked as redb does, then listed.
         let name = definition.name();
         let table = TableKey {
@@ -2907,7 +2907,7 @@ impl ReadTransaction {
         }
     }
 
-    /// engram patch: checks the checksum of every page of this snapshot's tables (the table
+    /// somna patch: checks the checksum of every page of this snapshot's tables (the table
     /// directory and every table's B-tree) and repairs nothing, so a read-only handle can run it.
     /// `Ok(false)` when a page does not match its checksum.
     pub fn verify_checksums(&self) -> Result<bool> {
@@ -3350,7 +3350,7 @@ mod test {
 }
 
 #[cfg(test)]
-mod engram_table_root_test {
+mod somna_table_root_test {
     use crate::{Database, Durability, ReadableDatabase, TableDefinition, TableError};
 
     const A: TableDefinition<u64, u64> = TableDefinition::new("a");

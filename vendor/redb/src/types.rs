@@ -97,7 +97,7 @@ impl TypeName {
         }
     }
 
-    // engram: upstream's encoding of a type name, the reference `write_bytes` is tested against
+    // somna: upstream's encoding of a type name, the reference `write_bytes` is tested against
     #[cfg(test)]
     pub(crate) fn to_bytes(&self) -> Vec<u8> {
         let mut result = Vec::with_capacity(self.name.len() + 1);
@@ -106,12 +106,12 @@ impl TypeName {
         result
     }
 
-    // engram: the length of the bytes `write_bytes` appends
+    // somna: the length of the bytes `write_bytes` appends
     pub(crate) fn bytes_len(&self) -> usize {
         self.name.len() + 1
     }
 
-    // engram: appends the classification byte and the name's UTF-8 (what `from_bytes` reads) to
+    // somna: appends the classification byte and the name's UTF-8 (what `from_bytes` reads) to
     // `out`, where `to_bytes` returned them in a vector of their own
     pub(crate) fn write_bytes(&self, out: &mut Vec<u8>) {
         out.push(self.classification.to_byte());

@@ -586,7 +586,7 @@ impl<K: Key + 'static, V: Value + 'static> Cursor<K, V> {
         Ok(Some(entry(leaf, position)))
     }
 
-    // engram: the entries from the gap on (forward: as next() returns them; else as prev()
+    // somna: the entries from the gap on (forward: as next() returns them; else as prev()
     // does), each as key and value bytes borrowed from its leaf, so a walk takes no page
     // reference per entry. Stops when `f` returns false, leaving the gap just past that entry
     // (as after next()/prev() returned it), or at the tree's end. Returns whether `f` stopped it.

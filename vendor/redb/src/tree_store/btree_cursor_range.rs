@@ -251,7 +251,7 @@ impl<K: Key + 'static, V: Value + 'static> BtreeCursorRange<K, V> {
 }
 
 impl<K: Key + 'static, V: Value + 'static> BtreeCursorRange<K, V> {
-    // engram: the rest of the range from one end (forward: the front), each entry's key and
+    // somna: the rest of the range from one end (forward: the front), each entry's key and
     // value bytes borrowed from its leaf (`Cursor::walk`), until `f` returns false. Only a range
     // iterated from that end alone walks this way; one already iterated from the other end
     // steps entry by entry as `next_from` does. Either way `f` sees exactly the entries

@@ -200,7 +200,7 @@ where
     F: for<'f> FnMut(K::SelfType<'f>, V::SelfType<'f>) -> bool,
 {
     fn drop(&mut self) {
-        // engram patch: never close (which reads pages) while unwinding; see `table::ExtractIf`.
+        // somna patch: never close (which reads pages) while unwinding; see `table::ExtractIf`.
         if crate::panicking() {
             return;
         }

@@ -12,7 +12,7 @@ mod table_tree_base;
 
 pub(crate) use btree::{Btree, BtreeMut, BtreeStats, RawBtree};
 pub(crate) use btree_base::BtreeHeader;
-// engram: redb's XXH3, for `crate::xxh3_128`
+// somna: redb's XXH3, for `crate::xxh3_128`
 pub use btree_base::{AccessGuard, AccessGuardMut, AccessGuardMutInPlace};
 pub(crate) use btree_base::{BRANCH, LEAF, LeafAccessor, RawLeafBuilder};
 pub(crate) use btree_cursor::{BtreeCursor, BtreeCursorMut};

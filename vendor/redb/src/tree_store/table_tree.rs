@@ -92,7 +92,7 @@ impl TableTree {
         self.tree.transaction_guard()
     }
 
-    /// engram: the root of the table tree itself (what names the tables of this snapshot).
+    /// somna: the root of the table tree itself (what names the tables of this snapshot).
     pub(crate) fn master_root(&self) -> Option<BtreeHeader> {
         self.tree.get_root()
     }

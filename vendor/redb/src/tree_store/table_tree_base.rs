@@ -11,7 +11,7 @@ use alloc::vec::Vec;
 use core::any::TypeId;
 use core::mem::size_of;
 
-/// engram patch: `T::type_name()`, built once per type and kept, lent to `f`. Opening a table
+/// somna patch: `T::type_name()`, built once per type and kept, lent to `f`. Opening a table
 /// compares the stored key and value type names with the expected ones, and building those
 /// allocates (a tuple's name a string per element, about 2,000 instructions an open); a name is
 /// a function of the type alone, so it is kept, keyed by the type's `TypeId`.
@@ -183,7 +183,7 @@ impl InternalTableDefinition {
     ) -> Result<(), TableError> {
         self.check_match_untyped(table_type, name)?;
 
-        // engram: borrowed, not cloned (two allocations each time a table is opened); cloned for
+        // somna: borrowed, not cloned (two allocations each time a table is opened); cloned for
         // the error only
         let (stored_key, stored_value) = self.type_names();
         // Accept the current type name, or the spelling an older redb version may have stored for
@@ -364,7 +364,7 @@ impl InternalTableDefinition {
         }
     }
 
-    // engram: cloned from `type_names()`, which holds the match over the variants
+    // somna: cloned from `type_names()`, which holds the match over the variants
     fn private_key_type(&self) -> TypeName {
         self.type_names().0.clone()
     }
@@ -373,7 +373,7 @@ impl InternalTableDefinition {
         self.type_names().1.clone()
     }
 
-    // engram: the key's and the value's type names, borrowed (`as_bytes` writes them in place,
+    // somna: the key's and the value's type names, borrowed (`as_bytes` writes them in place,
     // `check_match` compares them)
     fn type_names(&self) -> (&TypeName, &TypeName) {
         match self {
@@ -512,7 +512,7 @@ impl Value for InternalTableDefinition {
     where
         Self: 'b,
     {
-        // engram: one vector of the exact size, the type names written into it in place (a
+        // somna: one vector of the exact size, the type names written into it in place (a
         // commit writes a definition per table it changed: the vector grown three times, two
         // type names cloned and two more vectors made and dropped were most of a definition's
         // cost, about 2,500 instructions of it; the bytes are the same)
@@ -571,9 +571,9 @@ impl Value for InternalTableDefinition {
     }
 }
 
-// engram: a table definition's bytes, written in place, are upstream's
+// somna: a table definition's bytes, written in place, are upstream's
 #[cfg(test)]
-mod engram_definition_bytes_test {
+mod somna_definition_bytes_test {
     use super::{InternalTableDefinition, TableType};
     use crate::tree_store::{BtreeHeader, PageNumber};
     use crate::{Key, Value};

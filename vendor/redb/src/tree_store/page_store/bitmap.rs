@@ -76,7 +76,7 @@ impl BtreeBitmap {
         result
     }
 
-    // The length of to_vec()'s bytes, without serializing (engram: the allocator state's space
+    // The length of to_vec()'s bytes, without serializing (somna: the allocator state's space
     // is reserved on every multi-writer commit)
     pub(crate) fn serialized_len(&self) -> usize {
         END_OFFSETS
@@ -89,7 +89,7 @@ impl BtreeBitmap {
     }
 
     // Writes to_vec()'s bytes into `out`, exactly serialized_len() long: each layer straight into
-    // its place (engram: a layer serialized into a vector of its own, then copied, was most of
+    // its place (somna: a layer serialized into a vector of its own, then copied, was most of
     // the cost of saving the allocator state on every multi-writer commit)
     pub(crate) fn write_into(&self, out: &mut [u8]) {
         debug_assert_eq!(out.len(), self.serialized_len());
@@ -303,7 +303,7 @@ impl U64GroupedBitmap {
         size_of::<u32>() + Self::required_words(self.len) * size_of::<u64>()
     }
 
-    // engram: the allocator writes its bitmaps with write_into(); kept for tests
+    // somna: the allocator writes its bitmaps with write_into(); kept for tests
     #[cfg(test)]
     pub fn to_vec(&self) -> Vec<u8> {
         let words = Self::required_words(self.len);
@@ -315,7 +315,7 @@ impl U64GroupedBitmap {
         result
     }
 
-    // Writes to_vec()'s bytes into `out`, exactly serialized_len() long (engram)
+    // Writes to_vec()'s bytes into `out`, exactly serialized_len() long (somna)
     pub fn write_into(&self, out: &mut [u8]) {
         debug_assert_eq!(out.len(), self.serialized_len());
         let (len, groups) = out.split_at_mut(size_of::<u32>());

@@ -90,7 +90,7 @@ impl BuddyAllocator {
     // num_pages: u32
     // free_ends: array of u32, with ending offset for BtreeBitmap structure for the given order
     // ... BtreeBitmap structures
-    // The length of to_vec()'s bytes, without serializing (engram)
+    // The length of to_vec()'s bytes, without serializing (somna)
     pub(crate) fn serialized_len(&self) -> usize {
         1 + 3
             + size_of::<u32>()
@@ -109,7 +109,7 @@ impl BuddyAllocator {
     }
 
     // Writes to_vec()'s bytes into `out`, exactly serialized_len() long, each order's bitmap
-    // straight into its place (engram: every multi-writer commit saves every region's allocator)
+    // straight into its place (somna: every multi-writer commit saves every region's allocator)
     pub(crate) fn write_into(&self, out: &mut [u8]) {
         debug_assert_eq!(out.len(), self.serialized_len());
         debug_assert_eq!(self.free.len(), self.max_order as usize + 1);
@@ -521,7 +521,7 @@ mod test {
     use crate::tree_store::page_store::buddy_allocator::BuddyAllocator;
     use crate::tree_store::page_store::region::RegionTracker;
 
-    /// engram: the allocator state written straight into place is byte for byte the state the
+    /// somna: the allocator state written straight into place is byte for byte the state the
     /// serialization by parts wrote, over allocators of many sizes after a varied history of
     /// allocations and frees, for each region allocator and the region tracker alike
     #[test]

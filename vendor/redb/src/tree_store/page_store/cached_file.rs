@@ -40,7 +40,7 @@ impl WritablePage {
 
 impl Drop for WritablePage {
     fn drop(&mut self) {
-        // engram patch: while unwinding from a panic (a damaged page handed out twice by a
+        // somna patch: while unwinding from a panic (a damaged page handed out twice by a
         // damaged allocator state), the buffer's lock is poisoned and the slot may be taken:
         // returning the page would panic a second time and abort the process. The transaction
         // is failing anyway; its pages are not written.
@@ -138,7 +138,7 @@ struct CheckedBackend {
     // access in progress when the handle closes completes before the backend releases its locks.
     // Once they are released, another handle may rewrite the page being read
     io_gate: RwLock<()>,
-    // engram: whether bytes beyond the header (or the file's length) changed since the last sync
+    // somna: whether bytes beyond the header (or the file's length) changed since the last sync
     // began; set after each such write, cleared when a sync starts, set again if it fails
     data_unsynced: AtomicBool,
 }
@@ -164,7 +164,7 @@ impl CheckedBackend {
         }
     }
 
-    // engram: notes a write or resize of `offset..end`; the header's own rewrites are left out
+    // somna: notes a write or resize of `offset..end`; the header's own rewrites are left out
     fn written(&self, offset: u64, end: u64) {
         if offset != 0 || end > DB_HEADER_SIZE as u64 {
             self.data_unsynced.store(true, Ordering::Release);
@@ -295,7 +295,7 @@ impl CheckedBackend {
         result.map_err(StorageError::from)
     }
 
-    // engram: whether anything but the header was written (or the length changed) since the
+    // somna: whether anything but the header was written (or the length changed) since the
     // last sync that succeeded
     fn data_unsynced(&self) -> bool {
         self.data_unsynced.load(Ordering::Acquire)
@@ -389,14 +389,14 @@ pub(super) struct PagedCachedFile {
     // contend on a single lock. Each stripe is individually Arc'd because
     // outstanding WritablePages return their buffer to the stripe on drop.
     write_buffer: Vec<Arc<Mutex<LRUWriteCache>>>,
-    // engram: the backend's StorageBackend::boot_id, asked once
+    // somna: the backend's StorageBackend::boot_id, asked once
     boot_id: Option<[u8; 16]>,
-    // engram: page buffers the read cache evicted that nothing else held, kept for the next
+    // somna: page buffers the read cache evicted that nothing else held, kept for the next
     // misses to read into (see `read_direct_into_arc`)
     spare_buffers: Mutex<Vec<Arc<[u8]>>>,
 }
 
-/// engram: the most evicted page buffers kept for reuse (64 KiB of 4 KiB pages: only buffers of
+/// somna: the most evicted page buffers kept for reuse (64 KiB of 4 KiB pages: only buffers of
 /// one page are kept).
 const SPARE_BUFFERS: usize = 16;
 
@@ -444,7 +444,7 @@ impl PagedCachedFile {
         self.file.try_lock_range(range)
     }
 
-    // engram: the id of the boot whose page cache holds this file's unsynced writes, if any
+    // somna: the id of the boot whose page cache holds this file's unsynced writes, if any
     pub(crate) fn boot_id(&self) -> Option<[u8; 16]> {
         self.boot_id
     }
@@ -695,7 +695,7 @@ impl PagedCachedFile {
         self.file.sync_data()
     }
 
-    // engram: `flush()`, without the sync when nothing but the header was written since the last
+    // somna: `flush()`, without the sync when nothing but the header was written since the last
     // one (the caller is about to rewrite the header and sync it: the bytes it supersedes need not
     // be durable first)
     pub(super) fn flush_data(&self) -> Result {
@@ -747,7 +747,7 @@ impl PagedCachedFile {
     // Like `read_direct`, but writes directly into an `Arc<[u8]>` instead of a
     // `Vec<u8>` that is then copied into an `Arc`. The buffer is zero-filled
     // because `StorageBackend::read` takes `&mut [u8]`.
-    // engram: a read that misses the cache takes a buffer the cache evicted, when one of the
+    // somna: a read that misses the cache takes a buffer the cache evicted, when one of the
     // size is spare, instead of allocating and zeroing a new one (a store larger than the cache
     // evicts a page for every page it reads; allocating, zeroing and freeing them was about a
     // fifth of a session load's time). The read overwrites every byte, or fails and the buffer is
@@ -760,14 +760,14 @@ impl PagedCachedFile {
         Ok(arc)
     }
 
-    // engram: a spare buffer of `len` bytes, held by nothing else
+    // somna: a spare buffer of `len` bytes, held by nothing else
     fn take_spare_buffer(&self, len: usize) -> Option<Arc<[u8]>> {
         let mut spare = self.spare_buffers.lock().ok()?;
         let i = spare.iter().rposition(|b| b.len() == len)?;
         Some(spare.swap_remove(i))
     }
 
-    // engram: keeps an evicted buffer for reuse when it is one page (a larger one, a value's
+    // somna: keeps an evicted buffer for reuse when it is one page (a larger one, a value's
     // several pages, would make the kept memory unbounded), nothing else holds it (a reader's page
     // may) and fewer than SPARE_BUFFERS are kept; drops it otherwise
     fn keep_spare_buffer(&self, mut buffer: Arc<[u8]>) {
@@ -1182,7 +1182,7 @@ mod test {
 
     // Once the backend's locks are released, another handle may rewrite the page being read, so
     // close() must not reach the backend while a read of it is in progress
-    // engram: reads of many more pages than the cache holds, in a scattered order, each return
+    // somna: reads of many more pages than the cache holds, in a scattered order, each return
     // the page's own bytes, whether the buffer was new or one an eviction left spare; a page a
     // reader still holds when it is evicted is never reused, so its bytes do not change under
     // the reader; and the spare list stays bounded
@@ -1226,7 +1226,7 @@ mod test {
         assert!(spare.iter().all(|b| b.len() == PAGE as usize));
     }
 
-    // engram: counts syncs, and fails the next one when asked
+    // somna: counts syncs, and fails the next one when asked
     #[derive(Debug)]
     struct SyncCounting {
         inner: InMemoryBackend,
@@ -1260,7 +1260,7 @@ mod test {
         }
     }
 
-    // engram: `flush_data` syncs when anything but the header was written, or the length changed,
+    // somna: `flush_data` syncs when anything but the header was written, or the length changed,
     // since the last sync that succeeded, and only then; a sync that fails forgets nothing
     #[test]
     fn flush_data_syncs_unless_only_the_header_changed() {

@@ -23,7 +23,7 @@ use core::mem::size_of;
 // Definition of region
 // 4 bytes: region header pages
 // 4 bytes: region max data pages
-// (engram) bytes 40..56: the boot id of the writer that last marked the primary unflushed
+// (somna) bytes 40..56: the boot id of the writer that last marked the primary unflushed
 //
 // Commit slot 0 (next 128 bytes):
 // 1 byte: version
@@ -53,7 +53,7 @@ const NUM_FULL_REGIONS_OFFSET: usize = REGION_MAX_DATA_PAGES_OFFSET + size_of::<
 const TRAILING_REGION_DATA_PAGES_OFFSET: usize = NUM_FULL_REGIONS_OFFSET + size_of::<u32>();
 // Formerly the region tracker page
 const _UNUSED3_OFFSET: usize = TRAILING_REGION_DATA_PAGES_OFFSET + size_of::<u32>();
-// engram: the boot id of the writer that last marked the primary unflushed (zeros if none was
+// somna: the boot id of the writer that last marked the primary unflushed (zeros if none was
 // known), 16 of the bytes redb leaves unused (and writes as zeros) after the region counts
 const WRITER_BOOT_OFFSET: usize = _UNUSED3_OFFSET + size_of::<u64>();
 const WRITER_BOOT_LEN: usize = 16;
@@ -116,7 +116,7 @@ pub(super) struct DatabaseHeader {
     pub(super) recovery_required: bool,
     pub(super) two_phase_commit: bool,
     pub(super) primary_unflushed: bool,
-    // engram: the boot id recorded by the commit that last marked the primary unflushed (zeros
+    // somna: the boot id recorded by the commit that last marked the primary unflushed (zeros
     // if it knew none); carried as read otherwise
     pub(super) writer_boot: [u8; WRITER_BOOT_LEN],
     page_size: u32,
@@ -249,7 +249,7 @@ impl UnrepairedDatabaseHeader {
         self.inner.primary_unflushed
     }
 
-    // engram: the transaction the primary slot holds as read, before `finalize` may pick the
+    // somna: the transaction the primary slot holds as read, before `finalize` may pick the
     // secondary instead
     pub(super) fn primary_transaction_id(&self) -> TransactionId {
         self.inner.primary_slot().transaction_id

@@ -108,7 +108,7 @@ impl<T> LRUCache<T> {
     }
 
     pub(crate) fn clear(&mut self) {
-        // engram: nothing to drop or release when the cache holds nothing and its queue was
+        // somna: nothing to drop or release when the cache holds nothing and its queue was
         // already released (a clear of an empty cache leaves both with no capacity, and an insert
         // pushes to the queue): the write buffer's 131 stripes are cleared at every flush, most of
         // them untouched since the last, which made these calls about 3% of a default-mode commit
@@ -126,7 +126,7 @@ impl<T> LRUCache<T> {
 mod test {
     use super::LRUCache;
 
-    // engram: a clear that returns early for an empty cache releases what upstream's releases,
+    // somna: a clear that returns early for an empty cache releases what upstream's releases,
     // when upstream's does: a clear keeps the capacity of what it dropped, the next clear of the
     // empty cache releases it, and later clears find nothing to do
     #[cfg(not(redb_no_std))]

@@ -33,5 +33,5 @@ pub(crate) use savepoint::SerializedSavepoint;
 
 pub(super) use base::{PageImpl, PageMut};
 pub(super) use xxh3::hash128_with_seed;
-// engram: re-exported as `crate::xxh3_128`
+// somna: re-exported as `crate::xxh3_128`
 pub(crate) use xxh3::hash128_with_seed as xxh3_hash128;

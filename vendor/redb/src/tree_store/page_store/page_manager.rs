@@ -686,7 +686,7 @@ pub(crate) struct TransactionalMemory {
     // Where the next scan of the active transaction range starts: a pin lands only at or above
     // the ceiling of the scan before it, since every handle reads the id it pins from the file
     scan_from: Mutex<u64>,
-    // engram: where read transactions find the tables they open (`ReadTransaction::open_table`)
+    // somna: where read transactions find the tables they open (`ReadTransaction::open_table`)
     table_roots: RwLock<TableRootCache>,
     // The lock the open took, which every write transaction holds while it runs. `None` in
     // multi-writer mode, where a write transaction takes the writer byte itself, and for a
@@ -699,7 +699,7 @@ pub(crate) struct TransactionalMemory {
     region_header_with_padding_size: u64,
 }
 
-/// engram: the roots of the tables read transactions of one snapshot opened, so that the next
+/// somna: the roots of the tables read transactions of one snapshot opened, so that the next
 /// read transaction of the same snapshot opens them without looking each up in the table tree,
 /// decoding its definition and checking its key and value types again (about 2,000 instructions
 /// an open, three to six opens a read). A snapshot is named by its transaction id, which a
@@ -712,10 +712,10 @@ pub(crate) struct TableRootCache {
     tables: Vec<(TableKey<'static>, Option<BtreeHeader>)>,
 }
 
-/// engram: a read transaction's snapshot: its transaction id and its table tree's root.
+/// somna: a read transaction's snapshot: its transaction id and its table tree's root.
 pub(crate) type Snapshot = (TransactionId, Option<BtreeHeader>);
 
-/// engram: a table as an open names it: its name and its key and value types.
+/// somna: a table as an open names it: its name and its key and value types.
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) struct TableKey<'a> {
     pub(crate) name: alloc::borrow::Cow<'a, str>,
@@ -754,7 +754,7 @@ impl TableRootCache {
 }
 
 impl TransactionalMemory {
-    /// engram: the root of `table` as a read transaction of `snapshot` opened it before, if one
+    /// somna: the root of `table` as a read transaction of `snapshot` opened it before, if one
     /// did; see [`TableRootCache`]. Read-locked, so concurrent reads do not serialize here.
     pub(crate) fn cached_table_root(
         &self,
@@ -765,7 +765,7 @@ impl TransactionalMemory {
         cache.find(snapshot, table)
     }
 
-    /// engram: records the root a read transaction of `snapshot` opened `table` at.
+    /// somna: records the root a read transaction of `snapshot` opened `table` at.
     pub(crate) fn keep_table_root(
         &self,
         snapshot: Snapshot,
@@ -1023,7 +1023,7 @@ impl TransactionalMemory {
         let primary_intact = !unrepaired.primary_corrupted();
         let primary_read = unrepaired.primary_transaction_id();
         let (mut header, _) = unrepaired.finalize(file_len)?;
-        // engram: finalize kept the primary the dead writer marked (it may choose a newer
+        // somna: finalize kept the primary the dead writer marked (it may choose a newer
         // secondary instead)
         let kept_marked_primary =
             primary_intact && header.primary_slot().transaction_id == primary_read;
@@ -1043,7 +1043,7 @@ impl TransactionalMemory {
                     .boot_id()
                     .is_some_and(|boot| boot == header.writer_boot)
             {
-                // engram: a one-phase primary marked unflushed in this boot: its writer's process
+                // somna: a one-phase primary marked unflushed in this boot: its writer's process
                 // died, not the machine (a restart draws a new boot id), after it had written the
                 // primary's pages and then its header, so the page cache holds them all. The
                 // flush makes them durable, and the primary is adopted as a peer process adopts
@@ -1649,7 +1649,7 @@ impl TransactionalMemory {
         )
     }
 
-    /// engram: whether, for a multi-writer close, the file's latest commit is the one this handle
+    /// somna: whether, for a multi-writer close, the file's latest commit is the one this handle
     /// holds (its own last commit, or what it loaded at open), so that the shutdown header written
     /// from this handle's state names it: `reload_for_write()`'s test, and this handle's
     /// allocator state loaded, with no pending commit or unflushed mark of its own. Whether that
@@ -1676,7 +1676,7 @@ impl TransactionalMemory {
         assert!(!state.header.recovery_required);
         state.header.recovery_required = true;
         self.write_header(&state.header, &header_lock)?;
-        // engram: in the multi-writer mode the flag needs no sync of its own. Every commit writes
+        // somna: in the multi-writer mode the flag needs no sync of its own. Every commit writes
         // it in the header it syncs, and a handle writes no page before its first commit (the mode
         // refuses non-durable commits; a growth of the file is synced by itself and shows as a
         // length the header does not name), so a power loss before that commit leaves the file
@@ -1867,7 +1867,7 @@ impl TransactionalMemory {
         let layout = state.header.layout();
         let num_regions = layout.num_regions();
         let allocators = state.allocators();
-        // The lengths alone, not the bytes (engram: serializing every region twice per commit
+        // The lengths alone, not the bytes (somna: serializing every region twice per commit
         // was most of a multi-writer commit's CPU)
         let region_tracker_len = allocators.region_tracker.serialized_len();
         let region_lens: Vec<usize> = allocators
@@ -2087,7 +2087,7 @@ impl TransactionalMemory {
         // previous commit.
         header.primary_unflushed = shared;
         if shared {
-            // engram: an open in the same boot finds the pages this header names in the page
+            // somna: an open in the same boot finds the pages this header names in the page
             // cache even if this process dies before its flush, and may adopt them (read_header)
             header.writer_boot = self.storage.boot_id().unwrap_or_default();
         }
@@ -2747,7 +2747,7 @@ impl TransactionalMemory {
             // Clearing the flag asserts that this process left the file consistent, which requires
             // an allocator state describing what it wrote, and one not marked for repair.
             if state.allocators.is_loaded() && !self.needs_repair() {
-                // and everything else already on disk: if that fails, the flag stays set. engram:
+                // and everything else already on disk: if that fails, the flag stays set. somna:
                 // no sync when only the header changed since the last one (the close's commit just
                 // synced its pages; the header its commit wrote after that is rewritten below)
                 self.storage.flush_data()?;

@@ -29,7 +29,7 @@ impl RegionTracker {
     // num_orders: u32 number of order allocators
     // allocator_lens: u32 length of each allocator
     // data: BtreeBitmap data for each order
-    // The length of to_vec()'s bytes, without serializing (engram)
+    // The length of to_vec()'s bytes, without serializing (somna)
     pub(super) fn serialized_len(&self) -> usize {
         size_of::<u32>()
             + self.order_trackers.len() * size_of::<u32>()
@@ -40,8 +40,8 @@ impl RegionTracker {
                 .sum::<usize>()
     }
 
-    // Each tracker serialized once (engram: it was twice, once for its length), straight into its
-    // place (engram: then into a vector of its own, and copied)
+    // Each tracker serialized once (somna: it was twice, once for its length), straight into its
+    // place (somna: then into a vector of its own, and copied)
     pub(super) fn to_vec(&self) -> Vec<u8> {
         let mut result = vec![0; self.serialized_len()];
         let orders: u32 = self.order_trackers.len().try_into().unwrap();

@@ -1006,11 +1006,11 @@ fn hash128_large_avx512(data: &[u8], seed: u64) -> u128 {
     )
 }
 
-// engram: every SIMD path of the 128-bit hash gives the scalar path's value (engram stores these
+// somna: every SIMD path of the 128-bit hash gives the scalar path's value (somna stores these
 // hashes, so a store written on one CPU must check on another), over lengths across the stripe
 // (64 bytes) and block (1,024 bytes) boundaries, varied bytes and seeds
 #[cfg(test)]
-mod engram_xxh3_test {
+mod somna_xxh3_test {
     #[test]
     fn every_path_of_hash128_agrees_with_the_scalar_one() {
         let mut x = 0x9E37_79B9_7F4A_7C15u64;

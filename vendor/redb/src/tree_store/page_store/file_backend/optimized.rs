@@ -303,7 +303,7 @@ impl FileBackend {
     }
 }
 
-// engram: the running kernel's boot id (Linux: /proc/sys/kernel/random/boot_id, a random UUID
+// somna: the running kernel's boot id (Linux: /proc/sys/kernel/random/boot_id, a random UUID
 // drawn at every boot), read once per process. A file's written pages survive the death of the
 // process that wrote them in this boot's page cache. None elsewhere, or if it cannot be read.
 fn boot_id() -> Option<[u8; 16]> {
@@ -1165,7 +1165,7 @@ mod range_lock_tests {
     }
 }
 
-// engram
+// somna
 #[cfg(test)]
 mod boot_id_tests {
     use super::parse_boot_id;

@@ -1,0 +1,141 @@
+//! `note`: record one memory.
+
+use crate::cli::{kinds, statuses, Names};
+use clap::Args;
+use somna::text;
+use somna::{Error, Kind, NewMemory, Status};
+#[cfg(feature = "mcp")]
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::cli::Context;
+use crate::output::print_prompt;
+
+/// The arguments of `note` (the CLI verb and the MCP tool).
+#[derive(Args, Debug, Deserialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct NoteArgs {
+    /// The memory: one line that will still matter later, no control characters (on the
+    /// command line, - reads it from stdin)
+    pub text: String,
+    /// Idempotency key: a retry with the same key and text writes nothing and returns the same
+    /// id. Pass one whenever you might retry
+    #[arg(long)]
+    pub key: Option<String>,
+    /// What kind of claim it is
+    #[arg(long, default_value_t = default_kind(), value_parser = Names(kinds))]
+    #[serde(default = "default_kind")]
+    #[cfg_attr(feature = "mcp", schemars(extend("enum" = kinds())))]
+    pub kind: String,
+    /// Its lifecycle status [default: by the scope's policy]
+    #[arg(long, value_parser = Names(statuses))]
+    // Command line only: a tool call gets the status the scope's policy gives.
+    #[serde(skip)]
+    pub status: Option<String>,
+    /// Who or what this came from (the user, a file, a tool)
+    #[arg(long)]
+    pub source: Option<String>,
+    /// Where it came from (URL, path)
+    #[arg(long)]
+    pub uri: Option<String>,
+    /// When it was observed (YYYY-MM-DD or RFC 3339; default now)
+    #[arg(long)]
+    pub observed: Option<String>,
+    /// When it stops being valid (YYYY-MM-DD or RFC 3339)
+    #[arg(long)]
+    pub valid_until: Option<String>,
+    /// Ids of earlier memories this one replaces (the option is repeatable)
+    #[arg(long)]
+    #[serde(default)]
+    pub supersedes: Vec<u64>,
+    /// Ids of earlier memories this one contradicts (the option is repeatable)
+    #[arg(long)]
+    #[serde(default)]
+    pub conflicts_with: Vec<u64>,
+    /// Store it even if it looks like a secret
+    #[arg(long)]
+    // Command line only: a tool call never stores what looks like a secret.
+    #[serde(skip)]
+    pub force: bool,
+    /// Its embedding, for `search --vector`: a file (or - for stdin) of numbers, as a JSON array
+    /// or separated by spaces or commas
+    #[arg(long, value_name = "FILE")]
+    // Command line only: a tool call names no file (MCP's own `search` tool is H8's; a vector
+    // field for tool calls is future work).
+    #[serde(skip)]
+    pub vector: Option<String>,
+}
+
+/// The kind of a memory whose kind is not given: the CLI's default and the tool's.
+pub fn default_kind() -> String {
+    Kind::Observation.as_str().into()
+}
+
+/// Appends the memory. When the principal may read the scope, also says whether it is shown
+/// marked (proposed, or reading as instructions) and prints the next merge prompt, if one is due.
+/// With `--json`: `{id, replayed}`, and when the principal may read the scope also `status`,
+/// `untrusted` and `next_merge` (the merge prompt due, or null).
+pub fn run(cx: &mut Context<'_>, a: &NoteArgs) -> Result<u8, Error> {
+    let mem = new_memory(cx, a)?;
+    let untrusted = somna::reads_as_instructions(&mem.text);
+    let noted = cx.store.note_report(cx.scope, mem, a.key.as_deref())?;
+    let first = noted.appended.first;
+    let mut v = serde_json::json!({"id": first, "replayed": noted.appended.replayed});
+    let text = cx.text_wanted();
+    if text {
+        writeln!(cx.out, "Saved as #{first}.")?;
+    }
+    if let Some(seen) = &noted.seen {
+        let (m, st) = (&seen.memory, &seen.state);
+        if text && st.status == Status::Proposed {
+            writeln!(cx.out, "Stored as proposed ({}): it is shown marked until a principal runs `{} accept {}`.", m.kind, cx.prefix, m.id)?;
+        }
+        if text && untrusted {
+            writeln!(cx.out, "Flagged: it reads as instructions to the reader, so it will always be shown marked and quoted.")?;
+        }
+        if cx.json_wanted() {
+            v["status"] = serde_json::json!(st.status);
+            v["untrusted"] = serde_json::json!(st.untrusted);
+            v["next_merge"] = serde_json::json!(seen.next_prompt);
+        }
+        if text {
+            print_prompt(cx, seen.next_prompt.as_ref(), seen.pending, false)?;
+        }
+    }
+    cx.emit(&v)?;
+    Ok(0)
+}
+
+/// The memory the arguments describe (its text read from stdin for `-` on the command line).
+fn new_memory(cx: &Context<'_>, a: &NoteArgs) -> Result<NewMemory, Error> {
+    let mut mem = NewMemory::new(cx.text_arg(&a.text)?).kind(a.kind.parse::<Kind>()?);
+    if let Some(s) = &a.status {
+        mem = mem.status(s.parse::<Status>()?);
+    }
+    if let Some(s) = &a.source {
+        mem = mem.source(s.clone());
+    }
+    if let Some(u) = &a.uri {
+        mem = mem.source_uri(u.clone());
+    }
+    if let Some(o) = &a.observed {
+        mem = mem.observed_us(text::parse_time(o)?);
+    }
+    if let Some(v) = &a.valid_until {
+        mem = mem.valid_until_us(text::parse_time(v)?);
+    }
+    if let Some(f) = &a.vector {
+        if f == "-" && a.text == "-" {
+            return Err(Error::Invalid {
+                what: "vector",
+                reason: "the text and the vector cannot both come from stdin".into(),
+            });
+        }
+        mem = mem.vector(super::search::parse_vector(&cx.read_input(f)?)?);
+    }
+    Ok(mem
+        .supersedes(a.supersedes.clone())
+        .conflicts_with(a.conflicts_with.clone())
+        .force(a.force))
+}

@@ -1,0 +1,458 @@
+//! `session list|load|save|append|items|pop|clear|delete|history|prune|info|import-dir|
+//! export-dir`: conversation histories, as JSON arrays of message objects on stdin and stdout.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+use somna::text;
+use somna::Error;
+#[cfg(feature = "mcp")]
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::cli::Context;
+use crate::input::{parse_array, read_input, safe_file_id};
+use crate::output::{json, json_array, plural, print_session_items};
+use crate::progress::Progress;
+
+#[derive(Args, Debug)]
+pub struct SessionArgs {
+    #[command(subcommand)]
+    pub cmd: SessionCmd,
+}
+
+// The order of the variants is the order of `somna session --help`.
+#[derive(Subcommand, Debug)]
+pub enum SessionCmd {
+    /// List session ids, sorted (with --json: their metadata)
+    List(ListArgs),
+    /// Print the session's messages as a JSON array (exit 1 if it does not exist)
+    Load(IdArgs),
+    /// Replace the session's messages with the JSON array on stdin (writes only what changed)
+    Save(SaveArgs),
+    /// Append the JSON array of items on stdin, as one atomic batch
+    Append(AppendArgs),
+    /// Print the latest items as a JSON array, oldest first
+    Items(ItemsArgs),
+    /// Remove and print the newest item (exit 1 if there is none)
+    Pop(IdArgs),
+    /// Remove every item (the archive stays)
+    Clear(IdArgs),
+    /// Delete the session, its archive included (no error if it does not exist)
+    Delete(IdArgs),
+    /// Print the messages saves have dropped (the archive), oldest first, as JSON
+    History(IdArgs),
+    /// Delete the session's archive
+    Prune(IdArgs),
+    /// Print the session's metadata as JSON (created, updated, revision, count, bytes)
+    Info(IdArgs),
+    /// Import a directory of <id>.json files (JSON arrays); all are checked before any is written
+    ImportDir(ImportDirArgs),
+    /// Write every session as DIR/<id>.json
+    ExportDir(ExportDirArgs),
+}
+
+/// The arguments of `session list` (and of the MCP tool `session_list`).
+#[derive(Args, Debug, Deserialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ListArgs {
+    /// Only ids starting with this
+    #[arg(long, default_value = "")]
+    #[serde(default)]
+    pub prefix: String,
+    /// At most this many
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Only ids after this one (the cursor: the last id of the previous page)
+    #[arg(long)]
+    pub after: Option<String>,
+}
+
+/// The arguments of the session verbs that name only a session (and of the MCP tool
+/// `session_history`).
+#[derive(Args, Debug, Deserialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct IdArgs {
+    /// The session id
+    pub id: String,
+}
+
+/// The arguments of `session save` (and of the MCP tool `session_save`).
+#[derive(Args, Debug, Deserialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SaveArgs {
+    /// The session id
+    pub id: String,
+    /// Fail (conflict) unless the session is at this revision (0: does not exist)
+    #[arg(long)]
+    pub expect_revision: Option<u64>,
+    /// The whole list of messages (JSON objects); what it drops goes to the archive
+    #[arg(skip)]
+    pub messages: Vec<serde_json::Value>,
+}
+
+/// The arguments of `session append` (and of the MCP tool `session_append`).
+#[derive(Args, Debug, Deserialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AppendArgs {
+    /// The session id (created if new)
+    pub id: String,
+    /// Idempotency key: a retry with the same key appends nothing
+    #[arg(long)]
+    pub key: Option<String>,
+    /// Fail (conflict) unless the session is at this revision (0: does not exist)
+    #[arg(long)]
+    pub expect_revision: Option<u64>,
+    /// The messages to add at the end (JSON objects)
+    #[arg(skip)]
+    pub items: Vec<serde_json::Value>,
+}
+
+/// The arguments of `session items` (and of the MCP tool `session_load`).
+#[derive(Args, Debug, Deserialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ItemsArgs {
+    /// The session id
+    pub id: String,
+    /// At most this many, the newest
+    #[arg(long)]
+    pub limit: Option<usize>,
+}
+
+#[derive(Args, Debug)]
+pub struct ImportDirArgs {
+    /// The directory
+    pub dir: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportDirArgs {
+    /// The directory (created if missing)
+    pub dir: PathBuf,
+}
+
+/// Runs one session verb; returns the exit code.
+pub fn run(cx: &mut Context<'_>, a: &SessionArgs) -> Result<u8, Error> {
+    match &a.cmd {
+        SessionCmd::List(a) => list(cx, a),
+        SessionCmd::Load(a) => load(cx, a),
+        SessionCmd::Save(a) => save(cx, a),
+        SessionCmd::Append(a) => append(cx, a),
+        SessionCmd::Items(a) => items(cx, a),
+        SessionCmd::Pop(a) => pop(cx, a),
+        SessionCmd::Clear(a) => clear(cx, a),
+        SessionCmd::Delete(a) => delete(cx, a),
+        SessionCmd::History(a) => history(cx, a),
+        SessionCmd::Prune(a) => prune(cx, a),
+        SessionCmd::Info(a) => info(cx, a),
+        SessionCmd::ImportDir(a) => import_dir(cx, a),
+        SessionCmd::ExportDir(a) => export_dir(cx, a),
+    }
+}
+
+/// Whether the session verb only reads (see [`super::reads_only`]).
+pub fn reads_only(a: &SessionArgs) -> bool {
+    matches!(
+        a.cmd,
+        SessionCmd::List(_)
+            | SessionCmd::Load(_)
+            | SessionCmd::Items(_)
+            | SessionCmd::History(_)
+            | SessionCmd::Info(_)
+            | SessionCmd::ExportDir(_)
+    )
+}
+
+/// Lists session ids, sorted (with `--json`, their metadata).
+fn list(cx: &mut Context<'_>, a: &ListArgs) -> Result<u8, Error> {
+    let l = cx
+        .store
+        .session_list(&a.prefix, a.after.as_deref(), a.limit)?;
+    cx.emit(&l)?;
+    if cx.text_wanted() {
+        for s in l {
+            writeln!(cx.out, "{}", text::display_safe(&s.id))?;
+        }
+    }
+    Ok(0)
+}
+
+/// Prints the session's messages (exit 1 if it does not exist).
+fn load(cx: &mut Context<'_>, a: &IdArgs) -> Result<u8, Error> {
+    match cx.store.session_load_lossy(&a.id)? {
+        Some(r) => print_session_items(cx.out, &a.id, &r),
+        None if cx.both => {
+            writeln!(cx.out, "no session {:?}", text::display_safe(&a.id))?;
+            Ok(1)
+        }
+        None => no_session(&a.id),
+    }
+}
+
+/// Says on stderr that the session does not exist; exit 1.
+fn no_session(id: &str) -> Result<u8, Error> {
+    eprintln!("somna: no session {:?}", text::display_safe(id));
+    Ok(1)
+}
+
+/// The messages a verb takes: the JSON array on stdin, each element's text exactly; in a tool
+/// call, those of its arguments (`given`).
+fn messages(cx: &Context<'_>, given: &[serde_json::Value]) -> Result<Vec<String>, Error> {
+    if cx.tool_call {
+        return Ok(given.iter().map(serde_json::Value::to_string).collect());
+    }
+    let items = parse_array(&cx.read_input("-")?, "stdin")?;
+    Ok(items.iter().map(|r| r.get().to_string()).collect())
+}
+
+/// Replaces the session's messages with the JSON array on stdin (a tool call's `messages`).
+fn save(cx: &mut Context<'_>, a: &SaveArgs) -> Result<u8, Error> {
+    let items = messages(cx, &a.messages)?;
+    let refs: Vec<&str> = items.iter().map(String::as_str).collect();
+    let o = cx.store.session_save(&a.id, &refs, a.expect_revision)?;
+    cx.emit(&o)?;
+    if cx.text_wanted() {
+        writeln!(
+            cx.out,
+            "Saved session at revision {}: {} kept, {} written, {} archived.",
+            o.revision, o.kept, o.written, o.archived
+        )?;
+    }
+    Ok(0)
+}
+
+/// Appends the JSON array of items on stdin (a tool call's `items`), as one atomic batch.
+fn append(cx: &mut Context<'_>, a: &AppendArgs) -> Result<u8, Error> {
+    let items = messages(cx, &a.items)?;
+    let refs: Vec<&str> = items.iter().map(String::as_str).collect();
+    let o = cx
+        .store
+        .session_append(&a.id, &refs, a.key.as_deref(), a.expect_revision)?;
+    cx.emit(&o)?;
+    if !cx.text_wanted() {
+        return Ok(0);
+    }
+    if o.replayed {
+        writeln!(
+            cx.out,
+            "Already appended (key seen before): {} at revision {}.",
+            plural(o.count, "item", "items"),
+            o.revision
+        )?;
+    } else {
+        writeln!(
+            cx.out,
+            "Appended {} at revision {}.",
+            plural(o.count, "item", "items"),
+            o.revision
+        )?;
+    }
+    Ok(0)
+}
+
+/// Prints the latest items, oldest first.
+fn items(cx: &mut Context<'_>, a: &ItemsArgs) -> Result<u8, Error> {
+    let r = cx.store.session_items_lossy(&a.id, a.limit)?;
+    print_session_items(cx.out, &a.id, &r)
+}
+
+/// Removes and prints the newest item (exit 1 if there is none).
+fn pop(cx: &mut Context<'_>, a: &IdArgs) -> Result<u8, Error> {
+    match cx.store.session_pop(&a.id, None)? {
+        Some(m) => writeln!(cx.out, "{m}")?,
+        None => {
+            eprintln!(
+                "somna: session {:?} has no item to pop",
+                text::display_safe(&a.id)
+            );
+            return Ok(1);
+        }
+    }
+    Ok(0)
+}
+
+/// Removes every item; the archive stays.
+fn clear(cx: &mut Context<'_>, a: &IdArgs) -> Result<u8, Error> {
+    let n = cx.store.session_clear(&a.id)?;
+    writeln!(cx.out, "Cleared {n} items.")?;
+    Ok(0)
+}
+
+/// Deletes the session, its archive included.
+fn delete(cx: &mut Context<'_>, a: &IdArgs) -> Result<u8, Error> {
+    if cx.store.session_delete(&a.id)? {
+        writeln!(cx.out, "Deleted session.")?;
+    } else {
+        writeln!(cx.out, "No such session; nothing to delete.")?;
+    }
+    Ok(0)
+}
+
+/// Prints the archive (the messages saves have dropped), oldest first, as JSON.
+fn history(cx: &mut Context<'_>, a: &IdArgs) -> Result<u8, Error> {
+    let archived = cx.store.session_archived(&a.id)?;
+    let mut s = String::from("[");
+    for (i, e) in archived.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(&format!(
+            "{{\"archived_at\":{},\"message\":{}}}",
+            serde_json::to_string(&text::rfc3339_of(e.archived_us)).unwrap_or_default(),
+            e.message
+        ));
+    }
+    s.push(']');
+    writeln!(cx.out, "{s}")?;
+    Ok(0)
+}
+
+/// Deletes the session's archive.
+fn prune(cx: &mut Context<'_>, a: &IdArgs) -> Result<u8, Error> {
+    let n = cx.store.session_prune(&a.id)?;
+    writeln!(cx.out, "Pruned {n} archived messages.")?;
+    Ok(0)
+}
+
+/// Prints the session's metadata as JSON (exit 1 if it does not exist).
+fn info(cx: &mut Context<'_>, a: &IdArgs) -> Result<u8, Error> {
+    match cx.store.session_info(&a.id)? {
+        Some(i) => json(cx.out, &i)?,
+        None => return no_session(&a.id),
+    }
+    Ok(0)
+}
+
+/// Imports a directory of `<id>.json` files in one transaction, after checking all of them.
+fn import_dir(cx: &mut Context<'_>, a: &ImportDirArgs) -> Result<u8, Error> {
+    let dir = &a.dir;
+    let mut paths = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::Invalid {
+        what: "directory",
+        reason: format!("cannot read {}: {e}", dir.display()),
+    })? {
+        let path = entry?.path();
+        if path.extension().and_then(|e| e.to_str()) == Some("json") {
+            paths.push(path);
+        }
+    }
+    let reading = Progress::start(cx.json, Some(paths.len() as u64), "reading session files");
+    let mut files = Vec::new();
+    for path in &paths {
+        files.push(read_session_file(path)?);
+        reading.inc(1);
+    }
+    drop(reading);
+    files.sort();
+    let n = files.len();
+    let what = format!("saving {n} sessions (one transaction)");
+    let _busy = Progress::start(cx.json, None, &what);
+    cx.store.write(|tx| {
+        for (id, msgs) in &files {
+            let refs: Vec<&str> = msgs.iter().map(String::as_str).collect();
+            tx.session_save(id, &refs, None)?;
+        }
+        Ok(())
+    })?;
+    writeln!(
+        cx.out,
+        "Imported {n} sessions from {}.",
+        crate::output::path_shown(dir)
+    )?;
+    Ok(0)
+}
+
+/// A session file: its id (the file name without `.json`) and its messages, each compacted.
+fn read_session_file(path: &Path) -> Result<(String, Vec<String>), Error> {
+    let Some(id) = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .map(str::to_string)
+    else {
+        return Err(Error::Invalid {
+            what: "session file",
+            reason: format!("{}: the name is not UTF-8", path.display()),
+        });
+    };
+    somna::validate_session_id(&id)?;
+    let text = read_input(&path.to_string_lossy())?;
+    let items = parse_array(&text, &path.display().to_string())?;
+    let msgs = items
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            somna::compact_message(r.get()).map_err(|e| Error::Invalid {
+                what: "session file",
+                reason: format!("{} message {i}: {e}", path.display()),
+            })
+        })
+        .collect::<Result<Vec<String>, Error>>()?;
+    Ok((id, msgs))
+}
+
+/// Writes every session as `DIR/<id>.json` (each through a new file of a random name, then
+/// renamed: [`write_beside`]);
+/// refuses before writing anything if an id could not be a file name inside `DIR`.
+fn export_dir(cx: &mut Context<'_>, a: &ExportDirArgs) -> Result<u8, Error> {
+    let dir = &a.dir;
+    let ids = cx.store.session_ids()?;
+    let unsafe_ids: Vec<String> = ids
+        .iter()
+        .filter(|i| !safe_file_id(i))
+        .map(|i| format!("{:?}", text::display_safe(i)))
+        .collect();
+    if !unsafe_ids.is_empty() {
+        return Err(Error::Invalid {
+            what: "session id",
+            reason: format!("these ids cannot be file names inside {} (they could escape it): {}; nothing was written", dir.display(), unsafe_ids.join(", ")),
+        });
+    }
+    std::fs::create_dir_all(dir)?;
+    let progress = Progress::start(cx.json, Some(ids.len() as u64), "exporting sessions");
+    for id in &ids {
+        let msgs = cx.store.session_load(id)?.unwrap_or_default();
+        write_beside(dir, &format!("{id}.json"), json_array(&msgs).as_bytes())?;
+        progress.inc(1);
+    }
+    drop(progress);
+    writeln!(
+        cx.out,
+        "Exported {} sessions to {}.",
+        ids.len(),
+        crate::output::path_shown(dir)
+    )?;
+    Ok(0)
+}
+
+/// Writes `bytes` as `dir/name`: into a new file of a random name beside it (mode 0600 on Unix,
+/// created exclusively, so that a file or symbolic link planted there is never opened), synced,
+/// then renamed over `name` (which replaces a link there instead of following it).
+fn write_beside(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), Error> {
+    let mut r = [0u8; 8];
+    getrandom::fill(&mut r)
+        .map_err(|e| Error::Io(std::io::Error::other(format!("no randomness: {e}"))))?;
+    let r: String = r.iter().map(|b| format!("{b:02x}")).collect();
+    let tmp = dir.join(format!(".{name}.{r}.tmp"));
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.mode(0o600);
+    }
+    let mut f = o.open(&tmp)?;
+    let done = f
+        .write_all(bytes)
+        .and_then(|()| f.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, dir.join(name)));
+    if done.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    Ok(done?)
+}

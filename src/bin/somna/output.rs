@@ -1,0 +1,141 @@
+//! What the commands print with: JSON, counts and block lists, shell quoting, the next merge
+//! prompt and a session's items.
+
+use std::io::Write;
+
+use somna::text;
+use somna::{Error, MergePrompt};
+
+use crate::cli::Context;
+
+/// Prints `v` as pretty JSON on a line of its own (control characters escaped).
+pub fn json(out: &mut dyn Write, v: &impl serde::Serialize) -> Result<(), Error> {
+    let s = serde_json::to_string_pretty(v).map_err(|e| Error::Io(e.into()))?;
+    writeln!(out, "{}", text::json_safe(&s))?;
+    Ok(())
+}
+
+/// A JSON array of elements that are JSON text already (session messages), kept byte for byte.
+pub fn json_array<'a>(items: impl IntoIterator<Item = &'a String>) -> String {
+    let mut s = String::from("[");
+    for (i, m) in items.into_iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(m);
+    }
+    s.push(']');
+    s
+}
+
+/// `1 memory`, `2 memories`.
+pub fn plural(n: u64, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
+/// The blocks after a count: all of them up to ten (`: 0-1, 2-3`), else the first and the last
+/// (`, from 0-1 to 8-9`), so that a batch of 10^5 answers prints one short line.
+pub fn block_list(blocks: &[String]) -> String {
+    match blocks {
+        [] => String::new(),
+        [first, .., last] if blocks.len() > 10 => format!(", from {first} to {last}"),
+        all => format!(": {}", all.join(", ")),
+    }
+}
+
+/// `s` as a shell word: as it is when it needs no quoting, in single quotes when it holds no
+/// control character, else (a newline in a path could forge a `Run:` line) as `$'...'` with
+/// every control or line-breaking character escaped, so that the word stays on one line.
+pub fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_./:@-+=,".contains(c))
+    {
+        s.to_string()
+    } else if printable(s) {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    } else {
+        let mut q = String::from("$'");
+        for c in s.chars() {
+            let mut one = [0u8; 4];
+            match c {
+                '\\' | '\'' => {
+                    q.push('\\');
+                    q.push(c);
+                }
+                c if printable(c.encode_utf8(&mut one)) => q.push(c),
+                c if c.is_ascii() => q.push_str(&format!("\\x{:02x}", u32::from(c))),
+                c => q.push_str(&format!("\\u{:04x}", u32::from(c))),
+            }
+        }
+        q.push('\'');
+        q
+    }
+}
+
+/// Whether `s` holds no control or line-breaking character.
+fn printable(s: &str) -> bool {
+    matches!(text::display_safe(s), std::borrow::Cow::Borrowed(_))
+}
+
+/// A path as printed on a line of its own: control and line-breaking characters shown as U+FFFD,
+/// so that a file name cannot forge an output line.
+pub fn path_shown(p: &std::path::Path) -> String {
+    text::display_safe(&p.to_string_lossy()).into_owned()
+}
+
+/// Prints the scope's next merge prompt. Without one: when merges are pending but the next
+/// cannot be built, the command that finds out why; else, when `nothing`, that nothing is left.
+pub fn print_next_prompt(cx: &mut Context<'_>, nothing: bool) -> Result<(), Error> {
+    let scope = cx.scope;
+    let (prompt, pending) = cx
+        .store
+        .read(|r| Ok((r.next_prompt(scope)?, r.pending_count(scope)?)))?;
+    print_prompt(cx, prompt.as_ref(), pending, nothing)
+}
+
+/// Prints `prompt`, the merge due next; without one, says when the `pending` merges cannot be
+/// built, or (when `nothing`) that nothing is left to compress.
+pub fn print_prompt(
+    cx: &mut Context<'_>,
+    prompt: Option<&MergePrompt>,
+    pending: u64,
+    nothing: bool,
+) -> Result<(), Error> {
+    let cmd = cx.prefix.as_str();
+    match prompt {
+        Some(p) => write!(cx.out, "{}", p.render_with(&cx.hints()))?,
+        None => {
+            if pending > 0 {
+                writeln!(
+                    cx.out,
+                    "The next pending merge cannot be built: run `{cmd} verify`."
+                )?;
+            } else if nothing {
+                writeln!(cx.out, "Nothing left to compress.")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Prints a session's valid messages as one JSON array; damaged ones are named on stderr and
+/// make the exit status 5 (as recall does), never hiding the others.
+pub fn print_session_items(
+    out: &mut dyn Write,
+    id: &str,
+    r: &somna::SessionItems,
+) -> Result<u8, Error> {
+    writeln!(out, "{}", json_array(&r.items))?;
+    match r.damage_note(id) {
+        Some(note) => {
+            eprintln!("somna: {}", text::display_safe(&note));
+            Ok(5)
+        }
+        None => Ok(0),
+    }
+}
