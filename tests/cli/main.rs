@@ -37,6 +37,7 @@ mod pg_kill;
 #[cfg(feature = "mcp")]
 mod pg_patroni;
 mod pg_reconnect;
+mod pg_renamed;
 mod pg_role;
 mod pg_tls;
 mod planted_links;

@@ -27,6 +27,14 @@ pub const DEFAULT_SCHEMA: &str = "somna";
 /// The table that records each write's commit id, so that an ambiguous commit can be resolved.
 pub(crate) const COMMITS: &str = "somna_commits";
 
+/// The schema a URL that names none meant before the project was renamed from engram to somna
+/// (docs/design.md, "History"): a store found there, when [`DEFAULT_SCHEMA`] holds none, is
+/// opened where it is.
+pub(crate) const LEGACY_SCHEMA: &str = "engram";
+
+/// The name [`COMMITS`] had before the rename; the first read-write open renames it.
+pub(crate) const LEGACY_COMMITS: &str = "engram_commits";
+
 /// How long a connection's start-up may take per host when the URL sets no `connect_timeout`.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -46,6 +54,8 @@ pub(crate) struct ServerUrl {
     rustls: MakeRustls,
     /// The schema, a plain identifier (`[a-z_][a-z0-9_]*`, at most 63 bytes).
     pub(crate) schema: String,
+    /// Whether the URL named the schema (`?schema=`), or it is [`DEFAULT_SCHEMA`].
+    pub(crate) schema_named: bool,
     /// The URL without its password: what messages and `Store::path` show.
     pub(crate) shown: String,
 }
@@ -55,6 +65,7 @@ pub(crate) struct ServerUrl {
 /// A password may come from the URL or from `PGPASSWORD`; neither is ever shown.
 pub(crate) fn parse_url(url: &str) -> Result<ServerUrl> {
     let (client_url, schema, tls) = split_params(url)?;
+    let schema_named = schema_param(url).is_some();
     let shown = without_password(url);
     let hosts = host_urls(&client_url)
         .into_iter()
@@ -75,8 +86,32 @@ pub(crate) fn parse_url(url: &str) -> Result<ServerUrl> {
         hosts,
         connect_timeout,
         schema,
+        schema_named,
         shown,
     })
+}
+
+/// The value of the URL's `schema` parameter, if it has one.
+fn schema_param(url: &str) -> Option<&str> {
+    let (_, query) = url.split_once('?')?;
+    query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .filter(|(k, _)| *k == "schema")
+        .map(|(_, v)| v)
+        .last()
+}
+
+/// `url` naming `schema` (a plain identifier) in place of the schema it names, if any.
+pub(crate) fn with_schema(url: &str, schema: &str) -> String {
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let mut parts: Vec<String> = query
+        .split('&')
+        .filter(|kv| !kv.is_empty() && !kv.starts_with("schema="))
+        .map(str::to_string)
+        .collect();
+    parts.push(format!("schema={schema}"));
+    format!("{base}?{}", parts.join("&"))
 }
 
 impl ServerUrl {
@@ -687,6 +722,38 @@ impl Server {
             sql.push_str(" COMMIT;");
             conn.client.batch_execute(&sql)
         })
+    }
+
+    /// Whether the URL left the schema to the default, the default schema holds no table, and
+    /// [`LEGACY_SCHEMA`] holds a store (its `meta` table): a store made before the rename.
+    pub(crate) fn legacy_default(&self) -> Result<bool> {
+        if self.url.schema_named || !self.table_names()?.is_empty() {
+            return Ok(false);
+        }
+        self.on_conn(|conn| {
+            Ok(!conn
+                .client
+                .query_typed(
+                    "SELECT 1 FROM information_schema.tables WHERE table_schema = $1 AND table_name = 'meta'",
+                    &[(&LEGACY_SCHEMA, Type::TEXT)],
+                )?
+                .is_empty())
+        })
+    }
+
+    /// Renames the commit-id table of a store made before the rename ([`LEGACY_COMMITS`]) to
+    /// [`COMMITS`], when `names` (the schema's tables) hold the one and not the other.
+    pub(crate) fn adopt_legacy_commits(&self, names: &[String]) -> Result<bool> {
+        let has = |n: &str| names.iter().any(|m| m == n);
+        if !has(LEGACY_COMMITS) || has(COMMITS) {
+            return Ok(false);
+        }
+        let sql = format!(
+            "ALTER TABLE \"{}\".\"{LEGACY_COMMITS}\" RENAME TO \"{COMMITS}\"",
+            self.url.schema
+        );
+        self.on_conn(|conn| conn.client.batch_execute(&sql))?;
+        Ok(true)
     }
 
     /// The names of the tables in the store's schema.

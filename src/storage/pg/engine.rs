@@ -13,7 +13,9 @@ use crate::storage::engine::{
     check_format_value, initialize, read_only_handle, read_txn, upgrade, write_txn, Engine, Opened,
 };
 use crate::storage::options::Options;
-use crate::storage::pg::conn::{classify, server_error, Attempt, Fault, Server, COMMITS};
+use crate::storage::pg::conn::{
+    classify, server_error, with_schema, Attempt, Fault, Server, COMMITS, LEGACY_SCHEMA,
+};
 use crate::storage::pg::kv::PgTx;
 use crate::storage::tables::{META, STORE_FORMAT, TABLE_NAMES};
 use crate::storage::txn::{ReadTxn, WriteTxn};
@@ -76,10 +78,15 @@ impl PgEngine {
     }
 
     /// The tables of the schema: how many of somna's it holds, whether it holds `meta`, and
-    /// whether every table (the commit ids included) is there. Refuses a schema that holds a
-    /// damaged store or other tables.
+    /// whether every table (the commit ids included) is there, after a read-write handle gave
+    /// the commit-id table of a store made before the rename its name. Refuses a schema that
+    /// holds a damaged store or other tables.
     fn survey(&self) -> Result<(usize, bool)> {
-        let names = self.server.table_names()?;
+        let mut names = self.server.table_names()?;
+        // A store made before the rename keeps its commit ids under the old table name.
+        if !self.read_only && self.server.adopt_legacy_commits(&names)? {
+            names = self.server.table_names()?;
+        }
         let ours = TABLE_NAMES
             .iter()
             .filter(|n| names.iter().any(|m| m == *n))
@@ -108,8 +115,13 @@ impl Engine for PgEngine {
     /// Opens (with `create`: creates if missing) the store in a server's schema.
     fn open(location: &Path, opts: &Options, create: bool) -> Result<Opened<Self>> {
         let url = location.to_str().unwrap_or_default();
+        let mut server = Server::connect(url, opts.busy_timeout)?;
+        // A store made before the rename, in the schema a URL without `?schema=` meant then.
+        if server.legacy_default()? {
+            server = Server::connect(&with_schema(url, LEGACY_SCHEMA), opts.busy_timeout)?;
+        }
         let engine = PgEngine {
-            server: Server::connect(url, opts.busy_timeout)?,
+            server,
             read_only: opts.read_only,
         };
         let (ours, complete) = engine.survey()?;
