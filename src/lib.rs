@@ -53,6 +53,15 @@
 
 mod error;
 
+// The command line (src/cli/) uses the library as an outside program would, through
+// `somna::...` paths: this name makes them resolve inside the crate too.
+#[cfg(feature = "cli")]
+extern crate self as somna;
+
+// The `somna` command line (the `cli` feature; its docs are its own `//!` lines).
+#[cfg(feature = "cli")]
+pub mod cli;
+
 // Every module is private: the public surface is the list below (and `format`), as in redb. A
 // path inside the crate names the module that defines an item, never this list
 // (`tests/api/layers.rs` refuses `crate::Name` for a re-exported name).

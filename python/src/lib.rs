@@ -7,12 +7,15 @@
 //! loop keep running while somna waits for a lock or an fsync. A `Store` is `Sync` and can be
 //! shared between threads; handles to the same file in one process share one redb database.
 //!
+//! `_cli` runs the `somna` command line in process (the package's `somna` command; [`cli`]).
+//!
 //! Errors are the classes of `somna._errors` (a pure Python module, so that they can also be
 //! `ValueError`, `FileNotFoundError`, ... subclasses), each carrying the engine's message.
 
 #![deny(unsafe_code)]
 
 mod checkpoint;
+mod cli;
 mod convert;
 mod error;
 mod handles;
@@ -32,6 +35,7 @@ fn _somna(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<checkpoint::PyLangGraph>()?;
     m.add_function(wrap_pyfunction!(rank_texts, m)?)?;
     m.add_function(wrap_pyfunction!(best_cosine, m)?)?;
+    m.add_function(wrap_pyfunction!(cli::_cli, m)?)?;
     m.add("MAX_MESSAGE_BYTES", somna::MAX_MESSAGE_BYTES)?;
     m.add("MAX_SESSION_ID_BYTES", somna::MAX_SESSION_ID_BYTES)?;
     m.add("DEFAULT_SCOPE", somna::DEFAULT_SCOPE)?;

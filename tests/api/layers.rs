@@ -2,8 +2,9 @@
 //! folders `memory`, `session` and `checkpoint` never name each other (docs/design.md, "Source layout"). Rust
 //! itself rejects no import cycle between modules, so this scan is what keeps a new one from
 //! creeping back. Ranks: `domain` and `error.rs` 0, `storage` 1, `trust` 2, `memory`,
-//! `session` and `checkpoint` 3, `import` 4, the top-level `verify.rs` and `lib.rs` 5. The CLI (`src/bin/`)
-//! uses only the public API and is not scanned.
+//! `session` and `checkpoint` 3, `import` 4, the top-level `verify.rs` and `lib.rs` 5. The CLI
+//! (`src/cli/`, which `src/bin/` and the Python package call) uses only the public API, through
+//! `somna::` paths, and is not scanned.
 //!
 //! Inside a folder, the files form no cycle either: each `crate::` path is followed to the file
 //! that defines what it names, through the `pub use` lines of a `mod.rs` or of `lib.rs` (so a
@@ -30,7 +31,7 @@ fn rank(name: &str) -> Option<u8> {
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).expect("read src") {
         let p = e.expect("entry").path();
-        if p.is_dir() && !p.ends_with("bin") {
+        if p.is_dir() && !p.ends_with("bin") && !p.ends_with("src/cli") {
             sources(&p, out);
         } else if p.extension().is_some_and(|x| x == "rs") && !p.ends_with("main.rs") {
             out.push(p);

@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::common::mcp::{initialize_body, token, HttpServer};
 use crate::common::Env;
 
-/// The server's connection cap (src/bin/somna/commands/mcp/guard.rs), with room for the
+/// The server's connection cap (src/cli/commands/mcp/guard.rs), with room for the
 /// descriptors every process holds (the store, stdio, the listener, the runtime).
 const MOST_DESCRIPTORS: usize = 512 + 64;
 

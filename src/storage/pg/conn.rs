@@ -97,9 +97,8 @@ fn schema_param(url: &str) -> Option<&str> {
     query
         .split('&')
         .filter_map(|kv| kv.split_once('='))
-        .filter(|(k, _)| *k == "schema")
+        .rfind(|(k, _)| *k == "schema")
         .map(|(_, v)| v)
-        .last()
 }
 
 /// `url` naming `schema` (a plain identifier) in place of the schema it names, if any.

@@ -6,7 +6,7 @@ use somna::{Error, WakeOptions};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::cli::Context;
+use crate::cli::globals::Context;
 
 /// The arguments of `wake` (the CLI verb and the MCP tool).
 #[derive(Args, Debug, Default, Deserialize)]

@@ -21,8 +21,8 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 
 use super::guard::{ConnSlot, GuardedListener};
 use super::{batch, stdio, Caller, SomnaMcp, Server};
-use crate::commands::token::token_hash;
-use crate::commands::web;
+use crate::cli::commands::token::token_hash;
+use crate::cli::commands::web;
 
 /// The hash of the token a request carried, so that a long-lived subscription can check
 /// before each notification that the token was not revoked since.
@@ -83,7 +83,7 @@ impl Gate {
 }
 
 /// Serves until interrupted. A bare port (`8765`) means `127.0.0.1:8765`.
-/// With `ui`, the web inspector ([`crate::commands::web`]) is served at `/ui/` beside it.
+/// With `ui`, the web inspector ([`crate::cli::commands::web`]) is served at `/ui/` beside it.
 pub async fn serve(
     handler: SomnaMcp,
     addr: &str,

@@ -6,7 +6,7 @@ use somna::text;
 use somna::Error;
 use sha2::Digest;
 
-use crate::cli::Context;
+use crate::cli::globals::Context;
 
 #[derive(Args, Debug)]
 pub struct TokenArgs {

@@ -14,7 +14,7 @@ use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::{html, see_other, Params, Web};
-use crate::commands::token::{random_hex, token_hash};
+use crate::cli::commands::token::{random_hex, token_hash};
 
 /// The cookie's name.
 const COOKIE: &str = "somna_ui";

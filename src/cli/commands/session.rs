@@ -11,10 +11,10 @@ use somna::Error;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::cli::Context;
-use crate::input::{parse_array, read_input, safe_file_id};
-use crate::output::{json, json_array, plural, print_session_items};
-use crate::progress::Progress;
+use crate::cli::globals::Context;
+use crate::cli::input::{parse_array, read_input, safe_file_id};
+use crate::cli::output::{json, json_array, plural, print_session_items};
+use crate::cli::progress::Progress;
 
 #[derive(Args, Debug)]
 pub struct SessionArgs {
@@ -24,6 +24,8 @@ pub struct SessionArgs {
 
 // The order of the variants is the order of `somna session --help`.
 #[derive(Subcommand, Debug)]
+// `<id>` is the help text clap prints, not HTML.
+#[allow(rustdoc::invalid_html_tags)]
 pub enum SessionCmd {
     /// List session ids, sorted (with --json: their metadata)
     List(ListArgs),
@@ -363,7 +365,7 @@ fn import_dir(cx: &mut Context<'_>, a: &ImportDirArgs) -> Result<u8, Error> {
     writeln!(
         cx.out,
         "Imported {n} sessions from {}.",
-        crate::output::path_shown(dir)
+        crate::cli::output::path_shown(dir)
     )?;
     Ok(0)
 }
@@ -425,7 +427,7 @@ fn export_dir(cx: &mut Context<'_>, a: &ExportDirArgs) -> Result<u8, Error> {
         cx.out,
         "Exported {} sessions to {}.",
         ids.len(),
-        crate::output::path_shown(dir)
+        crate::cli::output::path_shown(dir)
     )?;
     Ok(0)
 }

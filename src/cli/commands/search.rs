@@ -1,7 +1,7 @@
 //! `search`: memories and summaries ranked by what they are about (BM25, with a vector when
 //! given); `reindex`: the search index rebuilt from the log and the tree.
 
-use crate::cli::{kinds, Names};
+use crate::cli::globals::{kinds, Names};
 use clap::Args;
 use somna::text;
 use somna::{Error, Kind, SearchMode, SearchQuery};
@@ -9,9 +9,9 @@ use somna::{Error, Kind, SearchMode, SearchQuery};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::cli::Context;
-use crate::output::plural;
-use crate::progress::Progress;
+use crate::cli::globals::Context;
+use crate::cli::output::plural;
+use crate::cli::progress::Progress;
 
 /// The arguments of `search` (the CLI verb and the MCP tool).
 #[derive(Args, Debug, Deserialize)]

@@ -11,7 +11,7 @@ use somna::{Event, EventKind, MemoryState};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::cli::Context;
+use crate::cli::globals::Context;
 
 /// The arguments of `show` (the CLI verb and the MCP tool).
 #[derive(Args, Debug, Deserialize)]

@@ -3,14 +3,14 @@
 
 use somna::Error;
 
-use crate::cli::Context;
+use crate::cli::globals::Context;
 
 /// The text for AGENTS.md or CLAUDE.md; each `` `somna `` in it becomes the command prefix.
 const INSTRUCTIONS: &str = include_str!("../instructions.md");
 
 /// Says whether the store was created or already existed, then prints the instructions.
 pub fn run(cx: &mut Context<'_>) -> Result<u8, Error> {
-    let path = crate::output::path_shown(cx.store.path());
+    let path = crate::cli::output::path_shown(cx.store.path());
     if cx.created {
         writeln!(cx.out, "Created somna store at {path}.")?;
     } else {

@@ -4,14 +4,14 @@
 //! defaults both clap's and the schema's), plus the scope the CLI takes as the global `--scope`.
 //! What differs between the two front ends is said where it differs: the fields a tool does not
 //! take carry `#[serde(skip)]`, the ones only a tool takes `#[arg(skip)]`, and `-` never reads
-//! stdin in a tool call ([`crate::cli::Context::tool_call`]).
+//! stdin in a tool call ([`crate::cli::globals::Context::tool_call`]).
 
 use somna::Error;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::commands::session::{self, SessionCmd};
-use crate::commands::{lifecycle, recall, search, wake, Command};
+use crate::cli::commands::session::{self, SessionCmd};
+use crate::cli::commands::{lifecycle, recall, search, wake, Command};
 
 /// A tool call as the CLI command it runs, and its scope (`--scope`; several joined with commas).
 pub struct Call {
@@ -199,8 +199,8 @@ mod tests {
 
     use super::super::tools::TOOLS;
     use super::Scoped;
-    use crate::cli::Cli;
-    use crate::commands::note::NoteArgs;
+    use crate::cli::globals::Cli;
+    use crate::cli::commands::note::NoteArgs;
 
     /// The command and scope a tool call builds, as text (budget 20,000 bytes).
     fn tool(name: &str, arguments: Value) -> Result<String, String> {

@@ -1,7 +1,7 @@
 //! `grant`, `revoke`, `grants`, `policy` and `audit`: who may read and write what, what may be
 //! written, and who read what.
 
-use crate::cli::{accesses, Names};
+use crate::cli::globals::{accesses, Names};
 use clap::Args;
 use somna::text;
 use somna::Error;
@@ -9,8 +9,8 @@ use somna::Error;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::cli::Context;
-use crate::output::json;
+use crate::cli::globals::Context;
+use crate::cli::output::json;
 
 /// The arguments of `grant` and `revoke` (the CLI verbs and the MCP tools).
 #[derive(Args, Debug, Deserialize)]

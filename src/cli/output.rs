@@ -6,7 +6,7 @@ use std::io::Write;
 use somna::text;
 use somna::{Error, MergePrompt};
 
-use crate::cli::Context;
+use crate::cli::globals::Context;
 
 /// Prints `v` as pretty JSON on a line of its own (control characters escaped).
 pub fn json(out: &mut dyn Write, v: &impl serde::Serialize) -> Result<(), Error> {

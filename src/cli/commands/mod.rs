@@ -27,7 +27,7 @@ use std::io::Write;
 use clap::Subcommand;
 use somna::Error;
 
-use crate::cli::{Cli, Context};
+use crate::cli::globals::{Cli, Context};
 
 // The order of the variants is the order of `somna --help`.
 #[derive(Subcommand, Debug)]

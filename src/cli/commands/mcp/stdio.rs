@@ -3,7 +3,7 @@
 //! is answered with a JSON-RPC error carrying the request's id (read from the line's start) and
 //! noted on stderr, and the server goes on with the next line. A line that is not JSON is
 //! answered with a parse error (-32700) with id null, as JSON-RPC asks (rmcp would drop it
-//! silently), and a batch goes to [`batch`](super::batch): split for rmcp in a session of
+//! silently), and a batch goes to [`super::batch`]: split for rmcp in a session of
 //! 2025-03-26, refused (-32600, id null) in any other. Everything else passes through
 //! unchanged: stdin to rmcp through one pipe, rmcp's lines and the refusals to stdout through
 //! one writer, so that they never interleave.
@@ -65,10 +65,10 @@ async fn pump_in(
             break;
         }
         let end = buf.iter().position(|&b| b == b'\n');
-        let chunk = &buf[..end.map_or(buf.len(), |i| i + 1)];
+        let chunk = buf.get(..end.map_or(buf.len(), |i| i + 1)).unwrap_or(buf);
         if !over && line.len() + chunk.len() > MAX_MESSAGE_BYTES + 1 {
             over = true;
-            line.extend_from_slice(&chunk[..chunk.len().min(HEAD_BYTES)]);
+            line.extend_from_slice(chunk.get(..HEAD_BYTES).unwrap_or(chunk));
             line.truncate(HEAD_BYTES);
         } else if !over {
             line.extend_from_slice(chunk);

@@ -1,6 +1,6 @@
 //! `recall`: the memories whose line matches a regex, in one scope or several.
 
-use crate::cli::{kinds, Names};
+use crate::cli::globals::{kinds, Names};
 use clap::Args;
 use somna::text;
 use somna::{Error, Kind, RecallQuery};
@@ -8,8 +8,8 @@ use somna::{Error, Kind, RecallQuery};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::cli::Context;
-use crate::output::plural;
+use crate::cli::globals::Context;
+use crate::cli::output::plural;
 
 /// The arguments of `recall` (the CLI verb and the MCP tool).
 #[derive(Args, Debug, Deserialize)]

@@ -11,8 +11,8 @@ use serde_json::{json, Value};
 use super::args::Call;
 use super::tools::{offered, ToolSpec, TOOLS};
 use super::{Caller, Server};
-use crate::cli::Context;
-use crate::commands;
+use crate::cli::globals::Context;
+use crate::cli::commands;
 
 /// The class of an error, as a tool result names it: invalid, conflict, not_found, busy,
 /// corrupt, denied, server or ambiguous (the CLI's exit codes 2, 1, 3, 4, 5, 6, 7, 8; an id or
@@ -210,7 +210,7 @@ pub fn run(server: &Server, store: Store, c: Call) -> Result<(u8, String, Option
     let prefix = if scope == somna::DEFAULT_SCOPE || scope.contains(',') {
         "somna".to_string()
     } else {
-        format!("somna --scope {}", crate::output::shell_quote(&scope))
+        format!("somna --scope {}", crate::cli::output::shell_quote(&scope))
     };
     // Hints name the scope when a call without one would go elsewhere.
     let named = (scope != server.scope && !scope.contains(',')).then(|| scope.clone());

@@ -1,6 +1,6 @@
 //! `note`: record one memory.
 
-use crate::cli::{kinds, statuses, Names};
+use crate::cli::globals::{kinds, statuses, Names};
 use clap::Args;
 use somna::text;
 use somna::{Error, Kind, NewMemory, Status};
@@ -8,8 +8,8 @@ use somna::{Error, Kind, NewMemory, Status};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::cli::Context;
-use crate::output::print_prompt;
+use crate::cli::globals::Context;
+use crate::cli::output::print_prompt;
 
 /// The arguments of `note` (the CLI verb and the MCP tool).
 #[derive(Args, Debug, Deserialize)]
@@ -94,10 +94,10 @@ pub fn run(cx: &mut Context<'_>, a: &NoteArgs) -> Result<u8, Error> {
         if text && untrusted {
             writeln!(cx.out, "Flagged: it reads as instructions to the reader, so it will always be shown marked and quoted.")?;
         }
-        if cx.json_wanted() {
-            v["status"] = serde_json::json!(st.status);
-            v["untrusted"] = serde_json::json!(st.untrusted);
-            v["next_merge"] = serde_json::json!(seen.next_prompt);
+        if let Some(o) = v.as_object_mut().filter(|_| cx.json_wanted()) {
+            o.insert("status".into(), serde_json::json!(st.status));
+            o.insert("untrusted".into(), serde_json::json!(st.untrusted));
+            o.insert("next_merge".into(), serde_json::json!(seen.next_prompt));
         }
         if text {
             print_prompt(cx, seen.next_prompt.as_ref(), seen.pending, false)?;

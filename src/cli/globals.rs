@@ -9,8 +9,8 @@ use clap::Parser;
 use somna::text;
 use somna::{Error, Hints, Options, Store};
 
-use crate::commands::{self, Command};
-use crate::output::shell_quote;
+use crate::cli::commands::{self, Command};
+use crate::cli::output::shell_quote;
 
 /// What `somna --version` prints after the name: the version, the store format this build
 /// writes, and which optional parts are built in.
@@ -258,7 +258,7 @@ impl<'a> Context<'a> {
     /// reads opens it read-only; any other opens it read-write.
     pub fn open(cli: &'a Cli, out: &'a mut dyn Write) -> Result<Self, Error> {
         let path = cli.db_path()?;
-        let opts = crate::progress::on_upgrade(cli.options()?, cli.json);
+        let opts = crate::cli::progress::on_upgrade(cli.options()?, cli.json);
         let prefix_without_scope = cli.command_prefix_without_scope();
         let prefix = cli.command_prefix();
         somna::validate_scopes(&cli.scope)?;
@@ -357,7 +357,7 @@ impl<'a> Context<'a> {
         if self.both {
             self.captured = Some(serde_json::to_value(v).map_err(|e| Error::Io(e.into()))?);
         } else if self.json {
-            crate::output::json(self.out, v)?;
+            crate::cli::output::json(self.out, v)?;
         }
         Ok(())
     }
@@ -368,7 +368,7 @@ impl<'a> Context<'a> {
         if self.tool_call {
             return Ok(t.strip_suffix('\n').unwrap_or(t).to_string());
         }
-        crate::input::text_arg(t)
+        crate::cli::input::text_arg(t)
     }
 
     /// A whole file, or (`-`) stdin; in a tool call, neither.
@@ -379,7 +379,7 @@ impl<'a> Context<'a> {
                 reason: "this server reads no file".into(),
             });
         }
-        crate::input::read_input(file)
+        crate::cli::input::read_input(file)
     }
 
     /// Closes the store, reporting what dropping it cannot: redb writes its allocator state,
@@ -392,7 +392,7 @@ impl<'a> Context<'a> {
 /// The program as `Run:` lines name it: `somna` when that is what PATH finds, otherwise this
 /// binary's full path (a `cargo run` build, a copy outside PATH, another version earlier on it).
 fn program() -> String {
-    let Ok(me) = std::env::current_exe() else {
+    let Some(me) = super::program_file() else {
         return "somna".into();
     };
     let found = std::env::var_os("PATH").and_then(|p| {
@@ -421,7 +421,7 @@ fn default_db_path() -> Option<PathBuf> {
 /// Refuses a store path that is not a regular file (or nothing yet): a directory, a FIFO, a
 /// device, a socket or a dangling symbolic link is named as such, never as a missing store.
 fn check_store_file(path: &Path) -> Result<(), Error> {
-    let shown = crate::output::path_shown(path);
+    let shown = crate::cli::output::path_shown(path);
     let invalid = |reason: String| Error::Invalid {
         what: "store path",
         reason,
@@ -458,7 +458,7 @@ fn refused_by_file_system(path: &Path, e: Error) -> Error {
     match e {
         Error::Io(io) if io.kind() == std::io::ErrorKind::PermissionDenied => Error::Denied(format!(
             "the file system does not let this user open {} ({io}); run as a user who may, or ask its owner",
-            crate::output::path_shown(path)
+            crate::cli::output::path_shown(path)
         )),
         e => e,
     }

@@ -8,7 +8,7 @@ use somna::Error;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::cli::Context;
+use crate::cli::globals::Context;
 
 /// The arguments of `accept`, `deprecate` and `retract` (and of the MCP tool `decide`).
 #[derive(Args, Debug, Deserialize)]

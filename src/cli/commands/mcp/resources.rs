@@ -14,8 +14,8 @@ use rmcp::ErrorData as McpError;
 use super::args::{self, Call};
 use super::call::{class, labelled, run};
 use super::{Caller, Server};
-use crate::commands::session::ItemsArgs;
-use crate::commands::{inspect, tree, wake, Command};
+use crate::cli::commands::session::ItemsArgs;
+use crate::cli::commands::{inspect, tree, wake, Command};
 
 /// The server's instructions: the rules of `somna init`, in tool terms.
 pub const INSTRUCTIONS: &str = "\

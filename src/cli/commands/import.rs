@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use clap::Args;
 use somna::Error;
 
-use crate::cli::{Cli, Context};
-use crate::input::read_input;
-use crate::output::plural;
-use crate::progress::{CountLines, Progress};
+use crate::cli::globals::{Cli, Context};
+use crate::cli::input::read_input;
+use crate::cli::output::plural;
+use crate::cli::progress::{CountLines, Progress};
 
 #[derive(Args, Debug)]
 pub struct CopyArgs {
@@ -47,7 +47,7 @@ pub fn import(cx: &mut Context<'_>, a: &ImportArgs) -> Result<u8, Error> {
             "Imported {} memories and {} summaries from {}",
             src.memories.len(),
             src.summaries.len(),
-            crate::output::path_shown(dir)
+            crate::cli::output::path_shown(dir)
         )?;
         if src.torn_bytes > 0 {
             write!(
@@ -111,7 +111,7 @@ pub fn copy(cli: &Cli, a: &CopyArgs, out: &mut dyn std::io::Write) -> Result<u8,
     let shown = |p: &std::path::Path| match somna::url_of(p) {
         Some(u) => somna::text::display_safe(&somna::without_password(u)).into_owned(),
         None => {
-            crate::output::path_shown(&std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()))
+            crate::cli::output::path_shown(&std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()))
         }
     };
     let (from, to) = (shown(&a.src), shown(&a.dst));
@@ -121,7 +121,7 @@ pub fn copy(cli: &Cli, a: &CopyArgs, out: &mut dyn std::io::Write) -> Result<u8,
             reason: format!("the source and the destination are the same store ({from})"),
         });
     }
-    let src = crate::cli::open_store(&a.src, opts.clone(), true)?;
+    let src = crate::cli::globals::open_store(&a.src, opts.clone(), true)?;
     let dst = somna::Store::create_with(&a.dst, opts)?;
     let bar = Progress::start(cli.json, None, "copying: rows");
     let mut done = 0u64;
@@ -131,7 +131,7 @@ pub fn copy(cli: &Cli, a: &CopyArgs, out: &mut dyn std::io::Write) -> Result<u8,
     })?;
     drop(bar);
     if cli.json {
-        crate::output::json(
+        crate::cli::output::json(
             out,
             &serde_json::json!({"from": from, "to": to, "copied": copied}),
         )?;

@@ -4,9 +4,9 @@ use clap::Args;
 use somna::text;
 use somna::Error;
 
-use crate::cli::Context;
-use crate::output::{json, plural};
-use crate::progress::Progress;
+use crate::cli::globals::Context;
+use crate::cli::output::{json, plural};
+use crate::cli::progress::Progress;
 
 #[derive(Args, Debug)]
 pub struct ConfigArgs {
@@ -68,7 +68,7 @@ pub fn stats(cx: &mut Context<'_>) -> Result<u8, Error> {
             s.scope, s.memories, s.summaries, s.pending
         )?;
     }
-    let at = crate::output::path_shown(cx.store.path());
+    let at = crate::cli::output::path_shown(cx.store.path());
     match (file_bytes, per) {
         (Some(b), Some(per)) => writeln!(
             cx.out,

@@ -6,7 +6,7 @@ use std::io::Write;
 use clap::{Args, CommandFactory};
 use somna::Error;
 
-use crate::cli::Cli;
+use crate::cli::globals::Cli;
 
 #[derive(Args, Debug)]
 pub struct CompletionsArgs {
@@ -30,7 +30,7 @@ pub fn completions(out: &mut dyn Write, a: &CompletionsArgs) -> Result<u8, Error
 /// verb (`somna-note`, ..., and `somna-session-save`, ... for the session verbs), all in one
 /// document.
 pub fn man(out: &mut dyn Write) -> Result<u8, Error> {
-    let mut cmd = Cli::command().long_version(crate::cli::long_version());
+    let mut cmd = Cli::command().long_version(crate::cli::globals::long_version());
     cmd.build();
     let mut roff = Vec::new();
     page(&cmd, "somna", &mut roff)?;

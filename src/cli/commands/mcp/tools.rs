@@ -9,8 +9,8 @@ use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::{json, Value};
 
 use super::args::{self, Call, NoArgs, Scoped, Scopes};
-use crate::commands::session::{AppendArgs, IdArgs, ItemsArgs, ListArgs, SaveArgs, SessionCmd};
-use crate::commands::{inspect, lifecycle, note, recall, search, tree, trust, wake, Command};
+use crate::cli::commands::session::{AppendArgs, IdArgs, ItemsArgs, ListArgs, SaveArgs, SessionCmd};
+use crate::cli::commands::{inspect, lifecycle, note, recall, search, tree, trust, wake, Command};
 
 /// Which `--tools` group a tool belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -8,9 +8,9 @@ use somna::{Block, Error, NapOutcome, PromptInput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::cli::Context;
-use crate::output::{block_list, plural, print_next_prompt, print_prompt};
-use crate::progress::Progress;
+use crate::cli::globals::Context;
+use crate::cli::output::{block_list, plural, print_next_prompt, print_prompt};
+use crate::cli::progress::Progress;
 
 /// The arguments of `pending` (the CLI verb and the MCP tool).
 #[derive(Args, Debug, Deserialize)]
@@ -288,7 +288,7 @@ fn nap_answer(cx: &mut Context<'_>, block: &str, t: &str) -> Result<(), Error> {
         }
     }
     // Either way the note -> prompt -> nap loop goes on: the next prompt, or that none is left.
-    crate::output::print_prompt(cx, napped.next_prompt.as_ref(), napped.pending, true)
+    crate::cli::output::print_prompt(cx, napped.next_prompt.as_ref(), napped.pending, true)
 }
 
 /// Drops the summary of the block and of every block built on it.
