@@ -397,7 +397,7 @@ fn program() -> String {
     };
     let found = std::env::var_os("PATH").and_then(|p| {
         std::env::split_paths(&p)
-            .map(|d| d.join("somna"))
+            .map(|d| d.join(if cfg!(windows) { "somna.exe" } else { "somna" }))
             .find(|c| c.is_file())
     });
     let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
@@ -411,11 +411,12 @@ fn program() -> String {
 }
 
 /// `~/.somna/memory.redb`, when HOME is set.
+/// On Windows, where `HOME` is seldom set, `%USERPROFILE%` (as Python's `Path.home()`).
 fn default_db_path() -> Option<PathBuf> {
-    match std::env::var_os("HOME") {
-        Some(h) if !h.is_empty() => Some(Path::new(&h).join(".somna").join("memory.redb")),
-        _ => None,
-    }
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
+    #[cfg(windows)]
+    let home = home.or_else(|| std::env::var_os("USERPROFILE").filter(|h| !h.is_empty()));
+    home.map(|h| Path::new(&h).join(".somna").join("memory.redb"))
 }
 
 /// Refuses a store path that is not a regular file (or nothing yet): a directory, a FIFO, a

@@ -585,7 +585,8 @@ fn build(tmp: &Path, path: &Path, opts: &Options) -> Result<bool> {
     let engine = RedbEngine::new(Db::ReadWrite(db), opts);
     initialize(&engine, opts.principal.as_deref())?;
     drop(engine);
-    std::fs::File::open(tmp)?.sync_all()?;
+    // Through a writable handle: Windows' FlushFileBuffers refuses a read-only one.
+    std::fs::OpenOptions::new().write(true).open(tmp)?.sync_all()?;
     match std::fs::hard_link(tmp, path) {
         Ok(()) => Ok(true),
         // Another process created the store first: use theirs.

@@ -565,6 +565,9 @@ fn make(path: &Path, size: u64) -> Result<()> {
         }
         f.sync_all()?;
         std::fs::rename(&tmp, path)?;
+        // The rename made durable. Unix only: Windows cannot open a directory to flush it (std
+        // has no way to), and NTFS journals the rename itself.
+        #[cfg(unix)]
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             File::open(dir)?.sync_all()?;
         }
