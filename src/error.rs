@@ -162,10 +162,7 @@ impl fmt::Display for Error {
                 )
             }
             Error::Corrupt { table, reason, .. } if *table == "(file)" => {
-                write!(
-                    f,
-                    "the store file is damaged: {reason}; run `somna verify`"
-                )
+                write!(f, "the store file is damaged: {reason}; run `somna verify`")
             }
             Error::Corrupt { table, key, reason } => {
                 write!(

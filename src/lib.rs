@@ -120,7 +120,7 @@ pub use session::{
 pub use storage::access::{pattern_matches, validate_principal, Access, DEFAULT_ADMIN};
 pub use storage::config::{validate_config, Config, CONFIG_NAMES};
 pub use storage::options::{Options, UpgradeProgress};
-pub use storage::pg::url::{url_of, without_password};
+pub use storage::pg::url::{check_location, url_of, without_password};
 pub use storage::redb::tail::TailRepair;
 pub use storage::store::{Migration, Store, DEFAULT_SCOPE};
 pub use storage::txn::{ReadTxn, ScopeStats, WriteTxn};

@@ -3,10 +3,10 @@
 //! LangGraph's `(type, bytes)` pairs and leave the same way). Tuples in, tuples out: the adapter
 //! builds LangGraph's objects.
 
-use somna::FoundItem;
-use somna::{ChannelValue, CheckpointEntry, ListQuery, NewCheckpoint, PendingWrite, Prune, Typed};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use somna::FoundItem;
+use somna::{ChannelValue, CheckpointEntry, ListQuery, NewCheckpoint, PendingWrite, Prune, Typed};
 use std::str::FromStr;
 
 use crate::error::{invalid, OrPy};

@@ -5,12 +5,12 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::error::{invalid, raise, OrPy};
-use somna::SessionInfo;
-use somna::{Block, Error, Hints, Kind, MergePrompt, NapOutcome, NewMemory, PromptInput, Status};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyString};
+use somna::SessionInfo;
+use somna::{Block, Error, Hints, Kind, MergePrompt, NapOutcome, NewMemory, PromptInput, Status};
 
 // ---------------------------------------------------------------------------------------------
 // JSON, through Python's own json module (session items are Python objects)
@@ -102,10 +102,7 @@ pub(crate) fn decode_items<'py>(
 // ---------------------------------------------------------------------------------------------
 // Values to Python
 
-pub(crate) fn memory_dict<'py>(
-    py: Python<'py>,
-    m: &somna::Memory,
-) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn memory_dict<'py>(py: Python<'py>, m: &somna::Memory) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("type", "memory")?;
     d.set_item("id", m.id)?;

@@ -1,9 +1,9 @@
 //! Engine errors as the Python exceptions of `somna._errors`, keeping the engine's message.
 
-use somna::Error;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 use pyo3::IntoPyObjectExt;
+use somna::Error;
 
 // ---------------------------------------------------------------------------------------------
 // Errors

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use crate::error::{raise, OrPy};
-use somna::{Error, Options, Store};
 use pyo3::prelude::*;
+use somna::{Error, Options, Store};
 
 // ---------------------------------------------------------------------------------------------
 // Handles: one redb database per file and process, reopened after a fork

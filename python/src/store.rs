@@ -11,13 +11,13 @@ use crate::convert::{
 };
 use crate::error::{closed, invalid, OrPy};
 use crate::handles::{acquire, canonical, guarded, Handle, Key, IN_GUARD, LAST_PANIC};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use somna::{
     Error, Hints, Kind, NewMemory, Options, RecallQuery, SearchMode, SearchQuery, SearchResult,
     Status, Store, WakeItem, WakeOptions, ZoomEntry,
 };
-use pyo3::exceptions::PyTypeError;
-use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 // ---------------------------------------------------------------------------------------------
 // The class

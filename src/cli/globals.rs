@@ -176,6 +176,7 @@ impl Cli {
     /// The store file: `--db` (or `SOMNA_DB`), else `~/.somna/memory.redb`.
     fn db_path(&self) -> Result<PathBuf, Error> {
         if let Some(p) = &self.db {
+            somna::check_location(p)?;
             return Ok(p.clone());
         }
         default_db_path().ok_or_else(|| Error::Invalid {

@@ -29,8 +29,8 @@ use clap::{CommandFactory, FromArgMatches};
 use somna::text;
 use somna::Error;
 
-use crate::cli::globals::{Cli, Context};
 use crate::cli::commands::Command;
+use crate::cli::globals::{Cli, Context};
 
 /// The message of the last panic, for the one-line report of an internal error.
 static LAST_PANIC: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::storage::engine::{Engine, Opened};
 use crate::storage::options::Options;
-use crate::storage::pg::url::url_of;
+use crate::storage::pg::url::{check_location, url_of};
 use crate::storage::pg::PgEngine;
 use crate::storage::redb::RedbEngine;
 use crate::storage::txn::{ReadTxn, WriteTxn};
@@ -27,6 +27,7 @@ pub(crate) enum AnyEngine {
 impl AnyEngine {
     /// Opens the store at `location` with the engine it names (see [`url_of`]).
     pub(crate) fn open(location: &Path, opts: &Options, create: bool) -> Result<Opened<Self>> {
+        check_location(location)?;
         Ok(match url_of(location) {
             Some(_) => PgEngine::open(location, opts, create)?.map(|e| AnyEngine::Pg(Arc::new(e))),
             None => RedbEngine::open(location, opts, create)?.map(|e| AnyEngine::Redb(Arc::new(e))),

@@ -47,9 +47,7 @@ fn check_refused(what: &str, r: &Run) -> Result<(), String> {
     }
     let err = String::from_utf8(r.err.clone()).map_err(|_| format!("{what}: stderr not UTF-8"))?;
     if !err.starts_with("somna: ") || !err.ends_with('\n') || err.lines().count() != 1 {
-        return Err(format!(
-            "{what}: not one `somna: ` line on stderr: {err:?}"
-        ));
+        return Err(format!("{what}: not one `somna: ` line on stderr: {err:?}"));
     }
     if let Some(c) = err.trim_end_matches('\n').chars().find(|c| is_hostile(*c)) {
         return Err(format!("{what}: stderr carries U+{:04X}", c as u32));

@@ -50,10 +50,7 @@ fn a_schema_that_is_not_an_somna_store_is_refused_and_left_alone() {
     // No store yet: "no somna store", exit 3, nothing created.
     let r = run(&["--db", &url, "wake"]);
     assert_eq!(r.code, 3, "{r:?}");
-    assert!(
-        err(&r).contains("no somna store at postgresql://"),
-        "{r:?}"
-    );
+    assert!(err(&r).contains("no somna store at postgresql://"), "{r:?}");
     // A schema holding someone else's table.
     let schema = url.rsplit("schema=").next().expect("schema").to_string();
     let mut client = postgres::Client::connect(&base, postgres::NoTls).expect("connect");
@@ -76,10 +73,7 @@ fn a_schema_that_is_not_an_somna_store_is_refused_and_left_alone() {
         )
         .expect("count")
         .get(0);
-    assert_eq!(
-        n, 1,
-        "somna created tables in a schema that is not its own"
-    );
+    assert_eq!(n, 1, "somna created tables in a schema that is not its own");
 }
 
 /// A listener on loopback that accepts connections and never answers (a hung server, a

@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use somna_testkit::pg::{fresh_schema_name, test_server_url, with_query};
 use serde_json::{json, Value};
+use somna_testkit::pg::{fresh_schema_name, test_server_url, with_query};
 
 use crate::common::mcp::StdioServer;
 use crate::common::pg::{saved_id, Host, BUSY_TIMEOUT_MS};

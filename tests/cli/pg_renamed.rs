@@ -63,7 +63,10 @@ fn a_store_with_the_old_commit_table_opens_and_the_first_write_renames_it() {
     ok(&["--db", &url, "note", "noted after it"]);
     assert_eq!(commit_tables(&mut admin, &schema), ["somna_commits"]);
     let all = ok(&["--db", &url, "recall", "noted"]);
-    assert!(all.contains("before the rename") && all.contains("after it"), "{all}");
+    assert!(
+        all.contains("before the rename") && all.contains("after it"),
+        "{all}"
+    );
     ok(&["--db", &url, "verify"]);
 }
 
@@ -93,7 +96,10 @@ fn a_url_without_a_schema_finds_a_store_in_the_old_default_schema() {
         )
         .expect("count")
         .get(0);
-    assert_eq!(n, 0, "the store stayed where it was; no default schema was made");
+    assert_eq!(
+        n, 0,
+        "the store stayed where it was; no default schema was made"
+    );
     // Once the default schema holds a store, a URL without a schema means that one.
     ok(&["--db", &format!("{plain}?schema=somna"), "init"]);
     let fresh = ok(&["--db", &plain, "recall", "noted"]);

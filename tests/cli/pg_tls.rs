@@ -10,8 +10,8 @@
 use std::path::Path;
 use std::process::Command;
 
-use somna_testkit::pg::{fresh_schema_name, test_server_url, with_query, PgServer};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+use somna_testkit::pg::{fresh_schema_name, test_server_url, with_query, PgServer};
 
 use crate::common::{run_raw, Env, Raw};
 

@@ -65,3 +65,52 @@ fn init_and_stats_on_a_server_show_no_secret() {
         assert!(out.contains("postgresql://"), "{verb} names no URL: {out}");
     }
 }
+
+/// Issue 52, point 10: a URL of another scheme (or `PostgreSQL://` spelt otherwise) was a file
+/// path: `wake` printed its password, `init` made folders named with it. Another scheme is now
+/// refused with exit 2 naming the scheme alone; a server URL without a host at once, exit 2.
+#[test]
+fn a_url_of_another_scheme_or_without_a_host_is_refused_at_once() {
+    let dir = tempfile::tempdir().expect("dir");
+    for url in [
+        "mysql://alice:S3cretPw@host/db",
+        "http://alice:S3cretPw@host/db",
+        "postgresql+psycopg://alice:S3cretPw@host/db",
+    ] {
+        for verb in [&["wake"][..], &["init"][..]] {
+            let mut e = Env::new().cmd();
+            e.env_remove("SOMNA_DB").current_dir(dir.path());
+            e.args(["--db", url]).args(verb);
+            let r = run_raw(e, None);
+            assert_eq!(r.code, 2, "{url} {verb:?}: {r:?}");
+            assert_no_secret(&r);
+            let scheme = url.split("://").next().unwrap_or_default();
+            assert!(
+                String::from_utf8_lossy(&r.err).contains(&format!("{scheme}://")),
+                "{r:?}"
+            );
+        }
+        let made: Vec<_> = std::fs::read_dir(dir.path()).expect("list").collect();
+        assert!(made.is_empty(), "{url}: {made:?}");
+    }
+    let r = run(&[
+        "--db",
+        "postgresql://",
+        "--busy-timeout-ms",
+        "60000",
+        "wake",
+    ]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        String::from_utf8_lossy(&r.err).contains("names no server"),
+        "{r:?}"
+    );
+    // The scheme in another case is still a server URL: a closed port, not a file path.
+    let r = run(&["--db", "PostgreSQL://alice:S3cretPw@127.0.0.1:1/db", "wake"]);
+    assert_ne!(r.code, 2, "{r:?}");
+    assert_no_secret(&r);
+    assert!(
+        !String::from_utf8_lossy(&r.err).contains("no somna store at"),
+        "{r:?}"
+    );
+}

@@ -108,11 +108,13 @@ pub fn export(cx: &mut Context<'_>) -> Result<u8, Error> {
 /// both give the same export and the same rows. Runs without `--db`: it names both stores.
 pub fn copy(cli: &Cli, a: &CopyArgs, out: &mut dyn std::io::Write) -> Result<u8, Error> {
     let opts = cli.options()?;
+    somna::check_location(&a.src)?;
+    somna::check_location(&a.dst)?;
     let shown = |p: &std::path::Path| match somna::url_of(p) {
         Some(u) => somna::text::display_safe(&somna::without_password(u)).into_owned(),
-        None => {
-            crate::cli::output::path_shown(&std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()))
-        }
+        None => crate::cli::output::path_shown(
+            &std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()),
+        ),
     };
     let (from, to) = (shown(&a.src), shown(&a.dst));
     if from == to {

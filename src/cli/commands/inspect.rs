@@ -4,12 +4,12 @@
 use std::io::Write;
 
 use clap::Args;
-use somna::text;
-use somna::{Block, Error, Memory};
-use somna::{Event, EventKind, MemoryState};
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
 use serde::Deserialize;
+use somna::text;
+use somna::{Block, Error, Memory};
+use somna::{Event, EventKind, MemoryState};
 
 use crate::cli::globals::Context;
 

@@ -2,11 +2,11 @@
 //! rewritten).
 
 use clap::Args;
-use somna::Decision;
-use somna::Error;
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
 use serde::Deserialize;
+use somna::Decision;
+use somna::Error;
 
 use crate::cli::globals::Context;
 

@@ -2,11 +2,11 @@
 
 use crate::cli::globals::{kinds, statuses, Names};
 use clap::Args;
-use somna::text;
-use somna::{Error, Kind, NewMemory, Status};
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
 use serde::Deserialize;
+use somna::text;
+use somna::{Error, Kind, NewMemory, Status};
 
 use crate::cli::globals::Context;
 use crate::cli::output::print_prompt;

@@ -2,11 +2,11 @@
 
 use crate::cli::globals::{kinds, Names};
 use clap::Args;
-use somna::text;
-use somna::{Error, Kind, RecallQuery};
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
 use serde::Deserialize;
+use somna::text;
+use somna::{Error, Kind, RecallQuery};
 
 use crate::cli::globals::Context;
 use crate::cli::output::plural;

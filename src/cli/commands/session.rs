@@ -5,11 +5,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
-use somna::text;
-use somna::Error;
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
 use serde::Deserialize;
+use somna::text;
+use somna::Error;
 
 use crate::cli::globals::Context;
 use crate::cli::input::{parse_array, read_input, safe_file_id};

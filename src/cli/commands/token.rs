@@ -2,9 +2,9 @@
 //! --http`. A token is printed once, when it is added; the store keeps only its SHA-256.
 
 use clap::{Args, Subcommand};
+use sha2::Digest;
 use somna::text;
 use somna::Error;
-use sha2::Digest;
 
 use crate::cli::globals::Context;
 

@@ -2,11 +2,11 @@
 //! answering merge prompts, dropping summaries, opening a block).
 
 use clap::Args;
-use somna::text;
-use somna::{Block, Error, NapOutcome, PromptInput};
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
 use serde::Deserialize;
+use somna::text;
+use somna::{Block, Error, NapOutcome, PromptInput};
 
 use crate::cli::globals::Context;
 use crate::cli::output::{block_list, plural, print_next_prompt, print_prompt};

@@ -3,11 +3,11 @@
 
 use crate::cli::globals::{accesses, Names};
 use clap::Args;
-use somna::text;
-use somna::Error;
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
 use serde::Deserialize;
+use somna::text;
+use somna::Error;
 
 use crate::cli::globals::Context;
 use crate::cli::output::json;

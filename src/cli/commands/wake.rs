@@ -1,10 +1,10 @@
 //! `wake`: print the memory of one scope, or of several sharing the budget.
 
 use clap::Args;
-use somna::{Error, WakeOptions};
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
 use serde::Deserialize;
+use somna::{Error, WakeOptions};
 
 use crate::cli::globals::Context;
 

@@ -64,6 +64,8 @@ pub(crate) struct ServerUrl {
 /// once per host (each host is tried in turn, each within `connect_timeout`, as libpq does).
 /// A password may come from the URL or from `PGPASSWORD`; neither is ever shown.
 pub(crate) fn parse_url(url: &str) -> Result<ServerUrl> {
+    let lowered = super::url::lower_scheme(url);
+    let url = lowered.as_str();
     let (client_url, schema, tls) = split_params(url)?;
     let schema_named = schema_param(url).is_some();
     let shown = without_password(url);

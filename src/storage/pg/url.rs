@@ -4,10 +4,94 @@
 
 use std::path::Path;
 
-/// The server URL that `path` holds, if it is one (`postgresql://...`).
+use crate::error::{Error, Result};
+
+/// The URL schemes of a store on a server, compared without regard to case (as RFC 3986 says
+/// schemes are): `postgresql://` and `postgres://`, as libpq reads them.
+const SERVER_SCHEMES: [&str; 2] = ["postgresql", "postgres"];
+
+/// The scheme of a location written as a URL (`scheme://...`, the scheme a letter then letters,
+/// digits, `+`, `-` or `.`, as RFC 3986 says), if it is one.
+fn scheme_of(s: &str) -> Option<&str> {
+    let (scheme, _) = s.split_once("://")?;
+    let mut chars = scheme.chars();
+    let first = chars.next()?;
+    (first.is_ascii_alphabetic() && chars.all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)))
+        .then_some(scheme)
+}
+
+/// The server URL that `path` holds, if it is one (`postgresql://...` or `postgres://...`, the
+/// scheme in any case: `PostgreSQL://` too).
 pub fn url_of(path: &Path) -> Option<&str> {
-    path.to_str()
-        .filter(|s| s.starts_with("postgresql://") || s.starts_with("postgres://"))
+    path.to_str().filter(|s| {
+        scheme_of(s).is_some_and(|sc| SERVER_SCHEMES.iter().any(|k| sc.eq_ignore_ascii_case(k)))
+    })
+}
+
+/// Refuses, before anything is opened or created, a location written as a URL that names no
+/// store somna serves (`mysql://`, `http://`, `postgresql+psycopg://`: a path with them would
+/// otherwise be a file path, and its folders made), and a server URL without a host (neither
+/// after `//` nor as a `host=` parameter), which would only be retried until the busy timeout.
+/// The message names the scheme alone: the rest of a URL may hold a password.
+///
+/// ```
+/// use std::path::Path;
+/// use somna::check_location;
+/// assert!(check_location(Path::new("/home/ann/.somna/memory.redb")).is_ok());
+/// assert!(check_location(Path::new("PostgreSQL://ann@db.example/mem")).is_ok());
+/// let e = check_location(Path::new("mysql://ann:secret@db.example/mem")).unwrap_err();
+/// assert!(e.to_string().contains("mysql://") && !e.to_string().contains("secret"));
+/// assert!(check_location(Path::new("postgresql://")).is_err());
+/// assert!(check_location(Path::new("postgresql:///mem?host=/run/postgresql")).is_ok());
+/// ```
+pub fn check_location(path: &Path) -> Result<()> {
+    let Some(s) = path.to_str() else {
+        return Ok(());
+    };
+    let Some(scheme) = scheme_of(s) else {
+        return Ok(());
+    };
+    let invalid = |reason: String| {
+        Err(Error::Invalid {
+            what: "store",
+            reason,
+        })
+    };
+    if url_of(path).is_none() {
+        return invalid(format!(
+            "{}:// is not a store somna can open: a store is a file path or a postgresql:// URL",
+            crate::domain::text::display_safe(scheme)
+        ));
+    }
+    // The user info ends at the first `@`, as the connection's parser reads it (see
+    // [`without_password`]); the host runs to a `:`, `/` or `?`.
+    let rest = s.get(scheme.len() + 3..).unwrap_or_default();
+    let after = rest.split_once('@').map_or(rest, |(_, a)| a);
+    let host = after.split([':', '/', '?']).next().unwrap_or_default();
+    let query = after.split_once('?').map_or("", |(_, q)| q);
+    let host_param = query
+        .split('&')
+        .any(|kv| kv.starts_with("host=") || kv.starts_with("hostaddr="));
+    if host.is_empty() && !host_param {
+        return invalid(format!(
+            "{}:// names no server: give its host (postgresql://USER@HOST/DATABASE)",
+            crate::domain::text::display_safe(scheme)
+        ));
+    }
+    Ok(())
+}
+
+/// `url` with its scheme in lower case, as the connection's parser wants it (`PostgreSQL://`
+/// is `postgresql://`).
+pub(crate) fn lower_scheme(url: &str) -> String {
+    match scheme_of(url) {
+        Some(sc) => format!(
+            "{}{}",
+            sc.to_ascii_lowercase(),
+            url.get(sc.len()..).unwrap_or_default()
+        ),
+        None => url.to_string(),
+    }
 }
 
 /// Query parameters that carry a secret, dropped from a shown URL (libpq's names).

@@ -586,7 +586,10 @@ fn build(tmp: &Path, path: &Path, opts: &Options) -> Result<bool> {
     initialize(&engine, opts.principal.as_deref())?;
     drop(engine);
     // Through a writable handle: Windows' FlushFileBuffers refuses a read-only one.
-    std::fs::OpenOptions::new().write(true).open(tmp)?.sync_all()?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(tmp)?
+        .sync_all()?;
     match std::fs::hard_link(tmp, path) {
         Ok(()) => Ok(true),
         // Another process created the store first: use theirs.

@@ -242,7 +242,11 @@ pub fn walk(io: &dyn StorageBackend, epoch: u64) -> std::io::Result<Vec<Found>> 
 pub fn check_header(file: &[u8], path: &Path) -> Result<()> {
     let magic = file.get(..8);
     if magic != Some(&MAGIC[..]) && magic != Some(&LEGACY_MAGIC[..]) {
-        return Err(corrupt(path, "header", "it does not start with SOMNAJ\\0\\0"));
+        return Err(corrupt(
+            path,
+            "header",
+            "it does not start with SOMNAJ\\0\\0",
+        ));
     }
     match le_u32(file, 8) {
         Some(JOURNAL_FORMAT) => Ok(()),

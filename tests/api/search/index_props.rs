@@ -7,9 +7,9 @@
 //!
 //! Case count: `SOMNA_PROPTEST_CASES` (default 16).
 
+use proptest::prelude::*;
 use somna::Decision;
 use somna::{Block, NewMemory, Store};
-use proptest::prelude::*;
 
 fn cases() -> u32 {
     std::env::var("SOMNA_PROPTEST_CASES")

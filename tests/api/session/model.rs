@@ -8,8 +8,8 @@
 
 use std::collections::BTreeMap;
 
-use somna::Store;
 use proptest::prelude::*;
+use somna::Store;
 
 #[derive(Debug, Clone)]
 enum Op {

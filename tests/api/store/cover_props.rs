@@ -13,9 +13,9 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
+use proptest::prelude::*;
 use somna::Block;
 use somna::{cover, cover_all, reference_cover, Cover};
-use proptest::prelude::*;
 
 fn cases() -> u32 {
     std::env::var("SOMNA_PROPTEST_CASES")

@@ -13,12 +13,12 @@
 
 use std::path::{Path, PathBuf};
 
+use redb::ReadableDatabase;
 use somna::format::{decode, encode, VALUE_VERSION};
 use somna::format::{CONFIG, LOG, META, SCOPES, STORE_FORMAT, TREE};
 use somna::{
     BuiltFrom, Error, Kind, Memory, NewMemory, RecallQuery, Status, Store, Summary, WakeOptions,
 };
-use redb::ReadableDatabase;
 
 /// A memory that exercises every field and both varint widths: a two-byte id, a negative and a
 /// zero timestamp (zigzag), multi-byte UTF-8 text, the last enum variants, a `Some` and a `None`,

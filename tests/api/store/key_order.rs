@@ -8,12 +8,12 @@
 //!
 //! Case count: `SOMNA_PROPTEST_CASES` (default 256) per shape, 10 shapes.
 
+use proptest::prelude::*;
 use somna::format::TableId;
 use somna::format::{keys, Key};
 use somna::redb::{
     backends::InMemoryBackend, Database, ReadableDatabase, ReadableTable, TableDefinition,
 };
-use proptest::prelude::*;
 
 fn cases() -> u32 {
     std::env::var("SOMNA_PROPTEST_CASES")

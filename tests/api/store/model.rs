@@ -15,12 +15,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use proptest::prelude::*;
 use somna::cover;
 use somna::{
     Block, BuiltFrom, Error, Kind, NapOutcome, NewMemory, PromptInput, RecallQuery, Store,
     WakeOptions, WakeView, ZoomEntry,
 };
-use proptest::prelude::*;
 
 fn cases() -> u32 {
     std::env::var("SOMNA_PROPTEST_CASES")

@@ -10,8 +10,8 @@
 
 use std::collections::BTreeMap;
 
-use somna::{Block, NapOutcome, NewMemory, PromptInput, Store};
 use proptest::prelude::*;
+use somna::{Block, NapOutcome, NewMemory, PromptInput, Store};
 
 fn cases() -> u32 {
     std::env::var("SOMNA_PROPTEST_CASES")

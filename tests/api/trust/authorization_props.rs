@@ -3,8 +3,8 @@
 //! read (each such read is refused, naming only what was asked), listings name only readable
 //! scopes and sessions, and multi-scope wake and export carry no text from other scopes.
 
-use somna::{Access, Block, Error, NewMemory, RecallQuery, Store, WakeOptions};
 use proptest::prelude::*;
+use somna::{Access, Block, Error, NewMemory, RecallQuery, Store, WakeOptions};
 
 const SCOPES: [&str; 4] = ["team/a", "team/b", "user:alice", "user:bob"];
 const PATTERNS: [&str; 6] = [

@@ -3,9 +3,9 @@
 //! never hides a match, for ASCII texts built around every needle in any case and for texts
 //! with the non-ASCII characters that Unicode case folding maps to ASCII letters.
 
-use somna::{looks_like_secret, reads_as_instructions, INSTRUCTION_PATTERNS, SECRET_PATTERNS};
 use proptest::prelude::*;
 use regex::RegexSet;
+use somna::{looks_like_secret, reads_as_instructions, INSTRUCTION_PATTERNS, SECRET_PATTERNS};
 use std::sync::LazyLock;
 
 static SECRETS: LazyLock<RegexSet> = LazyLock::new(|| RegexSet::new(SECRET_PATTERNS).unwrap());

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use somna::{NewMemory, Options, RankParams, SearchQuery, Store};
 use rusqlite::Connection;
+use somna::{NewMemory, Options, RankParams, SearchQuery, Store};
 
 use crate::locomo::{Conversation, Scores, HEADER};
 

@@ -8,9 +8,9 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
 
+use rusqlite::Connection;
 use somna::redb::{self, ReadableDatabase, ReadableTableMetadata};
 use somna::{NewMemory, Options, SearchQuery, Store};
-use rusqlite::Connection;
 
 use crate::quality::fts_query;
 
@@ -186,8 +186,7 @@ pub fn table_bytes<K: redb::Key + 'static>(
 fn somna_index_bytes(path: &Path) -> u64 {
     let db = redb::Database::open(path).expect("redb open");
     let rx = db.begin_read().expect("read");
-    table_bytes(&rx, somna::format::SEARCH_TAIL)
-        + table_bytes(&rx, somna::format::SEARCH_POSTINGS)
+    table_bytes(&rx, somna::format::SEARCH_TAIL) + table_bytes(&rx, somna::format::SEARCH_POSTINGS)
 }
 
 /// The pages of the FTS5 index's shadow tables (its text, `f_content`, left out).

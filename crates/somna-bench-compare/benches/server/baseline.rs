@@ -15,8 +15,8 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use somna::text::date_of;
 use postgres::{Client, NoTls, Statement};
+use somna::text::date_of;
 
 use crate::data::{self, RECALL_BYTES, WAKE_LINES};
 

@@ -6,9 +6,9 @@
 //! take carry `#[serde(skip)]`, the ones only a tool takes `#[arg(skip)]`, and `-` never reads
 //! stdin in a tool call ([`crate::cli::globals::Context::tool_call`]).
 
-use somna::Error;
 use schemars::JsonSchema;
 use serde::Deserialize;
+use somna::Error;
 
 use crate::cli::commands::session::{self, SessionCmd};
 use crate::cli::commands::{lifecycle, recall, search, wake, Command};
@@ -199,8 +199,8 @@ mod tests {
 
     use super::super::tools::TOOLS;
     use super::Scoped;
-    use crate::cli::globals::Cli;
     use crate::cli::commands::note::NoteArgs;
+    use crate::cli::globals::Cli;
 
     /// The command and scope a tool call builds, as text (budget 20,000 bytes).
     fn tool(name: &str, arguments: Value) -> Result<String, String> {

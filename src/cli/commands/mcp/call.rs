@@ -2,17 +2,17 @@
 //! text lines as the content and its `--json` value as the structured content, both within the
 //! byte budget; any failure an `isError` result with its class, never a crash of the server.
 
-use somna::text;
-use somna::{Error, Store};
 use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use rmcp::ErrorData as McpError;
 use serde_json::{json, Value};
+use somna::text;
+use somna::{Error, Store};
 
 use super::args::Call;
 use super::tools::{offered, ToolSpec, TOOLS};
 use super::{Caller, Server};
-use crate::cli::globals::Context;
 use crate::cli::commands;
+use crate::cli::globals::Context;
 
 /// The class of an error, as a tool result names it: invalid, conflict, not_found, busy,
 /// corrupt, denied, server or ambiguous (the CLI's exit codes 2, 1, 3, 4, 5, 6, 7, 8; an id or

@@ -32,9 +32,7 @@ pub fn complete(server: &Server, caller: &Caller, r: &CompleteRequestParams) -> 
             Box::new(scopes(server, caller).into_iter())
         }
         (Reference::Resource(t), arg) => match (t.uri.as_str(), arg) {
-            ("somna://session/{id}", "id") => {
-                Box::new(sessions(server, caller, typed).into_iter())
-            }
+            ("somna://session/{id}", "id") => Box::new(sessions(server, caller, typed).into_iter()),
             (_, "scope") if t.uri.starts_with("somna://{scope}/") => {
                 Box::new(scopes(server, caller).into_iter())
             }

@@ -15,12 +15,12 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use somna::Error;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use somna::Error;
 
 use super::guard::{ConnSlot, GuardedListener};
-use super::{batch, stdio, Caller, SomnaMcp, Server};
+use super::{batch, stdio, Caller, Server, SomnaMcp};
 use crate::cli::commands::token::token_hash;
 use crate::cli::commands::web;
 

@@ -24,7 +24,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use clap::Args;
-use somna::{Error, Options, Store};
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
     CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse, Implementation,
@@ -34,6 +33,7 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use somna::{Error, Options, Store};
 
 pub use tools::Group;
 

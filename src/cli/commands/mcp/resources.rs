@@ -3,13 +3,13 @@
 
 use std::collections::BTreeSet;
 
-use somna::Error;
 use rmcp::model::{
     Annotations, CacheScope, GetPromptResult, JsonObject, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, Prompt, PromptArgument, PromptMessage,
     ReadResourceResult, Resource, ResourceContents, ResourceTemplate, Role,
 };
 use rmcp::ErrorData as McpError;
+use somna::Error;
 
 use super::args::{self, Call};
 use super::call::{class, labelled, run};

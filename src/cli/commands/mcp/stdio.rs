@@ -14,8 +14,8 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use somna::Error;
 use rmcp::ServiceExt;
+use somna::Error;
 
 use super::batch::{self, Batches, Incoming};
 use super::SomnaMcp;

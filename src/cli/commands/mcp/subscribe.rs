@@ -10,10 +10,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use somna::{Access, Error};
 use rmcp::model::{ResourceUpdatedNotificationParam, SubscriptionFilter};
 use rmcp::service::{Peer, SubscriptionContext};
 use rmcp::RoleServer;
+use somna::{Access, Error};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 

@@ -3,13 +3,15 @@
 
 use std::sync::Arc;
 
-use somna::Error;
 use rmcp::handler::server::common::schema_for_type;
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::{json, Value};
+use somna::Error;
 
 use super::args::{self, Call, NoArgs, Scoped, Scopes};
-use crate::cli::commands::session::{AppendArgs, IdArgs, ItemsArgs, ListArgs, SaveArgs, SessionCmd};
+use crate::cli::commands::session::{
+    AppendArgs, IdArgs, ItemsArgs, ListArgs, SaveArgs, SessionCmd,
+};
 use crate::cli::commands::{inspect, lifecycle, note, recall, search, tree, trust, wake, Command};
 
 /// Which `--tools` group a tool belongs to.

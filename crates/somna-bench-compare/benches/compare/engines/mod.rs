@@ -10,10 +10,10 @@
 //! `redb_floor` is not an engine of the table: it is redb used directly under somna, measured
 //! in the diagnostics.
 
-pub mod somna;
 pub mod flatfile;
 pub mod jsonfile;
 pub mod redb_floor;
+pub mod somna;
 pub mod sqlite;
 
 use std::ffi::OsString;

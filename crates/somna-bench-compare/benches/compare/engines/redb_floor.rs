@@ -327,9 +327,7 @@ impl SessionFloor {
     pub fn load(&self, id: &str) -> Vec<String> {
         let rtx = self.db.begin_read().expect("read");
         let count = {
-            let t = rtx
-                .open_table(::somna::format::SESSIONS)
-                .expect("sessions");
+            let t = rtx.open_table(::somna::format::SESSIONS).expect("sessions");
             let v = t.get(id).expect("get").expect("the session");
             // The record: created, updated, revision, next sequence number, count, ... (nine
             // postcard varints; docs/design.md).
@@ -355,9 +353,7 @@ impl SessionFloor {
     /// Every session id, in order, each record's envelope checked.
     pub fn list(&self) -> Vec<String> {
         let rtx = self.db.begin_read().expect("read");
-        let t = rtx
-            .open_table(::somna::format::SESSIONS)
-            .expect("sessions");
+        let t = rtx.open_table(::somna::format::SESSIONS).expect("sessions");
         let mut out = Vec::new();
         t.range::<&str>(..)
             .expect("range")

@@ -36,10 +36,7 @@ pub const EXCLUSIVE: Entry = Entry {
 
 pub const EXCLUSIVE_NO_JOURNAL: Entry = Entry {
     name: SOMNA_X0,
-    variant: Some((
-        SOMNA,
-        "somna with Options::exclusive(true).journal(false)",
-    )),
+    variant: Some((SOMNA, "somna with Options::exclusive(true).journal(false)")),
     open: |stem| Box::new(Somna::open_x0(stem)),
     build_history: None,
     sessions: |stem| Ok(Box::new(Somna::open_x0(stem))),

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::engines::somna::SOMNA_X;
-use crate::engines::{self, SOMNA, FLATFILE, JSONFILE, SQLITE};
+use crate::engines::{self, FLATFILE, JSONFILE, SOMNA, SQLITE};
 
 pub const OPS: &str = "ops_per_sec";
 pub const NS: &str = "ns_per_op";

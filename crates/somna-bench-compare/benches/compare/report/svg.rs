@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::data::WAKE_LINES;
-use crate::engines::{redb_floor, SOMNA, FLATFILE, SQLITE};
+use crate::engines::{redb_floor, FLATFILE, SOMNA, SQLITE};
 
 /// The lines, in the legend's order: (engine, colour, label, dash).
 const LINES: [(&str, &str, &str, &str); 4] = [

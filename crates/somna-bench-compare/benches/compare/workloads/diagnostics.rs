@@ -11,9 +11,9 @@ use ::somna::{Options, Store};
 
 use super::{concurrently, timed, Plan, ROUNDS, WARM};
 use crate::data::{message, SCOPE};
-use crate::engines::somna::new_memory;
 use crate::engines::flatfile::FlatLog;
 use crate::engines::redb_floor::{self, Counting, IoCount};
+use crate::engines::somna::new_memory;
 use crate::report::Report;
 
 /// Time and counter deltas, summed over rounds.

@@ -11,7 +11,7 @@ use ::somna::{Options, RecallQuery, Store, WakeOptions};
 use super::{disk_bytes, file_bytes, median_ns, medians_of, remove, same_answers, timed, Plan};
 use crate::data::{self, RECALL_BYTES, RECALL_PATTERN, SCOPE, WAKE_LINES};
 use crate::engines::redb_floor::{self, Counting, Floor, RECALL_FLOOR, RECALL_LAYERS};
-use crate::engines::{self, Lacks, MemoryEngine, Pattern, SOMNA, FLATFILE};
+use crate::engines::{self, Lacks, MemoryEngine, Pattern, FLATFILE, SOMNA};
 use crate::report::Report;
 
 /// One fully summarized history of `t` memories, on every engine, and redb's floor on a copy of
