@@ -53,6 +53,7 @@ from langgraph.checkpoint.base import (  # noqa: E402
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol  # noqa: E402
 from langgraph.store.base import (  # noqa: E402
+    NOT_PROVIDED,
     BaseStore,
     GetOp,
     IndexConfig,
@@ -476,8 +477,12 @@ class SomnaStore(_Closable, BaseStore):
     # ----- puts ----------------------------------------------------------------------------
 
     def _ttl_us(self, op: PutOp) -> int | None:
+        """The put's TTL in microseconds; ``None``: never expires. ``BaseStore.put`` has
+        already put the default in place of an omitted ttl, so an explicit ``None`` stays
+        ``None`` (as in SqliteStore and PostgresStore); only a ``PutOp`` built with
+        ``NOT_PROVIDED`` takes the default here."""
         ttl = op.ttl
-        if ttl is None or (not isinstance(ttl, (int, float))):
+        if ttl is NOT_PROVIDED:
             ttl = (self.ttl_config or {}).get("default_ttl")
         return int(ttl * _MICROS_PER_MINUTE) if ttl is not None else None
 

@@ -277,10 +277,10 @@ def test_store_ttl_expires_refreshes_and_sweeps(where):
     assert store.get(("t",), "short", refresh_ttl=False) is not None
     time.sleep(3.5)
     assert store.get(("t",), "short") is None
-    assert store.get(("t",), "kept") is None  # ttl=None takes the default
+    assert store.get(("t",), "kept") is not None  # ttl=None: never expires
     assert store.get(("t",), "forever") is not None
-    assert [i.key for i in store.search(("t",))] == ["forever"]
-    assert store.sweep() == 2
+    assert sorted(i.key for i in store.search(("t",))) == ["forever", "kept"]
+    assert store.sweep() == 1
     assert store.sweep() == 0
     store.close()
 
@@ -331,3 +331,18 @@ def test_an_item_value_round_trips_as_json(where):
     store.put(("j",), "k", value)
     assert store.get(("j",), "k").value == value
     assert json.loads(json.dumps(store.get(("j",), "k").value)) == value
+
+
+def test_store_put_ttl_none_never_expires_under_a_default_ttl(where):
+    # BaseStore.put resolves an omitted ttl to the default; an explicit None reaches the
+    # adapter as None and means "never expire", as in SqliteStore and PostgresStore.
+    store = SomnaStore(where, ttl={"default_ttl": 0.01, "refresh_on_read": False})  # 0.6 s
+    store.put(("t",), "default", {"v": 1})
+    store.put(("t",), "never", {"v": 2}, ttl=None)
+    asyncio.run(store.aput(("t",), "never-async", {"v": 3}, ttl=None))
+    time.sleep(2.0)
+    assert store.get(("t",), "default") is None
+    assert store.get(("t",), "never") is not None
+    assert store.get(("t",), "never-async") is not None
+    assert store.sweep() == 1
+    store.close()
