@@ -431,14 +431,19 @@ class SomnaStore(_Closable, BaseStore):
     # ----- batch ---------------------------------------------------------------------------
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Runs the ops in order; the puts of the batch are one commit."""
+        """Answers the reads of the batch (gets, searches, namespace lists) from the state
+        before it, then writes its puts in one commit, the last put of a key winning: the
+        order of InMemoryStore, SqliteStore and PostgresStore. The puts are prepared (values
+        serialized, embedded) before any read, so that a put that cannot be stored fails the
+        batch before anything happens."""
         self._closing.check()
         ops = list(ops)
         puts = self._puts(ops, self._embed_puts(ops))
+        queries = self._embed_queries(ops)
+        results = [self._run(op, queries) for op in ops]
         if puts:
             self._lg.store_write(puts)
-        queries = self._embed_queries(ops)
-        return [self._run(op, queries) for op in ops]
+        return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         return await asyncio.to_thread(self.batch, list(ops))

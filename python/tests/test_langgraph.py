@@ -346,3 +346,57 @@ def test_store_put_ttl_none_never_expires_under_a_default_ttl(where):
     assert store.get(("t",), "never-async") is not None
     assert store.sweep() == 1
     store.close()
+
+
+def reference_stores():
+    """LangGraph's own stores, each fresh: InMemoryStore and SqliteStore."""
+    import sqlite3
+
+    from langgraph.store.memory import InMemoryStore
+    from langgraph.store.sqlite import SqliteStore
+
+    sqlite = SqliteStore(sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None))
+    sqlite.setup()
+    return {"InMemoryStore": InMemoryStore(), "SqliteStore": sqlite}
+
+
+def project(result):
+    """A batch result without its timestamps: items as (namespace, key, value), search hits
+    sorted."""
+    if isinstance(result, list):
+        out = [project(r) for r in result]
+        return sorted(out, key=repr) if out and isinstance(out[0], tuple) and len(out[0]) == 3 else out
+    if hasattr(result, "value"):
+        return (tuple(result.namespace), result.key, result.value)
+    return result
+
+
+def test_store_batch_reads_see_the_state_before_its_writes_as_langgraphs_stores(where):
+    from langgraph.store.base import GetOp, ListNamespacesOp, SearchOp
+
+    ops = [
+        GetOp(("a",), "k"),
+        PutOp(("a",), "k", {"v": 2}),
+        PutOp(("b",), "n", {"v": 3}),
+        SearchOp(("b",)),
+        SearchOp(("a",), filter={"v": 1}),
+        ListNamespacesOp(),
+        GetOp(("a",), "k"),
+        PutOp(("a",), "gone", None),
+        GetOp(("a",), "gone"),
+        PutOp(("a",), "k", {"v": 4}),  # the last put of a key wins
+    ]
+    store = SomnaStore(where)
+    stores = {"SomnaStore": store, **reference_stores()}
+    results, after = {}, {}
+    for name, s in stores.items():
+        s.put(("a",), "k", {"v": 1})
+        s.put(("a",), "gone", {"v": 0})
+        results[name] = [project(r) for r in s.batch(ops)]
+        after[name] = (project(s.get(("a",), "k")), s.get(("a",), "gone"), project(s.search(("b",))))
+    assert results["SomnaStore"][0] == (("a",), "k", {"v": 1})
+    assert results["SomnaStore"][3] == []
+    assert results["SomnaStore"] == results["InMemoryStore"] == results["SqliteStore"]
+    assert after["SomnaStore"] == after["InMemoryStore"] == after["SqliteStore"]
+    assert after["SomnaStore"][0] == (("a",), "k", {"v": 4})
+    store.close()
