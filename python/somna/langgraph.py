@@ -31,7 +31,7 @@ import json
 import os
 import random
 import struct
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -40,6 +40,7 @@ from somna._adapters import Closing, require
 from somna._somna import LangGraphStorage, best_cosine, rank_texts as _rank_texts
 
 require("langgraph.checkpoint.base", "langgraph", "somna.langgraph")
+import orjson  # noqa: E402  (a dependency of langgraph, through langgraph-sdk)
 from langchain_core.runnables import RunnableConfig  # noqa: E402
 from langgraph.checkpoint.base import (  # noqa: E402
     WRITES_IDX_MAP,
@@ -77,7 +78,16 @@ def _storage(path: Any, store: Store | None, busy_timeout: float) -> tuple[Store
 
 
 def _json_default(o: Any) -> Any:
+    """For the checkpointer's metadata index only (what ``list(filter=...)`` matches; the
+    metadata itself goes through ``serde``): a value JSON cannot hold, as its ``repr``."""
     return repr(o)
+
+
+def _value_json(value: Any) -> str:
+    """A store item's value as SqliteStore stores it (``orjson.dumps``): a ``datetime``, a
+    ``date``, a ``UUID``, a dataclass serialize as orjson serializes them; a value JSON cannot
+    hold (a ``set``, an ``object()``, a non-string key) raises ``TypeError``."""
+    return orjson.dumps(dict(value) if isinstance(value, Mapping) else value).decode()
 
 
 class _Closable:
@@ -523,7 +533,7 @@ class SomnaStore(_Closable, BaseStore):
         for i, op in enumerate(ops):
             if not isinstance(op, PutOp):
                 continue
-            value = json.dumps(op.value, default=_json_default) if op.value is not None else None
+            value = _value_json(op.value) if op.value is not None else None
             ttl = self._ttl_us(op) if op.value is not None else None
             puts.append((list(op.namespace), op.key, value, ttl, vectors.get(i, b"")))
         return puts

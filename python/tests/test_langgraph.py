@@ -400,3 +400,23 @@ def test_store_batch_reads_see_the_state_before_its_writes_as_langgraphs_stores(
     assert after["SomnaStore"] == after["InMemoryStore"] == after["SqliteStore"]
     assert after["SomnaStore"][0] == (("a",), "k", {"v": 4})
     store.close()
+
+
+def test_store_values_serialize_as_sqlitestore_does_and_non_json_ones_raise(where):
+    from datetime import datetime, timezone
+
+    store = SomnaStore(where)
+    sqlite = reference_stores()["SqliteStore"]
+    value = {"when": datetime(2024, 1, 2, 3, 4, 5, tzinfo=timezone.utc), "n": [1, 2.5]}
+    for s in (store, sqlite):
+        s.put(("v",), "dt", value)
+    assert store.get(("v",), "dt").value == sqlite.get(("v",), "dt").value
+    assert store.get(("v",), "dt").value["when"] == "2024-01-02T03:04:05+00:00"
+    for s in (store, sqlite):
+        with pytest.raises(TypeError):
+            s.put(("v",), "set", {"tags": {"a", "b"}})
+        with pytest.raises(TypeError):
+            s.batch([PutOp(("v",), "ok", {"v": 1}), PutOp(("v",), "bad", {"x": object()})])
+        assert s.get(("v",), "set") is None
+        assert s.get(("v",), "ok") is None  # nothing of a failed batch is written
+    store.close()
