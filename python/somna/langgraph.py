@@ -83,6 +83,26 @@ def _json_default(o: Any) -> Any:
     return repr(o)
 
 
+def _integral(v: Any) -> Any:
+    """``v`` with each float that holds an integer (``1.0``) as that integer, in dicts, lists
+    and tuples; booleans untouched."""
+    if isinstance(v, float):
+        return int(v) if v.is_integer() else v
+    if isinstance(v, dict):
+        return {k: _integral(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_integral(x) for x in v]
+    return v
+
+
+def _metadata_json(v: Any) -> str:
+    """The checkpointer's metadata index, and a ``list`` filter, as JSON with numbers in one
+    form (``1.0`` written ``1``): the engine compares JSON values exactly, so that a filter
+    ``{"n": 1}`` matches a stored ``1.0`` and ``{"n": 1.0}`` a stored ``1``, as in SqliteSaver,
+    InMemorySaver and PostgresSaver. ``True`` stays ``true``, not ``1``."""
+    return json.dumps(_integral(v), default=_json_default)
+
+
 def _value_json(value: Any) -> str:
     """A store item's value as SqliteStore stores it (``orjson.dumps``): a ``datetime``, a
     ``date``, a ``UUID``, a dataclass serialize as orjson serializes them; a value JSON cannot
@@ -194,7 +214,7 @@ class SomnaSaver(_Closable, BaseCheckpointSaver[str]):
             c.get("checkpoint_ns"),
             c.get("checkpoint_id"),
             get_checkpoint_id(before) if before else None,
-            json.dumps(filter, default=_json_default) if filter else None,
+            _metadata_json(filter) if filter else None,
             limit,
         )
         for e in found:
@@ -227,7 +247,7 @@ class SomnaSaver(_Closable, BaseCheckpointSaver[str]):
             c.get("checkpoint_id"),
             self.serde.dumps_typed(ck),
             self.serde.dumps_typed(meta),
-            json.dumps(meta, default=_json_default),
+            _metadata_json(meta),
             str(run_id) if run_id is not None else None,
             versions,
             changed,

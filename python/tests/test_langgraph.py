@@ -420,3 +420,37 @@ def test_store_values_serialize_as_sqlitestore_does_and_non_json_ones_raise(wher
         assert s.get(("v",), "set") is None
         assert s.get(("v",), "ok") is None  # nothing of a failed batch is written
     store.close()
+
+
+def test_metadata_filters_match_numerically_equal_values(where):
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    saver = SomnaSaver(where)
+    savers = {"SomnaSaver": saver, "InMemorySaver": InMemorySaver()}
+    found = {}
+    for name, s in savers.items():
+        config = {"configurable": {"thread_id": "f", "checkpoint_ns": ""}}
+        for md in ({"n": 1, "tag": "int"}, {"n": 2.0, "tag": "float"}, {"n": 1.5, "tag": "half"}):
+            config = s.put(config, empty_checkpoint(), md, {})
+        found[name] = {
+            repr(f): sorted(t.metadata["tag"] for t in s.list(None, filter=f))
+            for f in ({"n": 1.0}, {"n": 1}, {"n": 2}, {"n": 2.0}, {"n": 1.5})
+        }
+    assert found["SomnaSaver"] == found["InMemorySaver"]
+    assert found["SomnaSaver"]["{'n': 1.0}"] == ["int"]
+    assert found["SomnaSaver"]["{'n': 2}"] == ["float"]
+    # A boolean is not a number in a metadata filter (as in PostgresSaver's jsonb).
+    saver.put(
+        {"configurable": {"thread_id": "b", "checkpoint_ns": ""}}, empty_checkpoint(), {"flag": True}, {}
+    )
+    assert [t.metadata for t in saver.list(None, filter={"flag": 1})] == []
+    assert [t.metadata["flag"] for t in saver.list(None, filter={"flag": True})] == [True]
+
+    store = SomnaStore(where)
+    store.put(("m",), "int", {"n": 1})
+    store.put(("m",), "float", {"n": 2.0})
+    assert [i.key for i in store.search(("m",), filter={"n": 1.0})] == ["int"]
+    assert [i.key for i in store.search(("m",), filter={"n": 2})] == ["float"]
+    store.close()
+    saver.close()
