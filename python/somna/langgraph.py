@@ -31,7 +31,7 @@ import json
 import os
 import random
 import struct
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -40,6 +40,7 @@ from somna._adapters import Closing, require
 from somna._somna import LangGraphStorage, best_cosine, rank_texts as _rank_texts
 
 require("langgraph.checkpoint.base", "langgraph", "somna.langgraph")
+import orjson  # noqa: E402  (a dependency of langgraph, through langgraph-sdk)
 from langchain_core.runnables import RunnableConfig  # noqa: E402
 from langgraph.checkpoint.base import (  # noqa: E402
     WRITES_IDX_MAP,
@@ -53,6 +54,7 @@ from langgraph.checkpoint.base import (  # noqa: E402
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol  # noqa: E402
 from langgraph.store.base import (  # noqa: E402
+    NOT_PROVIDED,
     BaseStore,
     GetOp,
     IndexConfig,
@@ -76,7 +78,36 @@ def _storage(path: Any, store: Store | None, busy_timeout: float) -> tuple[Store
 
 
 def _json_default(o: Any) -> Any:
+    """For the checkpointer's metadata index only (what ``list(filter=...)`` matches; the
+    metadata itself goes through ``serde``): a value JSON cannot hold, as its ``repr``."""
     return repr(o)
+
+
+def _integral(v: Any) -> Any:
+    """``v`` with each float that holds an integer (``1.0``) as that integer, in dicts, lists
+    and tuples; booleans untouched."""
+    if isinstance(v, float):
+        return int(v) if v.is_integer() else v
+    if isinstance(v, dict):
+        return {k: _integral(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_integral(x) for x in v]
+    return v
+
+
+def _metadata_json(v: Any) -> str:
+    """The checkpointer's metadata index, and a ``list`` filter, as JSON with numbers in one
+    form (``1.0`` written ``1``): the engine compares JSON values exactly, so that a filter
+    ``{"n": 1}`` matches a stored ``1.0`` and ``{"n": 1.0}`` a stored ``1``, as in SqliteSaver,
+    InMemorySaver and PostgresSaver. ``True`` stays ``true``, not ``1``."""
+    return json.dumps(_integral(v), default=_json_default)
+
+
+def _value_json(value: Any) -> str:
+    """A store item's value as SqliteStore stores it (``orjson.dumps``): a ``datetime``, a
+    ``date``, a ``UUID``, a dataclass serialize as orjson serializes them; a value JSON cannot
+    hold (a ``set``, an ``object()``, a non-string key) raises ``TypeError``."""
+    return orjson.dumps(dict(value) if isinstance(value, Mapping) else value).decode()
 
 
 class _Closable:
@@ -183,7 +214,7 @@ class SomnaSaver(_Closable, BaseCheckpointSaver[str]):
             c.get("checkpoint_ns"),
             c.get("checkpoint_id"),
             get_checkpoint_id(before) if before else None,
-            json.dumps(filter, default=_json_default) if filter else None,
+            _metadata_json(filter) if filter else None,
             limit,
         )
         for e in found:
@@ -216,7 +247,7 @@ class SomnaSaver(_Closable, BaseCheckpointSaver[str]):
             c.get("checkpoint_id"),
             self.serde.dumps_typed(ck),
             self.serde.dumps_typed(meta),
-            json.dumps(meta, default=_json_default),
+            _metadata_json(meta),
             str(run_id) if run_id is not None else None,
             versions,
             changed,
@@ -430,14 +461,19 @@ class SomnaStore(_Closable, BaseStore):
     # ----- batch ---------------------------------------------------------------------------
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Runs the ops in order; the puts of the batch are one commit."""
+        """Answers the reads of the batch (gets, searches, namespace lists) from the state
+        before it, then writes its puts in one commit, the last put of a key winning: the
+        order of InMemoryStore, SqliteStore and PostgresStore. The puts are prepared (values
+        serialized, embedded) before any read, so that a put that cannot be stored fails the
+        batch before anything happens."""
         self._closing.check()
         ops = list(ops)
         puts = self._puts(ops, self._embed_puts(ops))
+        queries = self._embed_queries(ops)
+        results = [self._run(op, queries) for op in ops]
         if puts:
             self._lg.store_write(puts)
-        queries = self._embed_queries(ops)
-        return [self._run(op, queries) for op in ops]
+        return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         return await asyncio.to_thread(self.batch, list(ops))
@@ -476,8 +512,12 @@ class SomnaStore(_Closable, BaseStore):
     # ----- puts ----------------------------------------------------------------------------
 
     def _ttl_us(self, op: PutOp) -> int | None:
+        """The put's TTL in microseconds; ``None``: never expires. ``BaseStore.put`` has
+        already put the default in place of an omitted ttl, so an explicit ``None`` stays
+        ``None`` (as in SqliteStore and PostgresStore); only a ``PutOp`` built with
+        ``NOT_PROVIDED`` takes the default here."""
         ttl = op.ttl
-        if ttl is None or (not isinstance(ttl, (int, float))):
+        if ttl is NOT_PROVIDED:
             ttl = (self.ttl_config or {}).get("default_ttl")
         return int(ttl * _MICROS_PER_MINUTE) if ttl is not None else None
 
@@ -513,7 +553,7 @@ class SomnaStore(_Closable, BaseStore):
         for i, op in enumerate(ops):
             if not isinstance(op, PutOp):
                 continue
-            value = json.dumps(op.value, default=_json_default) if op.value is not None else None
+            value = _value_json(op.value) if op.value is not None else None
             ttl = self._ttl_us(op) if op.value is not None else None
             puts.append((list(op.namespace), op.key, value, ttl, vectors.get(i, b"")))
         return puts

@@ -277,10 +277,10 @@ def test_store_ttl_expires_refreshes_and_sweeps(where):
     assert store.get(("t",), "short", refresh_ttl=False) is not None
     time.sleep(3.5)
     assert store.get(("t",), "short") is None
-    assert store.get(("t",), "kept") is None  # ttl=None takes the default
+    assert store.get(("t",), "kept") is not None  # ttl=None: never expires
     assert store.get(("t",), "forever") is not None
-    assert [i.key for i in store.search(("t",))] == ["forever"]
-    assert store.sweep() == 2
+    assert sorted(i.key for i in store.search(("t",))) == ["forever", "kept"]
+    assert store.sweep() == 1
     assert store.sweep() == 0
     store.close()
 
@@ -331,3 +331,126 @@ def test_an_item_value_round_trips_as_json(where):
     store.put(("j",), "k", value)
     assert store.get(("j",), "k").value == value
     assert json.loads(json.dumps(store.get(("j",), "k").value)) == value
+
+
+def test_store_put_ttl_none_never_expires_under_a_default_ttl(where):
+    # BaseStore.put resolves an omitted ttl to the default; an explicit None reaches the
+    # adapter as None and means "never expire", as in SqliteStore and PostgresStore.
+    store = SomnaStore(where, ttl={"default_ttl": 0.01, "refresh_on_read": False})  # 0.6 s
+    store.put(("t",), "default", {"v": 1})
+    store.put(("t",), "never", {"v": 2}, ttl=None)
+    asyncio.run(store.aput(("t",), "never-async", {"v": 3}, ttl=None))
+    time.sleep(2.0)
+    assert store.get(("t",), "default") is None
+    assert store.get(("t",), "never") is not None
+    assert store.get(("t",), "never-async") is not None
+    assert store.sweep() == 1
+    store.close()
+
+
+def reference_stores():
+    """LangGraph's own stores, each fresh: InMemoryStore and SqliteStore."""
+    import sqlite3
+
+    from langgraph.store.memory import InMemoryStore
+    from langgraph.store.sqlite import SqliteStore
+
+    sqlite = SqliteStore(sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None))
+    sqlite.setup()
+    return {"InMemoryStore": InMemoryStore(), "SqliteStore": sqlite}
+
+
+def project(result):
+    """A batch result without its timestamps: items as (namespace, key, value), search hits
+    sorted."""
+    if isinstance(result, list):
+        out = [project(r) for r in result]
+        return sorted(out, key=repr) if out and isinstance(out[0], tuple) and len(out[0]) == 3 else out
+    if hasattr(result, "value"):
+        return (tuple(result.namespace), result.key, result.value)
+    return result
+
+
+def test_store_batch_reads_see_the_state_before_its_writes_as_langgraphs_stores(where):
+    from langgraph.store.base import GetOp, ListNamespacesOp, SearchOp
+
+    ops = [
+        GetOp(("a",), "k"),
+        PutOp(("a",), "k", {"v": 2}),
+        PutOp(("b",), "n", {"v": 3}),
+        SearchOp(("b",)),
+        SearchOp(("a",), filter={"v": 1}),
+        ListNamespacesOp(),
+        GetOp(("a",), "k"),
+        PutOp(("a",), "gone", None),
+        GetOp(("a",), "gone"),
+        PutOp(("a",), "k", {"v": 4}),  # the last put of a key wins
+    ]
+    store = SomnaStore(where)
+    stores = {"SomnaStore": store, **reference_stores()}
+    results, after = {}, {}
+    for name, s in stores.items():
+        s.put(("a",), "k", {"v": 1})
+        s.put(("a",), "gone", {"v": 0})
+        results[name] = [project(r) for r in s.batch(ops)]
+        after[name] = (project(s.get(("a",), "k")), s.get(("a",), "gone"), project(s.search(("b",))))
+    assert results["SomnaStore"][0] == (("a",), "k", {"v": 1})
+    assert results["SomnaStore"][3] == []
+    assert results["SomnaStore"] == results["InMemoryStore"] == results["SqliteStore"]
+    assert after["SomnaStore"] == after["InMemoryStore"] == after["SqliteStore"]
+    assert after["SomnaStore"][0] == (("a",), "k", {"v": 4})
+    store.close()
+
+
+def test_store_values_serialize_as_sqlitestore_does_and_non_json_ones_raise(where):
+    from datetime import datetime, timezone
+
+    store = SomnaStore(where)
+    sqlite = reference_stores()["SqliteStore"]
+    value = {"when": datetime(2024, 1, 2, 3, 4, 5, tzinfo=timezone.utc), "n": [1, 2.5]}
+    for s in (store, sqlite):
+        s.put(("v",), "dt", value)
+    assert store.get(("v",), "dt").value == sqlite.get(("v",), "dt").value
+    assert store.get(("v",), "dt").value["when"] == "2024-01-02T03:04:05+00:00"
+    for s in (store, sqlite):
+        with pytest.raises(TypeError):
+            s.put(("v",), "set", {"tags": {"a", "b"}})
+        with pytest.raises(TypeError):
+            s.batch([PutOp(("v",), "ok", {"v": 1}), PutOp(("v",), "bad", {"x": object()})])
+        assert s.get(("v",), "set") is None
+        assert s.get(("v",), "ok") is None  # nothing of a failed batch is written
+    store.close()
+
+
+def test_metadata_filters_match_numerically_equal_values(where):
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    saver = SomnaSaver(where)
+    savers = {"SomnaSaver": saver, "InMemorySaver": InMemorySaver()}
+    found = {}
+    for name, s in savers.items():
+        config = {"configurable": {"thread_id": "f", "checkpoint_ns": ""}}
+        for md in ({"n": 1, "tag": "int"}, {"n": 2.0, "tag": "float"}, {"n": 1.5, "tag": "half"}):
+            config = s.put(config, empty_checkpoint(), md, {})
+        found[name] = {
+            repr(f): sorted(t.metadata["tag"] for t in s.list(None, filter=f))
+            for f in ({"n": 1.0}, {"n": 1}, {"n": 2}, {"n": 2.0}, {"n": 1.5})
+        }
+    assert found["SomnaSaver"] == found["InMemorySaver"]
+    assert found["SomnaSaver"]["{'n': 1.0}"] == ["int"]
+    assert found["SomnaSaver"]["{'n': 2}"] == ["float"]
+    # A boolean is not a number in a metadata filter (as in PostgresSaver's jsonb).
+    saver.put(
+        {"configurable": {"thread_id": "b", "checkpoint_ns": ""}}, empty_checkpoint(), {"flag": True}, {}
+    )
+    assert [t.metadata for t in saver.list(None, filter={"flag": 1})] == []
+    assert [t.metadata["flag"] for t in saver.list(None, filter={"flag": True})] == [True]
+
+    store = SomnaStore(where)
+    store.put(("m",), "int", {"n": 1})
+    store.put(("m",), "float", {"n": 2.0})
+    assert [i.key for i in store.search(("m",), filter={"n": 1.0})] == ["int"]
+    assert [i.key for i in store.search(("m",), filter={"n": 2})] == ["float"]
+    store.close()
+    saver.close()
