@@ -83,6 +83,7 @@ pub fn check_location(path: &Path) -> Result<()> {
 
 /// `url` with its scheme in lower case, as the connection's parser wants it (`PostgreSQL://`
 /// is `postgresql://`).
+#[cfg(feature = "postgres")]
 pub(crate) fn lower_scheme(url: &str) -> String {
     match scheme_of(url) {
         Some(sc) => format!(
