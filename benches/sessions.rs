@@ -23,7 +23,11 @@ fn io_written() -> u64 {
 }
 
 fn message(i: usize) -> String {
-    let role = if i % 2 == 0 { "user" } else { "assistant" };
+    let role = if i.is_multiple_of(2) {
+        "user"
+    } else {
+        "assistant"
+    };
     format!(
         r#"{{"role":"{role}","content":"turn {i}: a realistic message of a few hundred bytes, talking about the build, the tests and the next step to take in this project; {}"}}"#,
         "x".repeat(150)

@@ -48,7 +48,7 @@ impl Block {
             return Err(invalid(format!("level {level} is above {MAX_LEVEL}")));
         }
         let size = 1u64 << level;
-        if lo % size != 0 {
+        if !lo.is_multiple_of(size) {
             return Err(invalid(format!(
                 "{lo} is not a multiple of the block size {size}"
             )));
@@ -155,7 +155,8 @@ impl FromStr for Block {
             return Err(invalid(format!("{s:?}: the end must be above the start")));
         }
         let size = (last - lo).checked_add(1).filter(|s| s.is_power_of_two());
-        let Some(size) = size.filter(|s| lo % s == 0 && last < u64::MAX && *s <= 1 << MAX_LEVEL)
+        let Some(size) =
+            size.filter(|s| lo.is_multiple_of(*s) && last < u64::MAX && *s <= 1 << MAX_LEVEL)
         else {
             return Err(invalid(format!(
                 "{s:?} is not an aligned power-of-two block (like 0-1, 16-31, 64-127)"

@@ -316,7 +316,7 @@ mod tests {
                     2 => next() % 5,
                     _ => next() % 10_000,
                 };
-                let s = if next() % 8 == 0 {
+                let s = if next().is_multiple_of(8) {
                     specials[(next() % specials.len() as u64) as usize]
                 } else {
                     (next() % 10_000) as f64 / 37.0

@@ -287,7 +287,7 @@ impl WriteTxn<'_> {
         let t = id + 1;
         let mut level = 1u8;
         let mut added = 0;
-        while level < 63 && t % (1u64 << level) == 0 {
+        while level < 63 && t.is_multiple_of(1u64 << level) {
             PENDING.put(&mut self.tx, (sid, level, t - (1u64 << level)), &[])?;
             added += 1;
             level += 1;

@@ -139,7 +139,7 @@ enum Acked {
 }
 
 fn cli_write(host: &Host, i: usize) -> (String, Option<Acked>) {
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         let text = format!("cli note {i}");
         let o = host.run(&["note", &text], None);
         let id = saved_id(&o.out).filter(|_| o.ok());
@@ -154,7 +154,7 @@ fn cli_write(host: &Host, i: usize) -> (String, Option<Acked>) {
 
 fn mcp_write(s: &mut StdioServer, i: usize) -> (String, Option<Acked>) {
     let ok = |r: &Value| r["isError"] == false;
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         let text = format!("mcp note {i}");
         let r = s.call("note", json!({"text": text}));
         let id = r["structuredContent"]["id"].as_u64().filter(|_| ok(&r));

@@ -526,7 +526,8 @@ impl Server {
     /// Whether the next statement of a write fails on purpose (`SOMNA_PG_FAULT_EVERY`).
     pub(crate) fn inject(&self) -> bool {
         self.fault_every > 0
-            && (self.statements.fetch_add(1, Ordering::Relaxed) + 1) % self.fault_every == 0
+            && (self.statements.fetch_add(1, Ordering::Relaxed) + 1)
+                .is_multiple_of(self.fault_every)
     }
 
     /// Whether this commit loses its connection on purpose (`SOMNA_PG_LOSE_COMMIT`): `Some(true)`
@@ -536,7 +537,8 @@ impl Server {
             return None;
         }
         let n = self.commit_count.fetch_add(1, Ordering::Relaxed) + 1;
-        (n % self.lose_every == 0).then_some((n / self.lose_every) % 2 == 1)
+        n.is_multiple_of(self.lose_every)
+            .then_some((n / self.lose_every) % 2 == 1)
     }
 
     /// An idle connection, or a new one. A server that cannot be reached yet (refused, starting

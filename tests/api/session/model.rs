@@ -30,7 +30,7 @@ const IDS: [&str; 3] = ["alpha", "beta/1", "γ session"];
 /// Message `n`; every third is about 1.1 KB, so that a session's messages span several chunks
 /// of at most 3.8 KB (docs/design.md, section 13.2) and saves, pops and trims cross their bounds.
 fn msg(n: u8) -> String {
-    let pad = if n % 3 == 0 {
+    let pad = if n.is_multiple_of(3) {
         "x".repeat(1100)
     } else {
         String::new()

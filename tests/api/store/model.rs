@@ -124,7 +124,7 @@ impl ScopeModel {
         self.mems.push(m);
         let t = self.count();
         let mut level = 1u8;
-        while t % (1u64 << level) == 0 {
+        while t.is_multiple_of(1u64 << level) {
             self.pending.insert((level, t - (1u64 << level)));
             level += 1;
         }

@@ -75,7 +75,11 @@ pub fn all_blocks(t: u64) -> Vec<Block> {
 
 /// One session message of a few hundred bytes, as an agent library would save it.
 pub fn message(session: usize, i: usize) -> String {
-    let role = if i % 2 == 0 { "user" } else { "assistant" };
+    let role = if i.is_multiple_of(2) {
+        "user"
+    } else {
+        "assistant"
+    };
     format!(
         r#"{{"role":"{role}","content":"session {session} turn {i}: a realistic message of a few hundred bytes, talking about the build, the tests and the next step to take in this project; {}"}}"#,
         "x".repeat(150)

@@ -482,7 +482,11 @@ pub fn history(plan: &Plan, srv: &Server, rep: &mut Report) {
 
 /// A session message of about 1 KB, as an agent library saves it.
 pub fn message(session: usize, i: usize) -> String {
-    let role = if i % 2 == 0 { "user" } else { "assistant" };
+    let role = if i.is_multiple_of(2) {
+        "user"
+    } else {
+        "assistant"
+    };
     let head = format!(
         r#"{{"role":"{role}","content":"session {session} turn {i}: a message of about a kilobyte, about the build, the tests and the next step; "#
     );
