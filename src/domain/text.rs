@@ -10,21 +10,63 @@ pub const DEFAULT_ENTRY_BYTES: usize = 280;
 /// The largest `ENTRY_BYTES` a store may be configured with.
 pub const MAX_ENTRY_BYTES: usize = 4096;
 
-/// Characters that could forge or hide output lines besides the control characters: Unicode line
-/// and paragraph separators and the bidirectional overrides/isolates.
+/// Characters that could forge or hide output lines, or hide text from the person reading it,
+/// besides the control characters: Unicode line and paragraph separators; every bidirectional
+/// control (the overrides and isolates, and the marks U+200E, U+200F and U+061C); the
+/// deprecated format characters U+206A to U+206F; the interlinear annotation characters U+FFF9
+/// to U+FFFB; U+FEFF; and the tag characters U+E0000 to U+E007F, which no terminal shows and
+/// which can spell out a whole hidden instruction to a model.
 pub(crate) fn is_forbidden_format(c: char) -> bool {
-    matches!(c, '\u{2028}' | '\u{2029}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
+    matches!(
+        c,
+        '\u{061C}'
+            | '\u{200E}'
+            | '\u{200F}'
+            | '\u{2028}'
+            | '\u{2029}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{206A}'..='\u{206F}'
+            | '\u{FEFF}'
+            | '\u{FFF9}'..='\u{FFFB}'
+            | '\u{E0000}'..='\u{E007F}'
+    )
+}
+
+/// Whether `c` is a variation selector (U+FE00 to U+FE0F, U+E0100 to U+E01EF). One may follow a
+/// character to choose its glyph; a run of them shows as nothing and can carry a hidden byte
+/// string, so [`validate_line`] refuses two in a row.
+fn is_variation_selector(c: char) -> bool {
+    matches!(c, '\u{FE00}'..='\u{FE0F}' | '\u{E0100}'..='\u{E01EF}')
+}
+
+/// The first character of `text` that a line may not hold, with its byte offset: a control,
+/// separator or forbidden format character, or the second of two variation selectors in a row.
+fn first_forbidden(text: &str) -> Option<(usize, char)> {
+    let mut after_selector = false;
+    for (i, c) in text.char_indices() {
+        let selector = is_variation_selector(c);
+        if c.is_control() || is_forbidden_format(c) || (selector && after_selector) {
+            return Some((i, c));
+        }
+        after_selector = selector;
+    }
+    None
 }
 
 /// Checks that `text` is a valid memory or summary line: non-blank, at most `max_bytes` UTF-8
-/// bytes, no control character (C0, DEL, C1 including U+0085), no line or paragraph separator and
-/// no bidirectional override.
+/// bytes, no control character (C0, DEL, C1 including U+0085), no line or paragraph separator, no
+/// bidirectional control, no invisible tag character and no run of variation selectors.
 ///
 /// ```
 /// use somna::text::validate_line;
 /// assert!(validate_line("the build uses cargo nextest", 280).is_ok());
 /// assert!(validate_line("two\nlines", 280).is_err());
 /// assert!(validate_line("sep\u{2028}arated", 280).is_err());
+/// assert!(validate_line("hidden\u{E0041}\u{E0042}", 280).is_err());
+/// assert!(validate_line("a mark\u{200F}", 280).is_err());
+/// assert!(validate_line("smuggled\u{FE01}\u{FE02}", 280).is_err());
+/// assert!(validate_line("a heart \u{2764}\u{FE0F}", 280).is_ok());
 /// assert!(validate_line(&"x".repeat(281), 280).is_err());
 /// ```
 pub fn validate_line(text: &str, max_bytes: usize) -> Result<()> {
@@ -40,16 +82,14 @@ pub fn validate_line(text: &str, max_bytes: usize) -> Result<()> {
             ),
         ));
     }
-    for (i, c) in text.char_indices() {
-        if c.is_control() || is_forbidden_format(c) {
-            return Err(Error::invalid(
-                "text",
-                format!(
-                    "it contains the character U+{:04X} at byte {i}; text must be one line without control or separator characters",
-                    c as u32
-                ),
-            ));
-        }
+    if let Some((i, c)) = first_forbidden(text) {
+        return Err(Error::invalid(
+            "text",
+            format!(
+                "it contains the character U+{:04X} at byte {i}; text must be one line without control, separator, bidirectional or invisible format characters",
+                c as u32
+            ),
+        ));
     }
     Ok(())
 }
@@ -63,10 +103,7 @@ pub fn validate_field(what: &'static str, v: &str, max_bytes: usize) -> Result<(
             format!("must be 1 to {max_bytes} bytes"),
         ));
     }
-    if let Some(c) = v
-        .chars()
-        .find(|c| c.is_control() || is_forbidden_format(*c))
-    {
+    if let Some((_, c)) = first_forbidden(v) {
         return Err(Error::invalid(
             what,
             format!(

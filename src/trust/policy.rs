@@ -275,6 +275,54 @@ const SECRET_NAMES: &[&str] = &[
     "a credential assignment",
 ];
 
+/// Whether `c` is a default-ignorable code point (Unicode's `Default_Ignorable_Code_Point`):
+/// shown as nothing, so a key split by one (`AKIA\u{200B}IOSF...`) reads whole to a person and
+/// to a model.
+fn is_default_ignorable(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{034F}'
+            | '\u{061C}'
+            | '\u{115F}'
+            | '\u{1160}'
+            | '\u{17B4}'
+            | '\u{17B5}'
+            | '\u{180B}'..='\u{180F}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{206F}'
+            | '\u{3164}'
+            | '\u{FE00}'..='\u{FE0F}'
+            | '\u{FEFF}'
+            | '\u{FFA0}'
+            | '\u{FFF0}'..='\u{FFF8}'
+            | '\u{1BCA0}'..='\u{1BCA3}'
+            | '\u{1D173}'..='\u{1D17A}'
+            | '\u{E0000}'..='\u{E0FFF}'
+    )
+}
+
+/// The text the detectors read: `text` without its default-ignorable code points and with the
+/// fullwidth forms of ASCII (U+FF01 to U+FF5E) read as ASCII, so that what looks like a key or an
+/// instruction is read as one. Borrowed when there is nothing to change (all ASCII, the common
+/// case, is checked byte by byte).
+pub(crate) fn skeleton(text: &str) -> std::borrow::Cow<'_, str> {
+    let changes = |c: char| is_default_ignorable(c) || ('\u{FF01}'..='\u{FF5E}').contains(&c);
+    if text.is_ascii() || !text.chars().any(changes) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(
+        text.chars()
+            .filter(|c| !is_default_ignorable(*c))
+            .map(|c| match c {
+                '\u{FF01}'..='\u{FF5E}' => char::from_u32(c as u32 - 0xFEE0).unwrap_or(c),
+                c => c,
+            })
+            .collect(),
+    )
+}
+
 /// The patterns [`looks_like_secret`] looks for, one per kind of secret it names.
 pub const SECRET_PATTERNS: &[&str] = &[
     r"-----BEGIN [A-Z ]*PRIVATE KEY",
@@ -293,8 +341,12 @@ pub const SECRET_PATTERNS: &[&str] = &[
 /// use somna::looks_like_secret;
 /// assert_eq!(looks_like_secret("db is postgres://app:hunter22@db.internal/app"), Some("a password in a URL"));
 /// assert_eq!(looks_like_secret("the user prefers tabs"), None);
+/// // Invisible characters and fullwidth letters do not hide a key.
+/// assert_eq!(looks_like_secret("AKIA\u{200B}IOSFODNN7EXAMPLE"), Some("an AWS access key"));
+/// assert_eq!(looks_like_secret("ＡＫＩＡIOSFODNN7EXAMPLE"), Some("an AWS access key"));
 /// ```
 pub fn looks_like_secret(text: &str) -> Option<&'static str> {
+    let text = &*skeleton(text);
     static NEEDLES: Needles = Needles::new(SECRET_NEEDLES);
     if !may_match(text, &NEEDLES) {
         return None;
@@ -332,6 +384,7 @@ pub const INSTRUCTION_PATTERNS: &[&str] = &[
 /// assert!(!reads_as_instructions("the user wants the previous behaviour back"));
 /// ```
 pub fn reads_as_instructions(text: &str) -> bool {
+    let text = &*skeleton(text);
     static NEEDLES: Needles = Needles::new(INSTRUCTION_NEEDLES);
     if !may_match(text, &NEEDLES) {
         return false;

@@ -1,6 +1,7 @@
 //! Hostile input never gets into the store and never gets out of it: every C0 control
 //! character, DEL, every C1 character (U+0085 included), the Unicode line and paragraph
-//! separators, the bidirectional overrides and isolates, invalid UTF-8, empty text and text over
+//! separators, every bidirectional control (overrides, isolates and marks), the tag characters,
+//! runs of variation selectors, invalid UTF-8, empty text and text over
 //! the byte limit are each refused by every way in (`note`, `note -`, `nap`, `nap --apply`,
 //! `import`, `import --jsonl`, envelope fields), with one clear line on stderr, a non-zero exit
 //! and nothing written. And no line any command prints carries such a character from stored
@@ -63,13 +64,25 @@ fn hostile_chars() -> Vec<char> {
         .chain([0x2028, 0x2029])
         .chain(0x202a..=0x202e)
         .chain(0x2066..=0x2069)
+        // The bidirectional marks, and tag characters (which can spell a hidden instruction).
+        .chain([0x200e, 0x200f, 0x061c, 0xfeff, 0xe0001, 0xe0041, 0xe007f])
         .map(|c| char::from_u32(c).expect("char"))
         .collect()
 }
 
 fn is_hostile(c: char) -> bool {
     (c.is_control() && c != '\n')
-        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+        || matches!(
+            c,
+            '\u{2028}'
+                | '\u{2029}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{200E}'
+                | '\u{200F}'
+                | '\u{061C}'
+                | '\u{E0000}'..='\u{E007F}'
+        )
 }
 
 /// The first problem with an output: not UTF-8, or a line that carries a control, separator or
@@ -418,4 +431,34 @@ fn no_output_line_carries_a_hostile_character() {
         problems.len(),
         problems.join("\n")
     );
+}
+
+/// A run of variation selectors (a hidden byte string: each selector shows as nothing) is
+/// refused, while one selector after a character, as in an emoji, is kept (issue 52, point 9).
+#[test]
+fn a_run_of_variation_selectors_is_refused_and_one_is_kept() {
+    let e = Env::init();
+    for text in ["hidden\u{FE00}\u{FE01}", "x\u{E0100}\u{E0101}\u{E0102}"] {
+        let r = e.run(&["note", text], None);
+        e.refused(&format!("note {text:?}"), &r);
+    }
+    e.ok(&["note", "the deploy went fine \u{2764}\u{FE0F}"]);
+    assert_eq!(count(&e), 1);
+}
+
+/// A key split by a zero-width space reads whole to a person: the secret check refuses it as
+/// it refuses the plain key (issue 52, point 9).
+#[test]
+fn a_key_split_by_an_invisible_character_is_refused_as_a_secret() {
+    let e = Env::init();
+    for text in [
+        "key AKIA\u{200B}IOSFODNN7EXAMPLE",
+        "key \u{FF21}KIAIOSFODNN7EXAMPLE",
+    ] {
+        let r = e.run(&["note", text], None);
+        e.refused(&format!("note {text:?}"), &r);
+        let err = String::from_utf8_lossy(&r.err);
+        assert!(err.contains("AWS access key"), "{err}");
+    }
+    assert_eq!(count(&e), 0);
 }
