@@ -119,7 +119,9 @@ pub use session::{
 };
 pub use storage::access::{pattern_matches, validate_principal, Access, DEFAULT_ADMIN};
 pub use storage::config::{validate_config, Config, CONFIG_NAMES};
-pub use storage::options::{Options, UpgradeProgress};
+pub use storage::options::{
+    cache_bytes_from_env, Options, UpgradeProgress, CACHE_ENV, CLI_CACHE_BYTES, SERVER_CACHE_BYTES,
+};
 pub use storage::pg::url::{check_location, url_of, without_password};
 pub use storage::redb::tail::TailRepair;
 pub use storage::store::{Migration, Store, DEFAULT_SCOPE};

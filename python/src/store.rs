@@ -117,7 +117,10 @@ impl PyStore {
         let mut opts = Options::default()
             .busy_timeout(duration(py, busy_timeout, "busy_timeout")?)
             .exclusive(exclusive);
-        if let Some(n) = cache_bytes {
+        // A Python handle stays open: the library's default cache, sized for a server, unless
+        // the call or SOMNA_CACHE_MIB says otherwise.
+        let env = somna::cache_bytes_from_env().map_err(|e| invalid(py, e.to_string()))?;
+        if let Some(n) = cache_bytes.or(env) {
             opts = opts.cache_bytes(n);
         }
         if path.as_os_str().is_empty() {

@@ -162,9 +162,26 @@ impl Cli {
         if let Some(p) = &self.principal {
             somna::validate_principal(p)?;
         }
+        // A one-shot command reads little: a small page cache. `somna mcp` stays open and
+        // keeps the library's default, sized for a server. `SOMNA_CACHE_MIB` sets either.
+        let cache = match somna::cache_bytes_from_env()? {
+            Some(n) => n,
+            None if self.stays_open() => somna::SERVER_CACHE_BYTES,
+            None => somna::CLI_CACHE_BYTES,
+        };
         Ok(Options::default()
             .busy_timeout(Duration::from_millis(self.busy_timeout_ms))
-            .principal(self.principal.as_deref()))
+            .principal(self.principal.as_deref())
+            .cache_bytes(cache))
+    }
+
+    /// True for a command whose process keeps its store open (`somna mcp`).
+    fn stays_open(&self) -> bool {
+        #[cfg(feature = "mcp")]
+        if matches!(self.command, Command::Mcp(_)) {
+            return true;
+        }
+        false
     }
 
     #[cfg_attr(not(feature = "mcp"), allow(dead_code))]

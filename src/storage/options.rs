@@ -4,6 +4,34 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The default page cache of a handle ([`Options::cache_bytes`]): 128 MiB, for a process that
+/// keeps its handle open (a library or Python handle, the MCP server).
+pub const SERVER_CACHE_BYTES: usize = 128 << 20;
+/// The page cache of the command line's one-shot commands: 32 MiB.
+pub const CLI_CACHE_BYTES: usize = 32 << 20;
+/// The environment variable that sets the page cache, in MiB, of the command line's handles
+/// (every command, `somna mcp` included) and of a Python `Store` opened without `cache_bytes`.
+pub const CACHE_ENV: &str = "SOMNA_CACHE_MIB";
+
+/// The page cache [`CACHE_ENV`] asks for, in bytes: `None` when it is unset or empty, an
+/// [`crate::Error::Invalid`] when it is not a whole number of MiB from 1 to 1,048,576.
+pub fn cache_bytes_from_env() -> crate::error::Result<Option<usize>> {
+    let Some(v) = std::env::var_os(CACHE_ENV).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    let mib = v
+        .to_str()
+        .and_then(|t| t.trim().parse::<usize>().ok())
+        .filter(|n| (1..=1 << 20).contains(n))
+        .ok_or_else(|| {
+            crate::error::Error::invalid(
+                "environment",
+                format!("{CACHE_ENV}={v:?}: not a whole number of MiB from 1 to 1048576"),
+            )
+        })?;
+    Ok(Some(mib << 20))
+}
+
 /// How a [`crate::Store`] is opened, on either engine.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -11,7 +39,12 @@ pub struct Options {
     /// How long a writer waits for another writer (thread or process) before failing with
     /// [`crate::Error::Busy`]. Default 10 s.
     pub busy_timeout: Duration,
-    /// redb's page cache for this handle. Default 32 MiB (redb's own default is 1 GiB).
+    /// redb's page cache for this handle, an upper bound (pages are cached as they are read).
+    /// Default [`SERVER_CACHE_BYTES`] (128 MiB), sized for a handle that stays open (a library
+    /// or Python handle, the MCP server): a store larger than the cache pays a page copy per
+    /// miss on every read. The `somna` command line's one-shot commands use
+    /// [`CLI_CACHE_BYTES`] (32 MiB); [`CACHE_ENV`] sets it for the command line. redb's own
+    /// default is 1 GiB.
     pub cache_bytes: usize,
     /// Open with redb's `ExclusiveWriter` mode: one process owns the file, commits cost one
     /// fsync instead of two, and other processes wait (then fail `Busy`) to open it. Default
@@ -60,7 +93,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             busy_timeout: Duration::from_secs(10),
-            cache_bytes: 32 << 20,
+            cache_bytes: SERVER_CACHE_BYTES,
             exclusive: false,
             principal: None,
             check_on_open: false,
@@ -118,5 +151,26 @@ impl Options {
     pub fn cache_bytes(mut self, n: usize) -> Self {
         self.cache_bytes = n;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The only test that touches [`CACHE_ENV`] (the environment is the process's).
+    #[test]
+    fn the_cache_size_from_the_environment() {
+        assert_eq!(Options::default().cache_bytes, 128 << 20);
+        std::env::set_var(CACHE_ENV, "");
+        assert_eq!(cache_bytes_from_env().unwrap(), None);
+        std::env::set_var(CACHE_ENV, " 256 ");
+        assert_eq!(cache_bytes_from_env().unwrap(), Some(256 << 20));
+        for bad in ["0", "-1", "1.5", "many", "1048577"] {
+            std::env::set_var(CACHE_ENV, bad);
+            assert!(cache_bytes_from_env().is_err(), "{bad}");
+        }
+        std::env::remove_var(CACHE_ENV);
+        assert_eq!(cache_bytes_from_env().unwrap(), None);
     }
 }

@@ -160,6 +160,21 @@ fn a_bad_environment_variable_is_a_clear_error() {
 }
 
 #[test]
+fn the_page_cache_is_set_by_the_environment() {
+    let env = Env::new();
+    let mut c = env.cmd();
+    c.env("SOMNA_CACHE_MIB", "lots").arg("wake");
+    let r = run_raw(c, None);
+    let err = String::from_utf8_lossy(&r.err);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(err.contains("SOMNA_CACHE_MIB"), "{err}");
+    let mut c = env.cmd();
+    c.env("SOMNA_CACHE_MIB", "64").arg("init");
+    let r = run_raw(c, None);
+    assert_eq!(r.code, 0, "{r:?}");
+}
+
+#[test]
 fn the_no_store_error_names_the_init_that_creates_the_store_asked_for() {
     // Issue 22, point 7: not a bare `somna init` (which would not run, or would set up the
     // default store), but this binary with `--db`, `--as` and `--scope`.

@@ -1,18 +1,25 @@
 //! The JSON-file stores of agent libraries. Memories: the optillm plugin's one JSON list of
-//! strings. Sessions: pure_agents' `JSONMemory`, one JSON array per session in `<id>.json`.
+//! strings. Sessions: pure_agents' `JSONMemory`, one JSON array per session in `<id>.json`,
+//! after a first line that keeps what somna's `session_list` returns (a JSON object of the
+//! created and updated times, the revision and the message count), so that a list returns the
+//! same fields on every engine: a save reads the old file's first line (its creation time and
+//! revision), a list reads each file's first line.
 //! Every save rewrites the whole file through a temp file, `fsync` and `rename`, as those
 //! libraries do (no directory fsync). The list has no summary tree (no wake) and no log to scan
 //! (recall would parse the whole list).
 
 use std::fs::{self, File};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use ::somna::text::date_of;
 
-use super::{with_suffix, Entry, Lacks, MemoryEngine, Pattern, SessionEngine, Writer, JSONFILE};
+use super::{
+    now_us, with_suffix, Entry, Lacks, Listed, MemoryEngine, Pattern, SessionEngine, Writer,
+    JSONFILE,
+};
 use crate::data;
 
 pub const ENTRY: Entry = Entry {
@@ -112,7 +119,40 @@ impl MemoryEngine for JsonFile {
     }
 }
 
-/// pure_agents `JSONMemory`: one JSON array per session.
+/// The first line of a session's file.
+struct Head {
+    created_us: i64,
+    updated_us: i64,
+    revision: u64,
+    count: u64,
+}
+
+/// A session's file: its [`Head`] on the first line, then the JSON array of its messages.
+fn file_text(created_us: i64, updated_us: i64, revision: u64, msgs: &[String]) -> String {
+    let mut out = format!(
+        "{{\"created_us\":{created_us},\"updated_us\":{updated_us},\"revision\":{revision},\"count\":{}}}\n",
+        msgs.len()
+    );
+    out.push_str(&data::json_array(msgs));
+    out
+}
+
+/// The first line of the file at `path` (at most its first 256 bytes read), or `None` when there
+/// is no such file.
+fn head(path: &Path) -> Option<Head> {
+    let mut buf = [0u8; 256];
+    let n = File::open(path).ok()?.read(&mut buf).ok()?;
+    let line = buf.get(..n)?.split(|b| *b == b'\n').next()?;
+    let v: serde_json::Value = serde_json::from_slice(line).ok()?;
+    Some(Head {
+        created_us: v.get("created_us")?.as_i64()?,
+        updated_us: v.get("updated_us")?.as_i64()?,
+        revision: v.get("revision")?.as_u64()?,
+        count: v.get("count")?.as_u64()?,
+    })
+}
+
+/// pure_agents `JSONMemory`: one JSON array per session (after the list's line).
 pub struct JsonSessions {
     dir: PathBuf,
 }
@@ -135,10 +175,14 @@ impl SessionEngine for JsonSessions {
     }
 
     fn save(&mut self, id: &str, msgs: &[String]) {
+        let path = self.file(id);
+        let now = now_us();
+        let (created_us, revision) = head(&path).map_or((now, 0), |h| (h.created_us, h.revision));
+        let bytes = file_text(created_us, now, revision + 1, msgs);
         write_replace(
             &self.dir.join(format!("{id}.json.tmp")),
-            &self.file(id),
-            data::json_array(msgs).as_bytes(),
+            &path,
+            bytes.as_bytes(),
         );
     }
 
@@ -146,27 +190,35 @@ impl SessionEngine for JsonSessions {
     fn fill(&mut self, n: usize, msgs_of: &dyn Fn(usize) -> Vec<String>) {
         for k in 0..n {
             let path = self.file(&data::session_id(k));
-            fs::write(path, data::json_array(&msgs_of(k))).expect("write");
+            let now = now_us();
+            fs::write(path, file_text(now, now, 1, &msgs_of(k))).expect("write");
         }
     }
 
     fn load(&self, id: &str) -> Option<Vec<String>> {
         let s = fs::read_to_string(self.file(id)).ok()?;
-        Some(data::parse_array(&s))
+        let (_, array) = s.split_once('\n')?;
+        Some(data::parse_array(array))
     }
 
-    fn ids(&self) -> Vec<String> {
-        let mut out: Vec<String> = fs::read_dir(&self.dir)
+    fn list(&self) -> Vec<Listed> {
+        let mut out: Vec<Listed> = fs::read_dir(&self.dir)
             .expect("read_dir")
             .flatten()
             .filter_map(|e| {
-                e.file_name()
-                    .to_str()
-                    .and_then(|n| n.strip_suffix(".json"))
-                    .map(str::to_string)
+                let name = e.file_name();
+                let id = name.to_str()?.strip_suffix(".json")?.to_string();
+                let h = head(&e.path())?;
+                Some(Listed {
+                    id,
+                    created_us: h.created_us,
+                    updated_us: h.updated_us,
+                    count: h.count,
+                    revision: h.revision,
+                })
             })
             .collect();
-        out.sort();
+        out.sort_by(|a, b| a.id.cmp(&b.id));
         out
     }
 

@@ -144,11 +144,13 @@ pub trait SessionEngine {
     fn fill(&mut self, n: usize, msgs_of: &dyn Fn(usize) -> Vec<String>);
     /// The messages of session `id`.
     fn load(&self, id: &str) -> Option<Vec<String>>;
+    /// Every session, in id order, with what somna's `session_list` returns (id, times, message
+    /// count, revision): the timed list. Every engine returns the same fields, so that the
+    /// workload compares like with like (issue 49).
+    fn list(&self) -> Vec<Listed>;
     /// Every session id, in order: the answer `list` gives, as ids.
-    fn ids(&self) -> Vec<String>;
-    /// Lists the sessions as the engine's own API does (the timed operation).
-    fn list(&self) {
-        std::hint::black_box(self.ids());
+    fn ids(&self) -> Vec<String> {
+        self.list().into_iter().map(|l| l.id).collect()
     }
     /// The ids alone, by a cheaper call than `list` where the engine has one (somna's
     /// `session_ids`, the pure_agents `list_sessions` contract); a diagnostic.
@@ -159,6 +161,25 @@ pub trait SessionEngine {
     fn settle(&mut self);
     /// The files and directories that hold the store.
     fn files(&self) -> Vec<PathBuf>;
+}
+
+/// One session as a list returns it, on every engine: the fields of somna's `SessionInfo` that
+/// every engine can keep (its id, when it was created and last saved, its message count and its
+/// revision).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub id: String,
+    pub created_us: i64,
+    pub updated_us: i64,
+    pub count: u64,
+    pub revision: u64,
+}
+
+/// Microseconds since the epoch, now (the times the SQLite and JSON-file stores keep).
+pub fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
 }
 
 /// `stem` with `suffix` appended to its last component (`h1000` + `.redb`).

@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use ::somna::{Block, Memory, NewMemory, Options, Store, Summary, WakeOptions};
 
-use super::{with_suffix, Entry, Lacks, MemoryEngine, Pattern, SessionEngine, Writer, SOMNA};
+use super::{
+    with_suffix, Entry, Lacks, Listed, MemoryEngine, Pattern, SessionEngine, Writer, SOMNA,
+};
 use crate::data::{self, SCOPE};
 
 /// The variant's name.
@@ -191,14 +193,18 @@ impl SessionEngine for Somna {
         self.store().session_load(id).expect("load")
     }
 
-    fn ids(&self) -> Vec<String> {
+    /// `session_list`: every session's info, not only its id.
+    fn list(&self) -> Vec<Listed> {
         let list = self.store().session_list("", None, None).expect("list");
-        list.into_iter().map(|i| i.id).collect()
-    }
-
-    /// `session_list` (every session's info, not only its id), as the table has measured it.
-    fn list(&self) {
-        std::hint::black_box(self.store().session_list("", None, None).expect("list"));
+        list.into_iter()
+            .map(|i| Listed {
+                id: i.id,
+                created_us: i.created_us,
+                updated_us: i.updated_us,
+                count: i.count,
+                revision: i.revision,
+            })
+            .collect()
     }
 
     fn ids_only(&self) -> Option<Vec<String>> {
