@@ -4,7 +4,7 @@ use clap::Args;
 use somna::text;
 use somna::Error;
 
-use crate::cli::globals::Context;
+use crate::cli::context::Context;
 use crate::cli::output::{json, plural};
 use crate::cli::progress::Progress;
 

@@ -3,7 +3,7 @@
 
 use somna::Error;
 
-use crate::cli::globals::Context;
+use crate::cli::context::Context;
 
 /// The text for AGENTS.md or CLAUDE.md; each `` `somna `` in it becomes the command prefix.
 const INSTRUCTIONS: &str = include_str!("../instructions.md");

@@ -11,7 +11,7 @@ use somna::text;
 use somna::{Block, Error, Memory};
 use somna::{Event, EventKind, MemoryState};
 
-use crate::cli::globals::Context;
+use crate::cli::context::Context;
 
 /// The arguments of `show` (the CLI verb and the MCP tool).
 #[derive(Args, Debug, Deserialize)]

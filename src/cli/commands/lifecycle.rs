@@ -8,7 +8,7 @@ use serde::Deserialize;
 use somna::Decision;
 use somna::Error;
 
-use crate::cli::globals::Context;
+use crate::cli::context::Context;
 
 /// The arguments of `accept`, `deprecate` and `retract` (and of the MCP tool `decide`).
 #[derive(Args, Debug, Deserialize)]

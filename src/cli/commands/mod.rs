@@ -22,12 +22,10 @@ mod wake;
 #[cfg(feature = "mcp")]
 pub mod web;
 
-use std::io::Write;
-
 use clap::Subcommand;
 use somna::Error;
 
-use crate::cli::globals::{Cli, Context};
+use crate::cli::context::Context;
 
 // The order of the variants is the order of `somna --help`.
 #[derive(Subcommand, Debug)]
@@ -103,17 +101,8 @@ pub enum Command {
     Man,
 }
 
-/// Runs a command that opens no store through `--db` (`completions`, `man`, and `copy`, which
-/// names its own two); `None` for every other.
-pub fn run_without_store(cli: &Cli, out: &mut dyn Write) -> Option<Result<u8, Error>> {
-    match &cli.command {
-        Command::Completions(a) => Some(shell::completions(out, a)),
-        Command::Man => Some(shell::man(out)),
-        // It names its own two stores.
-        Command::Copy(a) => Some(import::copy(cli, a, out)),
-        _ => None,
-    }
-}
+pub use import::copy;
+pub use shell::{completions, man};
 
 /// Runs one command on the context's store; returns the exit code.
 pub fn run(cx: &mut Context<'_>, command: &Command) -> Result<u8, Error> {
@@ -140,7 +129,7 @@ pub fn run(cx: &mut Context<'_>, command: &Command) -> Result<u8, Error> {
         Command::Forget(a) => tree::forget(cx, a),
         Command::Import(a) => import::import(cx, a),
         Command::Export => import::export(cx),
-        // Runs before any store opens (`run_without_store`): it names its own two.
+        // Runs before any store opens (`cli::run_without_store`): it names its own two.
         Command::Copy(_) => Err(Error::Invalid {
             what: "copy",
             reason: "copy opens its own stores".into(),
@@ -158,8 +147,11 @@ pub fn run(cx: &mut Context<'_>, command: &Command) -> Result<u8, Error> {
         }),
         #[cfg(feature = "mcp")]
         Command::Token(a) => token::run(cx, a),
-        Command::Completions(a) => shell::completions(cx.out, a),
-        Command::Man => shell::man(cx.out),
+        // Run before any store opens (`cli::run_without_store`), with the whole command line.
+        Command::Completions(_) | Command::Man => Err(Error::Invalid {
+            what: "command",
+            reason: "completions and man open no store".into(),
+        }),
     }
 }
 

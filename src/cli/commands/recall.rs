@@ -1,6 +1,6 @@
 //! `recall`: the memories whose line matches a regex, in one scope or several.
 
-use crate::cli::globals::{kinds, Names};
+use crate::cli::names::{kinds, Names};
 use clap::Args;
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
@@ -8,7 +8,7 @@ use serde::Deserialize;
 use somna::text;
 use somna::{Error, Kind, RecallQuery};
 
-use crate::cli::globals::Context;
+use crate::cli::context::Context;
 use crate::cli::output::plural;
 
 /// The arguments of `recall` (the CLI verb and the MCP tool).

@@ -1,7 +1,7 @@
 //! `search`: memories and summaries ranked by what they are about (BM25, with a vector when
 //! given); `reindex`: the search index rebuilt from the log and the tree.
 
-use crate::cli::globals::{kinds, Names};
+use crate::cli::names::{kinds, Names};
 use clap::Args;
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
@@ -9,7 +9,7 @@ use serde::Deserialize;
 use somna::text;
 use somna::{Error, Kind, SearchMode, SearchQuery};
 
-use crate::cli::globals::Context;
+use crate::cli::context::Context;
 use crate::cli::output::plural;
 use crate::cli::progress::Progress;
 

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use somna::text;
 use somna::Error;
 
-use crate::cli::globals::Context;
+use crate::cli::context::Context;
 use crate::cli::input::{parse_array, read_input, safe_file_id};
 use crate::cli::output::{json, json_array, plural, print_session_items};
 use crate::cli::progress::Progress;

@@ -6,7 +6,7 @@ use sha2::Digest;
 use somna::text;
 use somna::Error;
 
-use crate::cli::globals::Context;
+use crate::cli::context::Context;
 
 #[derive(Args, Debug)]
 pub struct TokenArgs {
@@ -36,6 +36,12 @@ pub struct RevokeArgs {
     /// The token's id, as `token list` shows it
     pub id: String,
 }
+
+/// Marks a response to a request with a valid session (the inspector) or token (MCP), so that
+/// the listener never sheds its connection. Here, beside the tokens, so that the inspector and
+/// the MCP server share it without naming each other.
+#[derive(Clone, Debug)]
+pub struct Authenticated;
 
 /// Whether the command only reads.
 pub fn reads_only(a: &TokenArgs) -> bool {

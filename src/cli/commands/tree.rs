@@ -8,8 +8,8 @@ use serde::Deserialize;
 use somna::text;
 use somna::{Block, Error, NapOutcome, PromptInput};
 
-use crate::cli::globals::Context;
-use crate::cli::output::{block_list, plural, print_next_prompt, print_prompt};
+use crate::cli::context::Context;
+use crate::cli::output::{block_list, plural};
 use crate::cli::progress::Progress;
 
 /// The arguments of `pending` (the CLI verb and the MCP tool).
@@ -142,7 +142,7 @@ fn next_merge(cx: &mut Context<'_>) -> Result<(), Error> {
         cx.emit(&v)?;
     }
     if cx.text_wanted() {
-        print_prompt(cx, prompt.as_ref(), pending, true)?;
+        cx.print_prompt(prompt.as_ref(), pending, true)?;
     }
     Ok(())
 }
@@ -221,7 +221,7 @@ fn save_answers(cx: &mut Context<'_>, entries: Vec<(Block, String)>) -> Result<u
             block_list(&settled)
         )?;
     }
-    print_next_prompt(cx, true)?;
+    cx.print_next_prompt(true)?;
     Ok(0)
 }
 
@@ -288,7 +288,7 @@ fn nap_answer(cx: &mut Context<'_>, block: &str, t: &str) -> Result<(), Error> {
         }
     }
     // Either way the note -> prompt -> nap loop goes on: the next prompt, or that none is left.
-    crate::cli::output::print_prompt(cx, napped.next_prompt.as_ref(), napped.pending, true)
+    cx.print_prompt(napped.next_prompt.as_ref(), napped.pending, true)
 }
 
 /// Drops the summary of the block and of every block built on it.

@@ -1,7 +1,7 @@
 //! `grant`, `revoke`, `grants`, `policy` and `audit`: who may read and write what, what may be
 //! written, and who read what.
 
-use crate::cli::globals::{accesses, Names};
+use crate::cli::names::{accesses, Names};
 use clap::Args;
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
@@ -9,7 +9,7 @@ use serde::Deserialize;
 use somna::text;
 use somna::Error;
 
-use crate::cli::globals::Context;
+use crate::cli::context::Context;
 use crate::cli::output::json;
 
 /// The arguments of `grant` and `revoke` (the CLI verbs and the MCP tools).

@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use somna::{Error, WakeOptions};
 
-use crate::cli::globals::Context;
+use crate::cli::context::Context;
 
 /// The arguments of `wake` (the CLI verb and the MCP tool).
 #[derive(Args, Debug, Default, Deserialize)]

@@ -12,7 +12,7 @@ use super::args::Call;
 use super::tools::{offered, ToolSpec, TOOLS};
 use super::{Caller, Server};
 use crate::cli::commands;
-use crate::cli::globals::Context;
+use crate::cli::context::Context;
 
 /// The class of an error, as a tool result names it: invalid, conflict, not_found, busy,
 /// corrupt, denied, server or ambiguous (the CLI's exit codes 2, 1, 3, 4, 5, 6, 7, 8; an id or

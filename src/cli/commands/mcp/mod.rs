@@ -37,6 +37,14 @@ use somna::{Error, Options, Store};
 
 pub use tools::Group;
 
+/// Opens (or hands out) the store the server shares, acting as the admin.
+pub type Opener = Arc<dyn Fn() -> Result<Store, Error> + Send + Sync>;
+
+/// The web inspector (`--ui`): given how to open the store, the Origins a POST may carry and the
+/// default scope, its routes under `/ui/`. The caller passes it (`somna::cli` passes the
+/// inspector's router), so that the server does not name the inspector.
+pub type Ui = fn(Opener, Vec<String>, String) -> axum::Router;
+
 /// The options of `somna mcp`.
 #[derive(Args, Debug)]
 pub struct McpArgs {
@@ -466,6 +474,7 @@ pub fn serve(
     scope: &str,
     principal: Option<String>,
     a: &McpArgs,
+    ui: Ui,
 ) -> Result<u8, Error> {
     somna::validate_scope(scope)?;
     let groups = if a.tools.is_empty() {
@@ -492,7 +501,7 @@ pub fn serve(
         .build()?;
     rt.block_on(async move {
         match &a.http {
-            Some(addr) => http::serve(handler, addr, &a.allow_origin, a.ui).await,
+            Some(addr) => http::serve(handler, addr, &a.allow_origin, a.ui.then_some(ui)).await,
             None => stdio::serve(handler).await,
         }
     })?;
