@@ -205,7 +205,7 @@ impl Cli {
                 reason: "several scopes (a,b) are only for wake, recall and search".into(),
             });
         }
-        let init = matches!(self.command, Command::Init);
+        let init = matches!(self.command, Command::Init(_));
         let reads = commands::reads_only(&self.command);
         let store = crate::cli::open::for_command(&path, opts, init, reads)?;
         let created = store.was_created();

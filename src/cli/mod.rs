@@ -23,6 +23,7 @@ mod names;
 mod open;
 mod output;
 mod progress;
+mod verb;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -149,7 +150,7 @@ fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8, Error> {
     }
     let mut cx = cli.context(out)?;
     let code = commands::run(&mut cx, &cli.command)?;
-    if !matches!(cli.command, Command::Init) {
+    if !matches!(cli.command, Command::Init(_)) {
         // Closing writes redb's allocator state: a failure there (a damaged file) is reported
         // too. `init` only drops its handle, as it always has.
         cx.close()?;
@@ -162,7 +163,7 @@ fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8, Error> {
 fn run_without_store(cli: &Cli, out: &mut dyn Write) -> Option<Result<u8, Error>> {
     match &cli.command {
         Command::Completions(a) => Some(commands::completions(out, a, Cli::command())),
-        Command::Man => Some(commands::man(
+        Command::Man(_) => Some(commands::man(
             out,
             Cli::command().long_version(globals::long_version()),
         )),

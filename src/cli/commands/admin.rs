@@ -7,6 +7,7 @@ use somna::Error;
 use crate::cli::context::Context;
 use crate::cli::output::{json, plural};
 use crate::cli::progress::Progress;
+use crate::cli::verb::{NoArgs, Verb};
 
 #[derive(Args, Debug)]
 pub struct ConfigArgs {
@@ -136,3 +137,15 @@ pub fn verify(cx: &mut Context<'_>) -> Result<u8, Error> {
     }
     Ok(if r.ok() { 0 } else { 5 })
 }
+
+/// The verb `config` (it reads when it sets nothing).
+pub const CONFIG: Verb<ConfigArgs> = Verb::reads_when(config, |a| a.setting.is_none());
+
+/// The verb `stats`.
+pub const STATS: Verb<NoArgs> = Verb::reads(|cx, _| stats(cx));
+
+/// The verb `verify`.
+pub const VERIFY: Verb<NoArgs> = Verb::reads(|cx, _| verify(cx));
+
+/// The verb `migrate`.
+pub const MIGRATE: Verb<NoArgs> = Verb::writes(|cx, _| migrate(cx));

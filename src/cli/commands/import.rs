@@ -10,6 +10,7 @@ use crate::cli::context::Context;
 use crate::cli::input::read_input;
 use crate::cli::output::plural;
 use crate::cli::progress::{CountLines, Progress};
+use crate::cli::verb::{outside_store, NoArgs, Verb};
 
 #[derive(Args, Debug)]
 pub struct CopyArgs {
@@ -154,3 +155,12 @@ pub fn copy(
     src.close()?;
     Ok(0)
 }
+
+/// The verb `import`.
+pub const IMPORT: Verb<ImportArgs> = Verb::writes(import);
+
+/// The verb `export`.
+pub const EXPORT: Verb<NoArgs> = Verb::reads(|cx, _| export(cx));
+
+/// The verb `copy` (it opens its own two stores: `somna::cli` runs it).
+pub const COPY: Verb<CopyArgs> = Verb::writes(outside_store);

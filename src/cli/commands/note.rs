@@ -9,6 +9,7 @@ use somna::text;
 use somna::{Error, Kind, NewMemory, Status};
 
 use crate::cli::context::Context;
+use crate::cli::verb::Verb;
 
 /// The arguments of `note` (the CLI verb and the MCP tool).
 #[derive(Args, Debug, Deserialize)]
@@ -138,3 +139,6 @@ fn new_memory(cx: &Context<'_>, a: &NoteArgs) -> Result<NewMemory, Error> {
         .conflicts_with(a.conflicts_with.clone())
         .force(a.force))
 }
+
+/// The verb `note`.
+pub const NOTE: Verb<NoteArgs> = Verb::writes(run);

@@ -10,6 +10,7 @@ use somna::{Error, Kind, RecallQuery};
 
 use crate::cli::context::Context;
 use crate::cli::output::plural;
+use crate::cli::verb::Verb;
 
 /// The arguments of `recall` (the CLI verb and the MCP tool).
 #[derive(Args, Debug, Deserialize)]
@@ -125,3 +126,6 @@ fn recall_scopes(cx: &mut Context<'_>, found: &[(String, somna::Recall)]) -> Res
     }
     Ok(code)
 }
+
+/// The verb `recall`.
+pub const RECALL: Verb<RecallArgs> = Verb::reads(run).several_scopes();

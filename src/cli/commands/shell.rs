@@ -4,6 +4,7 @@
 
 use std::io::Write;
 
+use crate::cli::verb::{outside_store, NoArgs, Verb};
 use clap::Args;
 use somna::Error;
 
@@ -55,3 +56,9 @@ fn page(cmd: &clap::Command, name: &str, roff: &mut Vec<u8>) -> Result<(), Error
     }
     Ok(())
 }
+
+/// The verb `completions` (it opens no store: `somna::cli` runs it).
+pub const COMPLETIONS: Verb<CompletionsArgs> = Verb::reads(outside_store);
+
+/// The verb `man` (it opens no store: `somna::cli` runs it).
+pub const MAN: Verb<NoArgs> = Verb::reads(outside_store);

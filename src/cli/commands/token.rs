@@ -7,6 +7,7 @@ use somna::text;
 use somna::Error;
 
 use crate::cli::context::Context;
+use crate::cli::verb::Verb;
 
 #[derive(Args, Debug)]
 pub struct TokenArgs {
@@ -138,3 +139,6 @@ fn revoke(cx: &mut Context<'_>, a: &RevokeArgs) -> Result<u8, Error> {
     }
     Ok(if n == 0 { 3 } else { 0 })
 }
+
+/// The verb `token` and its subcommands.
+pub const TOKEN: Verb<TokenArgs> = Verb::reads_when(run, reads_only);

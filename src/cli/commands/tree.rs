@@ -11,6 +11,7 @@ use somna::{Block, Error, NapOutcome, PromptInput};
 use crate::cli::context::Context;
 use crate::cli::output::{block_list, plural};
 use crate::cli::progress::Progress;
+use crate::cli::verb::Verb;
 
 /// The arguments of `pending` (the CLI verb and the MCP tool).
 #[derive(Args, Debug, Deserialize)]
@@ -341,3 +342,17 @@ pub fn zoom(cx: &mut Context<'_>, a: &ZoomArgs) -> Result<u8, Error> {
     }
     Ok(0)
 }
+
+/// The verb `pending`.
+pub const PENDING: Verb<PendingArgs> = Verb::reads(pending);
+
+/// The verb `nap` (it reads when it stores no answer).
+pub const NAP: Verb<NapArgs> = Verb::reads_when(nap, |a| {
+    a.block.is_none() && a.apply.is_none() && a.answers.is_empty()
+});
+
+/// The verb `zoom`.
+pub const ZOOM: Verb<ZoomArgs> = Verb::reads(zoom);
+
+/// The verb `forget`.
+pub const FORGET: Verb<ForgetArgs> = Verb::writes(forget);

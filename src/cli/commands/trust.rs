@@ -11,6 +11,7 @@ use somna::Error;
 
 use crate::cli::context::Context;
 use crate::cli::output::json;
+use crate::cli::verb::{NoArgs, Verb};
 
 /// The arguments of `grant` and `revoke` (the CLI verbs and the MCP tools).
 #[derive(Args, Debug, Deserialize)]
@@ -135,3 +136,18 @@ pub fn audit(cx: &mut Context<'_>, a: &AuditArgs) -> Result<u8, Error> {
     }
     Ok(0)
 }
+
+/// The verb `grant`.
+pub const GRANT: Verb<GrantArgs> = Verb::writes(grant);
+
+/// The verb `revoke`.
+pub const REVOKE: Verb<GrantArgs> = Verb::writes(revoke);
+
+/// The verb `grants`.
+pub const GRANTS: Verb<NoArgs> = Verb::reads(|cx, _| grants(cx));
+
+/// The verb `policy` (it reads when it changes no setting).
+pub const POLICY: Verb<PolicyArgs> = Verb::reads_when(policy, |a| a.settings.is_empty());
+
+/// The verb `audit`.
+pub const AUDIT: Verb<AuditArgs> = Verb::reads(audit);

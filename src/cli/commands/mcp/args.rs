@@ -78,10 +78,8 @@ impl<T> Scopes<T> {
     }
 }
 
-/// No arguments.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NoArgs {}
+/// No arguments: the verbs' own empty argument struct.
+pub use crate::cli::verb::NoArgs;
 
 /// Builds a verb that runs in a scope: `command` of the arguments, in the scope given.
 pub fn scoped<T>(v: serde_json::Value, command: fn(T) -> Command) -> Result<Call, Error>

@@ -35,6 +35,7 @@ use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use somna::{Error, Options, Store};
 
+use crate::cli::verb::{outside_store, Verb};
 pub use tools::Group;
 
 /// Opens (or hands out) the store the server shares, acting as the admin.
@@ -507,3 +508,6 @@ pub fn serve(
     })?;
     Ok(0)
 }
+
+/// The verb `mcp` (the server opens the store itself: `somna::cli` runs it).
+pub const MCP: Verb<McpArgs> = Verb::writes(outside_store);

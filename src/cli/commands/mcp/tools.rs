@@ -50,6 +50,11 @@ pub struct ToolSpec {
     /// The top-level fields of its `structuredContent` (the CLI's `--json`; an array is under
     /// `result`) with their types, and which are always present.
     pub output: (&'static [(&'static str, Ty)], &'static [&'static str]),
+    /// Whether it takes a byte budget for its lines (wake, recall, search): a result over the
+    /// server's budget is asked for again with fewer lines, instead of refused.
+    pub shrinks: bool,
+    /// How to ask it for less, in the refusal of a result over the budget.
+    pub narrow: &'static str,
     /// Its arguments as the CLI command it runs (given the server's result budget in bytes).
     /// Each parses the JSON into the verb's struct; nothing goes through clap.
     pub build: fn(Value, usize) -> Result<Call, Error>,
@@ -217,6 +222,8 @@ pub const TOOLS: &[ToolSpec] = &[
             ],
             &[],
         ),
+        shrinks: true,
+        narrow: "a smaller bytes or lines budget, then part and total",
         build: args::wake,
     },
     ToolSpec {
@@ -238,6 +245,8 @@ pub const TOOLS: &[ToolSpec] = &[
             ],
             &["id", "replayed"],
         ),
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Note),
     },
     ToolSpec {
@@ -260,6 +269,8 @@ pub const TOOLS: &[ToolSpec] = &[
             ],
             &[],
         ),
+        shrinks: true,
+        narrow: "a narrower pattern, limit, or before",
         build: args::recall,
     },
     ToolSpec {
@@ -275,6 +286,8 @@ pub const TOOLS: &[ToolSpec] = &[
             &[("hits", Ty::Objs), ("candidates", Ty::Int), ("next_offset", Ty::Int)],
             &["hits", "candidates"],
         ),
+        shrinks: true,
+        narrow: "limit, then offset",
         build: |v, max| args::search(v, max),
     },
     ToolSpec {
@@ -287,6 +300,8 @@ pub const TOOLS: &[ToolSpec] = &[
         idempotent: true,
         input: schema_for_type::<Scoped<tree::ZoomArgs>>,
         output: RESULT,
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Zoom),
     },
     ToolSpec {
@@ -302,6 +317,8 @@ pub const TOOLS: &[ToolSpec] = &[
             &[("scope", Ty::Str), ("memory", Ty::Obj), ("state", Ty::Obj)],
             &["scope", "memory", "state"],
         ),
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Show),
     },
     ToolSpec {
@@ -323,6 +340,8 @@ pub const TOOLS: &[ToolSpec] = &[
             ],
             &["block", "claims"],
         ),
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Why),
     },
     ToolSpec {
@@ -335,6 +354,8 @@ pub const TOOLS: &[ToolSpec] = &[
         idempotent: true,
         input: schema_for_type::<Scoped<tree::PendingArgs>>,
         output: (&[("result", Ty::Strs)], &["result"]),
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Pending),
     },
     ToolSpec {
@@ -358,6 +379,8 @@ pub const TOOLS: &[ToolSpec] = &[
             ],
             &[],
         ),
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Nap),
     },
     ToolSpec {
@@ -371,6 +394,8 @@ pub const TOOLS: &[ToolSpec] = &[
         input: schema_for_type::<Scoped<tree::ForgetArgs>>,
         // Not required: a cascade over the budget is left out (named in `cut`).
         output: (&[("forgot", Ty::Strs)], &[]),
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Forget),
     },
     ToolSpec {
@@ -383,6 +408,8 @@ pub const TOOLS: &[ToolSpec] = &[
         idempotent: false,
         input: schema_for_type::<args::Decide>,
         output: (&[("id", Ty::Int), ("status", Ty::Str)], &["id", "status"]),
+        shrinks: false,
+        narrow: "narrow the request",
         build: args::decide,
     },
     ToolSpec {
@@ -395,6 +422,8 @@ pub const TOOLS: &[ToolSpec] = &[
         idempotent: true,
         input: schema_for_type::<ItemsArgs>,
         output: RESULT,
+        shrinks: false,
+        narrow: "limit",
         build: |v, _| args::unscoped(v, args::session_load),
     },
     ToolSpec {
@@ -415,6 +444,8 @@ pub const TOOLS: &[ToolSpec] = &[
             ],
             &["revision"],
         ),
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::unscoped(v, |a| args::session(SessionCmd::Save(a))),
     },
     ToolSpec {
@@ -435,6 +466,8 @@ pub const TOOLS: &[ToolSpec] = &[
             ],
             &["revision"],
         ),
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::unscoped(v, |a| args::session(SessionCmd::Append(a))),
     },
     ToolSpec {
@@ -447,6 +480,8 @@ pub const TOOLS: &[ToolSpec] = &[
         idempotent: true,
         input: schema_for_type::<ListArgs>,
         output: RESULT,
+        shrinks: false,
+        narrow: "limit, then after",
         build: |v, _| args::unscoped(v, |a| args::session(SessionCmd::List(a))),
     },
     ToolSpec {
@@ -459,6 +494,8 @@ pub const TOOLS: &[ToolSpec] = &[
         idempotent: true,
         input: schema_for_type::<IdArgs>,
         output: RESULT,
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::unscoped(v, |a| args::session(SessionCmd::History(a))),
     },
     ToolSpec {
@@ -471,6 +508,8 @@ pub const TOOLS: &[ToolSpec] = &[
         idempotent: true,
         input: schema_for_type::<Scoped<lifecycle::RedactArgs>>,
         output: (&[("id", Ty::Int), ("status", Ty::Str)], &["id", "status"]),
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Redact),
     },
     ToolSpec {
@@ -491,6 +530,8 @@ pub const TOOLS: &[ToolSpec] = &[
             ],
             &["principal"],
         ),
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::unscoped(v, Command::Grant),
     },
     ToolSpec {
@@ -511,6 +552,8 @@ pub const TOOLS: &[ToolSpec] = &[
             ],
             &["principal"],
         ),
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::unscoped(v, Command::Revoke),
     },
     ToolSpec {
@@ -523,7 +566,9 @@ pub const TOOLS: &[ToolSpec] = &[
         idempotent: true,
         input: schema_for_type::<NoArgs>,
         output: RESULT,
-        build: |v, _| args::unscoped(v, |NoArgs {}| Command::Grants),
+        shrinks: false,
+        narrow: "narrow the request",
+        build: |v, _| args::unscoped(v, Command::Grants),
     },
     ToolSpec {
         name: "stats",
@@ -543,7 +588,9 @@ pub const TOOLS: &[ToolSpec] = &[
             ],
             &["scopes"],
         ),
-        build: |v, _| args::unscoped(v, |NoArgs {}| Command::Stats),
+        shrinks: false,
+        narrow: "narrow the request",
+        build: |v, _| args::unscoped(v, Command::Stats),
     },
     ToolSpec {
         name: "verify",
@@ -565,7 +612,9 @@ pub const TOOLS: &[ToolSpec] = &[
             ],
             &[],
         ),
-        build: |v, _| args::unscoped(v, |NoArgs {}| Command::Verify),
+        shrinks: false,
+        narrow: "narrow the request",
+        build: |v, _| args::unscoped(v, Command::Verify),
     },
     ToolSpec {
         name: "policy",
@@ -585,6 +634,8 @@ pub const TOOLS: &[ToolSpec] = &[
             ],
             &[],
         ),
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Policy),
     },
 ];
