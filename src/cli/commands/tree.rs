@@ -4,9 +4,9 @@
 use clap::Args;
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use somna::text;
-use somna::{Block, Error, NapOutcome, PromptInput};
+use somna::{Block, Error, NapOutcome, PromptInput, Store};
 
 use crate::cli::context::Context;
 use crate::cli::output::{block_list, plural};
@@ -79,14 +79,34 @@ pub struct ForgetArgs {
     pub block: String,
 }
 
+// A typed result: the CLI prints it as text (`Pending::render`) or JSON, and the MCP tool
+// returns it as its structured content, its output schema derived from this type (whose doc
+// comment is the schema's description).
+/// The blocks waiting for a summary (`LO-HI`), in the order `nap` offers them.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(transparent)]
+pub struct Pending(pub Vec<String>);
+
+impl Pending {
+    /// The blocks waiting for a summary in `scope`, at most `a.limit`.
+    pub fn call(store: &Store, scope: &str, a: &PendingArgs) -> Result<Pending, Error> {
+        let p = store.pending(scope, a.limit)?;
+        Ok(Pending(p.iter().map(ToString::to_string).collect()))
+    }
+
+    /// Its text: one block a line.
+    pub fn render(&self) -> String {
+        self.0.iter().map(|b| format!("{b}\n")).collect()
+    }
+}
+
 /// Lists the blocks waiting for a summary, in the order they are offered.
 pub fn pending(cx: &mut Context<'_>, a: &PendingArgs) -> Result<u8, Error> {
-    let p = cx.store.pending(cx.scope, a.limit)?;
-    cx.emit(&p.iter().map(|b| b.to_string()).collect::<Vec<_>>())?;
+    let p = Pending::call(&cx.store, cx.scope, a)?;
+    cx.emit(&p)?;
     if cx.text_wanted() {
-        for b in p {
-            writeln!(cx.out, "{b}")?;
-        }
+        write!(cx.out, "{}", p.render())?;
     }
     Ok(0)
 }

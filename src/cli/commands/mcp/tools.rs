@@ -47,9 +47,9 @@ pub struct ToolSpec {
     pub idempotent: bool,
     /// The JSON Schema of its arguments: that of the CLI verb's argument struct ([`args`]).
     pub input: fn() -> Arc<JsonObject>,
-    /// The top-level fields of its `structuredContent` (the CLI's `--json`; an array is under
-    /// `result`) with their types, and which are always present.
-    pub output: (&'static [(&'static str, Ty)], &'static [&'static str]),
+    /// Its `structuredContent` (the CLI's `--json`; an array is under `result`): the schema of
+    /// its verb's typed result, or (for a verb not yet typed) its fields as declared here.
+    pub output: Output,
     /// Whether it takes a byte budget for its lines (wake, recall, search): a result over the
     /// server's budget is asked for again with fewer lines, instead of refused.
     pub shrinks: bool,
@@ -77,7 +77,10 @@ impl ToolSpec {
         let mut t = Tool::new(self.name, self.description, input)
             .with_title(self.title)
             .with_annotations(annotations);
-        let mut schema = output_schema(self.output.0, self.output.1);
+        let mut schema = match self.output {
+            Output::Fields(fields, required) => output_schema(fields, required),
+            Output::Typed(schema) => typed_schema(schema()),
+        };
         if !self.read_only {
             // A write's result over the budget leaves out its long fields and names them.
             if let Some(Value::Object(props)) = schema.get_mut("properties") {
@@ -123,6 +126,36 @@ fn strict(v: &mut Value) {
         Value::Array(a) => a.iter_mut().for_each(strict),
         _ => {}
     }
+}
+
+/// What a tool's structured result is.
+#[derive(Clone, Copy)]
+pub enum Output {
+    /// The JSON Schema of its verb's typed result (`schema_for_type::<Out>`): the same type the
+    /// verb returns and the CLI prints with `--json`, so the two cannot drift.
+    Typed(fn() -> Arc<JsonObject>),
+    /// Its top-level fields with their types, and which are always present, declared by hand
+    /// (the verbs whose result is not typed yet).
+    Fields(&'static [(&'static str, Ty)], &'static [&'static str]),
+}
+
+/// A typed result's schema as an output schema: an object as it is, anything else (an array)
+/// under `result`, as the call returns it; the definitions it refers to stay at the top.
+fn typed_schema(schema: Arc<JsonObject>) -> JsonObject {
+    let mut inner = (*schema).clone();
+    inner.remove("$schema");
+    if inner.get("type") == Some(&Value::String("object".into())) {
+        return inner;
+    }
+    let defs = inner.remove("$defs");
+    let mut outer = JsonObject::new();
+    outer.insert("type".into(), json!("object"));
+    outer.insert("properties".into(), json!({ "result": inner }));
+    outer.insert("required".into(), json!(["result"]));
+    if let Some(d) = defs {
+        outer.insert("$defs".into(), d);
+    }
+    outer
 }
 
 /// The type of one field of a structured result, as its output schema declares it.
@@ -195,7 +228,7 @@ fn output_schema(fields: &[(&str, Ty)], required: &[&str]) -> JsonObject {
 }
 
 /// A result that is a JSON array of objects, under `result`.
-const RESULT: (&[(&str, Ty)], &[&str]) = (&[("result", Ty::Objs)], &["result"]);
+const RESULT: Output = Output::Fields(&[("result", Ty::Objs)], &["result"]);
 /// `next_merge`: the next merge prompt, or null.
 const NEXT: (&str, Ty) = ("next_merge", Ty::ObjOrNull);
 
@@ -210,7 +243,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scopes<wake::WakeArgs>>,
-        output: (
+        output: Output::Fields(
             &[
                 ("scope", Ty::Str),
                 ("total", Ty::Int),
@@ -235,7 +268,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: false,
         input: schema_for_type::<Scoped<note::NoteArgs>>,
-        output: (
+        output: Output::Fields(
             &[
                 ("id", Ty::Int),
                 ("replayed", Ty::Bool),
@@ -258,7 +291,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scopes<recall::RecallArgs>>,
-        output: (
+        output: Output::Fields(
             &[
                 ("matches", Ty::Objs),
                 ("total", Ty::Int),
@@ -282,7 +315,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scopes<search::SearchArgs>>,
-        output: (
+        output: Output::Fields(
             &[("hits", Ty::Objs), ("candidates", Ty::Int), ("next_offset", Ty::Int)],
             &["hits", "candidates"],
         ),
@@ -313,7 +346,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<inspect::ShowArgs>>,
-        output: (
+        output: Output::Fields(
             &[("scope", Ty::Str), ("memory", Ty::Obj), ("state", Ty::Obj)],
             &["scope", "memory", "state"],
         ),
@@ -330,7 +363,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<inspect::WhyArgs>>,
-        output: (
+        output: Output::Fields(
             &[
                 ("block", Ty::Obj),
                 ("summary", Ty::Obj),
@@ -353,7 +386,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<tree::PendingArgs>>,
-        output: (&[("result", Ty::Strs)], &["result"]),
+        output: Output::Typed(schema_for_type::<tree::Pending>),
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Pending),
@@ -367,7 +400,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<tree::NapArgs>>,
-        output: (
+        output: Output::Fields(
             &[
                 NEXT,
                 ("pending", Ty::Int),
@@ -393,7 +426,7 @@ pub const TOOLS: &[ToolSpec] = &[
         idempotent: true,
         input: schema_for_type::<Scoped<tree::ForgetArgs>>,
         // Not required: a cascade over the budget is left out (named in `cut`).
-        output: (&[("forgot", Ty::Strs)], &[]),
+        output: Output::Fields(&[("forgot", Ty::Strs)], &[]),
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Forget),
@@ -407,7 +440,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: false,
         input: schema_for_type::<args::Decide>,
-        output: (&[("id", Ty::Int), ("status", Ty::Str)], &["id", "status"]),
+        output: Output::Fields(&[("id", Ty::Int), ("status", Ty::Str)], &["id", "status"]),
         shrinks: false,
         narrow: "narrow the request",
         build: args::decide,
@@ -435,7 +468,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: true,
         idempotent: true,
         input: schema_for_type::<SaveArgs>,
-        output: (
+        output: Output::Fields(
             &[
                 ("revision", Ty::Int),
                 ("kept", Ty::Int),
@@ -457,7 +490,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: false,
         input: schema_for_type::<AppendArgs>,
-        output: (
+        output: Output::Fields(
             &[
                 ("revision", Ty::Int),
                 ("first_index", Ty::Int),
@@ -507,7 +540,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: true,
         idempotent: true,
         input: schema_for_type::<Scoped<lifecycle::RedactArgs>>,
-        output: (&[("id", Ty::Int), ("status", Ty::Str)], &["id", "status"]),
+        output: Output::Fields(&[("id", Ty::Int), ("status", Ty::Str)], &["id", "status"]),
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Redact),
@@ -521,7 +554,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<trust::GrantArgs>,
-        output: (
+        output: Output::Fields(
             &[
                 ("principal", Ty::Str),
                 ("access", Ty::Str),
@@ -543,7 +576,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<trust::GrantArgs>,
-        output: (
+        output: Output::Fields(
             &[
                 ("principal", Ty::Str),
                 ("access", Ty::Str),
@@ -579,7 +612,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<NoArgs>,
-        output: (
+        output: Output::Fields(
             &[
                 ("scopes", Ty::Objs),
                 ("file_bytes", Ty::IntOrNull),
@@ -601,7 +634,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<NoArgs>,
-        output: (
+        output: Output::Fields(
             &[
                 ("engine_intact", Ty::Bool),
                 ("problems", Ty::Strs),
@@ -625,7 +658,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<trust::PolicyArgs>>,
-        output: (
+        output: Output::Fields(
             &[
                 ("inference_status", Ty::Str),
                 ("refuse_secrets", Ty::Bool),
