@@ -12,7 +12,9 @@ use super::args::{self, Call, NoArgs, Scoped, Scopes};
 use crate::cli::commands::session::{
     AppendArgs, IdArgs, ItemsArgs, ListArgs, SaveArgs, SessionCmd,
 };
-use crate::cli::commands::{inspect, lifecycle, note, recall, search, tree, trust, wake, Command};
+use crate::cli::commands::{
+    admin, inspect, lifecycle, note, recall, search, tree, trust, wake, Command,
+};
 
 /// Which `--tools` group a tool belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -133,28 +135,53 @@ fn strict(v: &mut Value) {
 pub enum Output {
     /// The JSON Schema of its verb's typed result (`schema_for_type::<Out>`): the same type the
     /// verb returns and the CLI prints with `--json`, so the two cannot drift.
-    Typed(fn() -> Arc<JsonObject>),
+    Typed(fn() -> JsonObject),
     /// Its top-level fields with their types, and which are always present, declared by hand
     /// (the verbs whose result is not typed yet).
     Fields(&'static [(&'static str, Ty)], &'static [&'static str]),
 }
 
+/// The JSON Schema of a typed result `T`, every subschema inlined (no `$ref`) and every
+/// nullable type (`[T, "null"]`) spelled `anyOf` of the two, as the declared fields are.
+pub fn typed_output<T: schemars::JsonSchema>() -> JsonObject {
+    let mut settings = schemars::generate::SchemaSettings::draft2020_12();
+    settings.inline_subschemas = true;
+    let root = settings.into_generator().into_root_schema_for::<T>();
+    let mut v = root.to_value();
+    nullable_as_any_of(&mut v);
+    match v {
+        Value::Object(m) => m,
+        _ => JsonObject::new(),
+    }
+}
+
+/// `type: [T, "null"]` as `anyOf: [{type: T}, {type: null}]`, throughout `v`.
+fn nullable_as_any_of(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            if let Some(Value::Array(types)) = m.get("type").cloned() {
+                m.remove("type");
+                let any: Vec<Value> = types.into_iter().map(|t| json!({ "type": t })).collect();
+                m.insert("anyOf".into(), Value::Array(any));
+            }
+            m.values_mut().for_each(nullable_as_any_of);
+        }
+        Value::Array(a) => a.iter_mut().for_each(nullable_as_any_of),
+        _ => {}
+    }
+}
+
 /// A typed result's schema as an output schema: an object as it is, anything else (an array)
-/// under `result`, as the call returns it; the definitions it refers to stay at the top.
-fn typed_schema(schema: Arc<JsonObject>) -> JsonObject {
-    let mut inner = (*schema).clone();
+/// under `result`, as the call returns it.
+fn typed_schema(mut inner: JsonObject) -> JsonObject {
     inner.remove("$schema");
     if inner.get("type") == Some(&Value::String("object".into())) {
         return inner;
     }
-    let defs = inner.remove("$defs");
     let mut outer = JsonObject::new();
     outer.insert("type".into(), json!("object"));
     outer.insert("properties".into(), json!({ "result": inner }));
     outer.insert("required".into(), json!(["result"]));
-    if let Some(d) = defs {
-        outer.insert("$defs".into(), d);
-    }
     outer
 }
 
@@ -163,8 +190,6 @@ fn typed_schema(schema: Arc<JsonObject>) -> JsonObject {
 pub enum Ty {
     /// A whole number (ids, counts, revisions).
     Int,
-    /// A number (a score, a ratio).
-    Num,
     /// A string.
     Str,
     /// A boolean.
@@ -181,10 +206,6 @@ pub enum Ty {
     Pairs,
     /// An object, or null when there is none (`next_merge` when nothing is due).
     ObjOrNull,
-    /// A whole number, or null (`stats`' file size of a server store).
-    IntOrNull,
-    /// A number, or null.
-    NumOrNull,
     /// A list of block ranges (`nap` with `answers`) or a boolean (`nap` with `block` and `text`).
     StrsOrBool,
 }
@@ -198,7 +219,6 @@ impl Ty {
         let null = json!({"type": "null"});
         match self {
             Ty::Int => json!({"type": "integer"}),
-            Ty::Num => json!({"type": "number"}),
             Ty::Str => json!({"type": "string"}),
             Ty::Bool => json!({"type": "boolean"}),
             Ty::Obj => json!({"type": "object"}),
@@ -207,8 +227,6 @@ impl Ty {
             Ty::Objs => items("object"),
             Ty::Pairs => items("array"),
             Ty::ObjOrNull => or(Ty::Obj.schema(), null),
-            Ty::IntOrNull => or(Ty::Int.schema(), null),
-            Ty::NumOrNull => or(Ty::Num.schema(), null),
             Ty::StrsOrBool => or(Ty::Strs.schema(), Ty::Bool.schema()),
         }
     }
@@ -386,7 +404,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<tree::PendingArgs>>,
-        output: Output::Typed(schema_for_type::<tree::Pending>),
+        output: Output::Typed(typed_output::<tree::Pending>),
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Pending),
@@ -612,15 +630,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<NoArgs>,
-        output: Output::Fields(
-            &[
-                ("scopes", Ty::Objs),
-                ("file_bytes", Ty::IntOrNull),
-                ("memories", Ty::Int),
-                ("bytes_per_memory", Ty::NumOrNull),
-            ],
-            &["scopes"],
-        ),
+        output: Output::Typed(typed_output::<admin::Stats>),
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::unscoped(v, Command::Stats),
