@@ -616,7 +616,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<NoArgs>,
-        output: RESULT,
+        output: Output::Typed(typed_output::<trust::Grants>),
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::unscoped(v, Command::Grants),
