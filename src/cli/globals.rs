@@ -1,17 +1,34 @@
-//! The global options ([`Cli`]) and the [`Context`] built from them once per run and passed to
-//! every command: the open store, the scope, `--json`, the `Run:` command prefix and stdout.
+//! The global options ([`Cli`]), the program that `Run:` lines name, and how the [`Context`]
+//! of a run is built from them (once per run, then passed to every command).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use clap::Parser;
-use somna::text;
-use somna::{Error, Hints, Options, Store};
+use somna::{Error, Options};
 
 use crate::cli::commands::{self, Command};
+use crate::cli::context::Context;
 use crate::cli::output::shell_quote;
 
+/// The file `Run:` lines name when PATH finds it there, if the caller of `somna::cli::main`
+/// said; else this process's executable.
+static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
+
+/// Sets the file `Run:` lines name as `somna` when PATH finds it there (once per process).
+pub fn set_program(p: PathBuf) {
+    let _ = PROGRAM.set(p);
+}
+
+/// The program `Run:` lines should name ([`PROGRAM`], else the running executable).
+fn program_file() -> Option<PathBuf> {
+    PROGRAM
+        .get()
+        .cloned()
+        .or_else(|| std::env::current_exe().ok())
+}
 /// What `somna --version` prints after the name: the version, the store format this build
 /// writes, and which optional parts are built in.
 pub fn long_version() -> String {
@@ -33,49 +50,6 @@ MCP server: {}",
             "not built in"
         }
     )
-}
-
-/// The names an option takes, offered to shell completions and listed in `--help`, but checked
-/// by somna itself (so a wrong one gets somna's message, which names them all).
-#[derive(Clone, Copy, Debug)]
-pub struct Names(pub fn() -> Vec<&'static str>);
-
-impl clap::builder::TypedValueParser for Names {
-    type Value = String;
-
-    fn parse_ref(
-        &self,
-        cmd: &clap::Command,
-        arg: Option<&clap::Arg>,
-        value: &std::ffi::OsStr,
-    ) -> Result<String, clap::Error> {
-        clap::builder::StringValueParser::new().parse_ref(cmd, arg, value)
-    }
-
-    fn possible_values(
-        &self,
-    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
-        Some(Box::new(
-            (self.0)()
-                .into_iter()
-                .map(clap::builder::PossibleValue::new),
-        ))
-    }
-}
-
-/// The kinds a memory may have.
-pub fn kinds() -> Vec<&'static str> {
-    somna::Kind::ALL.iter().map(|k| k.as_str()).collect()
-}
-
-/// The statuses a memory may have.
-pub fn statuses() -> Vec<&'static str> {
-    somna::Status::ALL.iter().map(|s| s.as_str()).collect()
-}
-
-/// The access levels of a grant.
-pub fn accesses() -> Vec<&'static str> {
-    vec!["read", "write"]
 }
 
 /// somna: durable memory for coding agents.
@@ -233,75 +207,29 @@ impl Cli {
         }
         cmd
     }
-}
 
-/// What every command receives (as jj's `CommandHelper`): built once in `run`, from global
-/// options that were checked there.
-pub struct Context<'a> {
-    /// The open store: read-only when the command only reads ([`commands::reads_only`]).
-    pub store: Store,
-    /// `--scope`: one scope, or several (`a,b`) for the verbs that take them
-    /// ([`commands::several_scopes`]).
-    pub scope: &'a str,
-    /// `--json`: print JSON instead of text.
-    pub json: bool,
-    /// How `Run:` lines invoke somna: [`Context::prefix_without_scope`], plus `--scope` when it
-    /// is not the default.
-    pub prefix: String,
-    /// The program, then `--db` and `--as` when they are not the defaults.
-    pub prefix_without_scope: String,
-    /// Whether this run created the store (only `init` creates one).
-    pub created: bool,
-    /// Standard output.
-    pub out: &'a mut dyn Write,
-    /// Set by the MCP server: render the text to `out` *and* keep the `--json` value in
-    /// [`Context::captured`], from one run of the command (one transaction for a write).
-    pub both: bool,
-    /// The `--json` value of a command run with [`Context::both`].
-    pub captured: Option<serde_json::Value>,
-    /// Set by the MCP server: the command runs a tool call, whose JSON arguments carry all it
-    /// takes (the text of `note`, the messages of `session save`, the answers of `nap`). So `-`
-    /// is the text `-`, not a request to read stdin, and no file or stdin is read: on stdio,
-    /// stdin is the protocol. This is where the two front ends differ; the arguments are the
-    /// same structs.
-    pub tool_call: bool,
-    /// Set by the MCP server: next-step hints in wake and merge prompts name tool calls, with
-    /// this scope when it is not the server's default. The CLI's are `Run:` lines.
-    pub tool_scope: Option<String>,
-}
-
-impl<'a> Context<'a> {
-    /// Checks the global options, then opens the store as `cli.command` needs it: `init` creates
-    /// it, or only checks one that exists (a read-only open writes nothing); a command that only
-    /// reads opens it read-only; any other opens it read-write.
-    pub fn open(cli: &'a Cli, out: &'a mut dyn Write) -> Result<Self, Error> {
-        let path = cli.db_path()?;
-        let opts = crate::cli::progress::on_upgrade(cli.options()?, cli.json);
-        let prefix_without_scope = cli.command_prefix_without_scope();
-        let prefix = cli.command_prefix();
-        somna::validate_scopes(&cli.scope)?;
-        if cli.scope.contains(',') && !commands::several_scopes(&cli.command) {
+    /// Checks the global options, then opens the store as the command needs it
+    /// (`open::for_command`) and builds the run's [`Context`] around it.
+    pub fn context<'a>(&'a self, out: &'a mut dyn Write) -> Result<Context<'a>, Error> {
+        let path = self.db_path()?;
+        let opts = crate::cli::progress::on_upgrade(self.options()?, self.json);
+        let prefix_without_scope = self.command_prefix_without_scope();
+        let prefix = self.command_prefix();
+        somna::validate_scopes(&self.scope)?;
+        if self.scope.contains(',') && !commands::several_scopes(&self.command) {
             return Err(Error::Invalid {
                 what: "scope",
                 reason: "several scopes (a,b) are only for wake, recall and search".into(),
             });
         }
-        let init = matches!(cli.command, Command::Init);
-        let server = somna::url_of(&path).is_some();
-        if !server {
-            check_store_file(&path)?;
-        }
-        let store = if init && (server || !Store::exists(&path)) {
-            Store::create_with(&path, opts)
-        } else {
-            open_store(&path, opts, init || commands::reads_only(&cli.command))
-        }
-        .map_err(|e| refused_by_file_system(&path, e))?;
+        let init = matches!(self.command, Command::Init(_));
+        let reads = commands::reads_only(&self.command);
+        let store = crate::cli::open::for_command(&path, opts, init, reads)?;
         let created = store.was_created();
         Ok(Context {
             store,
-            scope: &cli.scope,
-            json: cli.json,
+            scope: &self.scope,
+            json: self.json,
             prefix,
             prefix_without_scope,
             created,
@@ -312,105 +240,12 @@ impl<'a> Context<'a> {
             tool_scope: None,
         })
     }
-
-    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
-    /// A context for one MCP tool call over an open store: text to `out` and the `--json` value
-    /// captured, hints naming tool calls (with `tool_scope`, the call's scope when it is not the
-    /// server's default) and other commands naming `prefix`, nothing read but the arguments
-    /// ([`Context::tool_call`]).
-    pub fn for_call(
-        store: Store,
-        scope: &'a str,
-        (prefix, tool_scope): (String, Option<String>),
-        out: &'a mut dyn Write,
-    ) -> Self {
-        Context {
-            store,
-            scope,
-            json: false,
-            prefix_without_scope: "somna".into(),
-            prefix,
-            created: false,
-            out,
-            both: true,
-            captured: None,
-            tool_call: true,
-            tool_scope,
-        }
-    }
-
-    /// How wake and merge prompts name the next step: tool calls over MCP, else `Run:` lines
-    /// with [`Context::prefix`].
-    pub fn hints(&self) -> Hints {
-        if self.tool_call {
-            Hints::Tools {
-                scope: self.tool_scope.clone(),
-            }
-        } else {
-            Hints::Cli(self.prefix.clone())
-        }
-    }
-
-    /// [`Context::hints`] before a scope is named (a wake of several scopes names each).
-    pub fn hints_without_scope(&self) -> Hints {
-        if self.tool_call {
-            Hints::Tools { scope: None }
-        } else {
-            Hints::Cli(self.prefix_without_scope.clone())
-        }
-    }
-
-    /// Whether the command should print its text (not `--json`, or both).
-    pub fn text_wanted(&self) -> bool {
-        !self.json || self.both
-    }
-
-    /// Whether the command should build its `--json` value (`--json`, or both).
-    pub fn json_wanted(&self) -> bool {
-        self.json || self.both
-    }
-
-    /// Prints `v` as JSON (`--json`), or keeps it as the captured value (both).
-    pub fn emit(&mut self, v: &impl serde::Serialize) -> Result<(), Error> {
-        if self.both {
-            self.captured = Some(serde_json::to_value(v).map_err(|e| Error::Io(e.into()))?);
-        } else if self.json {
-            crate::cli::output::json(self.out, v)?;
-        }
-        Ok(())
-    }
-
-    /// The text argument as given, or (`-`) one line of stdin. In a tool call, the text as
-    /// given, `-` included, less one trailing newline (as a line from stdin).
-    pub fn text_arg(&self, t: &str) -> Result<String, Error> {
-        if self.tool_call {
-            return Ok(t.strip_suffix('\n').unwrap_or(t).to_string());
-        }
-        crate::cli::input::text_arg(t)
-    }
-
-    /// A whole file, or (`-`) stdin; in a tool call, neither.
-    pub fn read_input(&self, file: &str) -> Result<String, Error> {
-        if self.tool_call {
-            return Err(Error::Invalid {
-                what: "file",
-                reason: "this server reads no file".into(),
-            });
-        }
-        crate::cli::input::read_input(file)
-    }
-
-    /// Closes the store, reporting what dropping it cannot: redb writes its allocator state,
-    /// which fails on a damaged file.
-    pub fn close(self) -> Result<(), Error> {
-        self.store.close()
-    }
 }
 
 /// The program as `Run:` lines name it: `somna` when that is what PATH finds, otherwise this
 /// binary's full path (a `cargo run` build, a copy outside PATH, another version earlier on it).
 fn program() -> String {
-    let Some(me) = super::program_file() else {
+    let Some(me) = program_file() else {
         return "somna".into();
     };
     let found = std::env::var_os("PATH").and_then(|p| {
@@ -435,75 +270,4 @@ fn default_db_path() -> Option<PathBuf> {
     #[cfg(windows)]
     let home = home.or_else(|| std::env::var_os("USERPROFILE").filter(|h| !h.is_empty()));
     home.map(|h| Path::new(&h).join(".somna").join("memory.redb"))
-}
-
-/// Refuses a store path that is not a regular file (or nothing yet): a directory, a FIFO, a
-/// device, a socket or a dangling symbolic link is named as such, never as a missing store.
-fn check_store_file(path: &Path) -> Result<(), Error> {
-    let shown = crate::cli::output::path_shown(path);
-    let invalid = |reason: String| Error::Invalid {
-        what: "store path",
-        reason,
-    };
-    let link = match std::fs::symlink_metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(refused_by_file_system(path, Error::Io(e))),
-    };
-    let target = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && link.is_symlink() => {
-            return Err(invalid(format!(
-                "{shown} is a symbolic link to a file that does not exist; point it at a store, or remove it"
-            )))
-        }
-        Err(e) => return Err(refused_by_file_system(path, Error::Io(e))),
-    };
-    let kind = if target.is_file() {
-        return Ok(());
-    } else if target.is_dir() {
-        "a directory"
-    } else {
-        "not a regular file (a FIFO, a device or a socket)"
-    };
-    Err(invalid(format!(
-        "{shown} is {kind}; a store is one file: pass --db PATH/memory.redb"
-    )))
-}
-
-/// An I/O error that is the file system refusing this user: [`Error::Denied`] naming the path
-/// (exit 6), instead of a bare `Permission denied`.
-fn refused_by_file_system(path: &Path, e: Error) -> Error {
-    match e {
-        Error::Io(io) if io.kind() == std::io::ErrorKind::PermissionDenied => Error::Denied(format!(
-            "the file system does not let this user open {} ({io}); run as a user who may, or ask its owner",
-            crate::cli::output::path_shown(path)
-        )),
-        e => e,
-    }
-}
-
-/// Opens the store: read-only for a command that only reads, unless the read audit is on (then
-/// the read must record itself, so it needs a read-write handle, and says so when the user may
-/// only read the file).
-pub fn open_store(path: &Path, opts: Options, read: bool) -> Result<Store, Error> {
-    let store = Store::open_with(path, opts.clone().read_only(read))?;
-    // The open recovered a torn tail: say so once (the next open finds a sound file).
-    if let Some(r) = store.repaired_tail() {
-        eprintln!("somna: note: {}", text::display_safe(&r.to_string()));
-    }
-    if let Some(w) = store.insecure_connection() {
-        eprintln!("somna: warning: {}", text::display_safe(w));
-    }
-    if !read || !store.config()?.audit {
-        return Ok(store);
-    }
-    store.close()?;
-    Store::open_with(path, opts).map_err(|e| match e {
-        Error::ReadOnly(_) => Error::ReadOnly(format!(
-            "the read audit is on (AUDIT=1), so every read records who read what, but this user may only read {}; read it as a user who may write it, or have one run `somna config AUDIT=0`",
-            path.display(),
-        )),
-        e => e,
-    })
 }

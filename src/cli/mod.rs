@@ -6,46 +6,38 @@
 //!
 //! It uses the library through its public API only, as `somna::...` (the crate names itself so
 //! in `lib.rs`), as an outside program would. This file holds the process: the panic hook,
-//! parsing, [`run`] and the exit-code policy. [`globals`] holds the global options and the
-//! [`Context`] every command receives, [`commands`] one file per verb group, [`input`] and
-//! [`output`] what the commands share.
+//! parsing, [`run`] and the exit-code policy. [`globals`] holds the global options and builds the
+//! [`context::Context`] every command receives, [`commands`] holds one file per verb group;
+//! [`context`], [`input`], [`names`], [`open`], [`output`] and [`progress`] are leaves the
+//! commands share (no module of the command line names one above it: tests/api/layers.rs).
 //!
 //! The command line is the one part of the crate that prints.
 #![warn(clippy::too_many_lines)]
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod commands;
+mod context;
 mod globals;
 mod input;
+mod names;
+mod open;
 mod output;
 mod progress;
+mod verb;
 
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
 use clap::{CommandFactory, FromArgMatches};
 use somna::text;
 use somna::Error;
 
 use crate::cli::commands::Command;
-use crate::cli::globals::{Cli, Context};
+use crate::cli::globals::Cli;
 
 /// The message of the last panic, for the one-line report of an internal error.
 static LAST_PANIC: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
-
-/// The file `Run:` lines name when PATH finds it there, if the caller of [`main`] said; else
-/// this process's executable.
-static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
-
-/// The program `Run:` lines should name ([`PROGRAM`], else the running executable).
-pub(crate) fn program_file() -> Option<PathBuf> {
-    PROGRAM
-        .get()
-        .cloned()
-        .or_else(|| std::env::current_exe().ok())
-}
 
 /// Runs the `somna` command line, as the `somna` binary does, and returns its exit code
 /// (docs/cli.md, "Exit codes"). `args` are the arguments with the program's name first (as
@@ -59,7 +51,7 @@ where
     T: Into<OsString> + Clone,
 {
     if let Some(p) = program {
-        let _ = PROGRAM.set(p);
+        globals::set_program(p);
     }
     // A panic (which only the storage engine may raise, on a damaged file) is kept quiet here:
     // the library turns the ones it can catch into typed errors, and `main` reports the rest.
@@ -131,7 +123,8 @@ where
 /// Runs `somna mcp` until its client goes away (stdio) or it is interrupted (HTTP).
 fn mcp(cli: &Cli, a: &commands::mcp::McpArgs) -> Result<u8, Error> {
     let (path, opts) = cli.store_options()?;
-    commands::mcp::serve(path, opts, &cli.scope, cli.principal.clone(), a)
+    let ui: commands::mcp::Ui = commands::web::router;
+    commands::mcp::serve(path, opts, &cli.scope, cli.principal.clone(), a, ui)
 }
 
 /// Prints the error as one line on stderr and returns its exit code (docs/cli.md, "Exit codes").
@@ -152,15 +145,33 @@ fn no_store(cli: &Cli, path: &std::path::Path) -> u8 {
 /// Opens the store as the command needs it, runs the command and closes the store; returns the
 /// exit code.
 fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8, Error> {
-    if let Some(code) = commands::run_without_store(cli, out) {
+    if let Some(code) = run_without_store(cli, out) {
         return code;
     }
-    let mut cx = Context::open(cli, out)?;
+    let mut cx = cli.context(out)?;
     let code = commands::run(&mut cx, &cli.command)?;
-    if !matches!(cli.command, Command::Init) {
+    if !matches!(cli.command, Command::Init(_)) {
         // Closing writes redb's allocator state: a failure there (a damaged file) is reported
         // too. `init` only drops its handle, as it always has.
         cx.close()?;
     }
     Ok(code)
+}
+
+/// Runs a command that opens no store through `--db` (`completions`, `man`, and `copy`, which
+/// names its own two); `None` for every other.
+fn run_without_store(cli: &Cli, out: &mut dyn Write) -> Option<Result<u8, Error>> {
+    match &cli.command {
+        Command::Completions(a) => Some(commands::completions(out, a, Cli::command())),
+        Command::Man(_) => Some(commands::man(
+            out,
+            Cli::command().long_version(globals::long_version()),
+        )),
+        // It names its own two stores.
+        Command::Copy(a) => Some(
+            cli.options()
+                .and_then(|opts| commands::copy(opts, cli.json, a, out)),
+        ),
+        _ => None,
+    }
 }

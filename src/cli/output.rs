@@ -1,12 +1,10 @@
-//! What the commands print with: JSON, counts and block lists, shell quoting, the next merge
-//! prompt and a session's items.
+//! What the commands print with: JSON, counts and block lists, shell quoting, paths and a
+//! session's items. A leaf: it names no other module of the command line.
 
 use std::io::Write;
 
 use somna::text;
-use somna::{Error, MergePrompt};
-
-use crate::cli::globals::Context;
+use somna::Error;
 
 /// Prints `v` as pretty JSON on a line of its own (control characters escaped).
 pub fn json(out: &mut dyn Write, v: &impl serde::Serialize) -> Result<(), Error> {
@@ -86,41 +84,6 @@ fn printable(s: &str) -> bool {
 /// so that a file name cannot forge an output line.
 pub fn path_shown(p: &std::path::Path) -> String {
     text::display_safe(&p.to_string_lossy()).into_owned()
-}
-
-/// Prints the scope's next merge prompt. Without one: when merges are pending but the next
-/// cannot be built, the command that finds out why; else, when `nothing`, that nothing is left.
-pub fn print_next_prompt(cx: &mut Context<'_>, nothing: bool) -> Result<(), Error> {
-    let scope = cx.scope;
-    let (prompt, pending) = cx
-        .store
-        .read(|r| Ok((r.next_prompt(scope)?, r.pending_count(scope)?)))?;
-    print_prompt(cx, prompt.as_ref(), pending, nothing)
-}
-
-/// Prints `prompt`, the merge due next; without one, says when the `pending` merges cannot be
-/// built, or (when `nothing`) that nothing is left to compress.
-pub fn print_prompt(
-    cx: &mut Context<'_>,
-    prompt: Option<&MergePrompt>,
-    pending: u64,
-    nothing: bool,
-) -> Result<(), Error> {
-    let cmd = cx.prefix.as_str();
-    match prompt {
-        Some(p) => write!(cx.out, "{}", p.render_with(&cx.hints()))?,
-        None => {
-            if pending > 0 {
-                writeln!(
-                    cx.out,
-                    "The next pending merge cannot be built: run `{cmd} verify`."
-                )?;
-            } else if nothing {
-                writeln!(cx.out, "Nothing left to compress.")?;
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Prints a session's valid messages as one JSON array; damaged ones are named on stderr and

@@ -2,13 +2,18 @@
 //! folders `memory`, `session` and `checkpoint` never name each other (docs/design.md, "Source layout"). Rust
 //! itself rejects no import cycle between modules, so this scan is what keeps a new one from
 //! creeping back. Ranks: `domain` and `error.rs` 0, `storage` 1, `trust` 2, `memory`,
-//! `session` and `checkpoint` 3, `import` 4, the top-level `verify.rs` and `lib.rs` 5. The CLI
-//! (`src/cli/`, which `src/bin/` and the Python package call) uses only the public API, through
-//! `somna::` paths, and is not scanned.
+//! `session` and `checkpoint` 3, `import` 4, the top-level `verify.rs` and `lib.rs` 5, the
+//! command line `cli` 6 (it uses the library through `somna::` paths, its public API, and itself
+//! through `crate::cli::` and `super::` paths). `src/bin/` holds one `main.rs` that calls
+//! `somna::cli::main` and names nothing else.
 //!
-//! Inside a folder, the files form no cycle either: each `crate::` path is followed to the file
-//! that defines what it names, through the `pub use` lines of a `mod.rs` or of `lib.rs` (so a
-//! re-export hides no edge). The subfolders of one folder never name each other (the storage
+//! Inside a folder, the files form no cycle either: each `crate::` and `super::` path is
+//! followed to the file that defines what it names, through the `pub use` lines of a `mod.rs` or
+//! of `lib.rs` (so a re-export hides no edge); a `super::` path inside an inline module (`mod
+//! tests { ... }`) starts from that module. A `mod.rs` naming its own child modules by their
+//! bare names (`args::parse`) is not followed: a folder's `mod.rs` declares its children, and in
+//! some folders also holds what they share (`checkpoint/`, `memory/search/`, `storage/pg/`,
+//! `cli/commands/mcp/`, `cli/commands/web/`), which such an edge would count as a cycle. The subfolders of one folder never name each other (the storage
 //! engines `storage/redb/` and `storage/pg/` use the core files of `storage/`, not each other),
 //! and the engines never name the files above them (`store.rs`, `any_engine.rs`).
 
@@ -24,6 +29,7 @@ fn rank(name: &str) -> Option<u8> {
         "memory" | "session" | "checkpoint" => 3,
         "import" => 4,
         "verify" => 5,
+        "cli" => 6,
         _ => return None,
     })
 }
@@ -31,7 +37,7 @@ fn rank(name: &str) -> Option<u8> {
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).expect("read src") {
         let p = e.expect("entry").path();
-        if p.is_dir() && !p.ends_with("bin") && !p.ends_with("src/cli") {
+        if p.is_dir() && !p.ends_with("bin") {
             sources(&p, out);
         } else if p.extension().is_some_and(|x| x == "rs") && !p.ends_with("main.rs") {
             out.push(p);
@@ -129,21 +135,40 @@ fn statements(text: &str) -> Vec<(usize, String)> {
 }
 
 /// The paths a statement names after `crate::`, each as its segments; a group (`a::{b, c::d}`)
-/// gives one path per member.
-fn crate_paths(code: &str) -> Vec<Vec<String>> {
+/// gives one path per member. With `module` (the module the statement is in), also the paths
+/// after `super::` (any number of them), made absolute.
+fn crate_paths(code: &str, module: Option<&[String]>) -> Vec<Vec<String>> {
     let mut out = Vec::new();
-    for (i, _) in code.match_indices("crate::") {
-        let rest = &code[i + 7..];
+    for (i, _) in code.char_indices() {
+        let before = code[..i].chars().next_back();
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
+        let (mut base, mut rest): (Vec<String>, &str) =
+            if let Some(r) = code[i..].strip_prefix("crate::") {
+                (Vec::new(), r)
+            } else if let (Some(m), Some(_)) = (module, code[i..].strip_prefix("super::")) {
+                let mut rest = &code[i..];
+                let mut up = 0;
+                while let Some(r) = rest.strip_prefix("super::") {
+                    rest = r;
+                    up += 1;
+                }
+                (m[..m.len().saturating_sub(up)].to_vec(), rest)
+            } else {
+                continue;
+            };
         let path: String = rest
             .chars()
             .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
             .collect();
-        let base: Vec<String> = path
-            .split("::")
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-            .collect();
-        match rest[path.len()..].strip_prefix('{') {
+        base.extend(
+            path.split("::")
+                .filter(|s| !s.is_empty())
+                .map(str::to_string),
+        );
+        rest = &rest[path.len()..];
+        match rest.strip_prefix('{') {
             Some(group) => {
                 let inner = group.split('}').next().unwrap_or("");
                 for member in inner.split(',') {
@@ -164,6 +189,14 @@ fn crate_paths(code: &str) -> Vec<Vec<String>> {
         }
     }
     out
+}
+
+/// The name of the inline module a statement opens (`mod tests {`), if it opens one.
+fn inline_module(statement: &str) -> Option<String> {
+    let words: Vec<&str> = statement.split_whitespace().collect();
+    words
+        .windows(3)
+        .find_map(|w| (w[0] == "mod" && w[2] == "{").then(|| w[1].to_string()))
 }
 
 /// The `pub use` lines of a module: the name each brings in, and the absolute path it names.
@@ -218,6 +251,7 @@ fn reexports(module: &[String], text: &str) -> Vec<(String, Vec<String>)> {
 struct Tree {
     files: Vec<PathBuf>,
     texts: Vec<String>,
+    module_of: Vec<Vec<String>>,
     modules: HashMap<Vec<String>, usize>,
     reexported: HashMap<(usize, String), Vec<Vec<String>>>,
 }
@@ -233,16 +267,17 @@ impl Tree {
             .collect();
         let mut modules = HashMap::new();
         let mut reexported: HashMap<(usize, String), Vec<Vec<String>>> = HashMap::new();
-        for (i, f) in files.iter().enumerate() {
-            let m = module_of(src, f);
-            for (name, path) in reexports(&m, &texts[i]) {
+        let module_of: Vec<Vec<String>> = files.iter().map(|f| module_of(src, f)).collect();
+        for (i, m) in module_of.iter().enumerate() {
+            for (name, path) in reexports(m, &texts[i]) {
                 reexported.entry((i, name)).or_default().push(path);
             }
-            modules.insert(m, i);
+            modules.insert(m.clone(), i);
         }
         Tree {
             files,
             texts,
+            module_of,
             modules,
             reexported,
         }
@@ -276,8 +311,12 @@ impl Tree {
         (0..self.files.len())
             .map(|i| {
                 let mut out = Vec::new();
+                let mut module = self.module_of[i].clone();
                 for (line, st) in statements(&self.texts[i]) {
-                    for p in crate_paths(&st) {
+                    if let Some(inner) = inline_module(&st) {
+                        module.push(inner);
+                    }
+                    for p in crate_paths(&st, Some(&module)) {
                         let mut to = BTreeSet::new();
                         self.resolve(&p, 0, &mut to);
                         out.extend(to.into_iter().filter(|t| *t != i).map(|t| (t, line)));
@@ -426,7 +465,7 @@ fn files_inside_a_folder_form_no_cycle_and_subfolders_stay_apart() {
 /// The crate root's modules: a path inside the library starts with one of these, never with a
 /// name the root re-exports (`crate::Store`), so that the root's `pub use` list is the public
 /// surface and nothing inside depends on it.
-const ROOT_MODULES: [&str; 10] = [
+const ROOT_MODULES: [&str; 11] = [
     "checkpoint",
     "domain",
     "error",
@@ -437,6 +476,7 @@ const ROOT_MODULES: [&str; 10] = [
     "trust",
     "verify",
     "format",
+    "cli",
 ];
 
 #[test]
@@ -449,7 +489,7 @@ fn no_path_inside_the_library_goes_through_a_crate_root_reexport() {
     for f in files.iter().filter(|f| !f.ends_with("lib.rs")) {
         let text = std::fs::read_to_string(f).expect("read source");
         for (line, st) in statements(&text) {
-            for p in crate_paths(&st) {
+            for p in crate_paths(&st, None) {
                 paths += 1;
                 match p.first() {
                     Some(first) if ROOT_MODULES.contains(&first.as_str()) => {}

@@ -1,12 +1,16 @@
 //! `config`, `stats` and `verify`: the store's settings, its counts, and its integrity.
 
 use clap::Args;
+#[cfg(feature = "mcp")]
+use schemars::JsonSchema;
+use serde::Serialize;
 use somna::text;
-use somna::Error;
+use somna::{Error, Store};
 
-use crate::cli::globals::Context;
+use crate::cli::context::Context;
 use crate::cli::output::{json, plural};
 use crate::cli::progress::Progress;
+use crate::cli::verb::{NoArgs, Verb};
 
 #[derive(Args, Debug)]
 pub struct ConfigArgs {
@@ -41,40 +45,99 @@ pub fn config(cx: &mut Context<'_>, a: &ConfigArgs) -> Result<u8, Error> {
     Ok(0)
 }
 
+// A typed result: the CLI prints it as text (`Stats::render`) or JSON, and the MCP tool returns
+// it as its structured content, its output schema derived from this type. The fields are in
+// the order the JSON has always had (sorted: it was built as a `serde_json::Value`).
+/// The store's counts: per scope, and in all.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+pub struct Stats {
+    /// The file's bytes per memory (null for a server store).
+    pub bytes_per_memory: Option<f64>,
+    /// The file's size in bytes (null for a server store: the server's own tools tell it).
+    pub file_bytes: Option<u64>,
+    /// Memories in every scope.
+    pub memories: u64,
+    /// The counts of each scope.
+    pub scopes: Vec<ScopeCounts>,
+    /// Where the store is, as the text names it (not in the JSON).
+    #[serde(skip)]
+    #[cfg_attr(feature = "mcp", schemars(skip))]
+    pub at: String,
+}
+
+/// The counts of one scope.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+pub struct ScopeCounts {
+    /// Memories.
+    pub memories: u64,
+    /// Blocks waiting for a summary.
+    pub pending: u64,
+    /// The scope.
+    pub scope: String,
+    /// Summaries.
+    pub summaries: u64,
+}
+
+impl Stats {
+    /// The counts per scope, the file size and the bytes per memory of `store`.
+    pub fn call(store: &Store) -> Result<Stats, Error> {
+        let stats = store.read(|r| r.stats())?;
+        let file_bytes = match store.is_server() {
+            true => None,
+            false => Some(std::fs::metadata(store.path())?.len()),
+        };
+        let memories: u64 = stats.iter().map(|s| s.memories).sum();
+        let per = file_bytes.map(|b| match memories {
+            0 => 0.0,
+            m => b as f64 / m as f64,
+        });
+        let scopes = stats
+            .into_iter()
+            .map(|s| ScopeCounts {
+                memories: s.memories,
+                pending: s.pending,
+                scope: s.scope,
+                summaries: s.summaries,
+            })
+            .collect();
+        Ok(Stats {
+            bytes_per_memory: per,
+            file_bytes,
+            memories,
+            scopes,
+            at: crate::cli::output::path_shown(store.path()),
+        })
+    }
+
+    /// Its text: a line per scope, then the file's (or the server store's) line.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for s in &self.scopes {
+            out.push_str(&format!(
+                "scope {}: {} memories, {} summaries, {} pending\n",
+                s.scope, s.memories, s.summaries, s.pending
+            ));
+        }
+        let (at, memories) = (&self.at, self.memories);
+        out.push_str(&match (self.file_bytes, self.bytes_per_memory) {
+            (Some(b), Some(per)) => {
+                format!("file {at}: {b} bytes, {memories} memories, {per:.1} bytes per memory\n")
+            }
+            _ => format!("server store {at}: {memories} memories\n"),
+        });
+        out
+    }
+}
+
 /// Prints the counts per scope, the file size and the bytes per memory (a server store has no
 /// file: the server's own tools tell its sizes).
 pub fn stats(cx: &mut Context<'_>) -> Result<u8, Error> {
-    let stats = cx.store.read(|r| r.stats())?;
-    let file_bytes = match cx.store.is_server() {
-        true => None,
-        false => Some(std::fs::metadata(cx.store.path())?.len()),
-    };
-    let memories: u64 = stats.iter().map(|s| s.memories).sum();
-    let per = file_bytes.map(|b| match memories {
-        0 => 0.0,
-        m => b as f64 / m as f64,
-    });
-    cx.emit(&serde_json::json!({
-        "scopes": stats, "file_bytes": file_bytes, "memories": memories,
-        "bytes_per_memory": per,
-    }))?;
-    if !cx.text_wanted() {
-        return Ok(0);
-    }
-    for s in &stats {
-        writeln!(
-            cx.out,
-            "scope {}: {} memories, {} summaries, {} pending",
-            s.scope, s.memories, s.summaries, s.pending
-        )?;
-    }
-    let at = crate::cli::output::path_shown(cx.store.path());
-    match (file_bytes, per) {
-        (Some(b), Some(per)) => writeln!(
-            cx.out,
-            "file {at}: {b} bytes, {memories} memories, {per:.1} bytes per memory"
-        )?,
-        _ => writeln!(cx.out, "server store {at}: {memories} memories")?,
+    let stats = Stats::call(&cx.store)?;
+    cx.emit(&stats)?;
+    if cx.text_wanted() {
+        write!(cx.out, "{}", stats.render())?;
     }
     Ok(0)
 }
@@ -136,3 +199,15 @@ pub fn verify(cx: &mut Context<'_>) -> Result<u8, Error> {
     }
     Ok(if r.ok() { 0 } else { 5 })
 }
+
+/// The verb `config` (it reads when it sets nothing).
+pub const CONFIG: Verb<ConfigArgs> = Verb::reads_when(config, |a| a.setting.is_none());
+
+/// The verb `stats`.
+pub const STATS: Verb<NoArgs> = Verb::reads(|cx, _| stats(cx));
+
+/// The verb `verify`.
+pub const VERIFY: Verb<NoArgs> = Verb::reads(|cx, _| verify(cx));
+
+/// The verb `migrate`.
+pub const MIGRATE: Verb<NoArgs> = Verb::writes(|cx, _| migrate(cx));

@@ -6,10 +6,11 @@ use std::path::PathBuf;
 use clap::Args;
 use somna::Error;
 
-use crate::cli::globals::{Cli, Context};
+use crate::cli::context::Context;
 use crate::cli::input::read_input;
 use crate::cli::output::plural;
 use crate::cli::progress::{CountLines, Progress};
+use crate::cli::verb::{outside_store, NoArgs, Verb};
 
 #[derive(Args, Debug)]
 pub struct CopyArgs {
@@ -106,8 +107,12 @@ pub fn export(cx: &mut Context<'_>) -> Result<u8, Error> {
 
 /// Copies the store SRC into DST (created if missing, refused unless empty), then checks that
 /// both give the same export and the same rows. Runs without `--db`: it names both stores.
-pub fn copy(cli: &Cli, a: &CopyArgs, out: &mut dyn std::io::Write) -> Result<u8, Error> {
-    let opts = cli.options()?;
+pub fn copy(
+    opts: somna::Options,
+    json: bool,
+    a: &CopyArgs,
+    out: &mut dyn std::io::Write,
+) -> Result<u8, Error> {
     somna::check_location(&a.src)?;
     somna::check_location(&a.dst)?;
     let shown = |p: &std::path::Path| match somna::url_of(p) {
@@ -123,16 +128,16 @@ pub fn copy(cli: &Cli, a: &CopyArgs, out: &mut dyn std::io::Write) -> Result<u8,
             reason: format!("the source and the destination are the same store ({from})"),
         });
     }
-    let src = crate::cli::globals::open_store(&a.src, opts.clone(), true)?;
+    let src = crate::cli::open::open_store(&a.src, opts.clone(), true)?;
     let dst = somna::Store::create_with(&a.dst, opts)?;
-    let bar = Progress::start(cli.json, None, "copying: rows");
+    let bar = Progress::start(json, None, "copying: rows");
     let mut done = 0u64;
     let copied = src.copy_into(&dst, &mut |n| {
         bar.inc(n.saturating_sub(done));
         done = done.max(n);
     })?;
     drop(bar);
-    if cli.json {
+    if json {
         crate::cli::output::json(
             out,
             &serde_json::json!({"from": from, "to": to, "copied": copied}),
@@ -150,3 +155,12 @@ pub fn copy(cli: &Cli, a: &CopyArgs, out: &mut dyn std::io::Write) -> Result<u8,
     src.close()?;
     Ok(0)
 }
+
+/// The verb `import`.
+pub const IMPORT: Verb<ImportArgs> = Verb::writes(import);
+
+/// The verb `export`.
+pub const EXPORT: Verb<NoArgs> = Verb::reads(|cx, _| export(cx));
+
+/// The verb `copy` (it opens its own two stores: `somna::cli` runs it).
+pub const COPY: Verb<CopyArgs> = Verb::writes(outside_store);

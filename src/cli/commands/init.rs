@@ -3,7 +3,8 @@
 
 use somna::Error;
 
-use crate::cli::globals::Context;
+use crate::cli::context::Context;
+use crate::cli::verb::{NoArgs, Verb};
 
 /// The text for AGENTS.md or CLAUDE.md; each `` `somna `` in it becomes the command prefix.
 const INSTRUCTIONS: &str = include_str!("../instructions.md");
@@ -24,3 +25,6 @@ pub fn run(cx: &mut Context<'_>) -> Result<u8, Error> {
     )?;
     Ok(0)
 }
+
+/// The verb `init`.
+pub const INIT: Verb<NoArgs> = Verb::writes(|cx, _| run(cx));

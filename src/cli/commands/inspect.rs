@@ -11,7 +11,8 @@ use somna::text;
 use somna::{Block, Error, Memory};
 use somna::{Event, EventKind, MemoryState};
 
-use crate::cli::globals::Context;
+use crate::cli::context::Context;
+use crate::cli::verb::Verb;
 
 /// The arguments of `show` (the CLI verb and the MCP tool).
 #[derive(Args, Debug, Deserialize)]
@@ -124,3 +125,9 @@ pub fn why(cx: &mut Context<'_>, a: &WhyArgs) -> Result<u8, Error> {
     }
     Ok(0)
 }
+
+/// The verb `show`.
+pub const SHOW: Verb<ShowArgs> = Verb::reads(show);
+
+/// The verb `why`.
+pub const WHY: Verb<WhyArgs> = Verb::reads(why);

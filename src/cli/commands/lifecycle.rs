@@ -8,7 +8,8 @@ use serde::Deserialize;
 use somna::Decision;
 use somna::Error;
 
-use crate::cli::globals::Context;
+use crate::cli::context::Context;
+use crate::cli::verb::Verb;
 
 /// The arguments of `accept`, `deprecate` and `retract` (and of the MCP tool `decide`).
 #[derive(Args, Debug, Deserialize)]
@@ -80,3 +81,15 @@ pub fn redact(cx: &mut Context<'_>, a: &RedactArgs) -> Result<u8, Error> {
     )?;
     Ok(0)
 }
+
+/// The verb `accept`.
+pub const ACCEPT: Verb<DecideArgs> = Verb::writes(accept);
+
+/// The verb `deprecate`.
+pub const DEPRECATE: Verb<DecideArgs> = Verb::writes(deprecate);
+
+/// The verb `retract`.
+pub const RETRACT: Verb<DecideArgs> = Verb::writes(retract);
+
+/// The verb `redact`.
+pub const REDACT: Verb<RedactArgs> = Verb::writes(redact);

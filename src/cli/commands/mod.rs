@@ -1,6 +1,8 @@
-//! The verbs: [`Command`] (the subcommand enum clap parses), [`run`] (one line per verb, to one
-//! function in the file of its group), and which verbs only read ([`reads_only`]) or take several
-//! scopes ([`several_scopes`]). Each file holds its verbs' arguments and one function per verb.
+//! The verbs: the registry, one line per verb, from which [`Command`] (the subcommand enum clap
+//! parses) and its dispatch are generated: [`run`], which verbs only read ([`reads_only`]) and
+//! which take several scopes ([`several_scopes`]). Each file holds its verbs' arguments, one
+//! function per verb, and one [`Verb`] per verb that says all of it. Adding a verb is a file (or
+//! a function and a `Verb` in the file of its group) and one line in the registry below.
 
 mod admin;
 mod import;
@@ -22,193 +24,156 @@ mod wake;
 #[cfg(feature = "mcp")]
 pub mod web;
 
-use std::io::Write;
-
 use clap::Subcommand;
 use somna::Error;
 
-use crate::cli::globals::{Cli, Context};
+use crate::cli::context::Context;
+use crate::cli::verb::{NoArgs, Verb};
 
-// The order of the variants is the order of `somna --help`.
-#[derive(Subcommand, Debug)]
-pub enum Command {
+/// Declares the verbs: the [`Command`] enum (each variant's doc comment its `--help` line), and
+/// its dispatch to each verb's [`Verb`].
+macro_rules! verbs {
+    ($(
+        $(#[doc = $doc:literal])*
+        $(#[cfg($cfg:meta)])?
+        $name:ident($args:ty) => $verb:path,
+    )*) => {
+        /// A verb and its arguments, as clap parses them (the order is that of `somna --help`).
+        #[derive(Subcommand, Debug)]
+        pub enum Command {
+            $(
+                $(#[doc = $doc])*
+                $(#[cfg($cfg)])?
+                $name($args),
+            )*
+        }
+
+        impl Command {
+            /// Runs the verb on the context's store; returns the exit code.
+            fn run(&self, cx: &mut Context<'_>) -> Result<u8, Error> {
+                match self {
+                    $(
+                        $(#[cfg($cfg)])?
+                        Command::$name(a) => {
+                            let v: &Verb<$args> = &$verb;
+                            (v.run)(cx, a)
+                        }
+                    )*
+                }
+            }
+
+            /// Whether the verb only reads, with these arguments.
+            fn reads_only(&self) -> bool {
+                match self {
+                    $(
+                        $(#[cfg($cfg)])?
+                        Command::$name(a) => ($verb.reads_only)(a),
+                    )*
+                }
+            }
+
+            /// Whether the verb takes several scopes.
+            fn several_scopes(&self) -> bool {
+                match self {
+                    $(
+                        $(#[cfg($cfg)])?
+                        Command::$name(_) => $verb.several_scopes,
+                    )*
+                }
+            }
+        }
+    };
+}
+
+// The registry: one line per verb (its doc comment is its line in `somna --help`, in this
+// order), naming its arguments and its `Verb`, declared in the file of its group.
+verbs! {
     /// Create the store (idempotent) and print the instructions to paste into AGENTS.md
-    Init,
+    Init(NoArgs) => init::INIT,
     /// Record one memory: `somna note "text"`, or `somna note -` to read it from stdin
-    Note(note::NoteArgs),
+    Note(note::NoteArgs) => note::NOTE,
     /// Accept a memory as true (appends an event; the log is not rewritten)
-    Accept(lifecycle::DecideArgs),
+    Accept(lifecycle::DecideArgs) => lifecycle::ACCEPT,
     /// Mark a memory deprecated (appends an event)
-    Deprecate(lifecycle::DecideArgs),
+    Deprecate(lifecycle::DecideArgs) => lifecycle::DEPRECATE,
     /// Retract a memory as wrong (appends an event)
-    Retract(lifecycle::DecideArgs),
+    Retract(lifecycle::DecideArgs) => lifecycle::RETRACT,
     /// Replace a memory's text with a tombstone and drop the summaries built on it (admin only)
-    Redact(lifecycle::RedactArgs),
+    Redact(lifecycle::RedactArgs) => lifecycle::REDACT,
     /// Print a memory with its full envelope and history
-    Show(inspect::ShowArgs),
+    Show(inspect::ShowArgs) => inspect::SHOW,
     /// Print a summary's claims and the records each cites
-    Why(inspect::WhyArgs),
+    Why(inspect::WhyArgs) => inspect::WHY,
     /// Give a principal read or write access to a scope (SCOPE ending in / or : is a prefix)
-    Grant(trust::GrantArgs),
+    Grant(trust::GrantArgs) => trust::GRANT,
     /// Take a grant back
-    Revoke(trust::GrantArgs),
+    Revoke(trust::GrantArgs) => trust::REVOKE,
     /// List every grant (admin only)
-    Grants,
+    Grants(NoArgs) => trust::GRANTS,
     /// Show the scope's write policy, or change it: inference=proposed|accepted,
     /// require-source=KIND,...|none, secrets=refuse|allow, citations=required|optional
-    Policy(trust::PolicyArgs),
+    Policy(trust::PolicyArgs) => trust::POLICY,
     /// List the read audit (admin only; turn it on with `config AUDIT=1`)
-    Audit(trust::AuditArgs),
+    Audit(trust::AuditArgs) => trust::AUDIT,
     /// List the blocks waiting for a summary, one `lo-hi` per line, in the order they are offered
-    Pending(tree::PendingArgs),
+    Pending(tree::PendingArgs) => tree::PENDING,
     /// Print the next merge prompt, or answer one: `somna nap LO-HI "summary"` (- reads stdin)
-    Nap(tree::NapArgs),
+    Nap(tree::NapArgs) => tree::NAP,
     /// Print your memory: recent memories raw, older ones summarized, within a budget
-    Wake(wake::WakeArgs),
+    Wake(wake::WakeArgs) => wake::WAKE,
     /// Open a block: print its two halves
-    Zoom(tree::ZoomArgs),
+    Zoom(tree::ZoomArgs) => tree::ZOOM,
     /// Find memories whose line `#id date text` matches a regex (case-insensitive): exact wording
-    Recall(recall::RecallArgs),
+    Recall(recall::RecallArgs) => recall::RECALL,
     /// Find memories and summaries by what they are about, best first: when you lack the exact words
-    Search(search::SearchArgs),
+    Search(search::SearchArgs) => search::SEARCH,
     /// Drop the summary of a block and of every block built on it, so they can be rebuilt
-    Forget(tree::ForgetArgs),
+    Forget(tree::ForgetArgs) => tree::FORGET,
     /// Import `YYYY-MM-DD text` lines (FILE or -), an OptMem store (--optmem DIR), or an export (--jsonl FILE)
-    Import(import::ImportArgs),
+    Import(import::ImportArgs) => import::IMPORT,
     /// Write every scope, memory and summary as JSON Lines to stdout
-    Export,
+    Export(NoArgs) => import::EXPORT,
     /// Copy a whole store to another, across backends: `somna copy memory.redb postgresql://...`
-    Copy(import::CopyArgs),
+    Copy(import::CopyArgs) => import::COPY,
     /// Show the settings, or set one: `somna config RAW_MAX=32`
-    Config(admin::ConfigArgs),
+    Config(admin::ConfigArgs) => admin::CONFIG,
     /// Counts per scope, file size, bytes per memory
-    Stats,
+    Stats(NoArgs) => admin::STATS,
     /// Check the file and every invariant; exits non-zero with a report if anything is wrong
-    Verify,
+    Verify(NoArgs) => admin::VERIFY,
     /// Rebuild the search index from the log and the summaries (admin only)
-    Reindex,
+    Reindex(NoArgs) => search::REINDEX,
     /// Upgrade the store to this somna's format now (any read-write open does it) and say what it did
-    Migrate,
+    Migrate(NoArgs) => admin::MIGRATE,
     /// Conversation histories: JSON arrays of message objects on stdin and stdout
-    Session(session::SessionArgs),
+    Session(session::SessionArgs) => session::SESSION,
     /// Serve the store to MCP clients (coding agents): stdio, or Streamable HTTP with --http
     #[cfg(feature = "mcp")]
-    Mcp(mcp::McpArgs),
+    Mcp(mcp::McpArgs) => mcp::MCP,
     /// Bearer tokens for `somna mcp --http`: add (printed once), list, revoke (admin only)
     #[cfg(feature = "mcp")]
-    Token(token::TokenArgs),
+    Token(token::TokenArgs) => token::TOKEN,
     /// Print the shell completion script: `somna completions bash > ~/.local/share/bash-completion/completions/somna`
-    Completions(shell::CompletionsArgs),
+    Completions(shell::CompletionsArgs) => shell::COMPLETIONS,
     /// Print the manual page (roff): `somna man | man -l -`
-    Man,
+    Man(NoArgs) => shell::MAN,
 }
 
-/// Runs a command that opens no store through `--db` (`completions`, `man`, and `copy`, which
-/// names its own two); `None` for every other.
-pub fn run_without_store(cli: &Cli, out: &mut dyn Write) -> Option<Result<u8, Error>> {
-    match &cli.command {
-        Command::Completions(a) => Some(shell::completions(out, a)),
-        Command::Man => Some(shell::man(out)),
-        // It names its own two stores.
-        Command::Copy(a) => Some(import::copy(cli, a, out)),
-        _ => None,
-    }
-}
+pub use import::copy;
+pub use shell::{completions, man};
 
 /// Runs one command on the context's store; returns the exit code.
 pub fn run(cx: &mut Context<'_>, command: &Command) -> Result<u8, Error> {
-    match command {
-        Command::Init => init::run(cx),
-        Command::Note(a) => note::run(cx, a),
-        Command::Accept(a) => lifecycle::accept(cx, a),
-        Command::Deprecate(a) => lifecycle::deprecate(cx, a),
-        Command::Retract(a) => lifecycle::retract(cx, a),
-        Command::Redact(a) => lifecycle::redact(cx, a),
-        Command::Show(a) => inspect::show(cx, a),
-        Command::Why(a) => inspect::why(cx, a),
-        Command::Grant(a) => trust::grant(cx, a),
-        Command::Revoke(a) => trust::revoke(cx, a),
-        Command::Grants => trust::grants(cx),
-        Command::Policy(a) => trust::policy(cx, a),
-        Command::Audit(a) => trust::audit(cx, a),
-        Command::Pending(a) => tree::pending(cx, a),
-        Command::Nap(a) => tree::nap(cx, a),
-        Command::Wake(a) => wake::run(cx, a),
-        Command::Zoom(a) => tree::zoom(cx, a),
-        Command::Recall(a) => recall::run(cx, a),
-        Command::Search(a) => search::run(cx, a),
-        Command::Forget(a) => tree::forget(cx, a),
-        Command::Import(a) => import::import(cx, a),
-        Command::Export => import::export(cx),
-        // Runs before any store opens (`run_without_store`): it names its own two.
-        Command::Copy(_) => Err(Error::Invalid {
-            what: "copy",
-            reason: "copy opens its own stores".into(),
-        }),
-        Command::Config(a) => admin::config(cx, a),
-        Command::Stats => admin::stats(cx),
-        Command::Verify => admin::verify(cx),
-        Command::Reindex => search::reindex(cx),
-        Command::Migrate => admin::migrate(cx),
-        Command::Session(a) => session::run(cx, a),
-        #[cfg(feature = "mcp")]
-        Command::Mcp(_) => Err(Error::Invalid {
-            what: "mcp",
-            reason: "the server runs outside a command context".into(),
-        }),
-        #[cfg(feature = "mcp")]
-        Command::Token(a) => token::run(cx, a),
-        Command::Completions(a) => shell::completions(cx.out, a),
-        Command::Man => shell::man(cx.out),
-    }
+    command.run(cx)
 }
 
 /// Whether the command only reads: it then opens the store read-only and leaves the file as it
 /// was, byte for byte (docs/cli.md, "Reads never write").
 pub fn reads_only(command: &Command) -> bool {
-    match command {
-        Command::Show(_)
-        | Command::Why(_)
-        | Command::Grants
-        | Command::Audit(_)
-        | Command::Pending(_)
-        | Command::Wake(_)
-        | Command::Zoom(_)
-        | Command::Recall(_)
-        | Command::Search(_)
-        | Command::Export
-        | Command::Stats
-        | Command::Verify
-        | Command::Completions(_)
-        | Command::Man => true,
-        Command::Policy(a) => a.settings.is_empty(),
-        Command::Config(a) => a.setting.is_none(),
-        Command::Nap(a) => a.block.is_none() && a.apply.is_none() && a.answers.is_empty(),
-        Command::Session(a) => session::reads_only(a),
-        #[cfg(feature = "mcp")]
-        Command::Token(a) => token::reads_only(a),
-        Command::Init
-        | Command::Note(_)
-        | Command::Accept(_)
-        | Command::Deprecate(_)
-        | Command::Retract(_)
-        | Command::Redact(_)
-        | Command::Grant(_)
-        | Command::Revoke(_)
-        | Command::Forget(_)
-        | Command::Copy(_)
-        | Command::Reindex
-        | Command::Migrate
-        | Command::Import(_) => false,
-        #[cfg(feature = "mcp")]
-        Command::Mcp(_) => false,
-    }
+    command.reads_only()
 }
 
 /// Whether the command takes several scopes (`--scope a,b`).
 pub fn several_scopes(command: &Command) -> bool {
-    matches!(
-        command,
-        Command::Wake(_) | Command::Recall(_) | Command::Search(_)
-    )
+    command.several_scopes()
 }

@@ -1,6 +1,6 @@
 //! `note`: record one memory.
 
-use crate::cli::globals::{kinds, statuses, Names};
+use crate::cli::names::{kinds, statuses, Names};
 use clap::Args;
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
@@ -8,8 +8,8 @@ use serde::Deserialize;
 use somna::text;
 use somna::{Error, Kind, NewMemory, Status};
 
-use crate::cli::globals::Context;
-use crate::cli::output::print_prompt;
+use crate::cli::context::Context;
+use crate::cli::verb::Verb;
 
 /// The arguments of `note` (the CLI verb and the MCP tool).
 #[derive(Args, Debug, Deserialize)]
@@ -100,7 +100,7 @@ pub fn run(cx: &mut Context<'_>, a: &NoteArgs) -> Result<u8, Error> {
             o.insert("next_merge".into(), serde_json::json!(seen.next_prompt));
         }
         if text {
-            print_prompt(cx, seen.next_prompt.as_ref(), seen.pending, false)?;
+            cx.print_prompt(seen.next_prompt.as_ref(), seen.pending, false)?;
         }
     }
     cx.emit(&v)?;
@@ -139,3 +139,6 @@ fn new_memory(cx: &Context<'_>, a: &NoteArgs) -> Result<NewMemory, Error> {
         .conflicts_with(a.conflicts_with.clone())
         .force(a.force))
 }
+
+/// The verb `note`.
+pub const NOTE: Verb<NoteArgs> = Verb::writes(run);

@@ -1,6 +1,6 @@
 //! `recall`: the memories whose line matches a regex, in one scope or several.
 
-use crate::cli::globals::{kinds, Names};
+use crate::cli::names::{kinds, Names};
 use clap::Args;
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
@@ -8,8 +8,9 @@ use serde::Deserialize;
 use somna::text;
 use somna::{Error, Kind, RecallQuery};
 
-use crate::cli::globals::Context;
+use crate::cli::context::Context;
 use crate::cli::output::plural;
+use crate::cli::verb::Verb;
 
 /// The arguments of `recall` (the CLI verb and the MCP tool).
 #[derive(Args, Debug, Deserialize)]
@@ -125,3 +126,6 @@ fn recall_scopes(cx: &mut Context<'_>, found: &[(String, somna::Recall)]) -> Res
     }
     Ok(code)
 }
+
+/// The verb `recall`.
+pub const RECALL: Verb<RecallArgs> = Verb::reads(run).several_scopes();

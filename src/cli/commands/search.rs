@@ -1,7 +1,7 @@
 //! `search`: memories and summaries ranked by what they are about (BM25, with a vector when
 //! given); `reindex`: the search index rebuilt from the log and the tree.
 
-use crate::cli::globals::{kinds, Names};
+use crate::cli::names::{kinds, Names};
 use clap::Args;
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
@@ -9,9 +9,10 @@ use serde::Deserialize;
 use somna::text;
 use somna::{Error, Kind, SearchMode, SearchQuery};
 
-use crate::cli::globals::Context;
+use crate::cli::context::Context;
 use crate::cli::output::plural;
 use crate::cli::progress::Progress;
+use crate::cli::verb::{NoArgs, Verb};
 
 /// The arguments of `search` (the CLI verb and the MCP tool).
 #[derive(Args, Debug, Deserialize)]
@@ -169,3 +170,9 @@ pub fn reindex(cx: &mut Context<'_>) -> Result<u8, Error> {
     }
     Ok(0)
 }
+
+/// The verb `search`.
+pub const SEARCH: Verb<SearchArgs> = Verb::reads(run).several_scopes();
+
+/// The verb `reindex`.
+pub const REINDEX: Verb<NoArgs> = Verb::writes(|cx, _| reindex(cx));

@@ -11,10 +11,11 @@ use serde::Deserialize;
 use somna::text;
 use somna::Error;
 
-use crate::cli::globals::Context;
+use crate::cli::context::Context;
 use crate::cli::input::{parse_array, read_input, safe_file_id};
 use crate::cli::output::{json, json_array, plural, print_session_items};
 use crate::cli::progress::Progress;
+use crate::cli::verb::Verb;
 
 #[derive(Args, Debug)]
 pub struct SessionArgs {
@@ -458,3 +459,6 @@ fn write_beside(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), Error> {
     }
     Ok(done?)
 }
+
+/// The verb `session` and its subcommands.
+pub const SESSION: Verb<SessionArgs> = Verb::reads_when(run, reads_only);

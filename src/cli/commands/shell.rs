@@ -1,13 +1,14 @@
 //! `completions` and `man`: the shell integration, generated from the same clap definitions as
-//! `--help` (so neither can drift from it). Neither opens a store.
+//! `--help` (so neither can drift from it): the caller passes the whole command line's
+//! `clap::Command`, which holds every verb's. Neither opens a store.
 
 use std::io::Write;
 
-use clap::{Args, CommandFactory};
+use crate::cli::verb::{outside_store, NoArgs, Verb};
+use clap::Args;
 use somna::Error;
 
-use crate::cli::globals::Cli;
-
+/// The arguments of `completions`.
 #[derive(Args, Debug)]
 pub struct CompletionsArgs {
     /// The shell to complete for
@@ -15,9 +16,13 @@ pub struct CompletionsArgs {
     pub shell: clap_complete::Shell,
 }
 
-/// Prints the completion script for the shell: verbs, options, and the values options take.
-pub fn completions(out: &mut dyn Write, a: &CompletionsArgs) -> Result<u8, Error> {
-    let mut cmd = Cli::command();
+/// Prints the completion script of `cmd` (the whole command line) for the shell: verbs,
+/// options, and the values options take.
+pub fn completions(
+    out: &mut dyn Write,
+    a: &CompletionsArgs,
+    mut cmd: clap::Command,
+) -> Result<u8, Error> {
     // Generated into memory first: clap_complete panics when its writer fails (a closed pipe),
     // and a write error here must be an error like any other.
     let mut script = Vec::new();
@@ -28,9 +33,8 @@ pub fn completions(out: &mut dyn Write, a: &CompletionsArgs) -> Result<u8, Error
 
 /// Prints the manual as roff (`somna man | man -l -`): the page of `somna`, then one page per
 /// verb (`somna-note`, ..., and `somna-session-save`, ... for the session verbs), all in one
-/// document.
-pub fn man(out: &mut dyn Write) -> Result<u8, Error> {
-    let mut cmd = Cli::command().long_version(crate::cli::globals::long_version());
+/// document. `cmd` is the whole command line, with its long version.
+pub fn man(out: &mut dyn Write, mut cmd: clap::Command) -> Result<u8, Error> {
     cmd.build();
     let mut roff = Vec::new();
     page(&cmd, "somna", &mut roff)?;
@@ -52,3 +56,9 @@ fn page(cmd: &clap::Command, name: &str, roff: &mut Vec<u8>) -> Result<(), Error
     }
     Ok(())
 }
+
+/// The verb `completions` (it opens no store: `somna::cli` runs it).
+pub const COMPLETIONS: Verb<CompletionsArgs> = Verb::reads(outside_store);
+
+/// The verb `man` (it opens no store: `somna::cli` runs it).
+pub const MAN: Verb<NoArgs> = Verb::reads(outside_store);

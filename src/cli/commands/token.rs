@@ -6,7 +6,8 @@ use sha2::Digest;
 use somna::text;
 use somna::Error;
 
-use crate::cli::globals::Context;
+use crate::cli::context::Context;
+use crate::cli::verb::Verb;
 
 #[derive(Args, Debug)]
 pub struct TokenArgs {
@@ -36,6 +37,12 @@ pub struct RevokeArgs {
     /// The token's id, as `token list` shows it
     pub id: String,
 }
+
+/// Marks a response to a request with a valid session (the inspector) or token (MCP), so that
+/// the listener never sheds its connection. Here, beside the tokens, so that the inspector and
+/// the MCP server share it without naming each other.
+#[derive(Clone, Debug)]
+pub struct Authenticated;
 
 /// Whether the command only reads.
 pub fn reads_only(a: &TokenArgs) -> bool {
@@ -132,3 +139,6 @@ fn revoke(cx: &mut Context<'_>, a: &RevokeArgs) -> Result<u8, Error> {
     }
     Ok(if n == 0 { 3 } else { 0 })
 }
+
+/// The verb `token` and its subcommands.
+pub const TOKEN: Verb<TokenArgs> = Verb::reads_when(run, reads_only);

@@ -4,13 +4,14 @@
 use clap::Args;
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use somna::text;
-use somna::{Block, Error, NapOutcome, PromptInput};
+use somna::{Block, Error, NapOutcome, PromptInput, Store};
 
-use crate::cli::globals::Context;
-use crate::cli::output::{block_list, plural, print_next_prompt, print_prompt};
+use crate::cli::context::Context;
+use crate::cli::output::{block_list, plural};
 use crate::cli::progress::Progress;
+use crate::cli::verb::Verb;
 
 /// The arguments of `pending` (the CLI verb and the MCP tool).
 #[derive(Args, Debug, Deserialize)]
@@ -78,14 +79,34 @@ pub struct ForgetArgs {
     pub block: String,
 }
 
+// A typed result: the CLI prints it as text (`Pending::render`) or JSON, and the MCP tool
+// returns it as its structured content, its output schema derived from this type (whose doc
+// comment is the schema's description).
+/// The blocks waiting for a summary (`LO-HI`), in the order `nap` offers them.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(transparent)]
+pub struct Pending(pub Vec<String>);
+
+impl Pending {
+    /// The blocks waiting for a summary in `scope`, at most `a.limit`.
+    pub fn call(store: &Store, scope: &str, a: &PendingArgs) -> Result<Pending, Error> {
+        let p = store.pending(scope, a.limit)?;
+        Ok(Pending(p.iter().map(ToString::to_string).collect()))
+    }
+
+    /// Its text: one block a line.
+    pub fn render(&self) -> String {
+        self.0.iter().map(|b| format!("{b}\n")).collect()
+    }
+}
+
 /// Lists the blocks waiting for a summary, in the order they are offered.
 pub fn pending(cx: &mut Context<'_>, a: &PendingArgs) -> Result<u8, Error> {
-    let p = cx.store.pending(cx.scope, a.limit)?;
-    cx.emit(&p.iter().map(|b| b.to_string()).collect::<Vec<_>>())?;
+    let p = Pending::call(&cx.store, cx.scope, a)?;
+    cx.emit(&p)?;
     if cx.text_wanted() {
-        for b in p {
-            writeln!(cx.out, "{b}")?;
-        }
+        write!(cx.out, "{}", p.render())?;
     }
     Ok(0)
 }
@@ -142,7 +163,7 @@ fn next_merge(cx: &mut Context<'_>) -> Result<(), Error> {
         cx.emit(&v)?;
     }
     if cx.text_wanted() {
-        print_prompt(cx, prompt.as_ref(), pending, true)?;
+        cx.print_prompt(prompt.as_ref(), pending, true)?;
     }
     Ok(())
 }
@@ -221,7 +242,7 @@ fn save_answers(cx: &mut Context<'_>, entries: Vec<(Block, String)>) -> Result<u
             block_list(&settled)
         )?;
     }
-    print_next_prompt(cx, true)?;
+    cx.print_next_prompt(true)?;
     Ok(0)
 }
 
@@ -288,7 +309,7 @@ fn nap_answer(cx: &mut Context<'_>, block: &str, t: &str) -> Result<(), Error> {
         }
     }
     // Either way the note -> prompt -> nap loop goes on: the next prompt, or that none is left.
-    crate::cli::output::print_prompt(cx, napped.next_prompt.as_ref(), napped.pending, true)
+    cx.print_prompt(napped.next_prompt.as_ref(), napped.pending, true)
 }
 
 /// Drops the summary of the block and of every block built on it.
@@ -341,3 +362,17 @@ pub fn zoom(cx: &mut Context<'_>, a: &ZoomArgs) -> Result<u8, Error> {
     }
     Ok(0)
 }
+
+/// The verb `pending`.
+pub const PENDING: Verb<PendingArgs> = Verb::reads(pending);
+
+/// The verb `nap` (it reads when it stores no answer).
+pub const NAP: Verb<NapArgs> = Verb::reads_when(nap, |a| {
+    a.block.is_none() && a.apply.is_none() && a.answers.is_empty()
+});
+
+/// The verb `zoom`.
+pub const ZOOM: Verb<ZoomArgs> = Verb::reads(zoom);
+
+/// The verb `forget`.
+pub const FORGET: Verb<ForgetArgs> = Verb::writes(forget);

@@ -1,16 +1,17 @@
 //! `grant`, `revoke`, `grants`, `policy` and `audit`: who may read and write what, what may be
 //! written, and who read what.
 
-use crate::cli::globals::{accesses, Names};
+use crate::cli::names::{accesses, Names};
 use clap::Args;
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use somna::text;
-use somna::Error;
+use somna::{Access, Error, Store};
 
-use crate::cli::globals::Context;
+use crate::cli::context::Context;
 use crate::cli::output::json;
+use crate::cli::verb::{NoArgs, Verb};
 
 /// The arguments of `grant` and `revoke` (the CLI verbs and the MCP tools).
 #[derive(Args, Debug, Deserialize)]
@@ -79,22 +80,63 @@ pub fn revoke(cx: &mut Context<'_>, a: &GrantArgs) -> Result<u8, Error> {
     Ok(0)
 }
 
+// A typed result: the CLI prints it as text (`Grants::render`) or JSON, and the MCP tool returns
+// it (under `result`) as its structured content, its output schema derived from this type.
+/// Every grant.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(transparent)]
+pub struct Grants(pub Vec<GrantLine>);
+
+// Its fields are in the order the JSON has always had (the library's `Grant`'s).
+/// One grant.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+pub struct GrantLine {
+    /// Who holds it.
+    pub principal: String,
+    /// What it allows: Read or Write.
+    #[cfg_attr(feature = "mcp", schemars(with = "String"))]
+    pub access: Access,
+    /// An exact scope, or a prefix ending in `/` or `:`.
+    pub scope: String,
+    /// Who granted it.
+    pub granted_by: String,
+    /// When (microseconds since the epoch, UTC).
+    pub granted_us: i64,
+}
+
+impl Grants {
+    /// Every grant of `store` (admin only).
+    pub fn call(store: &Store) -> Result<Grants, Error> {
+        let lines = store.grants()?.into_iter().map(|g| GrantLine {
+            principal: g.principal,
+            access: g.access,
+            scope: g.scope,
+            granted_by: g.granted_by,
+            granted_us: g.granted_us,
+        });
+        Ok(Grants(lines.collect()))
+    }
+
+    /// Its text: `PRINCIPAL ACCESS SCOPE` a line, or that there is none.
+    pub fn render(&self) -> String {
+        if self.0.is_empty() {
+            return "No grants: every principal may read and write every scope.\n".into();
+        }
+        self.0
+            .iter()
+            .map(|x| format!("{} {} {}\n", x.principal, x.access, x.scope))
+            .collect()
+    }
+}
+
 /// Lists every grant.
 pub fn grants(cx: &mut Context<'_>) -> Result<u8, Error> {
-    let g = cx.store.grants()?;
+    let g = Grants::call(&cx.store)?;
     cx.emit(&g)?;
-    if !cx.text_wanted() {
-        return Ok(0);
-    }
-    if g.is_empty() {
-        writeln!(
-            cx.out,
-            "No grants: every principal may read and write every scope."
-        )?;
-    } else {
-        for x in g {
-            writeln!(cx.out, "{} {} {}", x.principal, x.access, x.scope)?;
-        }
+    if cx.text_wanted() {
+        write!(cx.out, "{}", g.render())?;
     }
     Ok(0)
 }
@@ -135,3 +177,18 @@ pub fn audit(cx: &mut Context<'_>, a: &AuditArgs) -> Result<u8, Error> {
     }
     Ok(0)
 }
+
+/// The verb `grant`.
+pub const GRANT: Verb<GrantArgs> = Verb::writes(grant);
+
+/// The verb `revoke`.
+pub const REVOKE: Verb<GrantArgs> = Verb::writes(revoke);
+
+/// The verb `grants`.
+pub const GRANTS: Verb<NoArgs> = Verb::reads(|cx, _| grants(cx));
+
+/// The verb `policy` (it reads when it changes no setting).
+pub const POLICY: Verb<PolicyArgs> = Verb::reads_when(policy, |a| a.settings.is_empty());
+
+/// The verb `audit`.
+pub const AUDIT: Verb<AuditArgs> = Verb::reads(audit);

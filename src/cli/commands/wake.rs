@@ -6,7 +6,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use somna::{Error, WakeOptions};
 
-use crate::cli::globals::Context;
+use crate::cli::context::Context;
+use crate::cli::verb::Verb;
 
 /// The arguments of `wake` (the CLI verb and the MCP tool).
 #[derive(Args, Debug, Default, Deserialize)]
@@ -74,3 +75,6 @@ pub fn run(cx: &mut Context<'_>, a: &WakeArgs) -> Result<u8, Error> {
     }
     Ok(0)
 }
+
+/// The verb `wake`.
+pub const WAKE: Verb<WakeArgs> = Verb::reads(run).several_scopes();

@@ -4,7 +4,7 @@
 //! defaults both clap's and the schema's), plus the scope the CLI takes as the global `--scope`.
 //! What differs between the two front ends is said where it differs: the fields a tool does not
 //! take carry `#[serde(skip)]`, the ones only a tool takes `#[arg(skip)]`, and `-` never reads
-//! stdin in a tool call ([`crate::cli::globals::Context::tool_call`]).
+//! stdin in a tool call ([`crate::cli::context::Context::tool_call`]).
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -78,10 +78,8 @@ impl<T> Scopes<T> {
     }
 }
 
-/// No arguments.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NoArgs {}
+/// No arguments: the verbs' own empty argument struct.
+pub use crate::cli::verb::NoArgs;
 
 /// Builds a verb that runs in a scope: `command` of the arguments, in the scope given.
 pub fn scoped<T>(v: serde_json::Value, command: fn(T) -> Command) -> Result<Call, Error>
@@ -189,191 +187,4 @@ pub fn session_load(a: session::ItemsArgs) -> Command {
         Some(_) => SessionCmd::Items(a),
         None => SessionCmd::Load(session::IdArgs { id: a.id }),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use clap::{CommandFactory, Parser};
-    use rmcp::handler::server::common::schema_for_type;
-    use serde_json::{json, Value};
-
-    use super::super::tools::TOOLS;
-    use super::Scoped;
-    use crate::cli::commands::note::NoteArgs;
-    use crate::cli::globals::Cli;
-
-    /// The command and scope a tool call builds, as text (budget 20,000 bytes).
-    fn tool(name: &str, arguments: Value) -> Result<String, String> {
-        let spec = TOOLS
-            .iter()
-            .find(|t| t.name == name)
-            .ok_or("no such tool")?;
-        let c = (spec.build)(arguments, 20_000).map_err(|e| e.to_string())?;
-        Ok(format!("{:?} in {:?}", c.command, c.scope))
-    }
-
-    /// The command and scope a command line parses to, as text.
-    fn cli(words: &[&str]) -> String {
-        let argv = ["somna", "--scope", "s"].iter().chain(words);
-        let c = Cli::try_parse_from(argv).unwrap();
-        format!("{:?} in {:?}", c.command, Some(c.scope))
-    }
-
-    /// A tool call and the command line of its verb give the same arguments, defaults included
-    /// (each pair: the tool, its JSON without the scope, the command line).
-    #[test]
-    fn a_tool_call_and_its_command_line_give_the_same_arguments() {
-        let cases: &[(&str, Value, &[&str])] = &[
-            ("wake", json!({}), &["wake", "--bytes", "20000"]),
-            (
-                "wake",
-                json!({"part": 2, "total": 7, "lines": 5}),
-                &["wake", "2", "7", "--lines", "5", "--bytes", "20000"],
-            ),
-            ("note", json!({"text": "x"}), &["note", "x"]),
-            (
-                "note",
-                json!({"text": "x", "kind": "decision", "supersedes": [3, 4], "key": "k", "source": "me"}),
-                &[
-                    "note",
-                    "x",
-                    "--kind",
-                    "decision",
-                    "--supersedes",
-                    "3",
-                    "--supersedes",
-                    "4",
-                    "--key",
-                    "k",
-                    "--source",
-                    "me",
-                ],
-            ),
-            (
-                "recall",
-                json!({"pattern": "a b", "words": true, "limit": 2}),
-                &[
-                    "recall", "a b", "--words", "--limit", "2", "--bytes", "20000",
-                ],
-            ),
-            ("zoom", json!({"block": "0-1"}), &["zoom", "0-1"]),
-            ("show", json!({"id": 3}), &["show", "3"]),
-            ("why", json!({"block": "0-1"}), &["why", "0-1"]),
-            ("pending", json!({}), &["pending"]),
-            ("nap", json!({}), &["nap"]),
-            ("nap", json!({"batch": 3}), &["nap", "--batch", "3"]),
-            ("forget", json!({"block": "2-3"}), &["forget", "2-3"]),
-            (
-                "decide",
-                json!({"id": 3, "action": "retract", "why": "w"}),
-                &["retract", "3", "--why", "w"],
-            ),
-            (
-                "redact",
-                json!({"id": 3, "reason": "r"}),
-                &["redact", "3", "--reason", "r"],
-            ),
-            ("policy", json!({}), &["policy"]),
-            (
-                "policy",
-                json!({"settings": ["inference=accepted"]}),
-                &["policy", "inference=accepted"],
-            ),
-        ];
-        for (name, arguments, words) in cases {
-            let mut scoped = arguments.clone();
-            scoped["scope"] = json!("s");
-            assert_eq!(tool(name, scoped), Ok(cli(words)), "{name} {arguments}");
-        }
-    }
-
-    /// The same for the tools that take no scope.
-    #[test]
-    fn an_unscoped_tool_call_and_its_command_line_give_the_same_arguments() {
-        let unscoped: &[(&str, Value, &[&str])] = &[
-            (
-                "session_load",
-                json!({"id": "i"}),
-                &["session", "load", "i"],
-            ),
-            (
-                "session_load",
-                json!({"id": "i", "limit": 2}),
-                &["session", "items", "i", "--limit", "2"],
-            ),
-            (
-                "session_save",
-                json!({"id": "i", "messages": []}),
-                &["session", "save", "i"],
-            ),
-            (
-                "session_append",
-                json!({"id": "i", "items": [], "key": "k"}),
-                &["session", "append", "i", "--key", "k"],
-            ),
-            ("session_list", json!({}), &["session", "list"]),
-            (
-                "session_history",
-                json!({"id": "i"}),
-                &["session", "history", "i"],
-            ),
-            (
-                "grant",
-                json!({"principal": "bob", "access": "read", "scope": "t/"}),
-                &["grant", "bob", "read", "t/"],
-            ),
-            (
-                "revoke",
-                json!({"principal": "bob", "access": "read", "scope": "t/"}),
-                &["revoke", "bob", "read", "t/"],
-            ),
-            ("grants", json!({}), &["grants"]),
-            ("stats", json!({}), &["stats"]),
-            ("verify", json!({}), &["verify"]),
-        ];
-        for (name, arguments, words) in unscoped {
-            let same = cli(words).replace("in Some(\"s\")", "in None");
-            assert_eq!(
-                tool(name, arguments.clone()),
-                Ok(same),
-                "{name} {arguments}"
-            );
-        }
-    }
-
-    /// The kind of a note given none is one default, in `--help` and in the tool's schema.
-    #[test]
-    fn the_note_kind_default_is_declared_once() {
-        let cmd = Cli::command();
-        let note = cmd.find_subcommand("note").unwrap();
-        let kind = note.get_arguments().find(|a| a.get_id() == "kind").unwrap();
-        let clap_default: Vec<_> = kind
-            .get_default_values()
-            .iter()
-            .map(|v| v.to_str())
-            .collect();
-        let schema = schema_for_type::<Scoped<NoteArgs>>();
-        let tool_default = &schema["properties"]["kind"]["default"];
-        assert_eq!(clap_default, [tool_default.as_str()]);
-        assert_eq!(tool_default, "observation");
-        assert!(schema["required"] == json!(["text"]), "{schema:?}");
-    }
-
-    /// Unknown arguments, those only the command line takes, and a scope given twice are
-    /// refused.
-    #[test]
-    fn arguments_a_tool_does_not_take_are_refused() {
-        for (name, arguments) in [
-            ("note", json!({"text": "x", "bogus": 1})),
-            ("note", json!({"text": "x", "force": true})),
-            ("note", json!({"text": "x", "status": "accepted"})),
-            ("recall", json!({"pattern": "x", "bytes": 5})),
-            ("nap", json!({"apply": "/etc/passwd"})),
-            ("decide", json!({"id": 1, "action": "accept", "bogus": 1})),
-            ("wake", json!({"scope": "a", "scopes": ["b"]})),
-            ("grants", json!({"x": 1})),
-        ] {
-            assert!(tool(name, arguments.clone()).is_err(), "{name} {arguments}");
-        }
-    }
 }

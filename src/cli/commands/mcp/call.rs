@@ -9,10 +9,10 @@ use somna::text;
 use somna::{Error, Store};
 
 use super::args::Call;
-use super::tools::{offered, ToolSpec, TOOLS};
+use super::tools::{offered, Group, ToolSpec, TOOLS};
 use super::{Caller, Server};
 use crate::cli::commands;
-use crate::cli::globals::Context;
+use crate::cli::context::Context;
 
 /// The class of an error, as a tool result names it: invalid, conflict, not_found, busy,
 /// corrupt, denied, server or ambiguous (the CLI's exit codes 2, 1, 3, 4, 5, 6, 7, 8; an id or
@@ -110,7 +110,7 @@ pub fn call(
     }
     let writes_memory = TOOLS
         .iter()
-        .any(|t| t.name == name && !t.read_only && !t.name.starts_with("session"));
+        .any(|t| t.name == name && !t.read_only && t.group != Group::Sessions);
     let scope = arguments
         .get("scope")
         .and_then(Value::as_str)
@@ -169,7 +169,7 @@ fn run_spec(
         let (code, out, captured) = match run(server, store.as_principal(caller.0.as_deref()), c) {
             Ok(r) => r,
             // A smaller budget than asked for that no longer fits even one line.
-            Err(_) if last_size > 0 => return too_large(spec.name, last_size, server.max_bytes),
+            Err(_) if last_size > 0 => return too_large(spec, last_size, server.max_bytes),
             Err(e) => return error_result(class(&e), &e.to_string()),
         };
         let (out, value) = match shape(spec, code, out, captured) {
@@ -187,9 +187,8 @@ fn run_spec(
         // wake, recall and search take a byte budget for their lines; the JSON of a line is
         // larger, so ask again for fewer lines, in proportion (they read only: asking twice is
         // harmless).
-        let shrinks = matches!(spec.name, "wake" | "recall" | "search");
-        if !shrinks || budget < 256 {
-            return too_large(spec.name, size, server.max_bytes);
+        if !spec.shrinks || budget < 256 {
+            return too_large(spec, size, server.max_bytes);
         }
         budget = budget.min(out.len()) * server.max_bytes / size * 9 / 10;
         last_size = size;
@@ -242,7 +241,7 @@ fn shape(
     let value = captured.or_else(|| serde_json::from_str(&out).ok());
     if code != 0 && code != 5 {
         // A verb that reports on stderr and exits non-zero: no such session.
-        let what = if spec.name.starts_with("session") {
+        let what = if spec.group == Group::Sessions {
             "not_found"
         } else {
             "conflict"
@@ -293,25 +292,13 @@ fn success_cut(text: String, value: Value, max: usize) -> CallToolResult {
     success(kept, Value::Object(out))
 }
 
-/// The refusal of a result over the budget, with how to ask for less.
-fn too_large(tool: &str, size: usize, max: usize) -> CallToolResult {
+/// The refusal of a result over the budget, with how to ask the tool for less.
+fn too_large(spec: &ToolSpec, size: usize, max: usize) -> CallToolResult {
     error_result(
         "invalid",
         &format!(
             "the result would take {size} bytes, over this server's budget of {max}; ask for less ({})",
-            page_hint(tool)
+            spec.narrow
         ),
     )
-}
-
-/// How to ask a tool for less.
-fn page_hint(tool: &str) -> &'static str {
-    match tool {
-        "wake" => "a smaller bytes or lines budget, then part and total",
-        "recall" => "a narrower pattern, limit, or before",
-        "search" => "limit, then offset",
-        "session_load" => "limit",
-        "session_list" => "limit, then after",
-        _ => "narrow the request",
-    }
 }

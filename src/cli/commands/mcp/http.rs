@@ -20,9 +20,9 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use somna::Error;
 
 use super::guard::{ConnSlot, GuardedListener};
+use super::Ui;
 use super::{batch, stdio, Caller, Server, SomnaMcp};
-use crate::cli::commands::token::token_hash;
-use crate::cli::commands::web;
+use crate::cli::commands::token::{token_hash, Authenticated};
 
 /// The hash of the token a request carried, so that a long-lived subscription can check
 /// before each notification that the token was not revoked since.
@@ -83,12 +83,12 @@ impl Gate {
 }
 
 /// Serves until interrupted. A bare port (`8765`) means `127.0.0.1:8765`.
-/// With `ui`, the web inspector ([`crate::cli::commands::web`]) is served at `/ui/` beside it.
+/// With `ui`, the web inspector it builds is served at `/ui/` beside it.
 pub async fn serve(
     handler: SomnaMcp,
     addr: &str,
     origins: &[String],
-    ui: bool,
+    ui: Option<Ui>,
 ) -> Result<(), Error> {
     let addr = if addr.contains(':') {
         addr.to_string()
@@ -130,13 +130,14 @@ pub async fn serve(
     let mut app = axum::Router::new()
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(gate, authenticate));
-    if ui {
-        let open: web::Opener = Arc::new(move || server.store());
-        let pages = web::router(open, origins, scope).layer(axum::middleware::from_fn(mark));
+    let serves_ui = ui.is_some();
+    if let Some(ui) = ui {
+        let open: super::Opener = Arc::new(move || server.store());
+        let pages = ui(open, origins, scope).layer(axum::middleware::from_fn(mark));
         app = app.merge(pages);
     }
     eprintln!("somna: serving MCP at http://{local}/mcp");
-    if ui {
+    if serves_ui {
         eprintln!("somna: serving the inspector at http://{local}/ui/");
     }
     axum::serve(
@@ -298,7 +299,7 @@ async fn authenticate(State(gate): State<Arc<Gate>>, mut req: Request, next: Nex
 async fn mark(req: Request, next: Next) -> Response {
     let conn = req.extensions().get::<ConnectInfo<ConnSlot>>().cloned();
     let r = next.run(req).await;
-    if let (Some(ConnectInfo(conn)), Some(_)) = (conn, r.extensions().get::<web::Authenticated>()) {
+    if let (Some(ConnectInfo(conn)), Some(_)) = (conn, r.extensions().get::<Authenticated>()) {
         conn.authenticated();
     }
     r

@@ -35,7 +35,16 @@ use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use somna::{Error, Options, Store};
 
+use crate::cli::verb::{outside_store, Verb};
 pub use tools::Group;
+
+/// Opens (or hands out) the store the server shares, acting as the admin.
+pub type Opener = Arc<dyn Fn() -> Result<Store, Error> + Send + Sync>;
+
+/// The web inspector (`--ui`): given how to open the store, the Origins a POST may carry and the
+/// default scope, its routes under `/ui/`. The caller passes it (`somna::cli` passes the
+/// inspector's router), so that the server does not name the inspector.
+pub type Ui = fn(Opener, Vec<String>, String) -> axum::Router;
 
 /// The options of `somna mcp`.
 #[derive(Args, Debug)]
@@ -466,6 +475,7 @@ pub fn serve(
     scope: &str,
     principal: Option<String>,
     a: &McpArgs,
+    ui: Ui,
 ) -> Result<u8, Error> {
     somna::validate_scope(scope)?;
     let groups = if a.tools.is_empty() {
@@ -492,9 +502,12 @@ pub fn serve(
         .build()?;
     rt.block_on(async move {
         match &a.http {
-            Some(addr) => http::serve(handler, addr, &a.allow_origin, a.ui).await,
+            Some(addr) => http::serve(handler, addr, &a.allow_origin, a.ui.then_some(ui)).await,
             None => stdio::serve(handler).await,
         }
     })?;
     Ok(0)
 }
+
+/// The verb `mcp` (the server opens the store itself: `somna::cli` runs it).
+pub const MCP: Verb<McpArgs> = Verb::writes(outside_store);

@@ -12,7 +12,9 @@ use super::args::{self, Call, NoArgs, Scoped, Scopes};
 use crate::cli::commands::session::{
     AppendArgs, IdArgs, ItemsArgs, ListArgs, SaveArgs, SessionCmd,
 };
-use crate::cli::commands::{inspect, lifecycle, note, recall, search, tree, trust, wake, Command};
+use crate::cli::commands::{
+    admin, inspect, lifecycle, note, recall, search, tree, trust, wake, Command,
+};
 
 /// Which `--tools` group a tool belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -47,9 +49,14 @@ pub struct ToolSpec {
     pub idempotent: bool,
     /// The JSON Schema of its arguments: that of the CLI verb's argument struct ([`args`]).
     pub input: fn() -> Arc<JsonObject>,
-    /// The top-level fields of its `structuredContent` (the CLI's `--json`; an array is under
-    /// `result`) with their types, and which are always present.
-    pub output: (&'static [(&'static str, Ty)], &'static [&'static str]),
+    /// Its `structuredContent` (the CLI's `--json`; an array is under `result`): the schema of
+    /// its verb's typed result, or (for a verb not yet typed) its fields as declared here.
+    pub output: Output,
+    /// Whether it takes a byte budget for its lines (wake, recall, search): a result over the
+    /// server's budget is asked for again with fewer lines, instead of refused.
+    pub shrinks: bool,
+    /// How to ask it for less, in the refusal of a result over the budget.
+    pub narrow: &'static str,
     /// Its arguments as the CLI command it runs (given the server's result budget in bytes).
     /// Each parses the JSON into the verb's struct; nothing goes through clap.
     pub build: fn(Value, usize) -> Result<Call, Error>,
@@ -72,7 +79,10 @@ impl ToolSpec {
         let mut t = Tool::new(self.name, self.description, input)
             .with_title(self.title)
             .with_annotations(annotations);
-        let mut schema = output_schema(self.output.0, self.output.1);
+        let mut schema = match self.output {
+            Output::Fields(fields, required) => output_schema(fields, required),
+            Output::Typed(schema) => typed_schema(schema()),
+        };
         if !self.read_only {
             // A write's result over the budget leaves out its long fields and names them.
             if let Some(Value::Object(props)) = schema.get_mut("properties") {
@@ -120,13 +130,66 @@ fn strict(v: &mut Value) {
     }
 }
 
+/// What a tool's structured result is.
+#[derive(Clone, Copy)]
+pub enum Output {
+    /// The JSON Schema of its verb's typed result (`schema_for_type::<Out>`): the same type the
+    /// verb returns and the CLI prints with `--json`, so the two cannot drift.
+    Typed(fn() -> JsonObject),
+    /// Its top-level fields with their types, and which are always present, declared by hand
+    /// (the verbs whose result is not typed yet).
+    Fields(&'static [(&'static str, Ty)], &'static [&'static str]),
+}
+
+/// The JSON Schema of a typed result `T`, every subschema inlined (no `$ref`) and every
+/// nullable type (`[T, "null"]`) spelled `anyOf` of the two, as the declared fields are.
+pub fn typed_output<T: schemars::JsonSchema>() -> JsonObject {
+    let mut settings = schemars::generate::SchemaSettings::draft2020_12();
+    settings.inline_subschemas = true;
+    let root = settings.into_generator().into_root_schema_for::<T>();
+    let mut v = root.to_value();
+    nullable_as_any_of(&mut v);
+    match v {
+        Value::Object(m) => m,
+        _ => JsonObject::new(),
+    }
+}
+
+/// `type: [T, "null"]` as `anyOf: [{type: T}, {type: null}]`, throughout `v`.
+fn nullable_as_any_of(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            if let Some(Value::Array(types)) = m.get("type").cloned() {
+                m.remove("type");
+                let any: Vec<Value> = types.into_iter().map(|t| json!({ "type": t })).collect();
+                m.insert("anyOf".into(), Value::Array(any));
+            }
+            m.values_mut().for_each(nullable_as_any_of);
+        }
+        Value::Array(a) => a.iter_mut().for_each(nullable_as_any_of),
+        _ => {}
+    }
+}
+
+/// A typed result's schema as an output schema: an object as it is, anything else (an array)
+/// under `result`, as the call returns it.
+fn typed_schema(mut inner: JsonObject) -> JsonObject {
+    inner.remove("$schema");
+    if inner.get("type") == Some(&Value::String("object".into())) {
+        return inner;
+    }
+    let mut outer = JsonObject::new();
+    outer.insert("type".into(), json!("object"));
+    outer.insert("properties".into(), json!({ "result": inner }));
+    outer.insert("required".into(), json!(["result"]));
+    outer
+}
+
 /// The type of one field of a structured result, as its output schema declares it.
 #[derive(Clone, Copy, Debug)]
 pub enum Ty {
     /// A whole number (ids, counts, revisions).
     Int,
-    /// A number (a score, a ratio).
-    Num,
     /// A string.
     Str,
     /// A boolean.
@@ -143,10 +206,6 @@ pub enum Ty {
     Pairs,
     /// An object, or null when there is none (`next_merge` when nothing is due).
     ObjOrNull,
-    /// A whole number, or null (`stats`' file size of a server store).
-    IntOrNull,
-    /// A number, or null.
-    NumOrNull,
     /// A list of block ranges (`nap` with `answers`) or a boolean (`nap` with `block` and `text`).
     StrsOrBool,
 }
@@ -160,7 +219,6 @@ impl Ty {
         let null = json!({"type": "null"});
         match self {
             Ty::Int => json!({"type": "integer"}),
-            Ty::Num => json!({"type": "number"}),
             Ty::Str => json!({"type": "string"}),
             Ty::Bool => json!({"type": "boolean"}),
             Ty::Obj => json!({"type": "object"}),
@@ -169,8 +227,6 @@ impl Ty {
             Ty::Objs => items("object"),
             Ty::Pairs => items("array"),
             Ty::ObjOrNull => or(Ty::Obj.schema(), null),
-            Ty::IntOrNull => or(Ty::Int.schema(), null),
-            Ty::NumOrNull => or(Ty::Num.schema(), null),
             Ty::StrsOrBool => or(Ty::Strs.schema(), Ty::Bool.schema()),
         }
     }
@@ -190,7 +246,7 @@ fn output_schema(fields: &[(&str, Ty)], required: &[&str]) -> JsonObject {
 }
 
 /// A result that is a JSON array of objects, under `result`.
-const RESULT: (&[(&str, Ty)], &[&str]) = (&[("result", Ty::Objs)], &["result"]);
+const RESULT: Output = Output::Fields(&[("result", Ty::Objs)], &["result"]);
 /// `next_merge`: the next merge prompt, or null.
 const NEXT: (&str, Ty) = ("next_merge", Ty::ObjOrNull);
 
@@ -205,7 +261,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scopes<wake::WakeArgs>>,
-        output: (
+        output: Output::Fields(
             &[
                 ("scope", Ty::Str),
                 ("total", Ty::Int),
@@ -217,6 +273,8 @@ pub const TOOLS: &[ToolSpec] = &[
             ],
             &[],
         ),
+        shrinks: true,
+        narrow: "a smaller bytes or lines budget, then part and total",
         build: args::wake,
     },
     ToolSpec {
@@ -228,7 +286,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: false,
         input: schema_for_type::<Scoped<note::NoteArgs>>,
-        output: (
+        output: Output::Fields(
             &[
                 ("id", Ty::Int),
                 ("replayed", Ty::Bool),
@@ -238,6 +296,8 @@ pub const TOOLS: &[ToolSpec] = &[
             ],
             &["id", "replayed"],
         ),
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Note),
     },
     ToolSpec {
@@ -249,7 +309,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scopes<recall::RecallArgs>>,
-        output: (
+        output: Output::Fields(
             &[
                 ("matches", Ty::Objs),
                 ("total", Ty::Int),
@@ -260,6 +320,8 @@ pub const TOOLS: &[ToolSpec] = &[
             ],
             &[],
         ),
+        shrinks: true,
+        narrow: "a narrower pattern, limit, or before",
         build: args::recall,
     },
     ToolSpec {
@@ -271,10 +333,12 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scopes<search::SearchArgs>>,
-        output: (
+        output: Output::Fields(
             &[("hits", Ty::Objs), ("candidates", Ty::Int), ("next_offset", Ty::Int)],
             &["hits", "candidates"],
         ),
+        shrinks: true,
+        narrow: "limit, then offset",
         build: |v, max| args::search(v, max),
     },
     ToolSpec {
@@ -287,6 +351,8 @@ pub const TOOLS: &[ToolSpec] = &[
         idempotent: true,
         input: schema_for_type::<Scoped<tree::ZoomArgs>>,
         output: RESULT,
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Zoom),
     },
     ToolSpec {
@@ -298,10 +364,12 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<inspect::ShowArgs>>,
-        output: (
+        output: Output::Fields(
             &[("scope", Ty::Str), ("memory", Ty::Obj), ("state", Ty::Obj)],
             &["scope", "memory", "state"],
         ),
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Show),
     },
     ToolSpec {
@@ -313,7 +381,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<inspect::WhyArgs>>,
-        output: (
+        output: Output::Fields(
             &[
                 ("block", Ty::Obj),
                 ("summary", Ty::Obj),
@@ -323,6 +391,8 @@ pub const TOOLS: &[ToolSpec] = &[
             ],
             &["block", "claims"],
         ),
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Why),
     },
     ToolSpec {
@@ -334,7 +404,9 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<tree::PendingArgs>>,
-        output: (&[("result", Ty::Strs)], &["result"]),
+        output: Output::Typed(typed_output::<tree::Pending>),
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Pending),
     },
     ToolSpec {
@@ -346,7 +418,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<tree::NapArgs>>,
-        output: (
+        output: Output::Fields(
             &[
                 NEXT,
                 ("pending", Ty::Int),
@@ -358,6 +430,8 @@ pub const TOOLS: &[ToolSpec] = &[
             ],
             &[],
         ),
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Nap),
     },
     ToolSpec {
@@ -370,7 +444,9 @@ pub const TOOLS: &[ToolSpec] = &[
         idempotent: true,
         input: schema_for_type::<Scoped<tree::ForgetArgs>>,
         // Not required: a cascade over the budget is left out (named in `cut`).
-        output: (&[("forgot", Ty::Strs)], &[]),
+        output: Output::Fields(&[("forgot", Ty::Strs)], &[]),
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Forget),
     },
     ToolSpec {
@@ -382,7 +458,9 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: false,
         input: schema_for_type::<args::Decide>,
-        output: (&[("id", Ty::Int), ("status", Ty::Str)], &["id", "status"]),
+        output: Output::Fields(&[("id", Ty::Int), ("status", Ty::Str)], &["id", "status"]),
+        shrinks: false,
+        narrow: "narrow the request",
         build: args::decide,
     },
     ToolSpec {
@@ -395,6 +473,8 @@ pub const TOOLS: &[ToolSpec] = &[
         idempotent: true,
         input: schema_for_type::<ItemsArgs>,
         output: RESULT,
+        shrinks: false,
+        narrow: "limit",
         build: |v, _| args::unscoped(v, args::session_load),
     },
     ToolSpec {
@@ -406,7 +486,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: true,
         idempotent: true,
         input: schema_for_type::<SaveArgs>,
-        output: (
+        output: Output::Fields(
             &[
                 ("revision", Ty::Int),
                 ("kept", Ty::Int),
@@ -415,6 +495,8 @@ pub const TOOLS: &[ToolSpec] = &[
             ],
             &["revision"],
         ),
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::unscoped(v, |a| args::session(SessionCmd::Save(a))),
     },
     ToolSpec {
@@ -426,7 +508,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: false,
         input: schema_for_type::<AppendArgs>,
-        output: (
+        output: Output::Fields(
             &[
                 ("revision", Ty::Int),
                 ("first_index", Ty::Int),
@@ -435,6 +517,8 @@ pub const TOOLS: &[ToolSpec] = &[
             ],
             &["revision"],
         ),
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::unscoped(v, |a| args::session(SessionCmd::Append(a))),
     },
     ToolSpec {
@@ -447,6 +531,8 @@ pub const TOOLS: &[ToolSpec] = &[
         idempotent: true,
         input: schema_for_type::<ListArgs>,
         output: RESULT,
+        shrinks: false,
+        narrow: "limit, then after",
         build: |v, _| args::unscoped(v, |a| args::session(SessionCmd::List(a))),
     },
     ToolSpec {
@@ -459,6 +545,8 @@ pub const TOOLS: &[ToolSpec] = &[
         idempotent: true,
         input: schema_for_type::<IdArgs>,
         output: RESULT,
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::unscoped(v, |a| args::session(SessionCmd::History(a))),
     },
     ToolSpec {
@@ -470,7 +558,9 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: true,
         idempotent: true,
         input: schema_for_type::<Scoped<lifecycle::RedactArgs>>,
-        output: (&[("id", Ty::Int), ("status", Ty::Str)], &["id", "status"]),
+        output: Output::Fields(&[("id", Ty::Int), ("status", Ty::Str)], &["id", "status"]),
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Redact),
     },
     ToolSpec {
@@ -482,7 +572,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<trust::GrantArgs>,
-        output: (
+        output: Output::Fields(
             &[
                 ("principal", Ty::Str),
                 ("access", Ty::Str),
@@ -491,6 +581,8 @@ pub const TOOLS: &[ToolSpec] = &[
             ],
             &["principal"],
         ),
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::unscoped(v, Command::Grant),
     },
     ToolSpec {
@@ -502,7 +594,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<trust::GrantArgs>,
-        output: (
+        output: Output::Fields(
             &[
                 ("principal", Ty::Str),
                 ("access", Ty::Str),
@@ -511,6 +603,8 @@ pub const TOOLS: &[ToolSpec] = &[
             ],
             &["principal"],
         ),
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::unscoped(v, Command::Revoke),
     },
     ToolSpec {
@@ -522,8 +616,10 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<NoArgs>,
-        output: RESULT,
-        build: |v, _| args::unscoped(v, |NoArgs {}| Command::Grants),
+        output: Output::Typed(typed_output::<trust::Grants>),
+        shrinks: false,
+        narrow: "narrow the request",
+        build: |v, _| args::unscoped(v, Command::Grants),
     },
     ToolSpec {
         name: "stats",
@@ -534,16 +630,10 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<NoArgs>,
-        output: (
-            &[
-                ("scopes", Ty::Objs),
-                ("file_bytes", Ty::IntOrNull),
-                ("memories", Ty::Int),
-                ("bytes_per_memory", Ty::NumOrNull),
-            ],
-            &["scopes"],
-        ),
-        build: |v, _| args::unscoped(v, |NoArgs {}| Command::Stats),
+        output: Output::Typed(typed_output::<admin::Stats>),
+        shrinks: false,
+        narrow: "narrow the request",
+        build: |v, _| args::unscoped(v, Command::Stats),
     },
     ToolSpec {
         name: "verify",
@@ -554,7 +644,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<NoArgs>,
-        output: (
+        output: Output::Fields(
             &[
                 ("engine_intact", Ty::Bool),
                 ("problems", Ty::Strs),
@@ -565,7 +655,9 @@ pub const TOOLS: &[ToolSpec] = &[
             ],
             &[],
         ),
-        build: |v, _| args::unscoped(v, |NoArgs {}| Command::Verify),
+        shrinks: false,
+        narrow: "narrow the request",
+        build: |v, _| args::unscoped(v, Command::Verify),
     },
     ToolSpec {
         name: "policy",
@@ -576,7 +668,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<trust::PolicyArgs>>,
-        output: (
+        output: Output::Fields(
             &[
                 ("inference_status", Ty::Str),
                 ("refuse_secrets", Ty::Bool),
@@ -585,6 +677,8 @@ pub const TOOLS: &[ToolSpec] = &[
             ],
             &[],
         ),
+        shrinks: false,
+        narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Policy),
     },
 ];
@@ -593,4 +687,191 @@ pub const TOOLS: &[ToolSpec] = &[
 pub fn offered(spec: &ToolSpec, groups: &[Group], read_only: bool, admin: bool) -> bool {
     let in_group = groups.contains(&Group::All) || groups.contains(&spec.group);
     in_group && (spec.read_only || !read_only) && (spec.group != Group::Admin || admin)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+    use rmcp::handler::server::common::schema_for_type;
+    use serde_json::{json, Value};
+
+    use super::super::args::Scoped;
+    use super::TOOLS;
+    use crate::cli::commands::note::NoteArgs;
+    use crate::cli::globals::Cli;
+
+    /// The command and scope a tool call builds, as text (budget 20,000 bytes).
+    fn tool(name: &str, arguments: Value) -> Result<String, String> {
+        let spec = TOOLS
+            .iter()
+            .find(|t| t.name == name)
+            .ok_or("no such tool")?;
+        let c = (spec.build)(arguments, 20_000).map_err(|e| e.to_string())?;
+        Ok(format!("{:?} in {:?}", c.command, c.scope))
+    }
+
+    /// The command and scope a command line parses to, as text.
+    fn cli(words: &[&str]) -> String {
+        let argv = ["somna", "--scope", "s"].iter().chain(words);
+        let c = Cli::try_parse_from(argv).unwrap();
+        format!("{:?} in {:?}", c.command, Some(c.scope))
+    }
+
+    /// A tool call and the command line of its verb give the same arguments, defaults included
+    /// (each pair: the tool, its JSON without the scope, the command line).
+    #[test]
+    fn a_tool_call_and_its_command_line_give_the_same_arguments() {
+        let cases: &[(&str, Value, &[&str])] = &[
+            ("wake", json!({}), &["wake", "--bytes", "20000"]),
+            (
+                "wake",
+                json!({"part": 2, "total": 7, "lines": 5}),
+                &["wake", "2", "7", "--lines", "5", "--bytes", "20000"],
+            ),
+            ("note", json!({"text": "x"}), &["note", "x"]),
+            (
+                "note",
+                json!({"text": "x", "kind": "decision", "supersedes": [3, 4], "key": "k", "source": "me"}),
+                &[
+                    "note",
+                    "x",
+                    "--kind",
+                    "decision",
+                    "--supersedes",
+                    "3",
+                    "--supersedes",
+                    "4",
+                    "--key",
+                    "k",
+                    "--source",
+                    "me",
+                ],
+            ),
+            (
+                "recall",
+                json!({"pattern": "a b", "words": true, "limit": 2}),
+                &[
+                    "recall", "a b", "--words", "--limit", "2", "--bytes", "20000",
+                ],
+            ),
+            ("zoom", json!({"block": "0-1"}), &["zoom", "0-1"]),
+            ("show", json!({"id": 3}), &["show", "3"]),
+            ("why", json!({"block": "0-1"}), &["why", "0-1"]),
+            ("pending", json!({}), &["pending"]),
+            ("nap", json!({}), &["nap"]),
+            ("nap", json!({"batch": 3}), &["nap", "--batch", "3"]),
+            ("forget", json!({"block": "2-3"}), &["forget", "2-3"]),
+            (
+                "decide",
+                json!({"id": 3, "action": "retract", "why": "w"}),
+                &["retract", "3", "--why", "w"],
+            ),
+            (
+                "redact",
+                json!({"id": 3, "reason": "r"}),
+                &["redact", "3", "--reason", "r"],
+            ),
+            ("policy", json!({}), &["policy"]),
+            (
+                "policy",
+                json!({"settings": ["inference=accepted"]}),
+                &["policy", "inference=accepted"],
+            ),
+        ];
+        for (name, arguments, words) in cases {
+            let mut scoped = arguments.clone();
+            scoped["scope"] = json!("s");
+            assert_eq!(tool(name, scoped), Ok(cli(words)), "{name} {arguments}");
+        }
+    }
+
+    /// The same for the tools that take no scope.
+    #[test]
+    fn an_unscoped_tool_call_and_its_command_line_give_the_same_arguments() {
+        let unscoped: &[(&str, Value, &[&str])] = &[
+            (
+                "session_load",
+                json!({"id": "i"}),
+                &["session", "load", "i"],
+            ),
+            (
+                "session_load",
+                json!({"id": "i", "limit": 2}),
+                &["session", "items", "i", "--limit", "2"],
+            ),
+            (
+                "session_save",
+                json!({"id": "i", "messages": []}),
+                &["session", "save", "i"],
+            ),
+            (
+                "session_append",
+                json!({"id": "i", "items": [], "key": "k"}),
+                &["session", "append", "i", "--key", "k"],
+            ),
+            ("session_list", json!({}), &["session", "list"]),
+            (
+                "session_history",
+                json!({"id": "i"}),
+                &["session", "history", "i"],
+            ),
+            (
+                "grant",
+                json!({"principal": "bob", "access": "read", "scope": "t/"}),
+                &["grant", "bob", "read", "t/"],
+            ),
+            (
+                "revoke",
+                json!({"principal": "bob", "access": "read", "scope": "t/"}),
+                &["revoke", "bob", "read", "t/"],
+            ),
+            ("grants", json!({}), &["grants"]),
+            ("stats", json!({}), &["stats"]),
+            ("verify", json!({}), &["verify"]),
+        ];
+        for (name, arguments, words) in unscoped {
+            let same = cli(words).replace("in Some(\"s\")", "in None");
+            assert_eq!(
+                tool(name, arguments.clone()),
+                Ok(same),
+                "{name} {arguments}"
+            );
+        }
+    }
+
+    /// The kind of a note given none is one default, in `--help` and in the tool's schema.
+    #[test]
+    fn the_note_kind_default_is_declared_once() {
+        let cmd = Cli::command();
+        let note = cmd.find_subcommand("note").unwrap();
+        let kind = note.get_arguments().find(|a| a.get_id() == "kind").unwrap();
+        let clap_default: Vec<_> = kind
+            .get_default_values()
+            .iter()
+            .map(|v| v.to_str())
+            .collect();
+        let schema = schema_for_type::<Scoped<NoteArgs>>();
+        let tool_default = &schema["properties"]["kind"]["default"];
+        assert_eq!(clap_default, [tool_default.as_str()]);
+        assert_eq!(tool_default, "observation");
+        assert!(schema["required"] == json!(["text"]), "{schema:?}");
+    }
+
+    /// Unknown arguments, those only the command line takes, and a scope given twice are
+    /// refused.
+    #[test]
+    fn arguments_a_tool_does_not_take_are_refused() {
+        for (name, arguments) in [
+            ("note", json!({"text": "x", "bogus": 1})),
+            ("note", json!({"text": "x", "force": true})),
+            ("note", json!({"text": "x", "status": "accepted"})),
+            ("recall", json!({"pattern": "x", "bytes": 5})),
+            ("nap", json!({"apply": "/etc/passwd"})),
+            ("decide", json!({"id": 1, "action": "accept", "bogus": 1})),
+            ("wake", json!({"scope": "a", "scopes": ["b"]})),
+            ("grants", json!({"x": 1})),
+        ] {
+            assert!(tool(name, arguments.clone()).is_err(), "{name} {arguments}");
+        }
+    }
 }

@@ -14,7 +14,7 @@ use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::{html, see_other, Params, Web};
-use crate::cli::commands::token::{random_hex, token_hash};
+use crate::cli::commands::token::{random_hex, token_hash, Authenticated};
 
 /// The cookie's name.
 const COOKIE: &str = "somna_ui";
@@ -22,11 +22,6 @@ const COOKIE: &str = "somna_ui";
 const MAX_SESSIONS: usize = 1024;
 /// The largest form body read.
 const MAX_FORM_BYTES: usize = 64 * 1024;
-
-/// Marks a response to a request with a valid session or token, so that the listener never
-/// sheds its connection.
-#[derive(Clone, Debug)]
-pub struct Authenticated;
 
 /// One logged-in session.
 #[derive(Clone, Debug)]

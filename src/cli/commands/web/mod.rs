@@ -22,7 +22,7 @@ use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use somna::{Error, Store};
 
-pub use auth::Authenticated;
+use crate::cli::commands::token::Authenticated;
 
 /// Opens (or hands out) the store the server shares, acting as the admin.
 pub type Opener = Arc<dyn Fn() -> Result<Store, Error> + Send + Sync>;

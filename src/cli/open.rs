@@ -1,0 +1,98 @@
+//! Opening a store as a command needs it: a path that is not a regular file refused by name,
+//! the file system's refusal named as such, a torn tail's repair and an insecure connection
+//! said on stderr, and the read audit's read-write handle. A leaf: the CLI's start-up and
+//! `copy` use it.
+
+use std::path::Path;
+
+use somna::text;
+use somna::{Error, Options, Store};
+
+use crate::cli::output;
+
+/// Opens the store at `path` for a command: `init` creates it (or, when it exists, only checks
+/// it with a read-only open, which writes nothing); a command that `reads` only opens it
+/// read-only; any other opens it read-write.
+pub fn for_command(path: &Path, opts: Options, init: bool, reads: bool) -> Result<Store, Error> {
+    let server = somna::url_of(path).is_some();
+    if !server {
+        check_store_file(path)?;
+    }
+    if init && (server || !Store::exists(path)) {
+        Store::create_with(path, opts)
+    } else {
+        open_store(path, opts, init || reads)
+    }
+    .map_err(|e| refused_by_file_system(path, e))
+}
+
+/// Refuses a store path that is not a regular file (or nothing yet): a directory, a FIFO, a
+/// device, a socket or a dangling symbolic link is named as such, never as a missing store.
+pub fn check_store_file(path: &Path) -> Result<(), Error> {
+    let shown = output::path_shown(path);
+    let invalid = |reason: String| Error::Invalid {
+        what: "store path",
+        reason,
+    };
+    let link = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(refused_by_file_system(path, Error::Io(e))),
+    };
+    let target = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && link.is_symlink() => {
+            return Err(invalid(format!(
+                "{shown} is a symbolic link to a file that does not exist; point it at a store, or remove it"
+            )))
+        }
+        Err(e) => return Err(refused_by_file_system(path, Error::Io(e))),
+    };
+    let kind = if target.is_file() {
+        return Ok(());
+    } else if target.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file (a FIFO, a device or a socket)"
+    };
+    Err(invalid(format!(
+        "{shown} is {kind}; a store is one file: pass --db PATH/memory.redb"
+    )))
+}
+
+/// An I/O error that is the file system refusing this user: [`Error::Denied`] naming the path
+/// (exit 6), instead of a bare `Permission denied`.
+pub fn refused_by_file_system(path: &Path, e: Error) -> Error {
+    match e {
+        Error::Io(io) if io.kind() == std::io::ErrorKind::PermissionDenied => Error::Denied(format!(
+            "the file system does not let this user open {} ({io}); run as a user who may, or ask its owner",
+            output::path_shown(path)
+        )),
+        e => e,
+    }
+}
+
+/// Opens the store: read-only for a command that only reads, unless the read audit is on (then
+/// the read must record itself, so it needs a read-write handle, and says so when the user may
+/// only read the file).
+pub fn open_store(path: &Path, opts: Options, read: bool) -> Result<Store, Error> {
+    let store = Store::open_with(path, opts.clone().read_only(read))?;
+    // The open recovered a torn tail: say so once (the next open finds a sound file).
+    if let Some(r) = store.repaired_tail() {
+        eprintln!("somna: note: {}", text::display_safe(&r.to_string()));
+    }
+    if let Some(w) = store.insecure_connection() {
+        eprintln!("somna: warning: {}", text::display_safe(w));
+    }
+    if !read || !store.config()?.audit {
+        return Ok(store);
+    }
+    store.close()?;
+    Store::open_with(path, opts).map_err(|e| match e {
+        Error::ReadOnly(_) => Error::ReadOnly(format!(
+            "the read audit is on (AUDIT=1), so every read records who read what, but this user may only read {}; read it as a user who may write it, or have one run `somna config AUDIT=0`",
+            path.display(),
+        )),
+        e => e,
+    })
+}
