@@ -42,7 +42,8 @@ pub enum EventKind {
     ConflictedBy(u64),
     /// Its text was replaced by a tombstone; the hash is XXH3-128 of the old text, in hex.
     Redact {
-        /// Hash of the removed text.
+        /// Hash of the removed text; empty when read by a principal other than the admin
+        /// ([`ReadTxn::show`]).
         text_hash: String,
     },
 }
@@ -326,18 +327,36 @@ impl WriteTxn<'_> {
 
 impl ReadTxn {
     /// A memory with its effective state and history.
+    ///
+    /// The hash of a redacted text is shown to the admin only: it is unsalted, so a reader
+    /// could confirm a guess of a short secret (a PIN) by hashing it; for any other principal
+    /// its `text_hash` is empty.
     pub fn show(&self, scope: &str, id: u64) -> Result<(Memory, MemoryState)> {
         let m = self.memory(scope, id)?;
         let sid = self.scope_meta(scope)?.map(|s| s.id).unwrap_or(0);
-        let st = state_of(&self.tx, sid, &m)?;
+        let st = self.for_reader(state_of(&self.tx, sid, &m)?)?;
         Ok((m, st))
     }
 
-    /// The effective state of memory `m` of `scope`.
+    /// The effective state of memory `m` of `scope` (a redacted text's hash for the admin only,
+    /// as in [`ReadTxn::show`]).
     pub fn state(&self, scope: &str, m: &Memory) -> Result<MemoryState> {
         self.require(Access::Read, scope)?;
         let sid = self.scope_meta(scope)?.map(|s| s.id).unwrap_or(0);
-        state_of(&self.tx, sid, m)
+        self.for_reader(state_of(&self.tx, sid, m)?)
+    }
+
+    /// `st` as this transaction's principal may see it: without the hashes of redacted texts
+    /// unless it is the admin.
+    fn for_reader(&self, mut st: MemoryState) -> Result<MemoryState> {
+        if !self.is_admin()? {
+            for e in &mut st.events {
+                if let EventKind::Redact { text_hash } = &mut e.kind {
+                    text_hash.clear();
+                }
+            }
+        }
+        Ok(st)
     }
 
     /// The line of memory `m` with its markers.

@@ -101,6 +101,7 @@ fn event_line(e: &Event) -> String {
     let what = match &e.kind {
         EventKind::SupersededBy(n) => format!("superseded by #{n}"),
         EventKind::ConflictedBy(n) => format!("contradicted by #{n}"),
+        EventKind::Redact { text_hash } if text_hash.is_empty() => "redacted".to_string(),
         EventKind::Redact { text_hash } => format!("redacted (old text hash {text_hash})"),
         k => format!("{k:?}").to_lowercase(),
     };

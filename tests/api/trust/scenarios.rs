@@ -497,3 +497,28 @@ fn the_admin_is_the_admin_by_name_with_or_without_grants() {
     s.grant("user:bob", Access::Read, "team/").unwrap();
     assert!(is_admin(&s) && is_admin(&admin) && !is_admin(&bob));
 }
+
+/// The hash of a redacted text is the admin's to see: a reader of the scope gets an empty one
+/// from `show`, so it cannot confirm a guess of a short secret by hashing it (issue 52, point 8).
+#[test]
+fn a_redacted_texts_hash_is_shown_to_the_admin_only() {
+    let (_d, s) = store();
+    let id = s.note("r", NewMemory::new("the door PIN is 4821")).unwrap();
+    s.redact("r", id, "a PIN").unwrap();
+    s.grant("user:bob", Access::Read, "r").unwrap();
+    let hash_of = |st: &somna::MemoryState| {
+        st.events.iter().find_map(|e| match &e.kind {
+            somna::EventKind::Redact { text_hash } => Some(text_hash.clone()),
+            _ => None,
+        })
+    };
+    let (_, st) = s.show("r", id).unwrap();
+    let admin_sees = hash_of(&st).expect("a redact event");
+    assert_eq!(admin_sees.len(), 32, "{admin_sees:?}");
+    let bob = s.as_principal(Some("user:bob"));
+    let (m, st) = bob.show("r", id).unwrap();
+    assert_eq!(m.text, somna::TOMBSTONE);
+    assert_eq!(hash_of(&st), Some(String::new()));
+    let st = bob.read(|r| r.state("r", &m)).unwrap();
+    assert_eq!(hash_of(&st), Some(String::new()));
+}
