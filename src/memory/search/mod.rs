@@ -12,6 +12,7 @@ use crate::domain::record::Kind;
 use crate::error::{Error, Result};
 use crate::storage::store::Store;
 
+pub mod prune;
 pub mod score;
 pub mod take;
 pub mod texts;
@@ -62,6 +63,10 @@ pub struct RankParams {
     pub coverage: f64,
     /// Reciprocal rank fusion's constant.
     pub rrf_k: f64,
+    /// Rank a lexical query pruned to its top hits (docs/design.md, section 12.6.1): the same
+    /// hits and scores, `SearchResult::candidates` then counting the documents scored. Off by
+    /// default: until the index stores its term bounds it measured slower (issue 50).
+    pub prune: bool,
 }
 
 /// The most neighbours on each side a search may propagate from (each costs a map probe per
@@ -108,6 +113,7 @@ impl Default for RankParams {
             neighbours: u32::try_from(rank::NEIGHBOUR_RADIUS).unwrap_or(u32::MAX),
             coverage: rank::COVERAGE,
             rrf_k: 60.0,
+            prune: false,
         }
     }
 }

@@ -62,7 +62,7 @@ fn postings(kv: &(impl KvRead + ?Sized), sid: u32, terms: &[String]) -> Result<V
 
 /// One query term's postings from those of its forms ([`QueryTerm::forms`]): a document holding
 /// several forms appears once, with their frequencies summed.
-fn merged(mut lists: Vec<Vec<Posting>>) -> Vec<Posting> {
+pub(crate) fn merged(mut lists: Vec<Vec<Posting>>) -> Vec<Posting> {
     if lists.len() <= 1 {
         return lists.pop().unwrap_or_default();
     }

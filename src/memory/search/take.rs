@@ -8,6 +8,7 @@ use crate::domain::tokenize::{query_term_forms, QueryTerm};
 use crate::error::{Error, Result};
 use crate::memory::lifecycle::{marked_line, state_of};
 use crate::memory::log::get_memory;
+use crate::memory::search::prune::lexical_pruned;
 use crate::memory::search::score::{lexical, Scores};
 use crate::memory::search::{vector, Hit, SearchMode, SearchQuery, SearchResult};
 use crate::memory::tree::{get_summary, marked_summary_line};
@@ -29,29 +30,42 @@ fn require_index(r: &ReadTxn) -> Result<()> {
     Ok(())
 }
 
-/// One scope's ranking in the query's mode.
+/// One scope's ranking in the query's mode, and the bound of a pruned one: with `need`, a
+/// lexical ranking may leave out documents scoring at most the bound
+/// ([`crate::memory::search::prune`]).
 fn rank_scope(
     r: &ReadTxn,
     meta: &ScopeMeta,
     terms: &[QueryTerm],
     q: &SearchQuery,
-) -> Result<Scores> {
+    need: Option<usize>,
+) -> Result<(Scores, Option<f64>)> {
     let mode = q.effective_mode();
+    if let (SearchMode::Lexical, Some(need)) = (mode, need) {
+        if let Some(p) = lexical_pruned(&r.tx, meta.id, meta.count, terms, &q.params, need)? {
+            return Ok((p.scores, Some(p.bound)));
+        }
+    }
     let lex = match mode {
         SearchMode::Vector => Scores::default(),
         _ => lexical(&r.tx, meta.id, meta.count, terms, &q.params)?,
     };
     let Some(v) = q.vector.as_deref().filter(|_| mode != SearchMode::Lexical) else {
-        return Ok(lex);
+        return Ok((lex, None));
     };
     let near = vector::nearest(&r.tx, meta.id, v)?;
-    Ok(match mode {
-        SearchMode::Vector => vector::as_scored(&near),
-        _ => vector::fuse(&lex, &near, q.params.rrf_k),
-    })
+    Ok((
+        match mode {
+            SearchMode::Vector => vector::as_scored(&near),
+            _ => vector::fuse(&lex, &near, q.params.rrf_k),
+        },
+        None,
+    ))
 }
 
-/// Runs the query over `scopes` in one snapshot (each must be readable).
+/// Runs the query over `scopes` in one snapshot (each must be readable). With
+/// [`crate::RankParams::prune`], a lexical query is ranked pruned first and exhaustively when
+/// the walk passes the pruned rankings' bound (docs/design.md, section 12.6.1).
 pub(crate) fn search(r: &ReadTxn, scopes: &[String], q: &SearchQuery) -> Result<SearchResult> {
     require_index(r)?;
     q.params.validate()?;
@@ -59,12 +73,38 @@ pub(crate) fn search(r: &ReadTxn, scopes: &[String], q: &SearchQuery) -> Result<
     if terms.is_empty() && (q.vector.is_none() || q.effective_mode() == SearchMode::Lexical) {
         return Err(Error::invalid("query", "there is no word to look for"));
     }
+    let need = q.offset.saturating_add(q.limit).saturating_add(1);
+    // Filters skip candidates below the top: those queries rank exhaustively at once.
+    let filtered = q.kind.is_some() || q.since_us.is_some() || q.until_us.is_some();
+    if q.params.prune && q.effective_mode() == SearchMode::Lexical && !filtered {
+        let (found, complete) = ranked(r, scopes, q, &terms, Some(need))?;
+        if complete {
+            return Ok(found);
+        }
+    }
+    Ok(ranked(r, scopes, q, &terms, None)?.0)
+}
+
+/// Ranks `scopes` (pruned to the top `need` when given) and walks the candidates best first;
+/// `false` when the walk reached a score at or below a pruned scope's bound before it was done,
+/// and the hits may then miss documents left out (never with `need` absent).
+fn ranked(
+    r: &ReadTxn,
+    scopes: &[String],
+    q: &SearchQuery,
+    terms: &[QueryTerm],
+    need: Option<usize>,
+) -> Result<(SearchResult, bool)> {
     let mut metas = Vec::with_capacity(scopes.len());
     let mut ranked: Vec<Ranked> = Vec::new();
+    let mut bound: Option<f64> = None;
     for (i, s) in scopes.iter().enumerate() {
         let meta = r.scope_meta(s)?;
         if let Some(m) = &meta {
-            let scored = rank_scope(r, m, &terms, q)?;
+            let (scored, b) = rank_scope(r, m, terms, q, need)?;
+            if let Some(b) = b {
+                bound = Some(bound.map_or(b, |x: f64| x.max(b)));
+            }
             ranked.extend(scored.into_iter().map(|(doc, s)| (s.score, i, doc, s.mask)));
         }
         metas.push(meta);
@@ -76,7 +116,11 @@ pub(crate) fn search(r: &ReadTxn, scopes: &[String], q: &SearchQuery) -> Result<
     };
     let (mut skipped, mut bytes) = (0usize, 0usize);
     let first = q.offset.saturating_add(q.limit).saturating_add(1);
+    let mut done = false;
     for (score, i, doc, mask) in BestFirst::new(ranked, first) {
+        if bound.is_some_and(|b| score <= b) {
+            return Ok((out, false));
+        }
         let (Some(Some(meta)), Some(scope)) = (metas.get(i), scopes.get(i)) else {
             continue;
         };
@@ -89,6 +133,7 @@ pub(crate) fn search(r: &ReadTxn, scopes: &[String], q: &SearchQuery) -> Result<
         }
         if out.hits.len() >= q.limit || bytes + line.len() >= q.max_bytes {
             out.next_offset = Some(q.offset + out.hits.len());
+            done = true;
             break;
         }
         bytes += line.len() + 1;
@@ -108,7 +153,7 @@ pub(crate) fn search(r: &ReadTxn, scopes: &[String], q: &SearchQuery) -> Result<
             inactive,
         });
     }
-    Ok(out)
+    Ok((out, done || bound.is_none()))
 }
 
 /// Best first; among equals, the older document (a recency tie-break did not help held out:

@@ -182,6 +182,16 @@ pub fn decode_block(sid: u32, term: &str, first: u64, bytes: &[u8]) -> Result<Ve
     Ok(out)
 }
 
+/// The number of postings in the block at `(sid, term, first)`, read from its header only (the
+/// envelope's checksum is checked, the postings are not decoded): what a pruned query needs of a
+/// term it does not score in full (docs/design.md, section 12.6.1).
+pub fn block_count(sid: u32, term: &str, first: u64, bytes: &[u8]) -> Result<u64> {
+    let key = BlockKey(sid, term, first);
+    let mut w = Wire::new(payload("search_postings", &key, bytes)?);
+    w.u64()
+        .ok_or_else(|| wire_error("search_postings", &key, None))
+}
+
 /// A block's next document: `doc` plus `gap`, where the first posting's gap is 0 (the key holds
 /// its document) and every later one's positive; `None` when out of order or past `u64::MAX`.
 fn next_doc(doc: u64, gap: u64, first: bool) -> Option<u64> {

@@ -33,6 +33,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+/// `SOMNA_SEARCH_PRUNE=1`: somna's searches set `RankParams::prune` (docs/design.md, section
+/// 12.6.1), to measure the pruned ranking against the exhaustive one.
+fn prune() -> bool {
+    std::env::var_os("SOMNA_SEARCH_PRUNE").is_some_and(|v| v == "1")
+}
+
 fn bench_dir() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)

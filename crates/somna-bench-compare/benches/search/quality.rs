@@ -45,6 +45,7 @@ fn somna_rank(store: &Store, scope: &str, q: &str, params: RankParams) -> Vec<us
     sq.limit = DEPTH;
     sq.max_bytes = 1 << 20;
     sq.params = params;
+    sq.params.prune = crate::prune();
     match store.search(scope, &sq) {
         Ok(r) => r
             .hits

@@ -241,7 +241,9 @@ fn size(dir: &Path, n: u64, md: &mut String) {
         std::hint::black_box(rows);
     };
     let eng = |q: &str| {
-        std::hint::black_box(store.search(SCOPE, &SearchQuery::new(q)).expect("search"));
+        let mut sq = SearchQuery::new(q);
+        sq.params.prune = crate::prune();
+        std::hint::black_box(store.search(SCOPE, &sq).expect("search"));
     };
     for q in queries.iter().take(WARM_UP) {
         eng(q);
