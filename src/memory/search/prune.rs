@@ -320,8 +320,9 @@ pub fn lexical_pruned(
 mod tests {
     use super::*;
     use crate::domain::tokenize::query_term_forms;
+    use crate::memory::note::NewMemory;
     use crate::memory::search::score::lexical;
-    use crate::{NewMemory, Store};
+    use crate::storage::store::Store;
 
     /// On a Zipf-like store (blocks and a tail, verb forms), every pruned score above the bound
     /// is the exhaustive score bit for bit, every document the exhaustive ranking scores above
@@ -414,13 +415,13 @@ mod tests {
             let qlen = 2 + next() % 6;
             let text: Vec<String> = (0..qlen).map(|_| pick(&mut next)).collect();
             for (limit, offset) in [(10usize, 0usize), (3, 4), (1, 0)] {
-                let mut q = crate::SearchQuery::new(text.join(" "));
+                let mut q = crate::memory::search::SearchQuery::new(text.join(" "));
                 q.limit = limit;
                 q.offset = offset;
                 let full = store.search("default", &q).unwrap();
                 q.params.prune = true;
                 let pruned = store.search("default", &q).unwrap();
-                let key = |r: &crate::SearchResult| {
+                let key = |r: &crate::memory::search::SearchResult| {
                     r.hits
                         .iter()
                         .map(|h| (h.id, h.score.to_bits(), h.terms.clone()))
