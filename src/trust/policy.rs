@@ -308,19 +308,20 @@ fn is_default_ignorable(c: char) -> bool {
 /// instruction is read as one. Borrowed when there is nothing to change (all ASCII, the common
 /// case, is checked byte by byte).
 pub(crate) fn skeleton(text: &str) -> std::borrow::Cow<'_, str> {
-    let changes = |c: char| is_default_ignorable(c) || ('\u{FF01}'..='\u{FF5E}').contains(&c);
-    if text.is_ascii() || !text.chars().any(changes) {
+    if text.is_ascii() || text.chars().all(|c| seen_as(c) == Some(c)) {
         return std::borrow::Cow::Borrowed(text);
     }
-    std::borrow::Cow::Owned(
-        text.chars()
-            .filter(|c| !is_default_ignorable(*c))
-            .map(|c| match c {
-                '\u{FF01}'..='\u{FF5E}' => char::from_u32(c as u32 - 0xFEE0).unwrap_or(c),
-                c => c,
-            })
-            .collect(),
-    )
+    std::borrow::Cow::Owned(text.chars().filter_map(seen_as).collect())
+}
+
+/// How the detectors read `c`: not at all when it shows as nothing, as ASCII when it is a
+/// fullwidth form of ASCII, else as itself.
+fn seen_as(c: char) -> Option<char> {
+    match c {
+        c if is_default_ignorable(c) => None,
+        '\u{FF01}'..='\u{FF5E}' => char::from_u32(c as u32 - 0xFEE0),
+        c => Some(c),
+    }
 }
 
 /// The patterns [`looks_like_secret`] looks for, one per kind of secret it names.
