@@ -727,6 +727,8 @@ pub(crate) struct TableKey<'a> {
 const TABLE_ROOTS_KEPT: usize = 64;
 
 impl TableRootCache {
+    // The outer `None` is "not cached", the inner the table's own empty root (an empty table).
+    #[allow(clippy::option_option)]
     fn find(&self, snapshot: Snapshot, table: &TableKey<'_>) -> Option<Option<BtreeHeader>> {
         if self.snapshot != Some(snapshot) {
             return None;
@@ -756,6 +758,8 @@ impl TableRootCache {
 impl TransactionalMemory {
     /// somna: the root of `table` as a read transaction of `snapshot` opened it before, if one
     /// did; see [`TableRootCache`]. Read-locked, so concurrent reads do not serialize here.
+    /// The outer `None` is "not cached", the inner an empty table's root.
+    #[allow(clippy::option_option)]
     pub(crate) fn cached_table_root(
         &self,
         snapshot: Snapshot,
