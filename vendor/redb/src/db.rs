@@ -3137,7 +3137,8 @@ mod test {
 /// cannot say which byte caused one.
 #[cfg(all(test, any(target_os = "linux", target_vendor = "apple", windows)))]
 mod writer_byte_test {
-    use super::{ConcurrencyMode, Database, WRITER_BYTE, byte_range};
+    use super::{ConcurrencyMode, Database, ReadableDatabase, WRITER_BYTE, byte_range};
+    use crate::ReadableTableMetadata;
     use crate::TableDefinition;
     use crate::tree_store::file_backend::range_lock::RangeLock;
     use crate::tree_store::page_store::page_manager::HEADER_LOCK;
@@ -3169,6 +3170,52 @@ mod writer_byte_test {
             table.insert(0, 0).unwrap();
         }
         write.commit().unwrap();
+    }
+
+    /// somna: a reader that finds the commit it last read still published registers without the
+    /// header's file lock, and a peer's reclamation scan sees the byte it holds; once a peer has
+    /// committed since, it is sent to the locked path
+    #[test]
+    fn a_settled_reader_registers_without_the_header_lock_and_is_seen_by_a_peers_scan() {
+        let tmpfile = crate::create_tempfile();
+        let db = create(tmpfile.path(), ConcurrencyMode::MultiWriter);
+        let peer = create(tmpfile.path(), ConcurrencyMode::MultiWriter);
+        commit_one(&db);
+        drop(db.begin_read().unwrap());
+        // The peer brought up to that commit, as its next write transaction would be
+        peer.begin_write().unwrap().abort().unwrap();
+        let tracker = &db.transaction_tracker;
+
+        // The file's header lock held exclusively, as a peer writing its header holds it
+        let probe = probe(tmpfile.path());
+        assert!(probe.try_lock_range(HEADER_LOCK).unwrap());
+        let (id, _) = tracker
+            .register_settled_read(&db.mem)
+            .unwrap()
+            .expect("the commit read last is still published");
+        assert_eq!(id, db.mem.get_last_committed_transaction_id().unwrap());
+        probe.unlock_range(HEADER_LOCK).unwrap();
+
+        let hold = peer.mem.lock_header_exclusive().unwrap();
+        assert_eq!(
+            peer.mem.oldest_active_transaction(None, &hold).unwrap(),
+            Some(id),
+            "the peer's scan sees the settled reader's byte"
+        );
+        drop(hold);
+        tracker.deallocate_read_transaction(&db.mem, id);
+
+        commit_one(&peer);
+        assert!(
+            tracker.register_settled_read(&db.mem).unwrap().is_none(),
+            "a peer committed since"
+        );
+        let read = db.begin_read().unwrap();
+        assert_eq!(
+            read.open_table(TABLE).unwrap().len().unwrap(),
+            1,
+            "the locked path reads the peer's commit"
+        );
     }
 
     /// Whether the file is unclean, as a shared reader sees it: it is refused an unclean file

@@ -498,6 +498,9 @@ impl TransactionTracker {
         &self,
         mem: &TransactionalMemory,
     ) -> Result<(TransactionId, Option<BtreeHeader>)> {
+        if let Some(settled) = self.register_settled_read(mem)? {
+            return Ok(settled);
+        }
         let header = mem.lock_header_shared()?;
         // Hold the tracker across snapshot capture and registration so reclamation cannot
         // miss this reader. The header lock also excludes peer commits and local reloads.
@@ -506,6 +509,29 @@ impl TransactionTracker {
         state.add_active_transaction_lock_reference(mem, id, &header)?;
 
         Ok((id, root))
+    }
+
+    /// somna: a reader's registration without the file's header lock, in a multi-process mode:
+    /// the byte of the snapshot this handle last read is taken first, then the header is read
+    /// once, and the registration stands when that read shows the same commit still published,
+    /// settled (`TransactionalMemory::settled_snapshot` says why that is safe). Two system calls
+    /// (the byte's lock when no other reader here holds it, and the header's read) where the
+    /// locked path makes four; `None`, with nothing held, sends the caller down that path.
+    pub(crate) fn register_settled_read(
+        &self,
+        mem: &TransactionalMemory,
+    ) -> Result<Option<(TransactionId, Option<BtreeHeader>)>> {
+        let Some(guess) = mem.snapshot_guess() else {
+            return Ok(None);
+        };
+        let header = mem.lock_header_in_process()?;
+        let mut state = self.state.lock().or_poisoned()?;
+        state.add_active_transaction_lock_reference(mem, guess, &header)?;
+        if let Some(root) = mem.settled_snapshot(guess, &header) {
+            return Ok(Some((guess, root)));
+        }
+        state.remove_active_transaction_lock_reference(mem, guess);
+        Ok(None)
     }
 
     pub(crate) fn deallocate_read_transaction(&self, mem: &TransactionalMemory, id: TransactionId) {

@@ -942,6 +942,11 @@ impl PagedCachedFile {
         }
     }
 
+    // somna: the transaction the cache is coherent with, the snapshot a reader last captured
+    pub(super) fn cached_transaction_id(&self) -> Option<TransactionId> {
+        *self.read_cache_transaction_id.lock().unwrap()
+    }
+
     // Tags the cache as coherent with `transaction_id` without dropping it. The caller holds the
     // header lock exclusively, so no reader observes the id before the tag names it.
     pub(super) fn record_transaction_id(&self, transaction_id: TransactionId) {

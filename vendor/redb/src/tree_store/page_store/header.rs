@@ -249,6 +249,24 @@ impl UnrepairedDatabaseHeader {
         self.inner.primary_unflushed
     }
 
+    // somna: the primary slot, when this read of the header can only be a header some writer
+    // wrote whole: intact, not marked unflushed, and newer than an intact secondary. A read that
+    // races a writer's header write may tear (a new god byte beside an old slot, say); each such
+    // mix shows a primary that is corrupted, or not newer than the other slot, except the header
+    // as it was before the write began. None otherwise, and the caller reads under the header lock
+    pub(super) fn settled_primary(&self) -> Option<&TransactionHeader> {
+        if self.primary_corrupted || self.inner.primary_unflushed {
+            return None;
+        }
+        let primary = self.inner.primary_slot();
+        if !self.secondary_corrupted
+            && self.inner.secondary_slot().transaction_id >= primary.transaction_id
+        {
+            return None;
+        }
+        Some(primary)
+    }
+
     // somna: the transaction the primary slot holds as read, before `finalize` may pick the
     // secondary instead
     pub(super) fn primary_transaction_id(&self) -> TransactionId {
@@ -689,6 +707,59 @@ mod test {
 
     fn corrupt_primary_slot_checksum(header: &mut [u8; DB_HEADER_SIZE]) {
         corrupt_slot_checksum(header, primary_slot_offset(header[GOD_BYTE_OFFSET]));
+    }
+
+    /// somna: a header read without the header lock is used only when it can only be a whole
+    /// header some writer wrote: each mix a read racing a header write can see (a new god byte
+    /// beside the old slot, a slot half written, the primary still marked unflushed) is refused
+    #[test]
+    fn a_header_read_unlocked_is_settled_only_when_no_tear_could_explain_it() {
+        use super::{PRIMARY_UNFLUSHED, UnrepairedDatabaseHeader};
+        let tmpfile = crate::create_tempfile();
+        let db = Database::create(tmpfile.path()).unwrap();
+        for value in ["a", "b"] {
+            let write = db.begin_write().unwrap();
+            write.open_table(X).unwrap().insert("k", value).unwrap();
+            write.commit().unwrap();
+        }
+        drop(db);
+        let mut whole = [0u8; DB_HEADER_SIZE];
+        std::fs::File::open(tmpfile.path())
+            .unwrap()
+            .read_exact(&mut whole)
+            .unwrap();
+        let settled = |bytes: &[u8; DB_HEADER_SIZE]| {
+            UnrepairedDatabaseHeader::from_bytes(bytes, 4096)
+                .unwrap()
+                .settled_primary()
+                .map(|slot| slot.transaction_id.raw_id())
+        };
+        let primary = UnrepairedDatabaseHeader::from_bytes(&whole, 4096)
+            .unwrap()
+            .primary_transaction_id()
+            .raw_id();
+        assert_eq!(settled(&whole), Some(primary));
+
+        let mut flipped = whole;
+        flipped[GOD_BYTE_OFFSET] ^= PRIMARY_BIT;
+        assert_eq!(settled(&flipped), None, "a god byte beside the older slot");
+
+        let mut marked = whole;
+        marked[GOD_BYTE_OFFSET] |= PRIMARY_UNFLUSHED;
+        assert_eq!(settled(&marked), None, "a primary marked unflushed");
+
+        let mut torn_primary = whole;
+        corrupt_primary_slot_checksum(&mut torn_primary);
+        assert_eq!(settled(&torn_primary), None, "a primary half written");
+
+        let mut torn_secondary = whole;
+        let secondary = primary_slot_offset(whole[GOD_BYTE_OFFSET] ^ PRIMARY_BIT);
+        corrupt_slot_checksum(&mut torn_secondary, secondary);
+        assert_eq!(
+            settled(&torn_secondary),
+            Some(primary),
+            "the slot a commit is writing, under the god byte that still names the other"
+        );
     }
 
     #[derive(Clone, Debug)]

@@ -1547,6 +1547,45 @@ impl TransactionalMemory {
         Ok((slot.transaction_id, slot.user_root))
     }
 
+    /// somna: the in-process half of the header lock alone, for a reader that captures its
+    /// snapshot without the file's lock (`settled_snapshot`)
+    pub(crate) fn lock_header_in_process(&self) -> Result<HeaderGuard<'_>> {
+        Ok(HeaderGuard {
+            storage: None,
+            _in_process: self.in_process_header_lock.lock().or_poisoned()?,
+        })
+    }
+
+    /// somna: the snapshot a reader in a multi-process mode last captured: the transaction the
+    /// page cache is tagged with. `None` in the other modes, or before any capture
+    pub(crate) fn snapshot_guess(&self) -> Option<TransactionId> {
+        if !self.externally_writable() {
+            return None;
+        }
+        self.storage.cached_transaction_id()
+    }
+
+    /// somna: `guess`'s root, read from the file's header without the file's header lock, when
+    /// that read leaves no doubt that `guess` is the published commit (`settled_primary`); `None`
+    /// when it does not (a peer committed since, or is writing the header, or the read failed),
+    /// and the caller takes the locked path. The caller holds `guess`'s active-transaction byte
+    /// from before this read: any writer whose scan could reclaim `guess`'s pages publishes a
+    /// newer commit first, and it scans after this read began, so it sees the byte. (The inner
+    /// `None` is an empty data tree's root.)
+    #[allow(clippy::option_option)]
+    pub(crate) fn settled_snapshot(
+        &self,
+        guess: TransactionId,
+        header: &HeaderGuard<'_>,
+    ) -> Option<Option<BtreeHeader>> {
+        let unrepaired = Self::read_file_header(&self.storage, self.page_size, header).ok()?;
+        let slot = unrepaired.settled_primary()?;
+        if slot.transaction_id != guess {
+            return None;
+        }
+        Some(slot.user_root)
+    }
+
     /// Whether another process may commit to this file
     fn externally_writable(&self) -> bool {
         match self.concurrency_mode {
