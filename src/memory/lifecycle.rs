@@ -371,9 +371,19 @@ impl Store {
     pub fn decide(&self, scope: &str, id: u64, d: Decision, why: Option<&str>) -> Result<()> {
         self.write(|tx| tx.decide(scope, id, d, why))
     }
-    /// Redacts a memory; see [`WriteTxn::redact`].
+    /// Redacts a memory ([`WriteTxn::redact`]), then scrubs what the store's freed space still
+    /// holds of its text ([`Store::scrub`]). Redacting a memory already redacted scrubs again.
     pub fn redact(&self, scope: &str, id: u64, reason: &str) -> Result<()> {
-        self.write(|tx| tx.redact(scope, id, reason))
+        self.write(|tx| tx.redact(scope, id, reason))?;
+        self.scrub().map_err(|e| match e {
+            Error::Busy { waited } => Error::Storage(format!(
+                "#{id} is redacted, but the file's freed pages still hold earlier bytes of the \
+                 store, its text among them: a reader kept them for {} ms. Redact #{id} again \
+                 once the store's readers are done; that scrubs them",
+                waited.as_millis()
+            )),
+            e => e,
+        })
     }
     /// A memory with its state; see [`ReadTxn::show`].
     pub fn show(&self, scope: &str, id: u64) -> Result<(Memory, MemoryState)> {

@@ -82,6 +82,14 @@ impl AnyEngine {
         }
     }
 
+    /// See [`Engine::scrub`].
+    pub(crate) fn scrub(&self) -> Result<u64> {
+        match self {
+            AnyEngine::Redb(e) => e.scrub(),
+            AnyEngine::Pg(e) => e.scrub(),
+        }
+    }
+
     /// Whether the store lives on a server.
     pub(crate) fn is_server(&self) -> bool {
         matches!(self, AnyEngine::Pg(_))

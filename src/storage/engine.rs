@@ -50,6 +50,11 @@ pub(crate) trait Engine: Sized {
 
     /// Gives unused space back (redb: offline, it needs the only handle).
     fn compact(this: &mut Arc<Self>) -> Result<()>;
+
+    /// Overwrites what freed storage still holds of data changed or deleted by earlier commits
+    /// (after a redaction). Returns how much of it stays held, because a reader (in any
+    /// process) may still read it: redb's pages; 0 when nothing is held.
+    fn scrub(&self) -> Result<u64>;
 }
 
 /// An opened store: its engine, the location as it may be shown, and what the open did.

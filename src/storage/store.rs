@@ -279,6 +279,28 @@ impl Store {
         self.engine.compact()
     }
 
+    /// Overwrites what the store's freed space still holds of data changed or deleted before
+    /// (what a redaction must not leave behind): on a file, one durable commit that zeroes every
+    /// free page, and the commit journal's records; on a server, `VACUUM` of the store's tables.
+    /// Pages a reader (in any process) may still read keep their bytes until it ends: this
+    /// scrubs again, waiting up to [`Options::busy_timeout`] for readers, then fails with
+    /// [`Error::Busy`] (nothing is lost: what it scrubbed stays scrubbed).
+    pub fn scrub(&self) -> Result<()> {
+        let start = std::time::Instant::now();
+        let mut pause = std::time::Duration::from_millis(5);
+        loop {
+            if self.engine.scrub()? == 0 {
+                return Ok(());
+            }
+            let waited = start.elapsed();
+            if waited >= self.opts.busy_timeout {
+                return Err(Error::Busy { waited });
+            }
+            std::thread::sleep(pause.min(self.opts.busy_timeout - waited));
+            pause = (pause * 2).min(std::time::Duration::from_millis(200));
+        }
+    }
+
     /// Stores a setting (see [`crate::CONFIG_NAMES`]).
     pub fn set_config(&self, name: &str, value: &str) -> Result<u64> {
         let v = validate_config(name, value)?;

@@ -759,6 +759,16 @@ impl Server {
         Ok(true)
     }
 
+    /// `VACUUM` of every table of the store, one statement each outside any transaction; a
+    /// table the role may not vacuum (the server warns and skips it) or a lost connection is
+    /// left to autovacuum ([`crate::storage::engine::Engine::scrub`]).
+    pub(crate) fn vacuum(&self) {
+        for t in &self.tables {
+            let sql = format!("VACUUM {}", t.name);
+            let _ = self.on_conn(|conn| conn.client.batch_execute(&sql));
+        }
+    }
+
     /// The names of the tables in the store's schema.
     pub(crate) fn table_names(&self) -> Result<Vec<String>> {
         self.on_conn(|conn| {

@@ -49,6 +49,10 @@ impl Engine for PgEngine {
     fn compact(this: &mut Arc<Self>) -> Result<()> {
         match **this {}
     }
+
+    fn scrub(&self) -> Result<u64> {
+        match *self {}
+    }
 }
 
 impl Forward for PgTx {

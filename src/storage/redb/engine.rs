@@ -444,6 +444,28 @@ impl Engine for RedbEngine {
         engine.guard_mut("checking the file", |db| Ok(db.check_integrity()?))
     }
 
+    /// A checkpoint of the journal (its records then durable in redb), one durable commit that
+    /// zeroes every free page of the file (redb's `commit_scrubbing_free_pages`), and, when no
+    /// page stays held, the journal's records zeroed too.
+    fn scrub(&self) -> Result<u64> {
+        if matches!(self.db()?, Db::ReadOnly(_)) {
+            return Ok(0);
+        }
+        self.checkpoint()?;
+        let held = self.guard("scrubbing freed pages", |db| {
+            let tx = begin_write(db.writable()?, self.busy)?;
+            Ok(tx.commit_scrubbing_free_pages()?.held)
+        })?;
+        if held == 0 {
+            if let Some(journal) = &self.journal {
+                lock(journal)?
+                    .scrub()
+                    .map_err(|e| Error::Storage(format!("scrubbing the journal: {e}")))?;
+            }
+        }
+        Ok(held)
+    }
+
     fn compact(this: &mut Arc<Self>) -> Result<()> {
         let engine = only(this, "compaction")?;
         engine.checkpoint()?;

@@ -522,3 +522,51 @@ fn a_redacted_texts_hash_is_shown_to_the_admin_only() {
     let st = bob.read(|r| r.state("r", &m)).unwrap();
     assert_eq!(hash_of(&st), Some(String::new()));
 }
+
+/// A redaction leaves no copy of the text in the file (its freed pages zeroed) nor in the
+/// commit journal, whichever way the file is opened; the copies were there before it.
+#[test]
+fn a_redacted_text_leaves_no_copy_in_the_file_or_its_journal() {
+    let secret = "the vault code is zebra-quartz-8812";
+    let found = |path: &std::path::Path| {
+        let bytes = std::fs::read(path).unwrap_or_default();
+        bytes
+            .windows(secret.len())
+            .filter(|w| *w == secret.as_bytes())
+            .count()
+    };
+    for exclusive in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.redb");
+        let journal = dir.path().join("r.redb-journal");
+        let opts = somna::Options::default().exclusive(exclusive);
+        let s = Store::create_with(&path, opts.clone()).unwrap();
+        let id = s.note("r", NewMemory::new(secret)).unwrap();
+        // Later commits rewrite the pages that held it, leaving copies in freed pages
+        for i in 0..30 {
+            s.note(
+                "r",
+                NewMemory::new(format!("an ordinary memory, number {i}")),
+            )
+            .unwrap();
+        }
+        s.close().unwrap();
+        let before = found(&path) + found(&journal);
+        assert!(before > 1, "exclusive={exclusive}: {before} copies before");
+
+        let s = Store::open_with(&path, opts).unwrap();
+        s.redact("r", id, "a vault code").unwrap();
+        let copies = found(&path) + found(&journal);
+        assert_eq!(
+            copies, 0,
+            "exclusive={exclusive}: copies after the redaction"
+        );
+        assert_eq!(s.show("r", id).unwrap().0.text, somna::TOMBSTONE);
+        assert_eq!(
+            s.show("r", id + 30).unwrap().0.text,
+            "an ordinary memory, number 29"
+        );
+        s.close().unwrap();
+        assert_eq!(found(&path) + found(&journal), 0, "exclusive={exclusive}");
+    }
+}

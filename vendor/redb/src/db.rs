@@ -3218,6 +3218,88 @@ mod writer_byte_test {
         );
     }
 
+    fn create_or_open(path: &Path, mode: ConcurrencyMode) -> Database {
+        let mut builder = Database::builder();
+        builder.set_concurrency_mode(mode);
+        builder.open(path).unwrap()
+    }
+
+    /// somna: a scrubbing commit leaves no byte of a deleted value anywhere in the file, in
+    /// either writer mode; a reader that still sees the value holds its pages, which keep it
+    /// until a scrub after the reader ends
+    #[test]
+    fn a_scrubbing_commit_leaves_no_copy_of_a_deleted_value_in_the_file() {
+        const TEXT: TableDefinition<u64, &str> = TableDefinition::new("text");
+        let secret = "the-secret-marker-7f3a9c";
+        let in_file = |path: &Path| {
+            let bytes = std::fs::read(path).unwrap();
+            bytes.windows(secret.len()).any(|w| w == secret.as_bytes())
+        };
+        for mode in [
+            ConcurrencyMode::ExclusiveWriter,
+            ConcurrencyMode::MultiWriter,
+        ] {
+            let tmpfile = crate::create_tempfile();
+            let db = create(tmpfile.path(), mode);
+            // The value, then rewrites of its leaf, each leaving a copy in a freed page
+            for k in 0..40u64 {
+                let write = db.begin_write().unwrap();
+                {
+                    let mut table = write.open_table(TEXT).unwrap();
+                    if k == 0 {
+                        table.insert(0, secret).unwrap();
+                    }
+                    table.insert(k + 1, "filler").unwrap();
+                }
+                write.commit().unwrap();
+            }
+            let write = db.begin_write().unwrap();
+            write
+                .open_table(TEXT)
+                .unwrap()
+                .insert(0, "redacted")
+                .unwrap();
+            write.commit().unwrap();
+            assert!(
+                in_file(tmpfile.path()),
+                "{mode:?}: freed pages keep the value"
+            );
+
+            let reader = db.begin_read().unwrap();
+            let write = db.begin_write().unwrap();
+            write.open_table(TEXT).unwrap().insert(100, "more").unwrap();
+            write.commit().unwrap();
+            let scrubbed = db
+                .begin_write()
+                .unwrap()
+                .commit_scrubbing_free_pages()
+                .unwrap();
+            assert!(scrubbed.held > 0, "{mode:?}: the reader's snapshot is held");
+            drop(reader);
+
+            let scrubbed = db
+                .begin_write()
+                .unwrap()
+                .commit_scrubbing_free_pages()
+                .unwrap();
+            assert_eq!(scrubbed.held, 0, "{mode:?}");
+            assert!(scrubbed.zeroed > 0, "{mode:?}");
+            assert!(
+                !in_file(tmpfile.path()),
+                "{mode:?}: a copy survived the scrub"
+            );
+            let read = db.begin_read().unwrap();
+            let table = read.open_table(TEXT).unwrap();
+            assert_eq!(table.get(0).unwrap().unwrap().value(), "redacted");
+            assert_eq!(table.len().unwrap(), 42);
+            drop(table);
+            drop(read);
+            drop(db);
+            let mut db = create_or_open(tmpfile.path(), mode);
+            assert!(db.check_integrity().unwrap(), "{mode:?}");
+        }
+    }
+
     /// Whether the file is unclean, as a shared reader sees it: it is refused an unclean file
     /// no live writer holds
     fn left_unclean(path: &Path) -> bool {

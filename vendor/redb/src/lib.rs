@@ -103,7 +103,9 @@ pub type OccupiedEntry<'a, K, V> = table::OccupiedEntry<'a, 'a, K, V>;
 /// A view into a vacant entry in a [`Table`]. It is part of the [`Entry`] enum.
 #[cfg(not(feature = "experimental-api-5"))]
 pub type VacantEntry<'a, K, V> = table::VacantEntry<'a, 'a, K, V>;
-pub use transactions::{DatabaseStats, Durability, ReadTransaction, WriteTransaction};
+pub use transactions::{
+    DatabaseStats, Durability, ReadTransaction, ScrubbedPages, WriteTransaction,
+};
 pub use tree_store::{AccessGuard, AccessGuardMut, AccessGuardMutInPlace, Savepoint};
 pub use types::{Key, MutInPlaceValue, TypeName, Value};
 

@@ -949,6 +949,19 @@ pub struct WriteTransaction {
     // All transaction-local savepoint lifecycle state. See
     // `SavepointTransactionState` for the commit/abort contract.
     savepoint_state: Mutex<SavepointTransactionState>,
+    // somna: set by `commit_scrubbing_free_pages()`, and what its commit overwrote and left held
+    scrub: Option<ScrubbedPages>,
+}
+
+/// somna: what a commit that scrubs free pages did ([`WriteTransaction::commit_scrubbing_free_pages`])
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScrubbedPages {
+    /// Pages that were free once the commit had released what it could, each overwritten with
+    /// zeros (written to the file and synced by the commit)
+    pub zeroed: u64,
+    /// Pages freed by earlier commits that stay held because a read transaction (in any process)
+    /// or a savepoint may still read them; they keep their bytes until a later scrub
+    pub held: u64,
 }
 
 impl WriteTransaction {
@@ -989,6 +1002,7 @@ impl WriteTransaction {
             restored_transaction: None,
             shrink_policy: ShrinkPolicy::Default,
             savepoint_state: Mutex::new(SavepointTransactionState::default()),
+            scrub: None,
         })
     }
 
@@ -1756,6 +1770,28 @@ impl WriteTransaction {
         self.commit_with(None)
     }
 
+    /// somna: commits durably, and in the same commit overwrites with zeros every page of the
+    /// file that is free once the commit has released the pages no reader can still see, so
+    /// that no byte a freed page held (an earlier version of a deleted value, say) survives in
+    /// the file. Returns how many pages were zeroed, and how many freed pages stay held by read
+    /// transactions or savepoints (those keep their bytes; commit again once they end). The
+    /// cost is a write of every free page: meant for rare commits that must forget (a
+    /// redaction), not for every commit. The commit is durable whatever
+    /// [`Self::set_durability`] said, since a commit without a sync releases and writes nothing.
+    ///
+    /// Errors as [`Self::commit`].
+    pub fn commit_scrubbing_free_pages(mut self) -> Result<ScrubbedPages, CommitError> {
+        self.durability = InternalDurability::Immediate;
+        self.scrub = Some(ScrubbedPages::default());
+        self.completed = true;
+        if self.is_poisoned() || !self.tables.lock().unwrap().open_tables.is_empty() {
+            self.abort_inner()?;
+            return Err(CommitError::TransactionPoisoned);
+        }
+        self.commit_inner(None)?;
+        Ok(self.scrub.unwrap_or_default())
+    }
+
     /// `commit()`, under `header_lock` where the caller already holds the header lock
     pub(crate) fn commit_with(
         mut self,
@@ -2090,6 +2126,12 @@ impl WriteTransaction {
         }
         .map_or(self.transaction_id, |x| x.next());
         self.process_freed_pages(free_until_transaction)?;
+        if self.scrub.is_some() {
+            self.scrub = Some(ScrubbedPages {
+                held: self.held_data_freed_pages()?,
+                zeroed: self.mem.scrub_free_pages()?,
+            });
+        }
         // Flush allocated pages (including previously unpersisted allocations that are now
         // becoming durable) AFTER process_freed_pages, so that any pages reclaimed here have
         // already been dropped from the in-memory `unpersisted_allocations` map.
@@ -2405,6 +2447,26 @@ impl WriteTransaction {
 
     // NOTE: must be called before store_system_freed_pages() during commit, since this can create
     // more pages freed by the current transaction
+    // somna: the pages earlier commits freed that stay recorded after this commit's release
+    fn held_data_freed_pages(&self) -> Result<u64> {
+        let mut system_tables = self.system_tables.lock().unwrap();
+        if system_tables
+            .get_system_table_root(DATA_FREED_TABLE)?
+            .is_none()
+        {
+            return Ok(0);
+        }
+        let freed = system_tables.open_system_table(DATA_FREED_TABLE)?;
+        let mut held = 0u64;
+        for entry in freed.range::<TransactionIdWithPagination>(..)? {
+            let (_, page_list) = entry?;
+            for page in page_list.value().pages()? {
+                held += 1u64 << page.page_order;
+            }
+        }
+        Ok(held)
+    }
+
     fn process_freed_pages(&mut self, free_until: TransactionId) -> Result {
         // We assume below that PageNumber is length 8
         assert_eq!(PageNumber::serialized_size(), 8);

@@ -507,6 +507,21 @@ impl BuddyAllocator {
         }
     }
 
+    /// somna: every free block, as its index at its order and the order (a block is marked free
+    /// at one order only, its largest)
+    pub(crate) fn free_blocks(&self) -> Vec<(u32, u8)> {
+        let mut out = vec![];
+        for order in 0..=self.max_order {
+            let free = self.get_order_free(order);
+            out.extend(
+                (0..free.len())
+                    .filter(|&i| !free.get(i))
+                    .map(|i| (i, order)),
+            );
+        }
+        out
+    }
+
     fn get_order_free_mut(&mut self, order: u8) -> &mut BtreeBitmap {
         &mut self.free[order as usize]
     }

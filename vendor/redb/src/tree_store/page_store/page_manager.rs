@@ -1586,6 +1586,51 @@ impl TransactionalMemory {
         Some(slot.user_root)
     }
 
+    /// somna: overwrites every free page with zeros, straight to the file (each dropped from the
+    /// cache and the write buffer); the caller's commit syncs them. Returns the pages zeroed.
+    pub(crate) fn scrub_free_pages(&self) -> Result<u64> {
+        let blocks: Vec<PageNumber> = {
+            let state = self.state.lock().or_poisoned()?;
+            let AllocatorState::Loaded(allocators) = &state.allocators else {
+                return Err(StorageError::Corrupted(
+                    "the allocator state is not loaded".to_string(),
+                ));
+            };
+            let mut blocks = vec![];
+            for (region, allocator) in allocators.region_allocators.iter().enumerate() {
+                let region = u32::try_from(region).map_err(|_| {
+                    StorageError::Corrupted("more regions than a page number holds".to_string())
+                })?;
+                blocks.extend(
+                    allocator
+                        .free_blocks()
+                        .into_iter()
+                        .map(|(index, order)| PageNumber::new(region, index, order)),
+                );
+            }
+            blocks
+        };
+        let zeros = vec![0u8; 1 << 20];
+        let mut pages = 0u64;
+        for page in blocks {
+            let range = page.address_range(
+                self.page_size.into(),
+                self.region_size,
+                self.region_header_with_padding_size,
+                self.page_size,
+            );
+            let mut offset = range.start;
+            while offset < range.end {
+                let n = usize::try_from((range.end - offset).min(zeros.len() as u64))
+                    .unwrap_or(zeros.len());
+                self.storage.write_direct(offset, &zeros[..n])?;
+                offset += n as u64;
+            }
+            pages += 1u64 << page.page_order;
+        }
+        Ok(pages)
+    }
+
     /// Whether another process may commit to this file
     fn externally_writable(&self) -> bool {
         match self.concurrency_mode {
