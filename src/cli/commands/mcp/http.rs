@@ -15,11 +15,11 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use somna::Error;
 
 use super::guard::{ConnSlot, GuardedListener};
+use super::sessions::Sessions;
 use super::Ui;
 use super::{batch, stdio, Caller, Server, SomnaMcp};
 use crate::cli::commands::token::{token_hash, Authenticated};
@@ -29,18 +29,12 @@ use crate::cli::commands::token::{token_hash, Authenticated};
 #[derive(Clone, Debug)]
 pub struct TokenHash(pub String);
 
-/// What the middleware needs: the store (for token hashes), the allowed origins, and who opened
-/// each session.
+/// What the middleware needs: the store (for token hashes), the allowed origins, and the
+/// sessions with who opened each ([`Sessions`]).
 struct Gate {
     server: Arc<Server>,
     origins: Vec<String>,
-    /// Session id -> the principal whose `initialize` opened it. A request that names a session
-    /// with another principal's token is answered as if the session did not exist (the MCP
-    /// security guidance: bind a session to its user, never authenticate by its id), so a token
-    /// holder who learns another's session id can neither listen to its notifications nor end
-    /// it. An entry leaves when its session is deleted or rmcp answers it unknown; otherwise one
-    /// per session rmcp keeps.
-    owners: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    sessions: Arc<Sessions>,
 }
 
 /// The session a request names (`Mcp-Session-Id`), if any.
@@ -52,32 +46,20 @@ fn session_of(headers: &axum::http::HeaderMap) -> Option<String> {
 }
 
 impl Gate {
-    fn owners(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, String>> {
-        // The map holds plain strings: a thread that panicked holding it left it consistent.
-        self.owners.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Whether `principal` may use the session `id` (one this gate did not see opened is
-    /// rmcp's to refuse).
-    fn may_use(&self, id: &str, principal: &str) -> bool {
-        self.owners().get(id).is_none_or(|owner| owner == principal)
-    }
-
     /// Notes what a response did to the sessions: opened one (an `initialize` answered with a
-    /// new session id), or ended the one a DELETE named, or found that rmcp no longer knows the
-    /// one named (its 404: the owner's own request, since another's never reaches rmcp).
-    fn record(&self, named: Option<String>, delete: bool, principal: &str, r: &Response) {
-        let gone = (delete && r.status().is_success()) || r.status() == StatusCode::NOT_FOUND;
+    /// new session id), or found that rmcp no longer knows the one named (its 404: the owner's
+    /// own request, since another's never reaches rmcp). Returns the sessions the bounds end
+    /// ([`Sessions::evict`]). A DELETE ends its session through [`Sessions`]' `close_session`.
+    fn record(&self, named: Option<String>, principal: &str, r: &Response) -> Vec<String> {
         match named {
-            None => {
-                if let Some(id) = session_of(r.headers()) {
-                    self.owners().insert(id, principal.to_string());
-                }
+            None => session_of(r.headers())
+                .map(|id| self.sessions.opened(id, principal))
+                .unwrap_or_default(),
+            Some(id) if r.status() == StatusCode::NOT_FOUND => {
+                self.sessions.ended(&id);
+                Vec::new()
             }
-            Some(id) if gone => {
-                self.owners().remove(&id);
-            }
-            Some(_) => {}
+            Some(_) => Vec::new(),
         }
     }
 }
@@ -117,16 +99,13 @@ pub async fn serve(
         .with_cancellation_token(ct.child_token());
     let server = Arc::clone(&handler.0);
     let scope = server.scope.clone();
+    let sessions = Arc::new(Sessions::new(Arc::clone(&server)));
     let gate = Arc::new(Gate {
         server: Arc::clone(&server),
         origins: origins.clone(),
-        owners: Default::default(),
+        sessions: Arc::clone(&sessions),
     });
-    let service = StreamableHttpService::new(
-        move || Ok(handler.clone()),
-        LocalSessionManager::default().into(),
-        config,
-    );
+    let service = StreamableHttpService::new(move || Ok(handler.clone()), sessions, config);
     let mut app = axum::Router::new()
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(gate, authenticate));
@@ -271,11 +250,10 @@ async fn authenticate(State(gate): State<Arc<Gate>>, mut req: Request, next: Nex
             let named = session_of(req.headers());
             if named
                 .as_deref()
-                .is_some_and(|id| !gate.may_use(id, &principal))
+                .is_some_and(|id| !gate.sessions.may_use(id, &principal))
             {
                 return refuse(StatusCode::NOT_FOUND, "Not Found: Session not found\n");
             }
-            let delete = req.method() == axum::http::Method::DELETE;
             req.extensions_mut().insert(Caller(Some(principal.clone())));
             req.extensions_mut().insert(TokenHash(hash));
             let r = match checked_body(req).await {
@@ -283,7 +261,8 @@ async fn authenticate(State(gate): State<Arc<Gate>>, mut req: Request, next: Nex
                 Ok(Checked::Batch(parts, b)) => batch::serve_http(parts, b, next).await,
                 Err(refused) => refused,
             };
-            gate.record(named, delete, &principal, &r);
+            let evicted = gate.record(named, &principal, &r);
+            gate.sessions.evict(evicted).await;
             r
         }
         Ok(Ok(None)) => refuse(StatusCode::UNAUTHORIZED, "unknown or revoked token\n"),

@@ -3,7 +3,7 @@
 //! ([`args`]) on the shared store, with the text of its lines as the result's content and its
 //! `--json` value as the structured content. [`tools`] lists the tools, [`call`] runs one,
 //! [`resources`] serves resources, prompts and the instructions, [`subscribe`] the wake
-//! resources' subscriptions, [`http`] the HTTP transport and its bearer tokens, [`guard`] its
+//! resources' subscriptions, [`http`] the HTTP transport and its bearer tokens, [`sessions`] its bounded sessions, [`guard`] its
 //! connection limits and timeouts, [`stdio`] the stdio transport and its message limit, [`batch`] JSON-RPC batches (2025-03-26 sessions), [`logging`] the
 //! `logging` capability, [`complete`] the `completions` capability. See
 //! docs/mcp.md.
@@ -16,6 +16,7 @@ mod guard;
 mod http;
 mod logging;
 mod resources;
+mod sessions;
 mod stdio;
 mod subscribe;
 mod tools;
