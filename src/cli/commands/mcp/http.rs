@@ -7,7 +7,9 @@
 //! A POST body that is not JSON, or is a batch outside a session of 2025-03-26, is answered
 //! 400 with a JSON-RPC error; a batch in such a session is served by [`super::batch`].
 //! The listener is [`super::guard`]'s: connections are capped and timed out, and a connection
-//! that sent a valid token here is marked so that it is never shed.
+//! that sent a valid token here is marked so that it is never shed (at most
+//! [`super::guard::MAX_CONNECTIONS_PER_TOKEN`] per token), and unmarked and closed once its
+//! token is found revoked.
 
 use std::sync::Arc;
 
@@ -22,7 +24,7 @@ use super::guard::{ConnSlot, GuardedListener};
 use super::sessions::Sessions;
 use super::Ui;
 use super::{batch, stdio, Caller, Server, SomnaMcp};
-use crate::cli::commands::token::{token_hash, Authenticated};
+use crate::cli::commands::token::{token_hash, Authenticated, Revoked};
 
 /// The hash of the token a request carried, so that a long-lived subscription can check
 /// before each notification that the token was not revoked since.
@@ -218,8 +220,10 @@ fn bearer(value: &str) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
-/// Checks the Origin, then the bearer token; attaches the token's principal as the [`Caller`].
-async fn authenticate(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> Response {
+/// Checks the Origin, then the bearer token; serves a known one ([`admitted`]). An unknown or
+/// revoked token is 401, and its connection is closed after the answer and unmarked (it was
+/// never shed while it held the token).
+async fn authenticate(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> Response {
     if let Some(origin) = req.headers().get(header::ORIGIN) {
         let ok = origin
             .to_str()
@@ -243,29 +247,16 @@ async fn authenticate(State(gate): State<Arc<Gate>>, mut req: Request, next: Nex
     let found =
         tokio::task::spawn_blocking(move || server.store()?.token_principal(&looked_up)).await;
     match found {
-        Ok(Ok(Some(principal))) => {
-            if let Some(ConnectInfo(conn)) = req.extensions().get::<ConnectInfo<ConnSlot>>() {
-                conn.authenticated();
+        Ok(Ok(Some(principal))) => admitted(&gate, req, next, principal, hash).await,
+        Ok(Ok(None)) => {
+            if let Some(conn) = conn_of(&req) {
+                conn.revoked();
             }
-            let named = session_of(req.headers());
-            if named
-                .as_deref()
-                .is_some_and(|id| !gate.sessions.may_use(id, &principal))
-            {
-                return refuse(StatusCode::NOT_FOUND, "Not Found: Session not found\n");
-            }
-            req.extensions_mut().insert(Caller(Some(principal.clone())));
-            req.extensions_mut().insert(TokenHash(hash));
-            let r = match checked_body(req).await {
-                Ok(Checked::One(req)) => next.run(req).await,
-                Ok(Checked::Batch(parts, b)) => batch::serve_http(parts, b, next).await,
-                Err(refused) => refused,
-            };
-            let evicted = gate.record(named, &principal, &r);
-            gate.sessions.evict(evicted).await;
-            r
+            closing(refuse(
+                StatusCode::UNAUTHORIZED,
+                "unknown or revoked token\n",
+            ))
         }
-        Ok(Ok(None)) => refuse(StatusCode::UNAUTHORIZED, "unknown or revoked token\n"),
         _ => refuse(
             StatusCode::SERVICE_UNAVAILABLE,
             "the store cannot check tokens now\n",
@@ -273,13 +264,76 @@ async fn authenticate(State(gate): State<Arc<Gate>>, mut req: Request, next: Nex
     }
 }
 
-/// Marks the connection of an inspector request that carried a valid session (or logged in)
-/// as authenticated, as a valid token does for `/mcp`, so that the listener never sheds it.
-async fn mark(req: Request, next: Next) -> Response {
-    let conn = req.extensions().get::<ConnectInfo<ConnSlot>>().cloned();
-    let r = next.run(req).await;
-    if let (Some(ConnectInfo(conn)), Some(_)) = (conn, r.extensions().get::<Authenticated>()) {
-        conn.authenticated();
-    }
+/// The connection a request came on.
+fn conn_of(req: &Request) -> Option<ConnSlot> {
+    req.extensions()
+        .get::<ConnectInfo<ConnSlot>>()
+        .map(|ConnectInfo(c)| c.clone())
+}
+
+/// `r`, with the connection closed after it.
+fn closing(mut r: Response) -> Response {
+    r.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
     r
+}
+
+/// The refusal of a connection beyond its token's connection cap.
+fn too_many_connections() -> Response {
+    closing(refuse(
+        StatusCode::TOO_MANY_REQUESTS,
+        "this token holds too many connections: reuse one, or close some\n",
+    ))
+}
+
+/// Serves a request whose token names `principal`: marks its connection authenticated (429 when
+/// the token holds its cap of connections), keeps each session to its opener, attaches the
+/// [`Caller`], and notes what the answer did to the sessions.
+async fn admitted(
+    gate: &Gate,
+    mut req: Request,
+    next: Next,
+    principal: String,
+    hash: String,
+) -> Response {
+    if conn_of(&req).is_some_and(|conn| !conn.authenticated(&hash)) {
+        return too_many_connections();
+    }
+    let named = session_of(req.headers());
+    if named
+        .as_deref()
+        .is_some_and(|id| !gate.sessions.may_use(id, &principal))
+    {
+        return refuse(StatusCode::NOT_FOUND, "Not Found: Session not found\n");
+    }
+    req.extensions_mut().insert(Caller(Some(principal.clone())));
+    req.extensions_mut().insert(TokenHash(hash));
+    let r = match checked_body(req).await {
+        Ok(Checked::One(req)) => next.run(req).await,
+        Ok(Checked::Batch(parts, b)) => batch::serve_http(parts, b, next).await,
+        Err(refused) => refused,
+    };
+    let evicted = gate.record(named, &principal, &r);
+    gate.sessions.evict(evicted).await;
+    r
+}
+
+/// Marks the connection of an inspector request that carried a valid session (or logged in)
+/// as authenticated by its token, as a valid token does for `/mcp`, so that the listener never
+/// sheds it (429 beyond the token's connection cap); a request whose session's token was found
+/// revoked unmarks it.
+async fn mark(req: Request, next: Next) -> Response {
+    let conn = conn_of(&req);
+    let r = next.run(req).await;
+    let Some(conn) = conn else {
+        return r;
+    };
+    if r.extensions().get::<Revoked>().is_some() {
+        conn.revoked();
+        return closing(r);
+    }
+    match r.extensions().get::<Authenticated>() {
+        Some(Authenticated(hash)) if !conn.authenticated(hash) => too_many_connections(),
+        _ => r,
+    }
 }

@@ -14,7 +14,7 @@ use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::{html, see_other, Params, Web};
-use crate::cli::commands::token::{random_hex, token_hash, Authenticated};
+use crate::cli::commands::token::{random_hex, token_hash, Authenticated, Revoked};
 
 /// The cookie's name.
 const COOKIE: &str = "somna_ui";
@@ -29,7 +29,7 @@ pub struct Session {
     /// The principal of the token it logged in with.
     pub principal: String,
     /// The hash of that token (checked at every request).
-    hash: String,
+    pub hash: String,
     /// The token every form of the session carries.
     pub csrf: String,
     /// When it opened (a counter), to end the oldest first.
@@ -145,7 +145,9 @@ pub async fn admit(web: &Web, req: Request) -> Result<(Session, Params), Respons
     };
     if principal_of(web, s.hash.clone()).await?.as_deref() != Some(s.principal.as_str()) {
         web.sessions.end(&id);
-        return Err(see_other("/ui/login"));
+        let mut r = see_other("/ui/login");
+        r.extensions_mut().insert(Revoked);
+        return Err(r);
     }
     let post = req.method() == Method::POST;
     if post && !origin_ok(web, &req) {
@@ -202,7 +204,7 @@ pub async fn login(web: Arc<Web>, req: Request) -> Response {
         }
         Err(r) => return r,
     };
-    let Some((id, _)) = web.sessions.open(principal, hash) else {
+    let Some((id, _)) = web.sessions.open(principal, hash.clone()) else {
         return html::error(
             StatusCode::SERVICE_UNAVAILABLE,
             "Cannot open a session now.",
@@ -213,7 +215,7 @@ pub async fn login(web: Arc<Web>, req: Request) -> Response {
     if let Ok(v) = HeaderValue::from_str(&c) {
         r.headers_mut().insert(header::SET_COOKIE, v);
     }
-    r.extensions_mut().insert(Authenticated);
+    r.extensions_mut().insert(Authenticated(hash));
     r
 }
 

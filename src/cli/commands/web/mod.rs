@@ -142,6 +142,7 @@ async fn route(web: Arc<Web>, req: Request) -> Response {
         Ok(s) => s,
         Err(refused) => return refused,
     };
+    let hash = session.hash.clone();
     let default_scope = web.scope.clone();
     let open = Arc::clone(&web.open);
     let done = tokio::task::spawn_blocking(move || {
@@ -154,7 +155,7 @@ async fn route(web: Arc<Web>, req: Request) -> Response {
         Ok(Err(e)) => html::failure(&e),
         Err(_) => html::error(StatusCode::INTERNAL_SERVER_ERROR, "The page failed."),
     };
-    r.extensions_mut().insert(Authenticated);
+    r.extensions_mut().insert(Authenticated(hash));
     r
 }
 
