@@ -6,6 +6,10 @@
 //! principal; a redaction purges the text from the pages, search and export; a revoked token
 //! ends its sessions at once; hostile memory text is escaped; every answer carries the
 //! security headers.
+//!
+//! One token holder cannot log everyone out (issue 52, point 3: 1,024 logins with a read-only
+//! token evicted the admin's session): a principal keeps a few sessions, its own oldest ended
+//! first, and failed logins are limited per client address.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -349,4 +353,59 @@ fn hostile_memory_text_is_escaped_on_every_page() {
         .get("/ui/log")
         .body
         .contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+}
+
+#[test]
+fn one_principals_logins_end_only_its_own_oldest_sessions() {
+    let e = Env::init();
+    let (admin, reader) = (token(&e, "admin"), token(&e, "user:reader"));
+    let s = start(&e);
+    let a = Browser::login(&s, &admin);
+    let first = Browser::login(&s, &reader);
+    for _ in 0..1_100 {
+        let r = send(
+            &s,
+            "POST",
+            "/ui/login",
+            &[],
+            &format!("token={}", enc(&reader)),
+        );
+        assert_eq!(r.status, 303, "{}{}", r.head, r.body);
+    }
+    assert_eq!(a.get("/ui/wake").status, 200, "the admin was logged out");
+    let gone = first.get("/ui/wake");
+    assert_eq!(gone.status, 303, "the reader's oldest session was kept");
+    assert_eq!(gone.header("location").as_deref(), Some("/ui/login"));
+}
+
+#[test]
+fn failed_logins_are_limited_per_address() {
+    let e = Env::init();
+    let tok = token(&e, "admin");
+    let s = start(&e);
+    let a = Browser::login(&s, &tok);
+    let mut statuses = Vec::new();
+    for n in 0..20 {
+        let r = send(
+            &s,
+            "POST",
+            "/ui/login",
+            &[],
+            &format!("token=somna_wrong{n}"),
+        );
+        statuses.push(r.status);
+    }
+    assert_eq!(statuses[..10], [401; 10], "{statuses:?}");
+    assert_eq!(statuses[10..], [429; 10], "{statuses:?}");
+    // Now even a good token is refused from this address, before it is looked up; a session
+    // already open is not touched.
+    let r = send(
+        &s,
+        "POST",
+        "/ui/login",
+        &[],
+        &format!("token={}", enc(&tok)),
+    );
+    assert_eq!(r.status, 429, "{}", r.body);
+    assert_eq!(a.get("/ui/wake").status, 200);
 }

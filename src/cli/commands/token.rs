@@ -45,6 +45,10 @@ pub struct RevokeArgs {
 #[derive(Clone, Debug)]
 pub struct Authenticated(pub String);
 
+/// The address a request came from (the listener's), for the inspector's login limit.
+#[derive(Clone, Copy, Debug)]
+pub struct Peer(pub std::net::IpAddr);
+
 /// Marks a response to a request whose session's token was found revoked: its connection is
 /// closed after it and may be shed.
 #[derive(Clone, Debug)]

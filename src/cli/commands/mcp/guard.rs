@@ -311,7 +311,6 @@ impl ConnSlot {
     }
 
     /// The address of the peer.
-    #[allow(dead_code)] // used by the inspector's login limit (point 3)
     pub fn peer(&self) -> IpAddr {
         self.0.peer
     }

@@ -24,7 +24,7 @@ use super::guard::{ConnSlot, GuardedListener};
 use super::sessions::Sessions;
 use super::Ui;
 use super::{batch, stdio, Caller, Server, SomnaMcp};
-use crate::cli::commands::token::{token_hash, Authenticated, Revoked};
+use crate::cli::commands::token::{token_hash, Authenticated, Peer, Revoked};
 
 /// The hash of the token a request carried, so that a long-lived subscription can check
 /// before each notification that the token was not revoked since.
@@ -321,9 +321,12 @@ async fn admitted(
 /// Marks the connection of an inspector request that carried a valid session (or logged in)
 /// as authenticated by its token, as a valid token does for `/mcp`, so that the listener never
 /// sheds it (429 beyond the token's connection cap); a request whose session's token was found
-/// revoked unmarks it.
-async fn mark(req: Request, next: Next) -> Response {
+/// revoked unmarks it. Tells the pages the peer's address ([`Peer`]).
+async fn mark(mut req: Request, next: Next) -> Response {
     let conn = conn_of(&req);
+    if let Some(c) = &conn {
+        req.extensions_mut().insert(Peer(c.peer()));
+    }
     let r = next.run(req).await;
     let Some(conn) = conn else {
         return r;

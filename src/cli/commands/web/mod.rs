@@ -37,6 +37,8 @@ pub struct Web {
     scope: String,
     /// The logged-in sessions.
     sessions: auth::Sessions,
+    /// The failed logins by address.
+    logins: auth::Failures,
 }
 
 /// The parameters of a query string or a form body, in order.
@@ -85,6 +87,7 @@ pub fn router(open: Opener, origins: Vec<String>, scope: String) -> axum::Router
         origins,
         scope,
         sessions: auth::Sessions::default(),
+        logins: auth::Failures::default(),
     });
     axum::Router::new()
         .route("/ui", axum::routing::any(handle))
