@@ -9,7 +9,8 @@
 //!
 //! One token holder cannot log everyone out (issue 52, point 3: 1,024 logins with a read-only
 //! token evicted the admin's session): a principal keeps a few sessions, its own oldest ended
-//! first, and failed logins are limited per client address.
+//! first, and failed logins are limited per client address. A `Host` that is not the server's
+//! is refused as `/mcp` refuses it (issue 52, point 4: DNS rebinding).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -42,15 +43,21 @@ fn send(s: &HttpServer, method: &str, path: &str, headers: &[(&str, &str)], body
     let mut t = TcpStream::connect(&s.addr).expect("connect");
     t.set_read_timeout(Some(Duration::from_secs(30)))
         .expect("timeout");
+    let host = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("host"))
+        .map_or(s.addr.as_str(), |(_, v)| *v);
     let mut req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        s.addr,
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
     );
     if method == "POST" {
         req.push_str("Content-Type: application/x-www-form-urlencoded\r\n");
     }
-    for (k, v) in headers {
+    for (k, v) in headers
+        .iter()
+        .filter(|(k, _)| !k.eq_ignore_ascii_case("host"))
+    {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
     req.push_str("\r\n");
@@ -408,4 +415,38 @@ fn failed_logins_are_limited_per_address() {
     );
     assert_eq!(r.status, 429, "{}", r.body);
     assert_eq!(a.get("/ui/wake").status, 200);
+}
+
+#[test]
+fn a_foreign_host_is_refused_as_mcp_refuses_it() {
+    let e = Env::init();
+    let tok = token(&e, "admin");
+    let s = start(&e);
+    let b = Browser::login(&s, &tok);
+    let port = s.addr.rsplit(':').next().expect("a port");
+    let evil = format!("evil.example:{port}");
+    let cookie = b.cookie.as_str();
+    let page = send(
+        &s,
+        "GET",
+        "/ui/wake",
+        &[("Host", &evil), ("Cookie", cookie)],
+        "",
+    );
+    assert_eq!(page.status, 403, "{}", page.body);
+    assert!(!page.body.contains("name=\"csrf\""), "{}", page.body);
+    let form = format!("token={}", enc(&tok));
+    let login = send(&s, "POST", "/ui/login", &[("Host", &evil)], &form);
+    assert_eq!(login.status, 403, "{}", login.body);
+    assert!(login.header("set-cookie").is_none(), "{}", login.head);
+    for host in [format!("localhost:{port}"), format!("127.0.0.1:{port}")] {
+        let ok = send(
+            &s,
+            "GET",
+            "/ui/wake",
+            &[("Host", &host), ("Cookie", cookie)],
+            "",
+        );
+        assert_eq!(ok.status, 200, "{host}: {}", ok.body);
+    }
 }

@@ -95,7 +95,7 @@ pub async fn serve(
     let mut origins = origins.to_vec();
     origins.extend(own_origins(local));
     let config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(hosts)
+        .with_allowed_hosts(hosts.clone())
         .with_allowed_origins(origins.clone())
         .enforce_origin_validation()
         .with_cancellation_token(ct.child_token());
@@ -114,7 +114,7 @@ pub async fn serve(
     let serves_ui = ui.is_some();
     if let Some(ui) = ui {
         let open: super::Opener = Arc::new(move || server.store());
-        let pages = ui(open, origins, scope).layer(axum::middleware::from_fn(mark));
+        let pages = ui(open, origins, hosts, scope).layer(axum::middleware::from_fn(mark));
         app = app.merge(pages);
     }
     eprintln!("somna: serving MCP at http://{local}/mcp");

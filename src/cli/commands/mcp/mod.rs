@@ -45,7 +45,7 @@ pub type Opener = Arc<dyn Fn() -> Result<Store, Error> + Send + Sync>;
 /// The web inspector (`--ui`): given how to open the store, the Origins a POST may carry and the
 /// default scope, its routes under `/ui/`. The caller passes it (`somna::cli` passes the
 /// inspector's router), so that the server does not name the inspector.
-pub type Ui = fn(Opener, Vec<String>, String) -> axum::Router;
+pub type Ui = fn(Opener, Vec<String>, Vec<String>, String) -> axum::Router;
 
 /// The options of `somna mcp`.
 #[derive(Args, Debug)]

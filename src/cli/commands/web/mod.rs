@@ -33,6 +33,8 @@ pub struct Web {
     open: Opener,
     /// The Origins a POST may carry (the server's own, and `--allow-origin`).
     origins: Vec<String>,
+    /// The hosts a request's `Host` may name (loopback and the bound address), as for `/mcp`.
+    hosts: Vec<String>,
     /// The server's `--scope`, shown first.
     scope: String,
     /// The logged-in sessions.
@@ -81,10 +83,16 @@ pub enum Out {
 type Handler = fn(&Cx) -> Result<Out, Error>;
 
 /// The routes under `/ui`, to be merged into the server's router.
-pub fn router(open: Opener, origins: Vec<String>, scope: String) -> axum::Router {
+pub fn router(
+    open: Opener,
+    origins: Vec<String>,
+    hosts: Vec<String>,
+    scope: String,
+) -> axum::Router {
     let web = Arc::new(Web {
         open,
         origins,
+        hosts,
         scope,
         sessions: auth::Sessions::default(),
         logins: auth::Failures::default(),
@@ -118,9 +126,30 @@ fn handler(method: &Method, path: &str) -> Option<Handler> {
     Some(h)
 }
 
-/// Serves one request, with the security headers on every answer.
+/// Whether the request's `Host` (or its URI's authority) names one of `hosts`, at any port: the
+/// check rmcp applies to `/mcp`, against DNS rebinding (a page of `evil.example` whose name
+/// now resolves to loopback).
+fn host_ok(hosts: &[String], req: &Request) -> bool {
+    let named = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|h| h.parse::<axum::http::uri::Authority>().ok())
+        .or_else(|| req.uri().authority().cloned());
+    named.is_some_and(|a| {
+        let host = a.host().trim_matches(['[', ']']);
+        hosts.iter().any(|h| h.eq_ignore_ascii_case(host))
+    })
+}
+
+/// Serves one request, with the security headers on every answer. A `Host` that is not the
+/// server's is 403 before anything else.
 async fn handle(State(web): State<Arc<Web>>, req: Request) -> Response {
-    let mut r = route(web, req).await;
+    let mut r = if host_ok(&web.hosts, &req) {
+        route(web, req).await
+    } else {
+        html::error(StatusCode::FORBIDDEN, "This Host is not allowed.")
+    };
     let h = r.headers_mut();
     for (name, value) in html::SECURITY_HEADERS {
         h.insert(*name, HeaderValue::from_static(value));
