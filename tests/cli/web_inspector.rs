@@ -10,7 +10,9 @@
 //! One token holder cannot log everyone out (issue 52, point 3: 1,024 logins with a read-only
 //! token evicted the admin's session): a principal keeps a few sessions, its own oldest ended
 //! first, and failed logins are limited per client address. A `Host` that is not the server's
-//! is refused as `/mcp` refuses it (issue 52, point 4: DNS rebinding).
+//! is refused as `/mcp` refuses it (issue 52, point 4: DNS rebinding). The CSRF token is in
+//! POST forms only, and counts only in a POST's body (issue 52, point 5: GET forms put it in
+//! URLs, and a token in the query string was accepted).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -449,4 +451,51 @@ fn a_foreign_host_is_refused_as_mcp_refuses_it() {
         );
         assert_eq!(ok.status, 200, "{host}: {}", ok.body);
     }
+}
+
+#[test]
+fn the_csrf_token_is_only_in_post_forms_and_counts_only_in_the_body() {
+    let e = Env::init();
+    e.ok(&["note", "--kind", "inference", "the user is a night owl"]);
+    let tok = token(&e, "admin");
+    let s = start(&e);
+    let b = Browser::login(&s, &tok);
+    for path in [
+        "/ui/wake",
+        "/ui/log",
+        "/ui/review",
+        "/ui/tree",
+        "/ui/confirm?id=0",
+    ] {
+        let page = b.get(path);
+        assert_eq!(page.status, 200, "{path}: {}", page.body);
+        for form in page.body.split("<form").skip(1) {
+            let form = form.split("</form>").next().unwrap_or_default();
+            let post = form.starts_with(" method=\"post\"");
+            assert_eq!(post, form.contains("name=\"csrf\""), "{path}: {form}");
+        }
+    }
+    let origin = format!("http://{}", s.addr);
+    let headers = [("Cookie", b.cookie.as_str()), ("Origin", origin.as_str())];
+    let action = "scope=default&id=0&decision=accept";
+    let in_url = format!("/ui/decide?csrf={}&{action}", b.csrf);
+    let r = send(&s, "POST", &in_url, &headers, "");
+    assert_eq!(r.status, 403, "{}", r.body);
+    let r = send(
+        &s,
+        "POST",
+        &format!("/ui/decide?{action}"),
+        &headers,
+        &format!("csrf={}", b.csrf),
+    );
+    assert_eq!(r.status, 303, "{}", r.body);
+    // A token in the URL of a login is not read either.
+    let r = send(
+        &s,
+        "POST",
+        &format!("/ui/login?token={}", enc(&tok)),
+        &[],
+        "",
+    );
+    assert_eq!(r.status, 401, "{}", r.body);
 }

@@ -4,7 +4,7 @@
 //! and keeps, per random session id, the token's hash, its principal and the session's CSRF
 //! token: every request looks the hash up in the store again, so a revoked token ends its
 //! sessions at once. A POST must carry an allowed Origin (or none, as MCP's own check) and the
-//! session's CSRF token; logging out drops the session. The table is bounded per principal
+//! session's CSRF token in its body (never read from the URL); logging out drops the session. The table is bounded per principal
 //! ([`MAX_SESSIONS_PER_PRINCIPAL`], its oldest ended first) and in all ([`MAX_SESSIONS`]), a
 //! session expires when idle ([`IDLE_EXPIRY`]) and after its login ([`ABSOLUTE_EXPIRY`]), and
 //! an address with [`MAX_FAILED_LOGINS`] failed logins in a [`LOGIN_WINDOW`] may not log in
@@ -220,19 +220,20 @@ async fn principal_of(web: &Web, hash: String) -> Result<Option<String>, Respons
     }
 }
 
-/// The request's query parameters, then its form's (a POST's body, read whole).
-async fn params(req: Request) -> Result<Params, Response> {
-    let mut p = html::parse_params(req.uri().query().unwrap_or_default());
-    if req.method() == Method::POST {
-        let Ok(body) = axum::body::to_bytes(req.into_body(), MAX_FORM_BYTES).await else {
-            return Err(html::error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "The form is too large.",
-            ));
-        };
-        p.extend(html::parse_params(&String::from_utf8_lossy(&body)));
+/// The request's query parameters, and its form's (a POST's body, read whole; none for
+/// another method).
+async fn params(req: Request) -> Result<(Params, Params), Response> {
+    let query = html::parse_params(req.uri().query().unwrap_or_default());
+    if req.method() != Method::POST {
+        return Ok((query, Params::new()));
     }
-    Ok(p)
+    let Ok(body) = axum::body::to_bytes(req.into_body(), MAX_FORM_BYTES).await else {
+        return Err(html::error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "The form is too large.",
+        ));
+    };
+    Ok((query, html::parse_params(&String::from_utf8_lossy(&body))))
 }
 
 /// The request's session and parameters, or the answer that refuses it: no session (or its
@@ -256,13 +257,15 @@ pub async fn admit(web: &Web, req: Request) -> Result<(Session, Params), Respons
             "This Origin is not allowed.",
         ));
     }
-    let p = params(req).await?;
-    if post && !same(html::param(&p, "csrf"), &s.csrf) {
+    let (mut p, form) = params(req).await?;
+    // The CSRF token counts only in the body: one in the URL has leaked already.
+    if post && !same(html::param(&form, "csrf"), &s.csrf) {
         return Err(html::error(
             StatusCode::FORBIDDEN,
             "The form's CSRF token is missing or wrong: reload the page and try again.",
         ));
     }
+    p.extend(form);
     Ok((s, p))
 }
 
@@ -312,8 +315,9 @@ pub async fn login(web: Arc<Web>, req: Request) -> Response {
             "Too many failed logins from this address: wait a minute and try again.",
         );
     }
+    // The token counts only in the body, as the CSRF token.
     let p = match params(req).await {
-        Ok(p) => p,
+        Ok((_, form)) => form,
         Err(r) => return r,
     };
     let hash = token_hash(html::param(&p, "token").trim());
