@@ -12,7 +12,9 @@
 //! first, and failed logins are limited per client address. A `Host` that is not the server's
 //! is refused as `/mcp` refuses it (issue 52, point 4: DNS rebinding). The CSRF token is in
 //! POST forms only, and counts only in a POST's body (issue 52, point 5: GET forms put it in
-//! URLs, and a token in the query string was accepted).
+//! URLs, and a token in the query string was accepted). A HEAD is answered as a GET without
+//! its body, another method a page does not take is 405 with `Allow`, and an unknown `?scope=`
+//! is refused (issue 52, point 6).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -498,4 +500,41 @@ fn the_csrf_token_is_only_in_post_forms_and_counts_only_in_the_body() {
         "",
     );
     assert_eq!(r.status, 401, "{}", r.body);
+}
+
+#[test]
+fn head_is_answered_as_get_without_a_body_and_other_methods_are_405() {
+    let e = Env::init();
+    let tok = token(&e, "admin");
+    let s = start(&e);
+    let b = Browser::login(&s, &tok);
+    let cookie = [("Cookie", b.cookie.as_str())];
+    let get = b.get("/ui/wake");
+    let head = send(&s, "HEAD", "/ui/wake", &cookie, "");
+    assert_eq!(head.status, 200, "{}", head.head);
+    assert!(head.body.is_empty(), "{}", head.body);
+    assert_eq!(head.header("content-type"), get.header("content-type"));
+    let length = get.body.len().to_string();
+    assert_eq!(head.header("content-length"), Some(length), "{}", head.head);
+    assert!(
+        head.header("content-security-policy").is_some(),
+        "{}",
+        head.head
+    );
+    let css = send(&s, "HEAD", "/ui/style.css", &[], "");
+    assert_eq!((css.status, css.body.as_str()), (200, ""));
+    for (method, path, allow) in [
+        ("PUT", "/ui/wake", "GET, HEAD"),
+        ("DELETE", "/ui/decide", "POST"),
+        ("GET", "/ui/decide", "POST"),
+        ("PATCH", "/ui/login", "GET, HEAD, POST"),
+        ("GET", "/ui/logout", "POST"),
+    ] {
+        let r = send(&s, method, path, &cookie, "");
+        assert_eq!(r.status, 405, "{method} {path}: {}", r.body);
+        assert_eq!(r.header("allow").as_deref(), Some(allow), "{method} {path}");
+    }
+    for method in ["GET", "HEAD", "PUT"] {
+        assert_eq!(send(&s, method, "/ui/nowhere", &cookie, "").status, 404);
+    }
 }

@@ -142,14 +142,58 @@ fn host_ok(hosts: &[String], req: &Request) -> bool {
     })
 }
 
+/// The methods a path answers, for a 405's `Allow` (None: no such page).
+fn allowed(path: &str) -> Option<&'static str> {
+    let get =
+        matches!(path, "/ui/style.css" | "/ui/login") || handler(&Method::GET, path).is_some();
+    let post = matches!(path, "/ui/login" | "/ui/logout") || handler(&Method::POST, path).is_some();
+    match (get, post) {
+        (true, true) => Some("GET, HEAD, POST"),
+        (true, false) => Some("GET, HEAD"),
+        (false, true) => Some("POST"),
+        (false, false) => None,
+    }
+}
+
+/// 405 with the methods the path answers, or 404 when there is no such page.
+fn no_such(path: &str) -> Response {
+    let Some(allow) = allowed(path) else {
+        return html::error(StatusCode::NOT_FOUND, "No such page.");
+    };
+    let mut r = html::error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        &format!("This page answers {allow} only."),
+    );
+    r.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static(allow));
+    r
+}
+
+/// Drops a HEAD's body, keeping its length (a GET's).
+fn without_body(r: &mut Response) {
+    use axum::body::HttpBody;
+    if let Some(n) = r.body().size_hint().exact() {
+        r.headers_mut()
+            .insert(header::CONTENT_LENGTH, HeaderValue::from(n));
+    }
+    *r.body_mut() = axum::body::Body::empty();
+}
+
 /// Serves one request, with the security headers on every answer. A `Host` that is not the
-/// server's is 403 before anything else.
-async fn handle(State(web): State<Arc<Web>>, req: Request) -> Response {
+/// server's is 403 before anything else. A HEAD is answered as a GET, without the body.
+async fn handle(State(web): State<Arc<Web>>, mut req: Request) -> Response {
+    let head = req.method() == Method::HEAD;
+    if head {
+        *req.method_mut() = Method::GET;
+    }
     let mut r = if host_ok(&web.hosts, &req) {
         route(web, req).await
     } else {
         html::error(StatusCode::FORBIDDEN, "This Host is not allowed.")
     };
+    if head {
+        without_body(&mut r);
+    }
     let h = r.headers_mut();
     for (name, value) in html::SECURITY_HEADERS {
         h.insert(*name, HeaderValue::from_static(value));
@@ -168,7 +212,7 @@ async fn route(web: Arc<Web>, req: Request) -> Response {
         _ => {}
     }
     let Some(page) = handler(req.method(), &path) else {
-        return html::error(StatusCode::NOT_FOUND, "No such page.");
+        return no_such(&path);
     };
     let (session, params) = match auth::admit(&web, req).await {
         Ok(s) => s,
