@@ -538,3 +538,24 @@ fn head_is_answered_as_get_without_a_body_and_other_methods_are_405() {
         assert_eq!(send(&s, method, "/ui/nowhere", &cookie, "").status, 404);
     }
 }
+
+#[test]
+fn an_unknown_scope_is_refused() {
+    let e = Env::init();
+    e.ok(&["note", "the deploy runs on fridays"]);
+    let tok = token(&e, "admin");
+    let s = start(&e);
+    let b = Browser::login(&s, &tok);
+    for path in ["/ui/wake", "/ui/log", "/ui/review", "/ui/tree", "/ui/admin"] {
+        let r = b.get(&format!("{path}?scope=no-such-scope"));
+        assert_eq!(r.status, 400, "{path}: {}", r.body);
+        assert!(r.body.contains("no-such-scope"), "{path}: {}", r.body);
+        assert_eq!(
+            b.get(&format!("{path}?scope=default")).status,
+            200,
+            "{path}"
+        );
+    }
+    let r = b.post("/ui/decide", "scope=no-such-scope&id=0&decision=accept");
+    assert_eq!(r.status, 400, "{}", r.body);
+}

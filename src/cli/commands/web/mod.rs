@@ -245,8 +245,17 @@ fn context(
     let store = open()?.as_principal(Some(&s.principal));
     // The admin, as the library decides it (a store without grants knows its admin's name
     // only where a check reads it): whoever may list the grants.
-    let (scopes, admin) = store.read(|r| Ok((r.scopes()?, r.grants().is_ok())))?;
     let asked = html::param(&params, "scope");
+    let (scopes, admin) = store.read(|r| {
+        let scopes = r.scopes()?;
+        if !asked.is_empty() && asked != default_scope && !scopes.iter().any(|s| s == asked) {
+            // One the principal may not read is the library's to refuse (403); one it may
+            // read that the store does not hold is unknown (400), not an empty page.
+            r.count(asked)?;
+            return Err(bad("scope", format!("the store holds no scope {asked:?}")));
+        }
+        Ok((scopes, r.grants().is_ok()))
+    })?;
     let scope = if !asked.is_empty() {
         asked.to_string()
     } else if scopes.contains(&default_scope) || scopes.is_empty() {
