@@ -6,7 +6,8 @@
 //!
 //! Sessions are bounded (issue 52, point 1: one read-only token opened 10,000 sessions in 3 s,
 //! 529 MB): a principal keeps at most 64 and the server 1,024 in all, the least recently used
-//! ended first, and another principal's sessions are untouched by one principal's flood.
+//! ended first, and another principal's sessions are untouched by one principal's flood; both
+//! bounds are flags (`--max-sessions-per-principal`, `--max-sessions`).
 
 use std::io::Write;
 
@@ -143,4 +144,28 @@ fn the_server_keeps_a_bounded_number_of_sessions_in_all() {
     assert!(!alive(&s, &next, &bob), "more than {IN_ALL} sessions kept");
     let again = open_session(&s, &bob);
     assert!(alive(&s, &again, &bob));
+}
+
+#[test]
+fn the_bounds_are_flags() {
+    let e = Env::init();
+    let (alice, bob) = (token(&e, "user:alice"), token(&e, "user:bob"));
+    let flags = ["--max-sessions-per-principal", "2", "--max-sessions", "3"];
+    let s = HttpServer::start(&e, &flags);
+    let a1 = open_session(&s, &alice);
+    let a2 = open_session(&s, &alice);
+    let a3 = open_session(&s, &alice);
+    assert!(
+        !alive(&s, &a1, &alice),
+        "a third session of one principal kept the first"
+    );
+    let b1 = open_session(&s, &bob);
+    let b2 = open_session(&s, &bob);
+    assert!(
+        !alive(&s, &a2, &alice),
+        "a fourth session in all kept the least recently used"
+    );
+    for (id, tok) in [(&a3, &alice), (&b1, &bob), (&b2, &bob)] {
+        assert!(alive(&s, id, tok), "{id}");
+    }
 }

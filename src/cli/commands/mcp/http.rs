@@ -21,7 +21,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use somna::Error;
 
 use super::guard::{ConnSlot, GuardedListener};
-use super::sessions::Sessions;
+use super::sessions::{Limits, Sessions};
 use super::Ui;
 use super::{batch, stdio, Caller, Server, SomnaMcp};
 use crate::cli::commands::token::{token_hash, Authenticated, Peer, Revoked};
@@ -73,6 +73,7 @@ pub async fn serve(
     addr: &str,
     origins: &[String],
     ui: Option<Ui>,
+    limits: Limits,
 ) -> Result<(), Error> {
     let addr = if addr.contains(':') {
         addr.to_string()
@@ -101,7 +102,7 @@ pub async fn serve(
         .with_cancellation_token(ct.child_token());
     let server = Arc::clone(&handler.0);
     let scope = server.scope.clone();
-    let sessions = Arc::new(Sessions::new(Arc::clone(&server)));
+    let sessions = Arc::new(Sessions::new(Arc::clone(&server), limits));
     let gate = Arc::new(Gate {
         server: Arc::clone(&server),
         origins: origins.clone(),

@@ -71,6 +71,14 @@ pub struct McpArgs {
     /// from `somna token add`
     #[arg(long, requires = "http")]
     pub ui: bool,
+    /// The most MCP sessions one principal keeps open (HTTP): its next `initialize` ends its
+    /// least recently used one
+    #[arg(long, default_value_t = sessions::MAX_SESSIONS_PER_PRINCIPAL, value_name = "N", requires = "http")]
+    pub max_sessions_per_principal: usize,
+    /// The most MCP sessions kept open in all (HTTP): the next `initialize` ends the least
+    /// recently used one
+    #[arg(long, default_value_t = sessions::MAX_SESSIONS, value_name = "N", requires = "http")]
+    pub max_sessions: usize,
 }
 
 /// What every call of one server process shares.
@@ -503,7 +511,14 @@ pub fn serve(
         .build()?;
     rt.block_on(async move {
         match &a.http {
-            Some(addr) => http::serve(handler, addr, &a.allow_origin, a.ui.then_some(ui)).await,
+            Some(addr) => {
+                let limits = sessions::Limits {
+                    per_principal: a.max_sessions_per_principal,
+                    in_all: a.max_sessions,
+                };
+                let ui = a.ui.then_some(ui);
+                http::serve(handler, addr, &a.allow_origin, ui, limits).await
+            }
             None => stdio::serve(handler).await,
         }
     })?;

@@ -2,7 +2,8 @@
 //! every session an `initialize` opens until it idles out (about 50 KB each), so one token could
 //! fill memory. [`Sessions`] wraps it: it knows who opened each session (a request that names a
 //! session with another principal's token is answered as if it did not exist), keeps at most
-//! [`MAX_SESSIONS_PER_PRINCIPAL`] per principal and [`MAX_SESSIONS`] in all, ending the least
+//! [`MAX_SESSIONS_PER_PRINCIPAL`] per principal and [`MAX_SESSIONS`] in all by default ([`Limits`],
+//! `--max-sessions-per-principal` and `--max-sessions`), ending the least
 //! recently used first, and when a session ends (closed by its client, evicted here, or dropped
 //! by rmcp after its idle timeout) ends what the server keeps for it: its owner, its legacy
 //! subscriptions and its logging level.
@@ -24,6 +25,16 @@ use super::Server;
 pub const MAX_SESSIONS_PER_PRINCIPAL: usize = 64;
 /// The most sessions kept open in all: the next `initialize` ends the least recently used one.
 pub const MAX_SESSIONS: usize = 1024;
+
+/// The bounds of the sessions: `--max-sessions-per-principal` and `--max-sessions` (each at
+/// least 1).
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// The most sessions one principal keeps open.
+    pub per_principal: usize,
+    /// The most sessions kept open in all.
+    pub in_all: usize,
+}
 
 /// What the server knows of one session.
 struct Entry {
@@ -64,15 +75,21 @@ pub struct Sessions {
     inner: LocalSessionManager,
     table: Mutex<Table>,
     server: Arc<Server>,
+    limits: Limits,
 }
 
 impl Sessions {
-    /// The sessions of `server`.
-    pub fn new(server: Arc<Server>) -> Sessions {
+    /// The sessions of `server`, within `limits`.
+    pub fn new(server: Arc<Server>, limits: Limits) -> Sessions {
+        let limits = Limits {
+            per_principal: limits.per_principal.max(1),
+            in_all: limits.in_all.max(1),
+        };
         Sessions {
             inner: LocalSessionManager::default(),
             table: Mutex::default(),
             server,
+            limits,
         }
     }
 
@@ -105,13 +122,13 @@ impl Sessions {
         let used = t.clock;
         let principal = principal.to_string();
         let mut out = Vec::new();
-        while t.held_by(&principal) >= MAX_SESSIONS_PER_PRINCIPAL {
+        while t.held_by(&principal) >= self.limits.per_principal {
             out.extend(
                 t.lru(Some(&principal))
                     .and_then(|k| t.entries.remove_entry(&k)),
             );
         }
-        while t.entries.len() >= MAX_SESSIONS {
+        while t.entries.len() >= self.limits.in_all {
             out.extend(t.lru(None).and_then(|k| t.entries.remove_entry(&k)));
         }
         t.entries.insert(id, Entry { principal, used });
