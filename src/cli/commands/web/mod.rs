@@ -20,7 +20,7 @@ use std::sync::Arc;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use somna::{Error, Store};
+use somna::{Error, ReadTxn, Store};
 
 use crate::cli::commands::token::Authenticated;
 
@@ -243,17 +243,12 @@ fn context(
     params: Params,
 ) -> Result<Cx, Error> {
     let store = open()?.as_principal(Some(&s.principal));
+    let asked = html::param(&params, "scope");
     // The admin, as the library decides it (a store without grants knows its admin's name
     // only where a check reads it): whoever may list the grants.
-    let asked = html::param(&params, "scope");
     let (scopes, admin) = store.read(|r| {
         let scopes = r.scopes()?;
-        if !asked.is_empty() && asked != default_scope && !scopes.iter().any(|s| s == asked) {
-            // One the principal may not read is the library's to refuse (403); one it may
-            // read that the store does not hold is unknown (400), not an empty page.
-            r.count(asked)?;
-            return Err(bad("scope", format!("the store holds no scope {asked:?}")));
-        }
+        known_scope(r, asked, &default_scope, &scopes)?;
         Ok((scopes, r.grants().is_ok()))
     })?;
     let scope = if !asked.is_empty() {
@@ -272,6 +267,17 @@ fn context(
         csrf: s.csrf.clone(),
         params,
     })
+}
+
+/// Refuses a scope asked (`?scope=`, a form's `scope`) that the store does not hold: 400, not
+/// an empty page. One the principal may not read is the library's to refuse (403); the
+/// server's own scope is always accepted (a new store holds no scope yet).
+fn known_scope(r: &ReadTxn, asked: &str, default: &str, scopes: &[String]) -> Result<(), Error> {
+    if asked.is_empty() || asked == default || scopes.iter().any(|s| s == asked) {
+        return Ok(());
+    }
+    r.count(asked)?;
+    Err(bad("scope", format!("the store holds no scope {asked:?}")))
 }
 
 /// A page laid out, or a redirect.
