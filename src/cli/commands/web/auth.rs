@@ -167,14 +167,31 @@ impl Failures {
     /// Counts a failed login of `peer` at `now`.
     fn failed(&self, peer: IpAddr, now: Instant) {
         let mut t = self.table();
-        if t.len() >= MAX_COUNTED_PEERS {
-            t.retain(|_, (start, _)| now.duration_since(*start) < LOGIN_WINDOW);
+        if !t.contains_key(&peer) {
+            make_room(&mut t, now);
         }
         let e = t.entry(peer).or_insert((now, 0));
         if now.duration_since(e.0) >= LOGIN_WINDOW {
             *e = (now, 0);
         }
         e.1 = e.1.saturating_add(1);
+    }
+}
+
+/// Keeps the counted addresses under [`MAX_COUNTED_PEERS`]: drops those of past windows, then
+/// (still full) the one whose window opened first.
+fn make_room(t: &mut HashMap<IpAddr, (Instant, u32)>, now: Instant) {
+    if t.len() >= MAX_COUNTED_PEERS {
+        t.retain(|_, (start, _)| now.duration_since(*start) < LOGIN_WINDOW);
+    }
+    if t.len() >= MAX_COUNTED_PEERS {
+        let first = t
+            .iter()
+            .min_by_key(|(_, (start, _))| *start)
+            .map(|(k, _)| *k);
+        if let Some(k) = first {
+            t.remove(&k);
+        }
     }
 }
 
@@ -405,5 +422,9 @@ mod tests {
         assert!(!f.allowed(a, t0));
         assert!(f.allowed(b, t0));
         assert!(f.allowed(a, t0 + LOGIN_WINDOW));
+        for n in 0..MAX_COUNTED_PEERS as u32 + 10 {
+            f.failed(IpAddr::from(n.to_be_bytes()), t0);
+        }
+        assert_eq!(f.table().len(), MAX_COUNTED_PEERS);
     }
 }
