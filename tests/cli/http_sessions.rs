@@ -3,6 +3,11 @@
 //! POSTs, opens the notification stream or DELETEs (before, it was served inside the session,
 //! could listen to its subscriptions' notifications and could end it). The owner keeps the
 //! session, and ends it.
+//!
+//! Sessions are bounded (issue 52, point 1: one read-only token opened 10,000 sessions in 3 s,
+//! 529 MB): a principal keeps at most 64 and the server 1,024 in all, the least recently used
+//! ended first, and another principal's sessions are untouched by one principal's flood; both
+//! bounds are flags (`--max-sessions-per-principal`, `--max-sessions`).
 
 use std::io::Write;
 
@@ -32,15 +37,20 @@ fn session_id(resp: &str) -> String {
         .unwrap_or_else(|| panic!("no session id in {resp}"))
 }
 
-/// Opens a session as the holder of `tok` (`initialize`, then `notifications/initialized`) and
-/// returns its id.
-fn open_session(s: &HttpServer, tok: &str) -> String {
+/// Sends `initialize` as the holder of `tok`; returns the new session's id.
+fn initialize(s: &HttpServer, tok: &str) -> String {
     let (status, resp) = s.post(
         &[("Authorization", &format!("Bearer {tok}"))],
         &initialize_body(),
     );
     assert_eq!(status, 200, "{resp}");
-    let id = session_id(&resp);
+    session_id(&resp)
+}
+
+/// Opens a session as the holder of `tok` (`initialize`, then `notifications/initialized`) and
+/// returns its id.
+fn open_session(s: &HttpServer, tok: &str) -> String {
+    let id = initialize(s, tok);
     let (status, resp) = send(s, "POST", &id, tok, INITIALIZED);
     assert!((200..300).contains(&status), "{resp}");
     id
@@ -74,4 +84,88 @@ fn another_principal_cannot_use_or_end_a_session() {
     let own = open_session(&s, &bob);
     let (status, resp) = send(&s, "POST", &own, &bob, PING);
     assert_eq!(status, 200, "{resp}");
+}
+
+/// The bounds of src/cli/commands/mcp/sessions.rs.
+const PER_PRINCIPAL: usize = 64;
+const IN_ALL: usize = 1024;
+
+/// Whether the session `id` still answers a ping of its owner.
+fn alive(s: &HttpServer, id: &str, tok: &str) -> bool {
+    let (status, resp) = send(s, "POST", id, tok, PING);
+    assert!(status == 200 || status == 404, "{resp}");
+    status == 200
+}
+
+#[test]
+fn one_principal_keeps_a_bounded_number_of_sessions_the_least_recently_used_ended_first() {
+    let e = Env::init();
+    let (alice, bob) = (token(&e, "user:alice"), token(&e, "user:bob"));
+    let s = HttpServer::start(&e, &[]);
+    let bobs = open_session(&s, &bob);
+    let (first, used) = (open_session(&s, &alice), open_session(&s, &alice));
+    let mut newest = String::new();
+    for i in 0..3 * PER_PRINCIPAL {
+        newest = initialize(&s, &alice);
+        if i % 16 == 0 {
+            assert!(alive(&s, &used, &alice), "a session in use was ended");
+        }
+    }
+    assert!(
+        !alive(&s, &first, &alice),
+        "the least recently used session is kept"
+    );
+    assert!(alive(&s, &used, &alice));
+    assert!(alive(&s, &newest, &alice));
+    assert!(
+        alive(&s, &bobs, &bob),
+        "another principal's session was ended"
+    );
+}
+
+#[test]
+fn the_server_keeps_a_bounded_number_of_sessions_in_all() {
+    let e = Env::init();
+    let bob = token(&e, "user:bob");
+    let s = HttpServer::start(&e, &[]);
+    let oldest = open_session(&s, &bob);
+    let next = open_session(&s, &bob);
+    for n in 0..IN_ALL / PER_PRINCIPAL {
+        let tok = token(&e, &format!("user:p{n}"));
+        for _ in 0..PER_PRINCIPAL {
+            initialize(&s, &tok);
+        }
+    }
+    // 1,024 others opened since: the two oldest ended.
+    assert!(
+        !alive(&s, &oldest, &bob),
+        "more than {IN_ALL} sessions kept"
+    );
+    assert!(!alive(&s, &next, &bob), "more than {IN_ALL} sessions kept");
+    let again = open_session(&s, &bob);
+    assert!(alive(&s, &again, &bob));
+}
+
+#[test]
+fn the_bounds_are_flags() {
+    let e = Env::init();
+    let (alice, bob) = (token(&e, "user:alice"), token(&e, "user:bob"));
+    let flags = ["--max-sessions-per-principal", "2", "--max-sessions", "3"];
+    let s = HttpServer::start(&e, &flags);
+    let a1 = open_session(&s, &alice);
+    let a2 = open_session(&s, &alice);
+    let a3 = open_session(&s, &alice);
+    assert!(
+        !alive(&s, &a1, &alice),
+        "a third session of one principal kept the first"
+    );
+    let b1 = open_session(&s, &bob);
+    let b2 = open_session(&s, &bob);
+    assert!(
+        !alive(&s, &a2, &alice),
+        "a fourth session in all kept the least recently used"
+    );
+    for (id, tok) in [(&a3, &alice), (&b1, &bob), (&b2, &bob)] {
+        assert!(alive(&s, id, tok), "{id}");
+    }
 }

@@ -3,7 +3,8 @@
 //! as its block line, `--limit` and the `--offset` cursor, `--json` with scores and matched
 //! terms, `note --vector` with `search --vector -`, `reindex` leaving a store that verifies, and
 //! a running process (`somna mcp`) finding what another process noted since its last search,
-//! with the scope's statistics updated.
+//! with the scope's statistics updated. The vector mode without a vector is refused as invalid,
+//! on the command line and over MCP, never answered "No hit." (issue 52, point 6).
 
 use crate::common::{run_raw, Env};
 
@@ -145,4 +146,27 @@ fn a_note_by_another_process_is_found_by_the_next_search_of_a_running_one() {
         old.1, before[0].1,
         "#0's score ignores the new document frequency: {before:?} -> {after:?}"
     );
+}
+
+#[test]
+fn the_vector_mode_without_a_vector_is_invalid() {
+    let e = Env::init();
+    notes(&e, &["the deploy goes through staging"]);
+    let mut c = e.cmd();
+    c.args(["search", "deploy", "--mode", "vector"]);
+    let r = run_raw(c, None);
+    let err = String::from_utf8_lossy(&r.err);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        err.contains("invalid vector") && !err.contains("No hit"),
+        "{err}"
+    );
+    let mut s = crate::common::mcp::StdioServer::start(&e, &[], &[]);
+    let res = s.call(
+        "search",
+        serde_json::json!({"query": "deploy", "mode": "vector"}),
+    );
+    assert_eq!(crate::common::mcp::error_class(&res), "invalid", "{res}");
+    let text = res["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("invalid vector: "), "{res}");
 }

@@ -6,6 +6,15 @@
 //! principal; a redaction purges the text from the pages, search and export; a revoked token
 //! ends its sessions at once; hostile memory text is escaped; every answer carries the
 //! security headers.
+//!
+//! One token holder cannot log everyone out (issue 52, point 3: 1,024 logins with a read-only
+//! token evicted the admin's session): a principal keeps a few sessions, its own oldest ended
+//! first, and failed logins are limited per client address. A `Host` that is not the server's
+//! is refused as `/mcp` refuses it (issue 52, point 4: DNS rebinding). The CSRF token is in
+//! POST forms only, and counts only in a POST's body (issue 52, point 5: GET forms put it in
+//! URLs, and a token in the query string was accepted). A HEAD is answered as a GET without
+//! its body, another method a page does not take is 405 with `Allow`, and an unknown `?scope=`
+//! is refused (issue 52, point 6).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -38,15 +47,21 @@ fn send(s: &HttpServer, method: &str, path: &str, headers: &[(&str, &str)], body
     let mut t = TcpStream::connect(&s.addr).expect("connect");
     t.set_read_timeout(Some(Duration::from_secs(30)))
         .expect("timeout");
+    let host = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("host"))
+        .map_or(s.addr.as_str(), |(_, v)| *v);
     let mut req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        s.addr,
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
     );
     if method == "POST" {
         req.push_str("Content-Type: application/x-www-form-urlencoded\r\n");
     }
-    for (k, v) in headers {
+    for (k, v) in headers
+        .iter()
+        .filter(|(k, _)| !k.eq_ignore_ascii_case("host"))
+    {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
     req.push_str("\r\n");
@@ -349,4 +364,198 @@ fn hostile_memory_text_is_escaped_on_every_page() {
         .get("/ui/log")
         .body
         .contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+}
+
+#[test]
+fn one_principals_logins_end_only_its_own_oldest_sessions() {
+    let e = Env::init();
+    let (admin, reader) = (token(&e, "admin"), token(&e, "user:reader"));
+    let s = start(&e);
+    let a = Browser::login(&s, &admin);
+    let first = Browser::login(&s, &reader);
+    for _ in 0..1_100 {
+        let r = send(
+            &s,
+            "POST",
+            "/ui/login",
+            &[],
+            &format!("token={}", enc(&reader)),
+        );
+        assert_eq!(r.status, 303, "{}{}", r.head, r.body);
+    }
+    assert_eq!(a.get("/ui/wake").status, 200, "the admin was logged out");
+    let gone = first.get("/ui/wake");
+    assert_eq!(gone.status, 303, "the reader's oldest session was kept");
+    assert_eq!(gone.header("location").as_deref(), Some("/ui/login"));
+}
+
+#[test]
+fn failed_logins_are_limited_per_address() {
+    let e = Env::init();
+    let tok = token(&e, "admin");
+    let s = start(&e);
+    let a = Browser::login(&s, &tok);
+    let mut statuses = Vec::new();
+    for n in 0..20 {
+        let r = send(
+            &s,
+            "POST",
+            "/ui/login",
+            &[],
+            &format!("token=somna_wrong{n}"),
+        );
+        statuses.push(r.status);
+    }
+    assert_eq!(statuses[..10], [401; 10], "{statuses:?}");
+    assert_eq!(statuses[10..], [429; 10], "{statuses:?}");
+    // Now even a good token is refused from this address, before it is looked up; a session
+    // already open is not touched.
+    let r = send(
+        &s,
+        "POST",
+        "/ui/login",
+        &[],
+        &format!("token={}", enc(&tok)),
+    );
+    assert_eq!(r.status, 429, "{}", r.body);
+    assert_eq!(a.get("/ui/wake").status, 200);
+}
+
+#[test]
+fn a_foreign_host_is_refused_as_mcp_refuses_it() {
+    let e = Env::init();
+    let tok = token(&e, "admin");
+    let s = start(&e);
+    let b = Browser::login(&s, &tok);
+    let port = s.addr.rsplit(':').next().expect("a port");
+    let evil = format!("evil.example:{port}");
+    let cookie = b.cookie.as_str();
+    let page = send(
+        &s,
+        "GET",
+        "/ui/wake",
+        &[("Host", &evil), ("Cookie", cookie)],
+        "",
+    );
+    assert_eq!(page.status, 403, "{}", page.body);
+    assert!(!page.body.contains("name=\"csrf\""), "{}", page.body);
+    let form = format!("token={}", enc(&tok));
+    let login = send(&s, "POST", "/ui/login", &[("Host", &evil)], &form);
+    assert_eq!(login.status, 403, "{}", login.body);
+    assert!(login.header("set-cookie").is_none(), "{}", login.head);
+    for host in [format!("localhost:{port}"), format!("127.0.0.1:{port}")] {
+        let ok = send(
+            &s,
+            "GET",
+            "/ui/wake",
+            &[("Host", &host), ("Cookie", cookie)],
+            "",
+        );
+        assert_eq!(ok.status, 200, "{host}: {}", ok.body);
+    }
+}
+
+#[test]
+fn the_csrf_token_is_only_in_post_forms_and_counts_only_in_the_body() {
+    let e = Env::init();
+    e.ok(&["note", "--kind", "inference", "the user is a night owl"]);
+    let tok = token(&e, "admin");
+    let s = start(&e);
+    let b = Browser::login(&s, &tok);
+    for path in [
+        "/ui/wake",
+        "/ui/log",
+        "/ui/review",
+        "/ui/tree",
+        "/ui/confirm?id=0",
+    ] {
+        let page = b.get(path);
+        assert_eq!(page.status, 200, "{path}: {}", page.body);
+        for form in page.body.split("<form").skip(1) {
+            let form = form.split("</form>").next().unwrap_or_default();
+            let post = form.starts_with(" method=\"post\"");
+            assert_eq!(post, form.contains("name=\"csrf\""), "{path}: {form}");
+        }
+    }
+    let origin = format!("http://{}", s.addr);
+    let headers = [("Cookie", b.cookie.as_str()), ("Origin", origin.as_str())];
+    let action = "scope=default&id=0&decision=accept";
+    let in_url = format!("/ui/decide?csrf={}&{action}", b.csrf);
+    let r = send(&s, "POST", &in_url, &headers, "");
+    assert_eq!(r.status, 403, "{}", r.body);
+    let r = send(
+        &s,
+        "POST",
+        &format!("/ui/decide?{action}"),
+        &headers,
+        &format!("csrf={}", b.csrf),
+    );
+    assert_eq!(r.status, 303, "{}", r.body);
+    // A token in the URL of a login is not read either.
+    let r = send(
+        &s,
+        "POST",
+        &format!("/ui/login?token={}", enc(&tok)),
+        &[],
+        "",
+    );
+    assert_eq!(r.status, 401, "{}", r.body);
+}
+
+#[test]
+fn head_is_answered_as_get_without_a_body_and_other_methods_are_405() {
+    let e = Env::init();
+    let tok = token(&e, "admin");
+    let s = start(&e);
+    let b = Browser::login(&s, &tok);
+    let cookie = [("Cookie", b.cookie.as_str())];
+    let get = b.get("/ui/wake");
+    let head = send(&s, "HEAD", "/ui/wake", &cookie, "");
+    assert_eq!(head.status, 200, "{}", head.head);
+    assert!(head.body.is_empty(), "{}", head.body);
+    assert_eq!(head.header("content-type"), get.header("content-type"));
+    let length = get.body.len().to_string();
+    assert_eq!(head.header("content-length"), Some(length), "{}", head.head);
+    assert!(
+        head.header("content-security-policy").is_some(),
+        "{}",
+        head.head
+    );
+    let css = send(&s, "HEAD", "/ui/style.css", &[], "");
+    assert_eq!((css.status, css.body.as_str()), (200, ""));
+    for (method, path, allow) in [
+        ("PUT", "/ui/wake", "GET, HEAD"),
+        ("DELETE", "/ui/decide", "POST"),
+        ("GET", "/ui/decide", "POST"),
+        ("PATCH", "/ui/login", "GET, HEAD, POST"),
+        ("GET", "/ui/logout", "POST"),
+    ] {
+        let r = send(&s, method, path, &cookie, "");
+        assert_eq!(r.status, 405, "{method} {path}: {}", r.body);
+        assert_eq!(r.header("allow").as_deref(), Some(allow), "{method} {path}");
+    }
+    for method in ["GET", "HEAD", "PUT"] {
+        assert_eq!(send(&s, method, "/ui/nowhere", &cookie, "").status, 404);
+    }
+}
+
+#[test]
+fn an_unknown_scope_is_refused() {
+    let e = Env::init();
+    e.ok(&["note", "the deploy runs on fridays"]);
+    let tok = token(&e, "admin");
+    let s = start(&e);
+    let b = Browser::login(&s, &tok);
+    for path in ["/ui/wake", "/ui/log", "/ui/review", "/ui/tree", "/ui/admin"] {
+        let r = b.get(&format!("{path}?scope=no-such-scope"));
+        assert_eq!(r.status, 400, "{path}: {}", r.body);
+        assert!(r.body.contains("no-such-scope"), "{path}: {}", r.body);
+        assert_eq!(
+            b.get(&format!("{path}?scope=default")).status,
+            200,
+            "{path}"
+        );
+    }
+    let r = b.post("/ui/decide", "scope=no-such-scope&id=0&decision=accept");
+    assert_eq!(r.status, 400, "{}", r.body);
 }

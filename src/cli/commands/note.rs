@@ -79,7 +79,11 @@ pub fn default_kind() -> String {
 pub fn run(cx: &mut Context<'_>, a: &NoteArgs) -> Result<u8, Error> {
     let mem = new_memory(cx, a)?;
     let untrusted = somna::reads_as_instructions(&mem.text);
-    let noted = cx.store.note_report(cx.scope, mem, a.key.as_deref())?;
+    let tool_call = cx.tool_call;
+    let noted = cx
+        .store
+        .note_report(cx.scope, mem, a.key.as_deref())
+        .map_err(|e| if tool_call { for_a_tool(e) } else { e })?;
     let first = noted.appended.first;
     let mut v = serde_json::json!({"id": first, "replayed": noted.appended.replayed});
     let text = cx.text_wanted();
@@ -138,6 +142,25 @@ fn new_memory(cx: &Context<'_>, a: &NoteArgs) -> Result<NewMemory, Error> {
         .supersedes(a.supersedes.clone())
         .conflicts_with(a.conflicts_with.clone())
         .force(a.force))
+}
+
+/// How the library's refusal of a secret ends: advice for the command line.
+const FORCE_HINT: &str = " (pass --force if it is not a secret)";
+
+/// A note's error as a tool caller can act on it: the tool takes no `force`, so the refusal of
+/// what looks like a secret says that a person can store it with the command line instead.
+fn for_a_tool(e: Error) -> Error {
+    match e {
+        Error::Invalid { what, reason } if reason.ends_with(FORCE_HINT) => Error::Invalid {
+            what,
+            reason: format!(
+                "{}; a tool call cannot store it (the note tool has no force argument): if it \
+                 is not a secret, a person can store it with `somna note --force`",
+                reason.trim_end_matches(FORCE_HINT)
+            ),
+        },
+        e => e,
+    }
 }
 
 /// The verb `note`.

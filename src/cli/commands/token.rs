@@ -41,8 +41,18 @@ pub struct RevokeArgs {
 /// Marks a response to a request with a valid session (the inspector) or token (MCP), so that
 /// the listener never sheds its connection. Here, beside the tokens, so that the inspector and
 /// the MCP server share it without naming each other.
+/// It carries the hash of the token, which authenticates a bounded number of connections.
 #[derive(Clone, Debug)]
-pub struct Authenticated;
+pub struct Authenticated(pub String);
+
+/// The address a request came from (the listener's), for the inspector's login limit.
+#[derive(Clone, Copy, Debug)]
+pub struct Peer(pub std::net::IpAddr);
+
+/// Marks a response to a request whose session's token was found revoked: its connection is
+/// closed after it and may be shed.
+#[derive(Clone, Debug)]
+pub struct Revoked;
 
 /// Whether the command only reads.
 pub fn reads_only(a: &TokenArgs) -> bool {

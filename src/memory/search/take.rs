@@ -69,6 +69,13 @@ fn rank_scope(
 pub(crate) fn search(r: &ReadTxn, scopes: &[String], q: &SearchQuery) -> Result<SearchResult> {
     require_index(r)?;
     q.params.validate()?;
+    if q.mode == Some(SearchMode::Vector) && q.vector.is_none() {
+        // Ranked by nothing, it would answer "No hit." as if nothing matched.
+        return Err(Error::invalid(
+            "vector",
+            "the vector mode ranks by a query vector, and none was given",
+        ));
+    }
     let terms = query_term_forms(&q.text);
     if terms.is_empty() && (q.vector.is_none() || q.effective_mode() == SearchMode::Lexical) {
         return Err(Error::invalid("query", "there is no word to look for"));

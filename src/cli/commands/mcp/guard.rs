@@ -4,7 +4,10 @@
 //! after [`AUTH_TIMEOUT`] (a request's head read slowly, or never), and any connection closed
 //! after [`IDLE_TIMEOUT`] without a byte either way. When a limit is reached the oldest
 //! unauthenticated connection is shed; a connection that authenticated is never shed, so token
-//! holders keep being served while anonymous sockets pile up.
+//! holders keep being served while anonymous sockets pile up. One token authenticates at most
+//! [`MAX_CONNECTIONS_PER_TOKEN`] connections at once (issue 52, point 2: one token's 512
+//! keep-alive connections held every slot), and a connection whose token is found revoked is
+//! authenticated no more ([`ConnSlot::revoked`]).
 
 use std::future::Future;
 use std::io;
@@ -23,6 +26,9 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 /// The most connections served at once.
 pub const MAX_CONNECTIONS: usize = 512;
+/// The most connections one token authenticates at once: a request with that token on another
+/// connection is refused (429) and the connection stays unauthenticated (so it can be shed).
+pub const MAX_CONNECTIONS_PER_TOKEN: usize = 32;
 /// The most unauthenticated connections from one IP address.
 pub const MAX_UNAUTHENTICATED_PER_PEER: usize = 64;
 /// How long a connection may take to send a request with a valid token.
@@ -39,7 +45,24 @@ struct Slot {
     /// Milliseconds since the registry started, at the last byte read or written.
     last: AtomicU64,
     authenticated: AtomicBool,
+    /// The hash of the token that authenticated it, if one did.
+    token: Mutex<Option<String>>,
     kill: CancellationToken,
+}
+
+impl Slot {
+    /// Whether the token `hash` authenticated this connection.
+    fn holds(&self, hash: &str) -> bool {
+        self.token.lock().is_ok_and(|t| t.as_deref() == Some(hash))
+    }
+
+    /// Sets (or clears) the token that authenticated this connection.
+    fn set_token(&self, hash: Option<&str>) {
+        if let Ok(mut t) = self.token.lock() {
+            *t = hash.map(str::to_string);
+        }
+        self.authenticated.store(hash.is_some(), Ordering::Relaxed);
+    }
 }
 
 /// The open connections.
@@ -79,10 +102,28 @@ impl Registry {
             opened: Instant::now(),
             last: AtomicU64::new(self.now_ms()),
             authenticated: AtomicBool::new(false),
+            token: Mutex::new(None),
             kill: CancellationToken::new(),
         });
         slots.push(Arc::clone(&slot));
         Some(slot)
+    }
+
+    /// Marks `slot` as authenticated by the token `hash`, unless that token already
+    /// authenticates [`MAX_CONNECTIONS_PER_TOKEN`] other live connections.
+    fn authenticate(&self, slot: &Slot, hash: &str) -> bool {
+        let Ok(slots) = self.slots.lock() else {
+            return false;
+        };
+        let others = slots
+            .iter()
+            .filter(|s| s.id != slot.id && !s.kill.is_cancelled() && s.holds(hash))
+            .count();
+        let ok = others < MAX_CONNECTIONS_PER_TOKEN;
+        if ok {
+            slot.set_token(Some(hash));
+        }
+        ok
     }
 
     fn remove(&self, id: u64) {
@@ -253,17 +294,31 @@ impl AsyncWrite for Conn {
 
 /// The connection a request came on, for the token check to mark it authenticated.
 #[derive(Clone)]
-pub struct ConnSlot(Arc<Slot>);
+pub struct ConnSlot(Arc<Slot>, Arc<Registry>);
 
 impl ConnSlot {
-    /// Marks the connection as one that sent a valid token: it is never shed.
-    pub fn authenticated(&self) {
-        self.0.authenticated.store(true, Ordering::Relaxed);
+    /// Marks the connection as one that sent the valid token `hash`: it is never shed. False
+    /// (and the connection left as it was) when that token already authenticates
+    /// [`MAX_CONNECTIONS_PER_TOKEN`] other connections.
+    pub fn authenticated(&self, hash: &str) -> bool {
+        self.1.authenticate(&self.0, hash)
+    }
+
+    /// Marks the connection as unauthenticated (its token was found unknown or revoked): it
+    /// may be shed again, and the reaper closes it as one past its authentication timeout.
+    pub fn revoked(&self) {
+        self.0.set_token(None);
+    }
+
+    /// The address of the peer.
+    pub fn peer(&self) -> IpAddr {
+        self.0.peer
     }
 }
 
 impl Connected<IncomingStream<'_, GuardedListener>> for ConnSlot {
     fn connect_info(stream: IncomingStream<'_, GuardedListener>) -> Self {
-        ConnSlot(Arc::clone(&stream.io().slot))
+        let io = stream.io();
+        ConnSlot(Arc::clone(&io.slot), Arc::clone(&io.registry))
     }
 }

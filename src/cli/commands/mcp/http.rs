@@ -7,7 +7,9 @@
 //! A POST body that is not JSON, or is a batch outside a session of 2025-03-26, is answered
 //! 400 with a JSON-RPC error; a batch in such a session is served by [`super::batch`].
 //! The listener is [`super::guard`]'s: connections are capped and timed out, and a connection
-//! that sent a valid token here is marked so that it is never shed.
+//! that sent a valid token here is marked so that it is never shed (at most
+//! [`super::guard::MAX_CONNECTIONS_PER_TOKEN`] per token), and unmarked and closed once its
+//! token is found revoked.
 
 use std::sync::Arc;
 
@@ -15,32 +17,26 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use somna::Error;
 
 use super::guard::{ConnSlot, GuardedListener};
+use super::sessions::{Limits, Sessions};
 use super::Ui;
 use super::{batch, stdio, Caller, Server, SomnaMcp};
-use crate::cli::commands::token::{token_hash, Authenticated};
+use crate::cli::commands::token::{token_hash, Authenticated, Peer, Revoked};
 
 /// The hash of the token a request carried, so that a long-lived subscription can check
 /// before each notification that the token was not revoked since.
 #[derive(Clone, Debug)]
 pub struct TokenHash(pub String);
 
-/// What the middleware needs: the store (for token hashes), the allowed origins, and who opened
-/// each session.
+/// What the middleware needs: the store (for token hashes), the allowed origins, and the
+/// sessions with who opened each ([`Sessions`]).
 struct Gate {
     server: Arc<Server>,
     origins: Vec<String>,
-    /// Session id -> the principal whose `initialize` opened it. A request that names a session
-    /// with another principal's token is answered as if the session did not exist (the MCP
-    /// security guidance: bind a session to its user, never authenticate by its id), so a token
-    /// holder who learns another's session id can neither listen to its notifications nor end
-    /// it. An entry leaves when its session is deleted or rmcp answers it unknown; otherwise one
-    /// per session rmcp keeps.
-    owners: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    sessions: Arc<Sessions>,
 }
 
 /// The session a request names (`Mcp-Session-Id`), if any.
@@ -52,32 +48,20 @@ fn session_of(headers: &axum::http::HeaderMap) -> Option<String> {
 }
 
 impl Gate {
-    fn owners(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, String>> {
-        // The map holds plain strings: a thread that panicked holding it left it consistent.
-        self.owners.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Whether `principal` may use the session `id` (one this gate did not see opened is
-    /// rmcp's to refuse).
-    fn may_use(&self, id: &str, principal: &str) -> bool {
-        self.owners().get(id).is_none_or(|owner| owner == principal)
-    }
-
     /// Notes what a response did to the sessions: opened one (an `initialize` answered with a
-    /// new session id), or ended the one a DELETE named, or found that rmcp no longer knows the
-    /// one named (its 404: the owner's own request, since another's never reaches rmcp).
-    fn record(&self, named: Option<String>, delete: bool, principal: &str, r: &Response) {
-        let gone = (delete && r.status().is_success()) || r.status() == StatusCode::NOT_FOUND;
+    /// new session id), or found that rmcp no longer knows the one named (its 404: the owner's
+    /// own request, since another's never reaches rmcp). Returns the sessions the bounds end
+    /// ([`Sessions::evict`]). A DELETE ends its session through [`Sessions`]' `close_session`.
+    fn record(&self, named: Option<String>, principal: &str, r: &Response) -> Vec<String> {
         match named {
-            None => {
-                if let Some(id) = session_of(r.headers()) {
-                    self.owners().insert(id, principal.to_string());
-                }
+            None => session_of(r.headers())
+                .map(|id| self.sessions.opened(id, principal))
+                .unwrap_or_default(),
+            Some(id) if r.status() == StatusCode::NOT_FOUND => {
+                self.sessions.ended(&id);
+                Vec::new()
             }
-            Some(id) if gone => {
-                self.owners().remove(&id);
-            }
-            Some(_) => {}
+            Some(_) => Vec::new(),
         }
     }
 }
@@ -89,6 +73,7 @@ pub async fn serve(
     addr: &str,
     origins: &[String],
     ui: Option<Ui>,
+    limits: Limits,
 ) -> Result<(), Error> {
     let addr = if addr.contains(':') {
         addr.to_string()
@@ -111,29 +96,26 @@ pub async fn serve(
     let mut origins = origins.to_vec();
     origins.extend(own_origins(local));
     let config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(hosts)
+        .with_allowed_hosts(hosts.clone())
         .with_allowed_origins(origins.clone())
         .enforce_origin_validation()
         .with_cancellation_token(ct.child_token());
     let server = Arc::clone(&handler.0);
     let scope = server.scope.clone();
+    let sessions = Arc::new(Sessions::new(Arc::clone(&server), limits));
     let gate = Arc::new(Gate {
         server: Arc::clone(&server),
         origins: origins.clone(),
-        owners: Default::default(),
+        sessions: Arc::clone(&sessions),
     });
-    let service = StreamableHttpService::new(
-        move || Ok(handler.clone()),
-        LocalSessionManager::default().into(),
-        config,
-    );
+    let service = StreamableHttpService::new(move || Ok(handler.clone()), sessions, config);
     let mut app = axum::Router::new()
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(gate, authenticate));
     let serves_ui = ui.is_some();
     if let Some(ui) = ui {
         let open: super::Opener = Arc::new(move || server.store());
-        let pages = ui(open, origins, scope).layer(axum::middleware::from_fn(mark));
+        let pages = ui(open, origins, hosts, scope).layer(axum::middleware::from_fn(mark));
         app = app.merge(pages);
     }
     eprintln!("somna: serving MCP at http://{local}/mcp");
@@ -239,8 +221,10 @@ fn bearer(value: &str) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
-/// Checks the Origin, then the bearer token; attaches the token's principal as the [`Caller`].
-async fn authenticate(State(gate): State<Arc<Gate>>, mut req: Request, next: Next) -> Response {
+/// Checks the Origin, then the bearer token; serves a known one ([`admitted`]). An unknown or
+/// revoked token is 401, and its connection is closed after the answer and unmarked (it was
+/// never shed while it held the token).
+async fn authenticate(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> Response {
     if let Some(origin) = req.headers().get(header::ORIGIN) {
         let ok = origin
             .to_str()
@@ -264,29 +248,16 @@ async fn authenticate(State(gate): State<Arc<Gate>>, mut req: Request, next: Nex
     let found =
         tokio::task::spawn_blocking(move || server.store()?.token_principal(&looked_up)).await;
     match found {
-        Ok(Ok(Some(principal))) => {
-            if let Some(ConnectInfo(conn)) = req.extensions().get::<ConnectInfo<ConnSlot>>() {
-                conn.authenticated();
+        Ok(Ok(Some(principal))) => admitted(&gate, req, next, principal, hash).await,
+        Ok(Ok(None)) => {
+            if let Some(conn) = conn_of(&req) {
+                conn.revoked();
             }
-            let named = session_of(req.headers());
-            if named
-                .as_deref()
-                .is_some_and(|id| !gate.may_use(id, &principal))
-            {
-                return refuse(StatusCode::NOT_FOUND, "Not Found: Session not found\n");
-            }
-            let delete = req.method() == axum::http::Method::DELETE;
-            req.extensions_mut().insert(Caller(Some(principal.clone())));
-            req.extensions_mut().insert(TokenHash(hash));
-            let r = match checked_body(req).await {
-                Ok(Checked::One(req)) => next.run(req).await,
-                Ok(Checked::Batch(parts, b)) => batch::serve_http(parts, b, next).await,
-                Err(refused) => refused,
-            };
-            gate.record(named, delete, &principal, &r);
-            r
+            closing(refuse(
+                StatusCode::UNAUTHORIZED,
+                "unknown or revoked token\n",
+            ))
         }
-        Ok(Ok(None)) => refuse(StatusCode::UNAUTHORIZED, "unknown or revoked token\n"),
         _ => refuse(
             StatusCode::SERVICE_UNAVAILABLE,
             "the store cannot check tokens now\n",
@@ -294,13 +265,79 @@ async fn authenticate(State(gate): State<Arc<Gate>>, mut req: Request, next: Nex
     }
 }
 
-/// Marks the connection of an inspector request that carried a valid session (or logged in)
-/// as authenticated, as a valid token does for `/mcp`, so that the listener never sheds it.
-async fn mark(req: Request, next: Next) -> Response {
-    let conn = req.extensions().get::<ConnectInfo<ConnSlot>>().cloned();
-    let r = next.run(req).await;
-    if let (Some(ConnectInfo(conn)), Some(_)) = (conn, r.extensions().get::<Authenticated>()) {
-        conn.authenticated();
-    }
+/// The connection a request came on.
+fn conn_of(req: &Request) -> Option<ConnSlot> {
+    req.extensions()
+        .get::<ConnectInfo<ConnSlot>>()
+        .map(|ConnectInfo(c)| c.clone())
+}
+
+/// `r`, with the connection closed after it.
+fn closing(mut r: Response) -> Response {
+    r.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
     r
+}
+
+/// The refusal of a connection beyond its token's connection cap.
+fn too_many_connections() -> Response {
+    closing(refuse(
+        StatusCode::TOO_MANY_REQUESTS,
+        "this token holds too many connections: reuse one, or close some\n",
+    ))
+}
+
+/// Serves a request whose token names `principal`: marks its connection authenticated (429 when
+/// the token holds its cap of connections), keeps each session to its opener, attaches the
+/// [`Caller`], and notes what the answer did to the sessions.
+async fn admitted(
+    gate: &Gate,
+    mut req: Request,
+    next: Next,
+    principal: String,
+    hash: String,
+) -> Response {
+    if conn_of(&req).is_some_and(|conn| !conn.authenticated(&hash)) {
+        return too_many_connections();
+    }
+    let named = session_of(req.headers());
+    if named
+        .as_deref()
+        .is_some_and(|id| !gate.sessions.may_use(id, &principal))
+    {
+        return refuse(StatusCode::NOT_FOUND, "Not Found: Session not found\n");
+    }
+    req.extensions_mut().insert(Caller(Some(principal.clone())));
+    req.extensions_mut().insert(TokenHash(hash));
+    let r = match checked_body(req).await {
+        Ok(Checked::One(req)) => next.run(req).await,
+        Ok(Checked::Batch(parts, b)) => batch::serve_http(parts, b, next).await,
+        Err(refused) => refused,
+    };
+    let evicted = gate.record(named, &principal, &r);
+    gate.sessions.evict(evicted).await;
+    r
+}
+
+/// Marks the connection of an inspector request that carried a valid session (or logged in)
+/// as authenticated by its token, as a valid token does for `/mcp`, so that the listener never
+/// sheds it (429 beyond the token's connection cap); a request whose session's token was found
+/// revoked unmarks it. Tells the pages the peer's address ([`Peer`]).
+async fn mark(mut req: Request, next: Next) -> Response {
+    let conn = conn_of(&req);
+    if let Some(c) = &conn {
+        req.extensions_mut().insert(Peer(c.peer()));
+    }
+    let r = next.run(req).await;
+    let Some(conn) = conn else {
+        return r;
+    };
+    if r.extensions().get::<Revoked>().is_some() {
+        conn.revoked();
+        return closing(r);
+    }
+    match r.extensions().get::<Authenticated>() {
+        Some(Authenticated(hash)) if !conn.authenticated(hash) => too_many_connections(),
+        _ => r,
+    }
 }

@@ -40,6 +40,13 @@ impl Log {
         }
     }
 
+    /// Forgets the level of the HTTP session `session` (it ended).
+    pub fn end_session(&self, session: &str) {
+        if let Ok(mut l) = self.levels.lock() {
+            l.remove(session);
+        }
+    }
+
     /// Keeps `message` for the next call's caller.
     pub fn later(&self, level: LoggingLevel, message: String) {
         if let Ok(mut w) = self.waiting.lock() {

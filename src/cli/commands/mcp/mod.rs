@@ -3,7 +3,7 @@
 //! ([`args`]) on the shared store, with the text of its lines as the result's content and its
 //! `--json` value as the structured content. [`tools`] lists the tools, [`call`] runs one,
 //! [`resources`] serves resources, prompts and the instructions, [`subscribe`] the wake
-//! resources' subscriptions, [`http`] the HTTP transport and its bearer tokens, [`guard`] its
+//! resources' subscriptions, [`http`] the HTTP transport and its bearer tokens, [`sessions`] its bounded sessions, [`guard`] its
 //! connection limits and timeouts, [`stdio`] the stdio transport and its message limit, [`batch`] JSON-RPC batches (2025-03-26 sessions), [`logging`] the
 //! `logging` capability, [`complete`] the `completions` capability. See
 //! docs/mcp.md.
@@ -16,6 +16,7 @@ mod guard;
 mod http;
 mod logging;
 mod resources;
+mod sessions;
 mod stdio;
 mod subscribe;
 mod tools;
@@ -44,7 +45,7 @@ pub type Opener = Arc<dyn Fn() -> Result<Store, Error> + Send + Sync>;
 /// The web inspector (`--ui`): given how to open the store, the Origins a POST may carry and the
 /// default scope, its routes under `/ui/`. The caller passes it (`somna::cli` passes the
 /// inspector's router), so that the server does not name the inspector.
-pub type Ui = fn(Opener, Vec<String>, String) -> axum::Router;
+pub type Ui = fn(Opener, Vec<String>, Vec<String>, String) -> axum::Router;
 
 /// The options of `somna mcp`.
 #[derive(Args, Debug)]
@@ -70,6 +71,14 @@ pub struct McpArgs {
     /// from `somna token add`
     #[arg(long, requires = "http")]
     pub ui: bool,
+    /// The most MCP sessions one principal keeps open (HTTP): its next `initialize` ends its
+    /// least recently used one
+    #[arg(long, default_value_t = sessions::MAX_SESSIONS_PER_PRINCIPAL, value_name = "N", requires = "http")]
+    pub max_sessions_per_principal: usize,
+    /// The most MCP sessions kept open in all (HTTP): the next `initialize` ends the least
+    /// recently used one
+    #[arg(long, default_value_t = sessions::MAX_SESSIONS, value_name = "N", requires = "http")]
+    pub max_sessions: usize,
 }
 
 /// What every call of one server process shares.
@@ -502,7 +511,14 @@ pub fn serve(
         .build()?;
     rt.block_on(async move {
         match &a.http {
-            Some(addr) => http::serve(handler, addr, &a.allow_origin, a.ui.then_some(ui)).await,
+            Some(addr) => {
+                let limits = sessions::Limits {
+                    per_principal: a.max_sessions_per_principal,
+                    in_all: a.max_sessions,
+                };
+                let ui = a.ui.then_some(ui);
+                http::serve(handler, addr, &a.allow_origin, ui, limits).await
+            }
             None => stdio::serve(handler).await,
         }
     })?;

@@ -66,6 +66,19 @@ impl Updates {
         let _ = self.written.send(wake_uri(scope));
     }
 
+    /// Ends every legacy subscription of the HTTP session `session` (it ended).
+    pub fn end_session(&self, session: &str) {
+        if let Ok(mut m) = self.legacy.lock() {
+            m.retain(|(s, _, _), t| {
+                let keep = s != session;
+                if !keep {
+                    t.cancel();
+                }
+                keep
+            });
+        }
+    }
+
     /// Ends the subscriber's own legacy subscription to `uri` (no one else's).
     pub fn unsubscribe(&self, who: &Subscriber, uri: &str) {
         if let Ok(mut m) = self.legacy.lock() {

@@ -81,11 +81,20 @@ pub fn param<'a>(p: &'a Params, name: &str) -> &'a str {
         .unwrap_or_default()
 }
 
-/// The hidden fields every form of a page carries: the CSRF token and the scope.
+/// The hidden fields of a POST form: the CSRF token and the scope. Only POST forms carry the
+/// token: a GET form would put it in the URL (history, logs, the Referer).
 pub fn hidden(cx: &Cx) -> String {
     format!(
-        "<input type=\"hidden\" name=\"csrf\" value=\"{}\"><input type=\"hidden\" name=\"scope\" value=\"{}\">",
+        "<input type=\"hidden\" name=\"csrf\" value=\"{}\">{}",
         esc(&cx.csrf),
+        scope_field(cx)
+    )
+}
+
+/// The hidden field of a GET form: the scope.
+pub fn scope_field(cx: &Cx) -> String {
+    format!(
+        "<input type=\"hidden\" name=\"scope\" value=\"{}\">",
         esc(&cx.scope)
     )
 }

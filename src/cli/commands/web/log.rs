@@ -6,7 +6,7 @@
 use somna::text::{date_of, parse_time};
 use somna::{Error, Kind, Memory, RecallQuery, SearchQuery};
 
-use super::html::{esc, hidden, lines, link};
+use super::html::{esc, lines, link, scope_field};
 use super::{Cx, Out};
 
 /// Memories per page.
@@ -63,7 +63,7 @@ fn form(cx: &Cx) -> String {
          <label for=\"since\">Since</label><input id=\"since\" name=\"since\" placeholder=\"YYYY-MM-DD\" value=\"{}\">\
          <label for=\"until\">Until</label><input id=\"until\" name=\"until\" placeholder=\"YYYY-MM-DD\" value=\"{}\">\
          <button type=\"submit\">Show</button></form>",
-        hidden(cx),
+        scope_field(cx),
         esc(cx.param("q")),
         if search { "" } else { " selected" },
         if search { " selected" } else { "" },

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use somna::{Error, Store};
+use somna::{Error, ReadTxn, Store};
 
 use crate::cli::commands::token::Authenticated;
 
@@ -33,10 +33,14 @@ pub struct Web {
     open: Opener,
     /// The Origins a POST may carry (the server's own, and `--allow-origin`).
     origins: Vec<String>,
+    /// The hosts a request's `Host` may name (loopback and the bound address), as for `/mcp`.
+    hosts: Vec<String>,
     /// The server's `--scope`, shown first.
     scope: String,
     /// The logged-in sessions.
     sessions: auth::Sessions,
+    /// The failed logins by address.
+    logins: auth::Failures,
 }
 
 /// The parameters of a query string or a form body, in order.
@@ -79,12 +83,19 @@ pub enum Out {
 type Handler = fn(&Cx) -> Result<Out, Error>;
 
 /// The routes under `/ui`, to be merged into the server's router.
-pub fn router(open: Opener, origins: Vec<String>, scope: String) -> axum::Router {
+pub fn router(
+    open: Opener,
+    origins: Vec<String>,
+    hosts: Vec<String>,
+    scope: String,
+) -> axum::Router {
     let web = Arc::new(Web {
         open,
         origins,
+        hosts,
         scope,
         sessions: auth::Sessions::default(),
+        logins: auth::Failures::default(),
     });
     axum::Router::new()
         .route("/ui", axum::routing::any(handle))
@@ -115,9 +126,74 @@ fn handler(method: &Method, path: &str) -> Option<Handler> {
     Some(h)
 }
 
-/// Serves one request, with the security headers on every answer.
-async fn handle(State(web): State<Arc<Web>>, req: Request) -> Response {
-    let mut r = route(web, req).await;
+/// Whether the request's `Host` (or its URI's authority) names one of `hosts`, at any port: the
+/// check rmcp applies to `/mcp`, against DNS rebinding (a page of `evil.example` whose name
+/// now resolves to loopback).
+fn host_ok(hosts: &[String], req: &Request) -> bool {
+    let named = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|h| h.parse::<axum::http::uri::Authority>().ok())
+        .or_else(|| req.uri().authority().cloned());
+    named.is_some_and(|a| {
+        let host = a.host().trim_matches(['[', ']']);
+        hosts.iter().any(|h| h.eq_ignore_ascii_case(host))
+    })
+}
+
+/// The methods a path answers, for a 405's `Allow` (None: no such page).
+fn allowed(path: &str) -> Option<&'static str> {
+    let get =
+        matches!(path, "/ui/style.css" | "/ui/login") || handler(&Method::GET, path).is_some();
+    let post = matches!(path, "/ui/login" | "/ui/logout") || handler(&Method::POST, path).is_some();
+    match (get, post) {
+        (true, true) => Some("GET, HEAD, POST"),
+        (true, false) => Some("GET, HEAD"),
+        (false, true) => Some("POST"),
+        (false, false) => None,
+    }
+}
+
+/// 405 with the methods the path answers, or 404 when there is no such page.
+fn no_such(path: &str) -> Response {
+    let Some(allow) = allowed(path) else {
+        return html::error(StatusCode::NOT_FOUND, "No such page.");
+    };
+    let mut r = html::error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        &format!("This page answers {allow} only."),
+    );
+    r.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static(allow));
+    r
+}
+
+/// Drops a HEAD's body, keeping its length (a GET's).
+fn without_body(r: &mut Response) {
+    use axum::body::HttpBody;
+    if let Some(n) = r.body().size_hint().exact() {
+        r.headers_mut()
+            .insert(header::CONTENT_LENGTH, HeaderValue::from(n));
+    }
+    *r.body_mut() = axum::body::Body::empty();
+}
+
+/// Serves one request, with the security headers on every answer. A `Host` that is not the
+/// server's is 403 before anything else. A HEAD is answered as a GET, without the body.
+async fn handle(State(web): State<Arc<Web>>, mut req: Request) -> Response {
+    let head = req.method() == Method::HEAD;
+    if head {
+        *req.method_mut() = Method::GET;
+    }
+    let mut r = if host_ok(&web.hosts, &req) {
+        route(web, req).await
+    } else {
+        html::error(StatusCode::FORBIDDEN, "This Host is not allowed.")
+    };
+    if head {
+        without_body(&mut r);
+    }
     let h = r.headers_mut();
     for (name, value) in html::SECURITY_HEADERS {
         h.insert(*name, HeaderValue::from_static(value));
@@ -136,12 +212,13 @@ async fn route(web: Arc<Web>, req: Request) -> Response {
         _ => {}
     }
     let Some(page) = handler(req.method(), &path) else {
-        return html::error(StatusCode::NOT_FOUND, "No such page.");
+        return no_such(&path);
     };
     let (session, params) = match auth::admit(&web, req).await {
         Ok(s) => s,
         Err(refused) => return refused,
     };
+    let hash = session.hash.clone();
     let default_scope = web.scope.clone();
     let open = Arc::clone(&web.open);
     let done = tokio::task::spawn_blocking(move || {
@@ -154,7 +231,7 @@ async fn route(web: Arc<Web>, req: Request) -> Response {
         Ok(Err(e)) => html::failure(&e),
         Err(_) => html::error(StatusCode::INTERNAL_SERVER_ERROR, "The page failed."),
     };
-    r.extensions_mut().insert(Authenticated);
+    r.extensions_mut().insert(Authenticated(hash));
     r
 }
 
@@ -166,10 +243,14 @@ fn context(
     params: Params,
 ) -> Result<Cx, Error> {
     let store = open()?.as_principal(Some(&s.principal));
+    let asked = html::param(&params, "scope");
     // The admin, as the library decides it (a store without grants knows its admin's name
     // only where a check reads it): whoever may list the grants.
-    let (scopes, admin) = store.read(|r| Ok((r.scopes()?, r.grants().is_ok())))?;
-    let asked = html::param(&params, "scope");
+    let (scopes, admin) = store.read(|r| {
+        let scopes = r.scopes()?;
+        known_scope(r, asked, &default_scope, &scopes)?;
+        Ok((scopes, r.grants().is_ok()))
+    })?;
     let scope = if !asked.is_empty() {
         asked.to_string()
     } else if scopes.contains(&default_scope) || scopes.is_empty() {
@@ -186,6 +267,17 @@ fn context(
         csrf: s.csrf.clone(),
         params,
     })
+}
+
+/// Refuses a scope asked (`?scope=`, a form's `scope`) that the store does not hold: 400, not
+/// an empty page. One the principal may not read is the library's to refuse (403); the
+/// server's own scope is always accepted (a new store holds no scope yet).
+fn known_scope(r: &ReadTxn, asked: &str, default: &str, scopes: &[String]) -> Result<(), Error> {
+    if asked.is_empty() || asked == default || scopes.iter().any(|s| s == asked) {
+        return Ok(());
+    }
+    r.count(asked)?;
+    Err(bad("scope", format!("the store holds no scope {asked:?}")))
 }
 
 /// A page laid out, or a redirect.

@@ -3,7 +3,7 @@
 
 use somna::{Error, Hints, WakeOptions};
 
-use super::html::{esc, hidden};
+use super::html::{esc, scope_field};
 use super::{Cx, Out};
 
 /// `GET /ui/wake?lines=N&bytes=N`.
@@ -30,7 +30,7 @@ pub fn page(cx: &Cx) -> Result<Out, Error> {
          <label for=\"lines\">Lines</label><input id=\"lines\" name=\"lines\" inputmode=\"numeric\" value=\"{}\">\
          <label for=\"bytes\">Bytes</label><input id=\"bytes\" name=\"bytes\" inputmode=\"numeric\" value=\"{}\">\
          <button type=\"submit\">Wake</button></form>",
-        hidden(cx),
+        scope_field(cx),
         esc(cx.param("lines")),
         esc(cx.param("bytes"))
     );
