@@ -77,7 +77,7 @@ pub struct Cli {
     /// [default: the admin]
     #[arg(long = "as", global = true, value_name = "ID")]
     pub principal: Option<String>,
-    /// Milliseconds a writer waits for another before failing as busy [env:
+    /// Milliseconds a writer waits for another before failing as busy; 0 tries once [env:
     /// SOMNA_BUSY_TIMEOUT_MS]
     #[arg(long, global = true, default_value_t = 10_000, value_name = "MS")]
     pub busy_timeout_ms: u64,

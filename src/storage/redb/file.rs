@@ -109,9 +109,15 @@ pub(super) fn make_parent(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// How long one attempt at opening the file may take, however short the busy timeout: the open
+/// of an idle store is not a wait for another writer.
+const MIN_OPEN_WAIT: Duration = Duration::from_secs(1);
+
 /// Opens the file, waiting at most `busy_timeout`: in multi-writer mode redb's open waits for a
 /// writer in another process to finish, so the open runs on a helper thread and the caller stops
-/// waiting after the timeout (the thread then closes the handle it gets).
+/// waiting after the timeout (the thread then closes the handle it gets), or after
+/// [`MIN_OPEN_WAIT`] when the timeout is shorter: a timeout of 0 means "try once" (fail as busy
+/// only when another writer holds the file), never "fail before the open could finish".
 ///
 /// Also returns whether redb's crash recovery dropped the newest commit, whose checksums failed,
 /// for the one before it (vendor/README.md, "one sync per multi-writer commit"): a one-phase
@@ -132,7 +138,7 @@ pub(super) fn open_bounded(opts: &Options, path: &Path) -> Result<(Db, bool)> {
             let _ = tx.send(r.unwrap_or_else(|panic| Err(engine_panic("opening the file", panic))));
         })?;
     let with_fell_back = move |db| (db, fell_back.load(Ordering::Acquire));
-    match rx.recv_timeout(opts.busy_timeout) {
+    match rx.recv_timeout(opts.busy_timeout.max(MIN_OPEN_WAIT)) {
         Ok(r) => r.map(with_fell_back),
         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(Error::Busy {
             waited: start.elapsed(),
