@@ -2,7 +2,22 @@
 //! option takes either works as documented or is refused with exit 2 and a message that says
 //! what to do, never a busy store that is idle, a loop, a panic or a bare I/O error.
 
-use crate::common::{run_raw, Env};
+use crate::common::{run_raw, Env, Raw};
+
+/// Runs `somna ARGS` (stdin null) and returns what it did, whatever its exit code.
+fn run(e: &Env, args: &[&str]) -> Raw {
+    let mut c = e.cmd();
+    c.args(args);
+    run_raw(c, None)
+}
+
+/// Asserts that a run was refused as invalid (exit 2) with `says` on stderr, and printed nothing.
+fn refused(r: &Raw, says: &str) {
+    let err = String::from_utf8_lossy(&r.err);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(err.contains(says), "{err}");
+    assert!(r.out.is_empty(), "{r:?}");
+}
 
 #[test]
 fn a_busy_timeout_of_0_tries_once_and_reads_an_idle_store() {
@@ -18,4 +33,62 @@ fn a_busy_timeout_of_0_tries_once_and_reads_an_idle_store() {
         .args(["recall", "no wait"]);
     let r = run_raw(c, None);
     assert_eq!(r.code, 0, "{r:?}");
+}
+
+#[test]
+fn init_makes_a_store_of_an_empty_file() {
+    let e = Env::new();
+    if e.on_server() {
+        return;
+    }
+    std::fs::write(&e.db, b"").unwrap();
+    let r = run(&e, &["wake"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(String::from_utf8_lossy(&r.err).contains("init"), "{r:?}");
+    assert!(e.ok(&["init"]).starts_with("Created somna store at "));
+    e.ok(&["note", "kept in the file that was empty"]);
+    assert!(e.ok(&["wake"]).contains("kept in the file that was empty"));
+    assert!(e.ok(&["verify"]).starts_with("OK: "));
+    let left: Vec<_> = std::fs::read_dir(e.dir.path()).unwrap().collect();
+    assert_eq!(left.len(), 1, "init left files behind: {left:?}");
+}
+
+#[test]
+fn inits_at_once_on_an_empty_file_make_one_store() {
+    let e = Env::new();
+    if e.on_server() {
+        return;
+    }
+    std::fs::write(&e.db, b"").unwrap();
+    let children: Vec<_> = (0..4)
+        .map(|_| {
+            let mut c = e.cmd();
+            c.arg("init")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped());
+            c.spawn().expect("spawn")
+        })
+        .collect();
+    for c in children {
+        let o = c.wait_with_output().expect("wait");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    e.ok(&["note", "one store"]);
+    assert!(e.ok(&["wake"]).contains("one store"));
+}
+
+#[test]
+fn init_refuses_a_link_to_an_empty_file_and_says_what_to_do() {
+    let e = Env::new();
+    if e.on_server() {
+        return;
+    }
+    let empty = e.dir.path().join("empty");
+    std::fs::write(&empty, b"").unwrap();
+    std::os::unix::fs::symlink(&empty, &e.db).unwrap();
+    refused(
+        &run(&e, &["init"]),
+        "a symbolic link to an empty file; remove",
+    );
+    assert_eq!(std::fs::metadata(&empty).unwrap().len(), 0);
 }

@@ -92,6 +92,68 @@ pub(crate) fn exists(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
+/// Puts the store built at `tmp` in the place of an empty regular file at `path` (0 bytes: it
+/// holds nothing, and could never be opened); false, keeping `path`, when it holds something
+/// (another process made the store first). The empty file is first moved aside, so that only
+/// the process that moved it replaces it, and put back when it was written to meanwhile. A
+/// symbolic link to an empty file is refused: the file it points to is the user's to remove.
+pub(super) fn claim_empty(tmp: &Path, path: &Path) -> Result<bool> {
+    let before = std::fs::symlink_metadata(path)?;
+    if before.is_symlink() && std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+        return Err(Error::invalid(
+            "store path",
+            format!(
+                "{} is a symbolic link to an empty file; remove the empty file (or the link), then run init again",
+                path.display()
+            ),
+        ));
+    }
+    if !before.is_file() || before.len() > 0 {
+        return Ok(false);
+    }
+    let aside = tmp.with_file_name(format!(
+        "{}.empty",
+        tmp.file_name().unwrap_or_default().to_string_lossy()
+    ));
+    match std::fs::rename(path, &aside) {
+        Ok(()) => {}
+        // Another process moved it first: its store, or ours, goes in its place.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return link_new(tmp, path),
+        Err(e) => return Err(e.into()),
+    }
+    let moved = std::fs::symlink_metadata(&aside)?;
+    if moved.len() > 0 || !same_file(&before, &moved) {
+        let _ = std::fs::hard_link(&aside, path);
+        let _ = std::fs::remove_file(&aside);
+        return Ok(false);
+    }
+    let linked = link_new(tmp, path);
+    let _ = std::fs::remove_file(&aside);
+    linked
+}
+
+/// Links `tmp` to `path`; false when `path` exists (another process made the store first).
+fn link_new(tmp: &Path, path: &Path) -> Result<bool> {
+    match std::fs::hard_link(tmp, path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Whether two metadata name one file (device and inode; the length elsewhere).
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        a.dev() == b.dev() && a.ino() == b.ino()
+    }
+    #[cfg(not(unix))]
+    {
+        a.len() == b.len()
+    }
+}
+
 /// Makes the parent directories of `path` (mode 0700) that do not exist.
 pub(super) fn make_parent(path: &Path) -> Result<()> {
     if let Some(parent) = path.parent() {
