@@ -92,3 +92,41 @@ fn init_refuses_a_link_to_an_empty_file_and_says_what_to_do() {
     );
     assert_eq!(std::fs::metadata(&empty).unwrap().len(), 0);
 }
+
+#[test]
+fn the_last_day_of_year_9999_is_a_date_everywhere() {
+    let e = Env::init();
+    for day in ["9999-12-30", "9999-12-31"] {
+        e.ok(&["note", "--valid-until", day, &format!("valid until {day}")]);
+        e.ok(&["note", "--observed", day, &format!("observed on {day}")]);
+        e.ok(&["recall", ".", "--since", day]);
+        e.ok(&["recall", ".", "--until", day]);
+        e.ok(&["search", "valid", "--since", day]);
+    }
+    e.ok(&[
+        "note",
+        "--valid-until",
+        "9999-12-31T23:59:59Z",
+        "until the very end",
+    ]);
+    let shown = e.ok(&["show", "2"]);
+    assert!(shown.contains("9999-12-31T00:00:00Z"), "{shown}");
+    let shown = e.ok(&["show", "4"]);
+    assert!(shown.contains("9999-12-31T23:59:59Z"), "{shown}");
+    let late = e.ok(&["recall", ".", "--since", "9999-12-31"]);
+    assert!(late.contains("observed on 9999-12-31"), "{late}");
+    assert!(!late.contains("observed on 9999-12-30"), "{late}");
+    refused(
+        &run(&e, &["note", "--valid-until", "10000-01-01", "x"]),
+        "date",
+    );
+    let lines = e.file("dated.txt", b"2024-01-01 first\n9999-12-31 last day\n");
+    let other = Env::init();
+    other.ok(&["import", &lines]);
+    assert!(other.ok(&["recall", "last day"]).contains("9999-12-31"));
+    let jsonl = e.export();
+    let third = Env::init();
+    let f = third.file("export.jsonl", jsonl.as_bytes());
+    third.ok(&["import", "--jsonl", &f]);
+    assert_eq!(third.export(), jsonl);
+}
