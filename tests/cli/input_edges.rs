@@ -130,3 +130,57 @@ fn the_last_day_of_year_9999_is_a_date_everywhere() {
     third.ok(&["import", "--jsonl", &f]);
     assert_eq!(third.export(), jsonl);
 }
+
+#[test]
+fn a_search_page_that_cannot_hold_a_hit_is_refused() {
+    let e = Env::init();
+    for i in 0..5 {
+        e.ok(&["note", &format!("deploy the staging server, step {i}")]);
+    }
+    refused(&run(&e, &["search", "deploy", "--limit", "0"]), "limit");
+    refused(&run(&e, &["search", "deploy", "--bytes", "0"]), "budget");
+    refused(&run(&e, &["search", "deploy", "--bytes", "1"]), "budget");
+    refused(
+        &run(&e, &["search", "deploy", "--offset", "2", "--bytes", "5"]),
+        "budget",
+    );
+    // Following the cursor ends: every page makes progress.
+    let mut offset = 0;
+    let mut seen = 0;
+    loop {
+        let page = e.ok(&[
+            "--json",
+            "search",
+            "deploy",
+            "--limit",
+            "2",
+            "--offset",
+            &offset.to_string(),
+        ]);
+        let v: serde_json::Value = serde_json::from_str(&page).expect("JSON");
+        seen += v["hits"].as_array().expect("hits").len();
+        match v["next_offset"].as_u64() {
+            Some(next) => {
+                assert!(next > offset, "next_offset {next} after {offset}");
+                offset = next;
+            }
+            None => break,
+        }
+    }
+    assert_eq!(seen, 5);
+}
+
+#[cfg(feature = "mcp")]
+#[test]
+fn the_search_tool_refuses_limit_0() {
+    use crate::common::mcp::{error_class, StdioServer};
+    let e = Env::init();
+    e.ok(&["note", "deploy the staging server"]);
+    let mut s = StdioServer::start(&e, &[], &[]);
+    let r = s.call("search", serde_json::json!({"query": "deploy", "limit": 0}));
+    assert_eq!(error_class(&r), "invalid", "{r}");
+    let text = r["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("limit"), "{r}");
+    let r = s.call("search", serde_json::json!({"query": "deploy", "limit": 1}));
+    assert_ne!(r["isError"], true, "{r}");
+}
