@@ -179,7 +179,17 @@ impl Cli {
     /// How `Run:` lines invoke somna: the command prefix without `--scope`, plus `--scope`
     /// when it is not the default.
     pub fn command_prefix(&self) -> String {
-        let mut prefix = self.command_prefix_without_scope();
+        self.with_scope(self.command_prefix_without_scope())
+    }
+
+    /// [`Cli::command_prefix`] for the store at `db` rather than `--db`'s: the `Run: ... init`
+    /// line for a store that is missing (`copy`'s source names its own).
+    pub fn command_prefix_at(&self, db: &Path) -> String {
+        self.with_scope(self.prefix_for(Some(db.to_path_buf())))
+    }
+
+    /// `prefix`, then `--scope` when it is not the default.
+    fn with_scope(&self, mut prefix: String) -> String {
         if self.scope != somna::DEFAULT_SCOPE {
             prefix.push_str(&format!(" --scope {}", shell_quote(&self.scope)));
         }
@@ -190,8 +200,13 @@ impl Cli {
     /// program, then `--db` and `--as` when they are not the defaults, so that a `Run:` line
     /// works pasted anywhere (another shell, another folder, another environment).
     fn command_prefix_without_scope(&self) -> String {
+        self.prefix_for(self.db_path().ok())
+    }
+
+    /// The program, then `--db` for `db` (when it is not the default store) and `--as`.
+    fn prefix_for(&self, db: Option<PathBuf>) -> String {
         let mut cmd = program();
-        if let Ok(db) = self.db_path() {
+        if let Some(db) = db {
             if let Some(url) = somna::url_of(&db) {
                 // Never the password: a printed command finds it where this one did
                 // (PGPASSWORD, or the URL the user keeps in SOMNA_DB).

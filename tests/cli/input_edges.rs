@@ -184,3 +184,27 @@ fn the_search_tool_refuses_limit_0() {
     let r = s.call("search", serde_json::json!({"query": "deploy", "limit": 1}));
     assert_ne!(r["isError"], true, "{r}");
 }
+
+#[test]
+fn copy_from_a_missing_store_names_it_on_the_run_line() {
+    let e = Env::new();
+    if e.on_server() {
+        return;
+    }
+    let src = e.dir.path().join("missing source.redb");
+    let dst = e.dir.path().join("copy.redb");
+    let mut c = e.cmd();
+    c.env_remove("SOMNA_DB").arg("copy").arg(&src).arg(&dst);
+    let r = run_raw(c, None);
+    let err = String::from_utf8_lossy(&r.err);
+    assert_eq!(r.code, 3, "{r:?}");
+    let run_line = format!(
+        "Run: somna --db {} init",
+        crate::common::quoted(&src.display().to_string())
+    );
+    assert!(
+        err.lines().any(|l| l == run_line),
+        "{err}\nwanted: {run_line}"
+    );
+    assert!(!dst.exists(), "the copy made its destination");
+}
