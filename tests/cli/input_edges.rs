@@ -208,3 +208,18 @@ fn copy_from_a_missing_store_names_it_on_the_run_line() {
     );
     assert!(!dst.exists(), "the copy made its destination");
 }
+
+#[test]
+fn an_empty_import_is_refused_whatever_its_format() {
+    let e = Env::init();
+    let before = e.export();
+    for content in [&b""[..], b"\n", b"\n  \n"] {
+        let f = e.file("empty", content);
+        refused(&run(&e, &["import", &f]), "no memories");
+        refused(&run(&e, &["import", "--jsonl", &f]), "the input is empty");
+    }
+    assert_eq!(e.export(), before);
+    // The export of an empty store is not empty: it imports.
+    let f = e.file("export.jsonl", before.as_bytes());
+    Env::init().ok(&["import", "--jsonl", &f]);
+}
