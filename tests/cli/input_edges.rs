@@ -223,3 +223,59 @@ fn an_empty_import_is_refused_whatever_its_format() {
     let f = e.file("export.jsonl", before.as_bytes());
     Env::init().ok(&["import", "--jsonl", &f]);
 }
+
+/// Runs `somna ARGS` with `input` on stdin.
+fn run_with(e: &Env, args: &[&str], input: &str) -> Raw {
+    let mut c = e.cmd();
+    c.args(args);
+    run_raw(c, Some(input.as_bytes()))
+}
+
+#[test]
+fn a_session_id_that_is_not_a_file_name_is_refused_at_save() {
+    let e = Env::init();
+    for id in ["../escape", "a/b", "..", ".", "back\\slash"] {
+        refused(
+            &run_with(&e, &["session", "save", id], "[{\"n\":1}]"),
+            "not a file name",
+        );
+        refused(
+            &run_with(&e, &["session", "append", id], "[{\"n\":1}]"),
+            "not a file name",
+        );
+    }
+    let list = e.ok(&["session", "list"]);
+    assert!(list.is_empty(), "{list}");
+    let r = run_with(&e, &["session", "save", "a.b..c"], "[{\"n\":1}]");
+    assert_eq!(r.code, 0, "{r:?}");
+}
+
+#[test]
+fn export_dir_skips_only_the_session_it_cannot_name() {
+    let e = Env::init();
+    // The longest id (256 bytes) is valid but too long for `<id>.json`, as an id with `/` saved
+    // before such ids were refused: the others are still exported.
+    let long = "x".repeat(256);
+    for id in ["one", long.as_str(), "two"] {
+        let r = run_with(&e, &["session", "save", id], "[{\"n\":1}]");
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+    let out = e.dir.path().join("out");
+    let r = run(&e, &["session", "export-dir", out.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&r.err);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(err.contains("skipped session \"xxx"), "{err}");
+    assert!(err.contains("session load xxx"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let said = String::from_utf8_lossy(&r.out);
+    assert!(
+        said.contains("Exported 2 sessions") && said.contains("skipped 1"),
+        "{said}"
+    );
+    let mut names: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|f| f.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["one.json", "two.json"]);
+}
