@@ -239,7 +239,11 @@ impl Cli {
         }
         let init = matches!(self.command, Command::Init(_));
         let reads = commands::reads_only(&self.command);
-        let store = crate::cli::open::for_command(&path, opts, init, reads)?;
+        let store = if matches!(self.command, Command::Migrate(_)) {
+            crate::cli::open::for_migrate(&path, opts)?
+        } else {
+            crate::cli::open::for_command(&path, opts, init, reads)?
+        };
         let created = store.was_created();
         Ok(Context {
             store,

@@ -26,6 +26,22 @@ pub fn for_command(path: &Path, opts: Options, init: bool, reads: bool) -> Resul
     .map_err(|e| refused_by_file_system(path, e))
 }
 
+/// Opens the store for `migrate`: read-only when it is at this build's format, so that nothing
+/// is written (not even the file's header); read-write, which upgrades it, when it is older.
+pub fn for_migrate(path: &Path, opts: Options) -> Result<Store, Error> {
+    if somna::url_of(path).is_some() {
+        return for_command(path, opts, false, false);
+    }
+    check_store_file(path)?;
+    let store =
+        open_store(path, opts.clone(), true).map_err(|e| refused_by_file_system(path, e))?;
+    if !store.needs_migration()? {
+        return Ok(store);
+    }
+    store.close()?;
+    open_store(path, opts, false).map_err(|e| refused_by_file_system(path, e))
+}
+
 /// Refuses a store path that is not a regular file (or nothing yet): a directory, a FIFO, a
 /// device, a socket or a dangling symbolic link is named as such, never as a missing store.
 pub fn check_store_file(path: &Path) -> Result<(), Error> {

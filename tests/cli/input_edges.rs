@@ -279,3 +279,30 @@ fn export_dir_skips_only_the_session_it_cannot_name() {
     names.sort();
     assert_eq!(names, ["one.json", "two.json"]);
 }
+
+/// The bytes, the mtime and the folder's listing of a store file: unchanged means not written.
+fn file_state(e: &Env) -> (Vec<u8>, std::time::SystemTime, Vec<std::ffi::OsString>) {
+    let mut names: Vec<_> = std::fs::read_dir(e.dir.path())
+        .unwrap()
+        .map(|f| f.unwrap().file_name())
+        .collect();
+    names.sort();
+    let m = std::fs::metadata(&e.db).unwrap();
+    (std::fs::read(&e.db).unwrap(), m.modified().unwrap(), names)
+}
+
+#[test]
+fn migrate_on_an_up_to_date_store_writes_nothing() {
+    let e = Env::init();
+    if e.on_server() {
+        return;
+    }
+    e.ok(&["note", "kept as it is"]);
+    let before = file_state(&e);
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let said = e.ok(&["migrate"]);
+    assert!(said.contains("nothing to migrate"), "{said}");
+    let v: serde_json::Value = serde_json::from_str(&e.ok(&["--json", "migrate"])).unwrap();
+    assert_eq!(v["from"], v["to"], "{v}");
+    assert!(file_state(&e) == before, "migrate changed the file");
+}
