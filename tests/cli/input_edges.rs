@@ -306,3 +306,31 @@ fn migrate_on_an_up_to_date_store_writes_nothing() {
     assert_eq!(v["from"], v["to"], "{v}");
     assert!(file_state(&e) == before, "migrate changed the file");
 }
+
+#[test]
+fn a_loop_of_links_at_the_store_path_is_named() {
+    let e = Env::new();
+    if e.on_server() {
+        return;
+    }
+    let (a, b) = (e.dir.path().join("a"), e.dir.path().join("b"));
+    std::os::unix::fs::symlink(&b, &a).unwrap();
+    std::os::unix::fs::symlink(&a, &b).unwrap();
+    let shown = a.display().to_string();
+    for args in [&["wake"][..], &["init"], &["note", "x"]] {
+        let mut c = e.cmd();
+        c.arg("--db").arg(&a).args(args);
+        let r = run_raw(c, None);
+        refused(
+            &r,
+            &format!("{shown} is a symbolic link that never reaches a file"),
+        );
+    }
+    let mut c = e.cmd();
+    c.arg("--db").arg(a.join("memory.redb")).arg("wake");
+    refused(&run_raw(c, None), "a folder on the way to it is a loop");
+    let mut c = e.cmd();
+    c.arg("copy").arg(&a).arg(e.dir.path().join("copy.redb"));
+    refused(&run_raw(c, None), &shown);
+    assert!(!e.dir.path().join("copy.redb").exists());
+}
