@@ -123,13 +123,31 @@ pub(super) fn claim_empty(tmp: &Path, path: &Path) -> Result<bool> {
     }
     let moved = std::fs::symlink_metadata(&aside)?;
     if moved.len() > 0 || !same_file(&before, &moved) {
-        let _ = std::fs::hard_link(&aside, path);
-        let _ = std::fs::remove_file(&aside);
-        return Ok(false);
+        return put_back(&aside, path);
     }
     let linked = link_new(tmp, path);
     let _ = std::fs::remove_file(&aside);
     linked
+}
+
+/// Puts the file moved aside to `aside` back at `path` (it changed after it was found empty);
+/// false, as another process's store. When `path` was taken meanwhile the file stays at `aside`,
+/// never removed, and the error names both.
+fn put_back(aside: &Path, path: &Path) -> Result<bool> {
+    match std::fs::hard_link(aside, path) {
+        Ok(()) => {
+            let _ = std::fs::remove_file(aside);
+            Ok(false)
+        }
+        Err(e) => Err(Error::invalid(
+            "store path",
+            format!(
+                "{} changed while init replaced it as an empty file, and could not be put back ({e}); it is kept at {}",
+                path.display(),
+                aside.display()
+            ),
+        )),
+    }
 }
 
 /// Links `tmp` to `path`; false when `path` exists (another process made the store first).
