@@ -77,7 +77,7 @@ pub struct Cli {
     /// [default: the admin]
     #[arg(long = "as", global = true, value_name = "ID")]
     pub principal: Option<String>,
-    /// Milliseconds a writer waits for another before failing as busy [env:
+    /// Milliseconds a writer waits for another before failing as busy; 0 tries once [env:
     /// SOMNA_BUSY_TIMEOUT_MS]
     #[arg(long, global = true, default_value_t = 10_000, value_name = "MS")]
     pub busy_timeout_ms: u64,
@@ -179,7 +179,17 @@ impl Cli {
     /// How `Run:` lines invoke somna: the command prefix without `--scope`, plus `--scope`
     /// when it is not the default.
     pub fn command_prefix(&self) -> String {
-        let mut prefix = self.command_prefix_without_scope();
+        self.with_scope(self.command_prefix_without_scope())
+    }
+
+    /// [`Cli::command_prefix`] for the store at `db` rather than `--db`'s: the `Run: ... init`
+    /// line for a store that is missing (`copy`'s source names its own).
+    pub fn command_prefix_at(&self, db: &Path) -> String {
+        self.with_scope(self.prefix_for(Some(db.to_path_buf())))
+    }
+
+    /// `prefix`, then `--scope` when it is not the default.
+    fn with_scope(&self, mut prefix: String) -> String {
         if self.scope != somna::DEFAULT_SCOPE {
             prefix.push_str(&format!(" --scope {}", shell_quote(&self.scope)));
         }
@@ -190,8 +200,13 @@ impl Cli {
     /// program, then `--db` and `--as` when they are not the defaults, so that a `Run:` line
     /// works pasted anywhere (another shell, another folder, another environment).
     fn command_prefix_without_scope(&self) -> String {
+        self.prefix_for(self.db_path().ok())
+    }
+
+    /// The program, then `--db` for `db` (when it is not the default store) and `--as`.
+    fn prefix_for(&self, db: Option<PathBuf>) -> String {
         let mut cmd = program();
-        if let Ok(db) = self.db_path() {
+        if let Some(db) = db {
             if let Some(url) = somna::url_of(&db) {
                 // Never the password: a printed command finds it where this one did
                 // (PGPASSWORD, or the URL the user keeps in SOMNA_DB).
@@ -224,7 +239,11 @@ impl Cli {
         }
         let init = matches!(self.command, Command::Init(_));
         let reads = commands::reads_only(&self.command);
-        let store = crate::cli::open::for_command(&path, opts, init, reads)?;
+        let store = if matches!(self.command, Command::Migrate(_)) {
+            crate::cli::open::for_migrate(&path, opts)?
+        } else {
+            crate::cli::open::for_command(&path, opts, init, reads)?
+        };
         let created = store.was_created();
         Ok(Context {
             store,

@@ -134,11 +134,12 @@ fn report(e: &Error) -> u8 {
 }
 
 /// Reports that there is no store at `path`, with the command that creates it on a `Run:` line
-/// (the binary as invoked, `--db`, `--as` and `--scope` when not the defaults); exits 3.
+/// (the binary as invoked, `--db PATH` for that store, `--as` and `--scope` when not the
+/// defaults); exits 3.
 fn no_store(cli: &Cli, path: &std::path::Path) -> u8 {
     let shown = path.display().to_string();
     eprintln!("somna: no somna store at {}", text::display_safe(&shown));
-    eprintln!("Run: {} init", cli.command_prefix());
+    eprintln!("Run: {} init", cli.command_prefix_at(path));
     3
 }
 

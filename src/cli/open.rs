@@ -26,6 +26,22 @@ pub fn for_command(path: &Path, opts: Options, init: bool, reads: bool) -> Resul
     .map_err(|e| refused_by_file_system(path, e))
 }
 
+/// Opens the store for `migrate`: read-only when it is at this build's format, so that nothing
+/// is written (not even the file's header); read-write, which upgrades it, when it is older.
+pub fn for_migrate(path: &Path, opts: Options) -> Result<Store, Error> {
+    if somna::url_of(path).is_some() {
+        return for_command(path, opts, false, false);
+    }
+    check_store_file(path)?;
+    let store =
+        open_store(path, opts.clone(), true).map_err(|e| refused_by_file_system(path, e))?;
+    if !store.needs_migration()? {
+        return Ok(store);
+    }
+    store.close()?;
+    open_store(path, opts, false).map_err(|e| refused_by_file_system(path, e))
+}
+
 /// Refuses a store path that is not a regular file (or nothing yet): a directory, a FIFO, a
 /// device, a socket or a dangling symbolic link is named as such, never as a missing store.
 pub fn check_store_file(path: &Path) -> Result<(), Error> {
@@ -37,7 +53,7 @@ pub fn check_store_file(path: &Path) -> Result<(), Error> {
     let link = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(refused_by_file_system(path, Error::Io(e))),
+        Err(e) => return Err(unreachable(path, e, false)),
     };
     let target = match std::fs::metadata(path) {
         Ok(m) => m,
@@ -46,7 +62,7 @@ pub fn check_store_file(path: &Path) -> Result<(), Error> {
                 "{shown} is a symbolic link to a file that does not exist; point it at a store, or remove it"
             )))
         }
-        Err(e) => return Err(refused_by_file_system(path, Error::Io(e))),
+        Err(e) => return Err(unreachable(path, e, true)),
     };
     let kind = if target.is_file() {
         return Ok(());
@@ -58,6 +74,36 @@ pub fn check_store_file(path: &Path) -> Result<(), Error> {
     Err(invalid(format!(
         "{shown} is {kind}; a store is one file: pass --db PATH/memory.redb"
     )))
+}
+
+/// The error for a store path the file system cannot follow, naming the path: a loop of symbolic
+/// links (the path itself when `is_link`, else a folder on the way) or a file where a folder
+/// should be is an invalid path (exit 2); a refusal is [`refused_by_file_system`]; any other
+/// error is the I/O error with the path before it.
+fn unreachable(path: &Path, e: std::io::Error, is_link: bool) -> Error {
+    let shown = output::path_shown(path);
+    let reason = match e.raw_os_error() {
+        #[cfg(unix)]
+        Some(libc::ELOOP) if is_link => format!(
+            "{shown} is a symbolic link that never reaches a file: a loop of links, or a chain too long ({e}); fix the link, or name another store"
+        ),
+        #[cfg(unix)]
+        Some(libc::ELOOP) => format!(
+            "{shown} cannot be reached: a folder on the way to it is a loop of symbolic links, or a chain too long ({e}); fix the link, or name another store"
+        ),
+        #[cfg(unix)]
+        Some(libc::ENOTDIR) => format!(
+            "{shown} cannot be reached: a part of it that should be a folder is a file ({e}); name another store"
+        ),
+        _ if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return refused_by_file_system(path, Error::Io(e))
+        }
+        _ => return Error::Io(std::io::Error::new(e.kind(), format!("{shown}: {e}"))),
+    };
+    Error::Invalid {
+        what: "store path",
+        reason,
+    }
 }
 
 /// An I/O error that is the file system refusing this user: [`Error::Denied`] naming the path

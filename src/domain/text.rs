@@ -184,14 +184,14 @@ pub fn date_of(us: i64) -> String {
     out
 }
 
-/// Appends [`date_of`]`(us)` to `out` without allocating: years 1 to 9998 (every timestamp a
-/// store holds in practice) by the civil-from-days arithmetic of the proleptic Gregorian
-/// calendar, the rest (jiff's range ends and beyond it) through jiff as before. A wake or recall
+/// Appends [`date_of`]`(us)` to `out` without allocating: years 1 to 9999 by the civil-from-days
+/// arithmetic of the proleptic Gregorian calendar (jiff's timestamps end on 9999-12-30, before
+/// the last day [`parse_time`] takes), the rest through jiff as before. A wake or recall
 /// renders a date per raw line; `tests` check both paths agree on every day they share.
 pub fn push_date(us: i64, out: &mut String) {
     let days = us.div_euclid(86_400_000_000);
-    // 0001-01-01 and 9998-12-31, in days from 1970-01-01.
-    if !(-719_162..=2_932_531).contains(&days) {
+    // 0001-01-01 and 9999-12-31, in days from 1970-01-01.
+    if !(-719_162..=LAST_DAY).contains(&days) {
         out.push_str(&date_by_jiff(us));
         return;
     }
@@ -226,12 +226,66 @@ fn date_by_jiff(us: i64) -> String {
     }
 }
 
-/// The RFC 3339 UTC form of a timestamp in microseconds.
+/// 9999-12-31, the last day a date may name, in days from 1970-01-01.
+const LAST_DAY: i64 = 2_932_896;
+
+/// Microseconds in a day.
+const DAY_US: i64 = 86_400_000_000;
+
+/// The RFC 3339 UTC form of a timestamp in microseconds (the end of year 9999, past jiff's
+/// timestamps, too).
 pub fn rfc3339_of(us: i64) -> String {
     match Timestamp::from_microsecond(us) {
         Ok(ts) => ts.to_string(),
+        Err(_) if (0..=LAST_DAY).contains(&us.div_euclid(DAY_US)) => late_rfc3339(us),
         Err(_) => format!("@{us}us"),
     }
+}
+
+/// [`rfc3339_of`] for a time jiff cannot hold: `YYYY-MM-DDTHH:MM:SS[.ffffff]Z`.
+fn late_rfc3339(us: i64) -> String {
+    let t = us.rem_euclid(DAY_US);
+    let (s, frac) = (t / 1_000_000, t % 1_000_000);
+    let mut out = format!(
+        "{}T{:02}:{:02}:{:02}",
+        date_of(us),
+        s / 3600,
+        s / 60 % 60,
+        s % 60
+    );
+    if frac > 0 {
+        out.push_str(format!(".{frac:06}").trim_end_matches('0'));
+    }
+    out.push('Z');
+    out
+}
+
+/// Midnight UTC of `date`, in microseconds (Howard Hinnant's days_from_civil): every date jiff
+/// takes, the last day of year 9999 among them, which jiff's timestamps end before.
+fn midnight_us(date: jiff::civil::Date) -> i64 {
+    let (m, d) = (i64::from(date.month()), i64::from(date.day()));
+    let y = i64::from(date.year()) - i64::from(m <= 2);
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    (era * 146_097 + doe - 719_468) * DAY_US
+}
+
+/// An RFC 3339 time with an offset on a day of year 9999 that jiff's timestamps end before
+/// (9999-12-30T22:00Z); `None` for anything else, or a time past the end of 9999.
+fn late_time(s: &str) -> Option<i64> {
+    let p = jiff::fmt::temporal::Pieces::parse(s).ok()?;
+    let (date, time, offset) = (p.date(), p.time()?, p.to_numeric_offset()?);
+    if date.year() != 9999 || p.time_zone_annotation().is_some() {
+        return None;
+    }
+    let in_day = ((i64::from(time.hour()) * 60 + i64::from(time.minute())) * 60
+        + i64::from(time.second()))
+        * 1_000_000
+        + i64::from(time.subsec_nanosecond()) / 1_000;
+    let us = midnight_us(date) + in_day - i64::from(offset.seconds()) * 1_000_000;
+    (us < (LAST_DAY + 1) * DAY_US).then_some(us)
 }
 
 /// Parses `YYYY-MM-DD` (midnight UTC) or an RFC 3339 timestamp into microseconds.
@@ -247,18 +301,17 @@ pub fn parse_time(s: &str) -> Result<i64> {
         let date: jiff::civil::Date = s.parse().map_err(|e| {
             Error::invalid("date", format!("{s:?} is not a real date YYYY-MM-DD: {e}"))
         })?;
-        let z = date
-            .to_zoned_datetime(TimeZone::UTC)
-            .map_err(|e| Error::invalid("date", format!("{s:?}: {e}")))?;
-        return Ok(z.timestamp().as_microsecond());
+        return Ok(midnight_us(date));
     }
-    let ts: Timestamp = s.parse().map_err(|e| {
-        Error::invalid(
-            "date",
-            format!("{s:?} is neither YYYY-MM-DD nor an RFC 3339 time: {e}"),
-        )
-    })?;
-    Ok(ts.as_microsecond())
+    match s.parse::<Timestamp>() {
+        Ok(ts) => Ok(ts.as_microsecond()),
+        Err(e) => late_time(s).ok_or_else(|| {
+            Error::invalid(
+                "date",
+                format!("{s:?} is neither YYYY-MM-DD nor an RFC 3339 time: {e}"),
+            )
+        }),
+    }
 }
 
 /// `N damaged NOUNs WHOSE were skipped (L1, L2, ...); run `somna verify``, for the reads that
@@ -405,6 +458,31 @@ mod tests {
         assert!(parse_time("2024-01-01T10:00:00Z").is_ok());
         assert!(parse_time("yesterday").is_err());
         assert_eq!(date_of(i64::MAX), "????-??-??");
+    }
+
+    #[test]
+    fn the_last_day_of_9999_parses_and_prints() {
+        for d in [
+            "0001-01-01",
+            "1969-12-31",
+            "2000-02-29",
+            "9999-12-30",
+            "9999-12-31",
+        ] {
+            let us = parse_time(d).unwrap();
+            assert_eq!(date_of(us), d);
+            assert_eq!(rfc3339_of(us), format!("{d}T00:00:00Z"));
+        }
+        let end = parse_time("9999-12-31T23:59:59.999999Z").unwrap();
+        assert_eq!(end + 1, (LAST_DAY + 1) * DAY_US);
+        assert_eq!(rfc3339_of(end), "9999-12-31T23:59:59.999999Z");
+        assert_eq!(
+            parse_time("9999-12-31T01:00:00+02:00").unwrap(),
+            parse_time("9999-12-30T23:00:00Z").unwrap()
+        );
+        assert!(parse_time("9999-12-31T23:00:00-02:00").is_err());
+        assert!(parse_time("9999-12-31T10:00:00").is_err());
+        assert!(parse_time("9999-12-32").is_err());
     }
 
     #[test]

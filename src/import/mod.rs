@@ -543,11 +543,12 @@ impl Store {
     }
 
     /// Imports a JSON Lines export. Every line is parsed and checked first; the scopes it names
-    /// must be empty here; then everything is written in one transaction.
+    /// must be empty here; then everything is written in one transaction. An input with no line
+    /// (or only blank ones) is refused, as [`Store::import_lines`] refuses one.
     pub fn import_jsonl(&self, input: &mut dyn BufRead) -> Result<ImportSummary> {
         let mut read = JsonlImport::default();
         let mut line = String::new();
-        let mut n = 0usize;
+        let (mut n, mut lines) = (0usize, 0usize);
         loop {
             line.clear();
             let got = input
@@ -560,12 +561,22 @@ impl Store {
             if line.trim().is_empty() {
                 continue;
             }
+            lines += 1;
             let bad = |why: String| Error::invalid("import", format!("line {n}: {why}"));
             let parsed: ExportLine = serde_json::from_str(&line).map_err(|e| bad(e.to_string()))?;
             read.take(parsed).map_err(bad)?;
         }
         let mut report = ImportSummary::default();
         self.write(|tx| {
+            // As the dated lines' import: an empty input is a mistake (the wrong file, a
+            // truncated pipe), never a success that imported nothing. Checked here so that a
+            // closed or read-only store says so first.
+            if lines == 0 {
+                return Err(Error::invalid(
+                    "import",
+                    "the input is empty (an export holds at least its store line)",
+                ));
+            }
             if !read.configs.is_empty() {
                 tx.require_admin("change settings")?;
                 for (name, value) in &read.configs {

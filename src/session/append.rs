@@ -5,8 +5,8 @@
 use std::ops::ControlFlow;
 
 use super::record::{
-    check_revision, compact_nth, range, session_scope, validate_session_id, IdemRecord,
-    SessionAppended,
+    check_revision, compact_nth, range, session_scope, validate_new_session_id,
+    validate_session_id, IdemRecord, SessionAppended,
 };
 use crate::error::{Error, Result};
 use crate::storage::access::Access;
@@ -62,6 +62,9 @@ impl WriteTxn<'_> {
             }
         }
         let existing = self.session_record(id)?;
+        if existing.is_none() {
+            validate_new_session_id(id)?;
+        }
         check_revision(existing.as_ref(), expected_revision)?;
         let mut rec = existing.unwrap_or_else(|| self.new_record());
         let first_index = rec.count;

@@ -40,6 +40,23 @@ pub fn validate_session_id(id: &str) -> Result<()> {
     Ok(())
 }
 
+/// Checks the id of a session about to be made (by a save or an append): [`validate_session_id`],
+/// and a name that `session export-dir` can write as `<id>.json` inside its folder: not `.` or
+/// `..`, no `/` or `\`. A session made before this rule keeps its id and works as before.
+pub fn validate_new_session_id(id: &str) -> Result<()> {
+    validate_session_id(id)?;
+    if id == "." || id == ".." || id.contains(['/', '\\']) {
+        return Err(Error::invalid(
+            "session id",
+            format!(
+                "{:?} is not a file name (it is . or .., or holds / or \\): session export-dir could not write it",
+                crate::domain::text::display_safe(id)
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Checks that `json` is one JSON object and returns it in compact form: whitespace outside
 /// strings removed, everything else (key order, number spelling, escapes) kept byte for byte.
 /// Compact input is returned unchanged.

@@ -9,8 +9,8 @@ use std::collections::HashSet;
 use std::ops::ControlFlow;
 
 use super::record::{
-    check_revision, compact_nth, hash, range, read_record, session_scope, validate_session_id,
-    Archived, SKey, SaveOutcome, SessionRecord,
+    check_revision, compact_nth, hash, range, read_record, session_scope, validate_new_session_id,
+    validate_session_id, Archived, SKey, SaveOutcome, SessionRecord,
 };
 use crate::error::Result;
 use crate::storage::access::Access;
@@ -140,6 +140,9 @@ impl WriteTxn<'_> {
         validate_session_id(id)?;
         self.require(Access::Write, &session_scope(id))?;
         let existing = self.session_record(id)?;
+        if existing.is_none() {
+            validate_new_session_id(id)?;
+        }
         let mut rec = existing.clone().unwrap_or_else(|| self.new_record());
         let tail = if rec.count > 0 {
             self.last_chunk(id)?

@@ -37,7 +37,8 @@ pub fn cache_bytes_from_env() -> crate::error::Result<Option<usize>> {
 #[non_exhaustive]
 pub struct Options {
     /// How long a writer waits for another writer (thread or process) before failing with
-    /// [`crate::Error::Busy`]. Default 10 s.
+    /// [`crate::Error::Busy`]. Default 10 s. Zero means "try once": fail only when another
+    /// writer holds the store (an open is always given up to a second to finish).
     pub busy_timeout: Duration,
     /// redb's page cache for this handle, an upper bound (pages are cached as they are read).
     /// Default [`SERVER_CACHE_BYTES`] (128 MiB), sized for a handle that stays open (a library

@@ -165,8 +165,16 @@ impl Store {
     /// Upgrades the store to this build's format (docs/design.md, sections 11 to 13: format 1
     /// to 2 builds the search index, 2 to 3 moves sessions into chunks), in one write
     /// transaction. A read-write open has already done it: this runs it again (a no-op when
-    /// done) and says what happened since the handle opened the store. `somna migrate`.
+    /// done) and says what happened since the handle opened the store. `somna migrate`. A store
+    /// already at this format is only read: nothing is written, and the file keeps its bytes.
+    /// On a read-only handle, only a store at this format is migrated (a no-op).
     pub fn migrate(&self) -> Result<Migration> {
+        if !self.needs_migration()? {
+            return Ok(Migration {
+                from: self.format.min(tables::STORE_FORMAT),
+                to: tables::STORE_FORMAT,
+            });
+        }
         if self.opts.read_only {
             return Err(crate::storage::engine::read_only_handle());
         }
@@ -176,6 +184,13 @@ impl Store {
             from: self.format.min(found),
             to: tables::STORE_FORMAT,
         })
+    }
+
+    /// Whether the store is at an older format than this build's, which [`Store::migrate`] (or a
+    /// read-write open) upgrades. Only reads.
+    pub fn needs_migration(&self) -> Result<bool> {
+        let stored = self.read(|r| tables::stored_format(&r.tx))?;
+        Ok(stored.is_some_and(|f| f < tables::STORE_FORMAT))
     }
 
     /// Whether this handle was opened read-only ([`Options::read_only`]).

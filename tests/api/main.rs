@@ -10,6 +10,7 @@ mod layers;
 
 mod store {
     mod cover_props;
+    mod edges;
     mod golden_format;
     mod golden_journal;
     mod group_commit;

@@ -18,6 +18,7 @@ mod hostile;
 mod http_limits;
 #[cfg(feature = "mcp")]
 mod http_sessions;
+mod input_edges;
 mod input_limits;
 mod json_nesting;
 #[cfg(feature = "mcp")]

@@ -142,8 +142,9 @@ pub fn stats(cx: &mut Context<'_>) -> Result<u8, Error> {
     Ok(0)
 }
 
-/// `somna migrate`: the store's format before and after. Opening the store read-write (as this
-/// command does) already upgraded it; the command says what that did.
+/// `somna migrate`: the store's format before and after. Opening an older store read-write (as
+/// this command does, `open::for_migrate`) already upgraded it; the command says what that did.
+/// A store at this format is opened read-only: nothing is written.
 pub fn migrate(cx: &mut Context<'_>) -> Result<u8, Error> {
     let m = cx.store.migrate()?;
     cx.emit(&m)?;

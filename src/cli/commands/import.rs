@@ -113,8 +113,12 @@ pub fn copy(
     a: &CopyArgs,
     out: &mut dyn std::io::Write,
 ) -> Result<u8, Error> {
-    somna::check_location(&a.src)?;
-    somna::check_location(&a.dst)?;
+    for p in [&a.src, &a.dst] {
+        somna::check_location(p)?;
+        if somna::url_of(p).is_none() {
+            crate::cli::open::check_store_file(p)?;
+        }
+    }
     let shown = |p: &std::path::Path| match somna::url_of(p) {
         Some(u) => somna::text::display_safe(&somna::without_password(u)).into_owned(),
         None => crate::cli::output::path_shown(

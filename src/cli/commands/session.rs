@@ -400,22 +400,16 @@ fn read_session_file(path: &Path) -> Result<(String, Vec<String>), Error> {
 }
 
 /// Writes every session as `DIR/<id>.json` (each through a new file of a random name, then
-/// renamed: [`write_beside`]);
-/// refuses before writing anything if an id could not be a file name inside `DIR`.
+/// renamed: [`write_beside`]). A session whose id could not be a file name inside `DIR` (one
+/// saved before such ids were refused) is skipped, never written outside it: each is named on
+/// stderr with the command that reads it, and the exit status is 1.
 fn export_dir(cx: &mut Context<'_>, a: &ExportDirArgs) -> Result<u8, Error> {
     let dir = &a.dir;
-    let ids = cx.store.session_ids()?;
-    let unsafe_ids: Vec<String> = ids
-        .iter()
-        .filter(|i| !safe_file_id(i))
-        .map(|i| format!("{:?}", text::display_safe(i)))
-        .collect();
-    if !unsafe_ids.is_empty() {
-        return Err(Error::Invalid {
-            what: "session id",
-            reason: format!("these ids cannot be file names inside {} (they could escape it): {}; nothing was written", dir.display(), unsafe_ids.join(", ")),
-        });
-    }
+    let (ids, skipped): (Vec<String>, Vec<String>) = cx
+        .store
+        .session_ids()?
+        .into_iter()
+        .partition(|i| safe_file_id(i));
     std::fs::create_dir_all(dir)?;
     let progress = Progress::start(cx.json, Some(ids.len() as u64), "exporting sessions");
     for id in &ids {
@@ -424,13 +418,22 @@ fn export_dir(cx: &mut Context<'_>, a: &ExportDirArgs) -> Result<u8, Error> {
         progress.inc(1);
     }
     drop(progress);
-    writeln!(
-        cx.out,
-        "Exported {} sessions to {}.",
-        ids.len(),
-        crate::cli::output::path_shown(dir)
-    )?;
-    Ok(0)
+    let shown = crate::cli::output::path_shown(dir);
+    for id in &skipped {
+        eprintln!(
+            "somna: skipped session {:?}: its id cannot be a file name inside {shown} (it could escape it); read it with: {} session load {}",
+            text::display_safe(id),
+            cx.prefix_without_scope,
+            text::display_safe(&crate::cli::output::shell_quote(id)),
+        );
+    }
+    write!(cx.out, "Exported {} sessions to {shown}", ids.len())?;
+    if skipped.is_empty() {
+        writeln!(cx.out, ".")?;
+        return Ok(0);
+    }
+    writeln!(cx.out, "; skipped {} (named above).", skipped.len())?;
+    Ok(1)
 }
 
 /// Writes `bytes` as `dir/name`: into a new file of a random name beside it (mode 0600 on Unix,

@@ -123,7 +123,7 @@ impl Default for RankParams {
 pub struct SearchQuery {
     /// The words to look for (any of them; more matches rank higher).
     pub text: String,
-    /// Show at most this many hits (default 10).
+    /// Show at most this many hits (default 10); 0 is refused.
     pub limit: usize,
     /// Skip this many hits first: the cursor of the next page ([`SearchResult::next_offset`]).
     pub offset: usize,
@@ -134,7 +134,8 @@ pub struct SearchQuery {
     pub until_us: Option<i64>,
     /// Only memories of this kind (summaries are left out).
     pub kind: Option<Kind>,
-    /// Byte budget of the shown lines (default 20,000), as recall's.
+    /// Byte budget of the shown lines (default 20,000), as recall's; one that cannot hold the
+    /// first hit's line is refused, never answered with an empty page that names its own offset.
     pub max_bytes: usize,
     /// Also rank retracted, superseded and deprecated memories (marked).
     pub include_inactive: bool,

@@ -67,6 +67,14 @@ fn rank_scope(
 /// [`crate::RankParams::prune`], a lexical query is ranked pruned first and exhaustively when
 /// the walk passes the pruned rankings' bound (docs/design.md, section 12.6.1).
 pub(crate) fn search(r: &ReadTxn, scopes: &[String], q: &SearchQuery) -> Result<SearchResult> {
+    // A page that can hold no hit would name its own offset as the next one: a client
+    // following the cursor would ask again forever.
+    if q.limit == 0 {
+        return Err(Error::invalid("limit", "it must be at least 1"));
+    }
+    if q.max_bytes == 0 {
+        return Err(Error::invalid("byte budget", "it must be at least 1"));
+    }
     require_index(r)?;
     q.params.validate()?;
     if q.mode == Some(SearchMode::Vector) && q.vector.is_none() {
@@ -90,6 +98,17 @@ pub(crate) fn search(r: &ReadTxn, scopes: &[String], q: &SearchQuery) -> Result<
         }
     }
     Ok(ranked(r, scopes, q, &terms, None)?.0)
+}
+
+/// The error for a byte budget that cannot hold the next hit's line: the page would be empty and
+/// name its own offset as the next one.
+fn too_small(line: usize, budget: usize) -> Error {
+    Error::invalid(
+        "byte budget",
+        format!(
+            "the next hit's line takes {line} bytes, more than the budget of {budget}; raise it"
+        ),
+    )
 }
 
 /// Ranks `scopes` (pruned to the top `need` when given) and walks the candidates best first;
@@ -139,6 +158,9 @@ fn ranked(
             continue;
         }
         if out.hits.len() >= q.limit || bytes + line.len() >= q.max_bytes {
+            if out.hits.is_empty() {
+                return Err(too_small(line.len() + 1, q.max_bytes));
+            }
             out.next_offset = Some(q.offset + out.hits.len());
             done = true;
             break;

@@ -22,7 +22,7 @@ use crate::storage::engine::{
 use crate::storage::kv::{KvRead, KvWrite};
 use crate::storage::options::Options;
 use crate::storage::redb::file::{
-    builder, engine_panic, exists, make_parent, may_not_write, open_bounded, Db,
+    builder, claim_empty, engine_panic, exists, make_parent, may_not_write, open_bounded, Db,
 };
 use crate::storage::redb::journal::{self, Journal};
 use crate::storage::redb::kv::{RedbRead, RedbWrite};
@@ -614,8 +614,9 @@ fn build(tmp: &Path, path: &Path, opts: &Options) -> Result<bool> {
         .sync_all()?;
     match std::fs::hard_link(tmp, path) {
         Ok(()) => Ok(true),
+        // An empty file at the path (`touch`, a failed copy) holds no store: take its place.
         // Another process created the store first: use theirs.
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => claim_empty(tmp, path),
         Err(e) => Err(e.into()),
     }
 }

@@ -92,6 +92,86 @@ pub(crate) fn exists(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
+/// Puts the store built at `tmp` in the place of an empty regular file at `path` (0 bytes: it
+/// holds nothing, and could never be opened); false, keeping `path`, when it holds something
+/// (another process made the store first). The empty file is first moved aside, so that only
+/// the process that moved it replaces it, and put back when it was written to meanwhile. A
+/// symbolic link to an empty file is refused: the file it points to is the user's to remove.
+pub(super) fn claim_empty(tmp: &Path, path: &Path) -> Result<bool> {
+    let before = std::fs::symlink_metadata(path)?;
+    if before.is_symlink() && std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+        return Err(Error::invalid(
+            "store path",
+            format!(
+                "{} is a symbolic link to an empty file; remove the empty file (or the link), then run init again",
+                path.display()
+            ),
+        ));
+    }
+    if !before.is_file() || before.len() > 0 {
+        return Ok(false);
+    }
+    let aside = tmp.with_file_name(format!(
+        "{}.empty",
+        tmp.file_name().unwrap_or_default().to_string_lossy()
+    ));
+    match std::fs::rename(path, &aside) {
+        Ok(()) => {}
+        // Another process moved it first: its store, or ours, goes in its place.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return link_new(tmp, path),
+        Err(e) => return Err(e.into()),
+    }
+    let moved = std::fs::symlink_metadata(&aside)?;
+    if moved.len() > 0 || !same_file(&before, &moved) {
+        return put_back(&aside, path);
+    }
+    let linked = link_new(tmp, path);
+    let _ = std::fs::remove_file(&aside);
+    linked
+}
+
+/// Puts the file moved aside to `aside` back at `path` (it changed after it was found empty);
+/// false, as another process's store. When `path` was taken meanwhile the file stays at `aside`,
+/// never removed, and the error names both.
+fn put_back(aside: &Path, path: &Path) -> Result<bool> {
+    match std::fs::hard_link(aside, path) {
+        Ok(()) => {
+            let _ = std::fs::remove_file(aside);
+            Ok(false)
+        }
+        Err(e) => Err(Error::invalid(
+            "store path",
+            format!(
+                "{} changed while init replaced it as an empty file, and could not be put back ({e}); it is kept at {}",
+                path.display(),
+                aside.display()
+            ),
+        )),
+    }
+}
+
+/// Links `tmp` to `path`; false when `path` exists (another process made the store first).
+fn link_new(tmp: &Path, path: &Path) -> Result<bool> {
+    match std::fs::hard_link(tmp, path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Whether two metadata name one file (device and inode; the length elsewhere).
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        a.dev() == b.dev() && a.ino() == b.ino()
+    }
+    #[cfg(not(unix))]
+    {
+        a.len() == b.len()
+    }
+}
+
 /// Makes the parent directories of `path` (mode 0700) that do not exist.
 pub(super) fn make_parent(path: &Path) -> Result<()> {
     if let Some(parent) = path.parent() {
@@ -109,9 +189,15 @@ pub(super) fn make_parent(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// How long one attempt at opening the file may take, however short the busy timeout: the open
+/// of an idle store is not a wait for another writer.
+const MIN_OPEN_WAIT: Duration = Duration::from_secs(1);
+
 /// Opens the file, waiting at most `busy_timeout`: in multi-writer mode redb's open waits for a
 /// writer in another process to finish, so the open runs on a helper thread and the caller stops
-/// waiting after the timeout (the thread then closes the handle it gets).
+/// waiting after the timeout (the thread then closes the handle it gets), or after
+/// [`MIN_OPEN_WAIT`] when the timeout is shorter: a timeout of 0 means "try once" (fail as busy
+/// only when another writer holds the file), never "fail before the open could finish".
 ///
 /// Also returns whether redb's crash recovery dropped the newest commit, whose checksums failed,
 /// for the one before it (vendor/README.md, "one sync per multi-writer commit"): a one-phase
@@ -132,7 +218,7 @@ pub(super) fn open_bounded(opts: &Options, path: &Path) -> Result<(Db, bool)> {
             let _ = tx.send(r.unwrap_or_else(|panic| Err(engine_panic("opening the file", panic))));
         })?;
     let with_fell_back = move |db| (db, fell_back.load(Ordering::Acquire));
-    match rx.recv_timeout(opts.busy_timeout) {
+    match rx.recv_timeout(opts.busy_timeout.max(MIN_OPEN_WAIT)) {
         Ok(r) => r.map(with_fell_back),
         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(Error::Busy {
             waited: start.elapsed(),

@@ -67,13 +67,27 @@ fn ids_at_the_limits() {
         longest.as_str(),
         multibyte.as_str(),
         "a",
-        "with space/and:colon",
-        "../../etc/passwd",
+        "with space:colon",
+        "a..b.",
     ] {
         s.session_save(id, &["{}"], None).unwrap();
         assert_eq!(s.session_load(id).unwrap().unwrap(), vec!["{}".to_string()]);
     }
-    for bad in ["", &"x".repeat(257), "tab\there", "nl\n", "nul\0"] {
+    // A new session's id is also a file name (issue 52, point 16): `export-dir` writes `<id>.json`.
+    for bad in [
+        "",
+        &"x".repeat(257),
+        "tab\there",
+        "nl\n",
+        "nul\0",
+        "with space/and:colon",
+        "../../etc/passwd",
+        "..",
+        ".",
+        "back\\slash",
+    ] {
+        let e = s.session_append(bad, &["{}"], None, None).unwrap_err();
+        assert!(matches!(e, Error::Invalid { .. }), "{bad:?}: {e}");
         let e = s.session_save(bad, &["{}"], None).unwrap_err();
         assert!(
             matches!(
