@@ -559,3 +559,52 @@ fn an_unknown_scope_is_refused() {
     let r = b.post("/ui/decide", "scope=no-such-scope&id=0&decision=accept");
     assert_eq!(r.status, 400, "{}", r.body);
 }
+
+/// The Log page's box ranks words by default (a person types words, not a regex), applies the
+/// kind and status filters to the ranking too, and matches a regex only when asked
+#[test]
+fn the_log_box_ranks_words_by_default_and_matches_a_regex_when_asked() {
+    let e = Env::init();
+    e.ok(&["note", "we deploy the billing service on fridays"]);
+    e.ok(&[
+        "note",
+        "--kind",
+        "decision",
+        "the billing service moves to postgres",
+    ]);
+    e.ok(&["note", "lunch is at noon"]);
+    let tok = token(&e, "admin");
+    let s = start(&e);
+    let b = Browser::login(&s, &tok);
+    // Words in another order than stored: no regex matches them, ranked search does
+    let ranked = b.get("/ui/log?q=service+billing");
+    assert_eq!(ranked.status, 200);
+    assert!(ranked.body.contains("best first"), "{}", ranked.body);
+    let at = |what: &str| ranked.body.find(what).unwrap_or(usize::MAX);
+    // Both matches, ranked above any neighbour shown for context
+    assert!(
+        at("deploy the billing service") < at("lunch")
+            && at("moves to postgres") < at("lunch")
+            && at("deploy the billing service") != usize::MAX
+            && at("moves to postgres") != usize::MAX,
+        "{}",
+        ranked.body
+    );
+    assert!(
+        ranked.body.contains("<option value=\"search\" selected>"),
+        "{}",
+        ranked.body
+    );
+    let decisions = b.get("/ui/log?q=billing+service&kind=decision");
+    assert!(
+        decisions.body.contains("moves to postgres")
+            && !decisions.body.contains("deploy the billing"),
+        "{}",
+        decisions.body
+    );
+    let regex = b.get("/ui/log?q=service+billing&mode=regex");
+    assert!(regex.body.contains("newest first"), "{}", regex.body);
+    assert!(!regex.body.contains("moves to postgres"), "{}", regex.body);
+    let regex = b.get("/ui/log?q=billing.*fridays&mode=regex");
+    assert!(regex.body.contains("deploy the billing"), "{}", regex.body);
+}

@@ -1,7 +1,8 @@
-//! The Log page: the scope's memories newest first, a page at a time (recall's `before`
-//! cursor), filtered by kind and dates and by a regex, or ranked search over them. The status
-//! and source filters narrow the page recall returned (recall has no such filter): a page may
-//! show fewer than 50, and "Older" goes on.
+//! The Log page: ranked search over the scope's memories (the default when words are given),
+//! or the memories newest first, a page at a time (recall's `before` cursor), matching a regex
+//! with `mode=regex`; either filtered by kind and dates. The status and source filters narrow
+//! the page the search or recall returned (neither has such a filter): a page may show fewer
+//! than 50, and "Older" or "More" goes on.
 
 use somna::text::{date_of, parse_time};
 use somna::{Error, Kind, Memory, RecallQuery, SearchQuery};
@@ -24,7 +25,17 @@ const STATUSES: [&str; 5] = [
 /// status marker is accepted).
 pub fn status_of(m: &Memory, line: &str) -> &'static str {
     let prefix = format!("#{} {} [", m.id, date_of(m.observed_us));
-    let first = line.strip_prefix(&prefix).unwrap_or_default();
+    marked_status(line.strip_prefix(&prefix).unwrap_or_default())
+}
+
+/// The status a ranked hit's line names (`#id date [proposed] text`, or the summary's).
+fn status_of_hit(line: &str) -> &'static str {
+    let after = line.splitn(3, ' ').nth(2).unwrap_or_default();
+    marked_status(after.strip_prefix('[').unwrap_or_default())
+}
+
+/// The status `first` (what follows a line's `[`) starts with; none is accepted.
+fn marked_status(first: &str) -> &'static str {
     STATUSES
         .iter()
         .find(|s| first.starts_with(**s))
@@ -32,10 +43,18 @@ pub fn status_of(m: &Memory, line: &str) -> &'static str {
         .unwrap_or("accepted")
 }
 
-/// `GET /ui/log?q=&mode=regex|search&kind=&since=&until=&before=&offset=`.
+/// Whether hit `h` came from `source` (a summary comes from no one).
+fn hit_from(cx: &Cx, h: &somna::Hit, source: &str) -> bool {
+    h.id.and_then(|id| cx.store.show(&cx.scope, id).ok())
+        .is_some_and(|(m, _)| m.source.as_deref() == Some(source))
+}
+
+/// `GET /ui/log?q=&mode=search|regex&kind=&since=&until=&before=&offset=`: words are ranked
+/// (the default: a person types words), a regex is matched exactly (`mode=regex`, recall's);
+/// without words, the log's newest memories.
 pub fn page(cx: &Cx) -> Result<Out, Error> {
     let mut body = form(cx);
-    if cx.param("mode") == "search" && !cx.param("q").is_empty() {
+    if ranked(cx) && !cx.param("q").is_empty() {
         body.push_str(&search(cx)?);
     } else {
         body.push_str(&recall(cx)?);
@@ -43,9 +62,14 @@ pub fn page(cx: &Cx) -> Result<Out, Error> {
     Ok(Out::Page("Log".into(), body))
 }
 
+/// Whether the words are ranked (any mode but `regex`).
+fn ranked(cx: &Cx) -> bool {
+    cx.param("mode") != "regex"
+}
+
 /// The filter form, filled in with the request's values.
 fn form(cx: &Cx) -> String {
-    let search = cx.param("mode") == "search";
+    let search = ranked(cx);
     let kinds = options(
         cx,
         "kind",
@@ -56,7 +80,7 @@ fn form(cx: &Cx) -> String {
         "<form method=\"get\" action=\"/ui/log\">{}\
          <label for=\"q\">Find</label><input id=\"q\" name=\"q\" value=\"{}\">\
          <label for=\"mode\">as</label><select id=\"mode\" name=\"mode\">\
-         <option value=\"regex\"{}>regex (recall)</option><option value=\"search\"{}>ranked search</option></select>\
+         <option value=\"search\"{}>words, best first</option><option value=\"regex\"{}>exact pattern (regex)</option></select>\
          <label for=\"kind\">Kind</label><select id=\"kind\" name=\"kind\">{kinds}</select>\
          <label for=\"status\">Status</label><select id=\"status\" name=\"status\">{statuses}</select>\
          <label for=\"source\">Source</label><input id=\"source\" name=\"source\" value=\"{}\">\
@@ -65,8 +89,8 @@ fn form(cx: &Cx) -> String {
          <button type=\"submit\">Show</button></form>",
         scope_field(cx),
         esc(cx.param("q")),
-        if search { "" } else { " selected" },
         if search { " selected" } else { "" },
+        if search { "" } else { " selected" },
         esc(cx.param("source")),
         esc(cx.param("since")),
         esc(cx.param("until")),
@@ -143,10 +167,16 @@ fn search(cx: &Cx) -> Result<String, Error> {
     let mut q = SearchQuery::new(cx.param("q"));
     q.limit = PAGE;
     q.offset = cx.param("offset").parse().unwrap_or(0);
+    q.kind = opt(cx, "kind", |k| k.parse::<Kind>())?;
+    q.since_us = opt(cx, "since", parse_time)?;
+    q.until_us = opt(cx, "until", parse_time)?;
     let r = cx.store.search(&cx.scope, &q)?;
+    let (status, source) = (cx.param("status"), cx.param("source"));
     let shown: Vec<String> = r
         .hits
         .iter()
+        .filter(|h| status.is_empty() || status_of_hit(&h.line) == status)
+        .filter(|h| source.is_empty() || hit_from(cx, h, source))
         .map(|h| format!("{:.2}  {}", h.score, h.line))
         .collect();
     let mut out = format!(
@@ -156,11 +186,12 @@ fn search(cx: &Cx) -> Result<String, Error> {
     );
     if let Some(o) = r.next_offset {
         let o = o.to_string();
-        let more = [
-            ("q", cx.param("q")),
-            ("mode", "search"),
-            ("offset", o.as_str()),
-        ];
+        let mut more: Vec<(&str, &str)> = ["q", "kind", "status", "source", "since", "until"]
+            .iter()
+            .map(|k| (*k, cx.param(k)))
+            .collect();
+        more.push(("mode", "search"));
+        more.push(("offset", o.as_str()));
         out.push_str(&format!(
             "<p><a href=\"{}\">More</a></p>",
             esc(&link(cx, "/ui/log", &more))
