@@ -114,8 +114,8 @@ pub use memory::wake::{cover, cover_all, reference_cover, Cover, WakeItem, WakeO
 /// The storage engine, re-exported so that custom backends (`redb::StorageBackend`) match its version.
 pub use redb;
 pub use session::{
-    compact_message, validate_session_id, Archived, SaveOutcome, SessionAppended, SessionInfo,
-    SessionItems, MAX_MESSAGE_BYTES, MAX_SESSION_ID_BYTES,
+    compact_message, is_relative_file_path, validate_session_id, Archived, SaveOutcome,
+    SessionAppended, SessionInfo, SessionItems, MAX_MESSAGE_BYTES, MAX_SESSION_ID_BYTES,
 };
 pub use storage::access::{pattern_matches, validate_principal, Access, DEFAULT_ADMIN};
 pub use storage::config::{validate_config, Config, CONFIG_NAMES};

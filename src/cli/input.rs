@@ -85,7 +85,9 @@ pub fn parse_array(
     })
 }
 
-/// Whether a session id is safe as a file name inside a directory.
+/// Whether a session id is safe as a file path inside a directory (`team/alice` is the file
+/// `alice.json` in its folder `team`; [`somna::is_relative_file_path`]), each part short enough
+/// for a file name with `.json` (250 bytes).
 pub fn safe_file_id(id: &str) -> bool {
-    !id.is_empty() && id != "." && id != ".." && !id.contains(['/', '\\', '\0']) && id.len() <= 250
+    somna::is_relative_file_path(id) && id.split('/').all(|part| part.len() <= 250)
 }

@@ -35,7 +35,7 @@ mod store;
 mod verify;
 
 pub use record::{
-    compact_message, validate_session_id, Archived, SaveOutcome, SessionAppended, SessionInfo,
-    SessionItems, MAX_MESSAGE_BYTES, MAX_SESSION_ID_BYTES,
+    compact_message, is_relative_file_path, validate_session_id, Archived, SaveOutcome,
+    SessionAppended, SessionInfo, SessionItems, MAX_MESSAGE_BYTES, MAX_SESSION_ID_BYTES,
 };
 pub(crate) use verify::verify_sessions;

@@ -41,20 +41,30 @@ pub fn validate_session_id(id: &str) -> Result<()> {
 }
 
 /// Checks the id of a session about to be made (by a save or an append): [`validate_session_id`],
-/// and a name that `session export-dir` can write as `<id>.json` inside its folder: not `.` or
-/// `..`, no `/` or `\`. A session made before this rule keeps its id and works as before.
+/// and a relative path that `session export-dir` can write as `<id>.json` inside its folder: a
+/// `/` separates folders (`team/alice`, as grants on `session:team/*` expect), and no part is
+/// empty, `.` or `..`, nor holds `\` (a separator on Windows). A session made before this rule
+/// keeps its id and works as before.
 pub fn validate_new_session_id(id: &str) -> Result<()> {
     validate_session_id(id)?;
-    if id == "." || id == ".." || id.contains(['/', '\\']) {
+    if !is_relative_file_path(id) {
         return Err(Error::invalid(
             "session id",
             format!(
-                "{:?} is not a file name (it is . or .., or holds / or \\): session export-dir could not write it",
+                "{:?} is not a relative file path (a part between slashes is empty, . or .., or holds \\): session export-dir could not write it inside its folder",
                 crate::domain::text::display_safe(id)
             ),
         ));
     }
     Ok(())
+}
+
+/// Whether `id` is a relative path inside a folder: parts separated by `/`, none empty, `.` or
+/// `..`, none holding `\` or NUL. (A part longer than a file name may be, 255 bytes on most
+/// file systems, is allowed: `session export-dir` skips such a session and says so.)
+pub fn is_relative_file_path(id: &str) -> bool {
+    id.split('/')
+        .all(|part| !part.is_empty() && part != "." && part != ".." && !part.contains(['\\', '\0']))
 }
 
 /// Checks that `json` is one JSON object and returns it in compact form: whitespace outside

@@ -234,26 +234,74 @@ fn run_with(e: &Env, args: &[&str], input: &str) -> Raw {
 #[test]
 fn a_session_id_that_is_not_a_file_name_is_refused_at_save() {
     let e = Env::init();
-    for id in ["../escape", "a/b", "..", ".", "back\\slash"] {
+    for id in [
+        "../escape",
+        "a/../../b",
+        "/abs",
+        "a//b",
+        "a/",
+        "..",
+        ".",
+        "back\\slash",
+    ] {
         refused(
             &run_with(&e, &["session", "save", id], "[{\"n\":1}]"),
-            "not a file name",
+            "not a relative file path",
         );
         refused(
             &run_with(&e, &["session", "append", id], "[{\"n\":1}]"),
-            "not a file name",
+            "not a relative file path",
         );
     }
     let list = e.ok(&["session", "list"]);
     assert!(list.is_empty(), "{list}");
-    let r = run_with(&e, &["session", "save", "a.b..c"], "[{\"n\":1}]");
-    assert_eq!(r.code, 0, "{r:?}");
+    for id in ["a.b..c", "team/alice"] {
+        let r = run_with(&e, &["session", "save", id], "[{\"n\":1}]");
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+}
+
+/// A session id with `/` (as grants on `session:team/*` expect) is exported into folders and
+/// imported back under the same id; a link planted where a folder goes is not written through
+#[test]
+fn session_ids_with_slashes_export_into_folders_and_import_back() {
+    let e = Env::init();
+    for (id, n) in [("team/alice", 1), ("team/bob/x", 2), ("solo", 3)] {
+        let r = run_with(&e, &["session", "save", id], &format!("[{{\"n\":{n}}}]"));
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+    let out = e.dir.path().join("out");
+    let said = e.ok(&["session", "export-dir", out.to_str().unwrap()]);
+    assert!(said.contains("Exported 3 sessions"), "{said}");
+    let alice = std::fs::read_to_string(out.join("team").join("alice.json")).unwrap();
+    assert!(alice.contains("\"n\":1"), "{alice}");
+    assert!(out.join("team").join("bob").join("x.json").is_file());
+
+    let other = Env::init();
+    let said = other.ok(&["session", "import-dir", out.to_str().unwrap()]);
+    assert!(said.contains("Imported 3 sessions"), "{said}");
+    let loaded = other.ok(&["session", "load", "team/bob/x"]);
+    assert!(loaded.contains("\"n\":2"), "{loaded}");
+
+    // A link where the folder `team` goes: refused, nothing written through it
+    let planted = e.dir.path().join("planted");
+    let target = e.dir.path().join("elsewhere");
+    std::fs::create_dir_all(&planted).unwrap();
+    std::fs::create_dir_all(&target).unwrap();
+    std::os::unix::fs::symlink(&target, planted.join("team")).unwrap();
+    let r = run(&e, &["session", "export-dir", planted.to_str().unwrap()]);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(
+        String::from_utf8_lossy(&r.err).contains("is not a folder"),
+        "{r:?}"
+    );
+    assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
 }
 
 #[test]
 fn export_dir_skips_only_the_session_it_cannot_name() {
     let e = Env::init();
-    // The longest id (256 bytes) is valid but too long for `<id>.json`, as an id with `/` saved
+    // The longest id (256 bytes) is valid but too long for `<id>.json`, as an id with `..` saved
     // before such ids were refused: the others are still exported.
     let long = "x".repeat(256);
     for id in ["one", long.as_str(), "two"] {

@@ -164,7 +164,7 @@ fn import_dir_is_all_or_nothing_and_export_dir_round_trips() {
     // tests/cli/input_edges.rs covers the stores that hold one from before).
     let o = run(&db, &["session", "save", "../escape"], "[{}]");
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("not a file name"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a relative file path"));
     let out2 = d.path().join("out2");
     let o = run(&db, &["session", "export-dir", out2.to_str().unwrap()], "");
     assert!(o.status.success());

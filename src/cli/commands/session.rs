@@ -52,7 +52,7 @@ pub enum SessionCmd {
     Info(IdArgs),
     /// Import a directory of <id>.json files (JSON arrays); all are checked before any is written
     ImportDir(ImportDirArgs),
-    /// Write every session as DIR/<id>.json
+    /// Write every session as DIR/<id>.json (an id with / in folders)
     ExportDir(ExportDirArgs),
 }
 
@@ -332,23 +332,16 @@ fn info(cx: &mut Context<'_>, a: &IdArgs) -> Result<u8, Error> {
     Ok(0)
 }
 
-/// Imports a directory of `<id>.json` files in one transaction, after checking all of them.
+/// Imports a directory of `<id>.json` files in one transaction, after checking all of them; a
+/// folder inside it names sessions by its path (`team/alice.json` is `team/alice`).
 fn import_dir(cx: &mut Context<'_>, a: &ImportDirArgs) -> Result<u8, Error> {
     let dir = &a.dir;
     let mut paths = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| Error::Invalid {
-        what: "directory",
-        reason: format!("cannot read {}: {e}", dir.display()),
-    })? {
-        let path = entry?.path();
-        if path.extension().and_then(|e| e.to_str()) == Some("json") {
-            paths.push(path);
-        }
-    }
+    session_files(dir, "", &mut paths)?;
     let reading = Progress::start(cx.json, Some(paths.len() as u64), "reading session files");
     let mut files = Vec::new();
-    for path in &paths {
-        files.push(read_session_file(path)?);
+    for (path, id) in &paths {
+        files.push(read_session_file(path, id)?);
         reading.inc(1);
     }
     drop(reading);
@@ -371,18 +364,34 @@ fn import_dir(cx: &mut Context<'_>, a: &ImportDirArgs) -> Result<u8, Error> {
     Ok(0)
 }
 
-/// A session file: its id (the file name without `.json`) and its messages, each compacted.
-fn read_session_file(path: &Path) -> Result<(String, Vec<String>), Error> {
-    let Some(id) = path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .map(str::to_string)
-    else {
-        return Err(Error::Invalid {
-            what: "session file",
-            reason: format!("{}: the name is not UTF-8", path.display()),
-        });
-    };
+/// The `.json` files under `dir`, each with the session id its path names (`prefix`, then the
+/// folders below `dir` and the name without `.json`, joined by `/`). Links are not followed.
+fn session_files(dir: &Path, prefix: &str, out: &mut Vec<(PathBuf, String)>) -> Result<(), Error> {
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::Invalid {
+        what: "directory",
+        reason: format!("cannot read {}: {e}", dir.display()),
+    })?;
+    for entry in entries {
+        let entry = entry?;
+        let path = entry.path();
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+            return Err(Error::Invalid {
+                what: "session file",
+                reason: format!("{}: the name is not UTF-8", path.display()),
+            });
+        };
+        if entry.file_type()?.is_dir() {
+            session_files(&path, &format!("{prefix}{name}/"), out)?;
+        } else if let Some(stem) = name.strip_suffix(".json") {
+            out.push((path, format!("{prefix}{stem}")));
+        }
+    }
+    Ok(())
+}
+
+/// A session file, `path`, of session `id`: its id checked and its messages, each compacted.
+fn read_session_file(path: &Path, id: &str) -> Result<(String, Vec<String>), Error> {
+    let id = id.to_string();
     somna::validate_session_id(&id)?;
     let text = read_input(&path.to_string_lossy())?;
     let items = parse_array(&text, &path.display().to_string())?;
@@ -400,9 +409,10 @@ fn read_session_file(path: &Path) -> Result<(String, Vec<String>), Error> {
 }
 
 /// Writes every session as `DIR/<id>.json` (each through a new file of a random name, then
-/// renamed: [`write_beside`]). A session whose id could not be a file name inside `DIR` (one
-/// saved before such ids were refused) is skipped, never written outside it: each is named on
-/// stderr with the command that reads it, and the exit status is 1.
+/// renamed: [`write_beside`]); an id with `/` goes in folders (`team/alice` as
+/// `DIR/team/alice.json`). A session whose id could not be a path inside `DIR` (one saved
+/// before such ids were refused, as `../x`) is skipped, never written outside it: each is named
+/// on stderr with the command that reads it, and the exit status is 1.
 fn export_dir(cx: &mut Context<'_>, a: &ExportDirArgs) -> Result<u8, Error> {
     let dir = &a.dir;
     let (ids, skipped): (Vec<String>, Vec<String>) = cx
@@ -414,7 +424,12 @@ fn export_dir(cx: &mut Context<'_>, a: &ExportDirArgs) -> Result<u8, Error> {
     let progress = Progress::start(cx.json, Some(ids.len() as u64), "exporting sessions");
     for id in &ids {
         let msgs = cx.store.session_load(id)?.unwrap_or_default();
-        write_beside(dir, &format!("{id}.json"), json_array(&msgs).as_bytes())?;
+        let (folder, name) = folder_for(dir, id)?;
+        write_beside(
+            &folder,
+            &format!("{name}.json"),
+            json_array(&msgs).as_bytes(),
+        )?;
         progress.inc(1);
     }
     drop(progress);
@@ -434,6 +449,43 @@ fn export_dir(cx: &mut Context<'_>, a: &ExportDirArgs) -> Result<u8, Error> {
     }
     writeln!(cx.out, "; skipped {} (named above).", skipped.len())?;
     Ok(1)
+}
+
+/// The folder inside `dir` that holds session `id`'s file (its parts before the last `/`, each
+/// made with mode 0700 where missing), and the file's name without `.json`. A part that exists
+/// as anything but a folder (a link planted there) is refused: nothing is written through it.
+fn folder_for<'i>(dir: &Path, id: &'i str) -> Result<(PathBuf, &'i str), Error> {
+    let (folders, name) = id.rsplit_once('/').unwrap_or(("", id));
+    let mut at = dir.to_path_buf();
+    for part in folders.split('/').filter(|p| !p.is_empty()) {
+        at.push(part);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(Error::Invalid {
+                    what: "directory",
+                    reason: format!(
+                        "{} is not a folder (a link or a file is there); nothing was written through it",
+                        at.display()
+                    ),
+                })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => make_folder(&at)?,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok((at, name))
+}
+
+/// Makes the folder `at` (mode 0700 on Unix).
+fn make_folder(at: &Path) -> Result<(), Error> {
+    let mut b = std::fs::DirBuilder::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        b.mode(0o700);
+    }
+    Ok(b.create(at)?)
 }
 
 /// Writes `bytes` as `dir/name`: into a new file of a random name beside it (mode 0600 on Unix,

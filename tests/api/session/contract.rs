@@ -68,20 +68,26 @@ fn ids_at_the_limits() {
         multibyte.as_str(),
         "a",
         "with space:colon",
+        "with space/and:colon",
+        "team/alice",
         "a..b.",
     ] {
         s.session_save(id, &["{}"], None).unwrap();
         assert_eq!(s.session_load(id).unwrap().unwrap(), vec!["{}".to_string()]);
     }
-    // A new session's id is also a file name (issue 52, point 16): `export-dir` writes `<id>.json`.
+    // A new session's id is also a relative file path (issue 52, point 16): `export-dir` writes
+    // `<id>.json`, a `/` making folders, so no part may be empty, `.` or `..`.
     for bad in [
         "",
         &"x".repeat(257),
         "tab\there",
         "nl\n",
         "nul\0",
-        "with space/and:colon",
         "../../etc/passwd",
+        "team/../../x",
+        "/absolute",
+        "trailing/",
+        "two//slashes",
         "..",
         ".",
         "back\\slash",
@@ -100,7 +106,7 @@ fn ids_at_the_limits() {
             "{bad:?}: {e}"
         );
     }
-    assert_eq!(s.session_ids().unwrap().len(), 5);
+    assert_eq!(s.session_ids().unwrap().len(), 7);
 }
 
 #[test]
