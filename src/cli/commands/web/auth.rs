@@ -154,18 +154,11 @@ impl Failures {
         self.by_peer.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether `peer` may try to log in at `now`.
-    fn allowed(&self, peer: IpAddr, now: Instant) -> bool {
-        match self.table().get(&peer) {
-            Some((start, n)) => {
-                now.duration_since(*start) >= LOGIN_WINDOW || *n < MAX_FAILED_LOGINS
-            }
-            None => true,
-        }
-    }
-
-    /// Counts a failed login of `peer` at `now`.
-    fn failed(&self, peer: IpAddr, now: Instant) {
+    /// Whether `peer` may try to log in at `now`; if so, the attempt counts as failed from now
+    /// until [`Failures::succeeded`] takes it back. Counted before the token is looked up, so
+    /// attempts in flight together count against the limit as well (checked, then counted only
+    /// once each had failed, 40 concurrent attempts got 13-31 lookups through a limit of 10).
+    fn attempt(&self, peer: IpAddr, now: Instant) -> bool {
         let mut t = self.table();
         if !t.contains_key(&peer) {
             make_room(&mut t, now);
@@ -174,7 +167,21 @@ impl Failures {
         if now.duration_since(e.0) >= LOGIN_WINDOW {
             *e = (now, 0);
         }
-        e.1 = e.1.saturating_add(1);
+        if e.1 >= MAX_FAILED_LOGINS {
+            return false;
+        }
+        e.1 += 1;
+        true
+    }
+
+    /// Takes back `peer`'s attempt begun at `began`, which did not fail (a login, or an error of
+    /// the server's own); nothing when its window has closed since.
+    fn succeeded(&self, peer: IpAddr, began: Instant) {
+        if let Some(e) = self.table().get_mut(&peer) {
+            if began >= e.0 {
+                e.1 = e.1.saturating_sub(1);
+            }
+        }
     }
 }
 
@@ -326,7 +333,8 @@ pub async fn login(web: Arc<Web>, req: Request) -> Response {
         return html::error(StatusCode::FORBIDDEN, "This Origin is not allowed.");
     }
     let peer = peer_of(&req);
-    if !web.logins.allowed(peer, Instant::now()) {
+    let began = Instant::now();
+    if !web.logins.attempt(peer, began) {
         return login_refused(
             StatusCode::TOO_MANY_REQUESTS,
             "Too many failed logins from this address: wait a minute and try again.",
@@ -340,12 +348,13 @@ pub async fn login(web: Arc<Web>, req: Request) -> Response {
     let hash = token_hash(html::param(&p, "token").trim());
     let principal = match principal_of(&web, hash.clone()).await {
         Ok(Some(p)) => p,
-        Ok(None) => {
-            web.logins.failed(peer, Instant::now());
-            return login_refused(StatusCode::UNAUTHORIZED, "Unknown or revoked token.");
+        Ok(None) => return login_refused(StatusCode::UNAUTHORIZED, "Unknown or revoked token."),
+        Err(r) => {
+            web.logins.succeeded(peer, began);
+            return r;
         }
-        Err(r) => return r,
     };
+    web.logins.succeeded(peer, began);
     let Some((id, _)) = web.sessions.open(principal, hash.clone(), Instant::now()) else {
         return html::error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -402,12 +411,15 @@ mod tests {
         }
         assert!(s.get(&used, t0 + ABSOLUTE_EXPIRY).is_none());
         let admin = open(&s, "admin", t0);
+        // Each later than the one before: sessions opened in the same instant have no oldest
         let first = open(&s, "b", t0);
+        let mut at = t0;
         for _ in 0..MAX_SESSIONS + 10 {
-            open(&s, "b", t0);
+            at += Duration::from_micros(1);
+            open(&s, "b", at);
         }
-        assert!(s.get(&first, t0).is_none());
-        assert!(s.get(&admin, t0).is_some());
+        assert!(s.get(&first, at).is_none());
+        assert!(s.get(&admin, at).is_some());
     }
 
     #[test]
@@ -416,15 +428,41 @@ mod tests {
         let (a, b) = (IpAddr::from([10, 0, 0, 1]), IpAddr::from([10, 0, 0, 2]));
         let t0 = Instant::now();
         for _ in 0..MAX_FAILED_LOGINS {
-            assert!(f.allowed(a, t0));
-            f.failed(a, t0);
+            assert!(f.attempt(a, t0));
         }
-        assert!(!f.allowed(a, t0));
-        assert!(f.allowed(b, t0));
-        assert!(f.allowed(a, t0 + LOGIN_WINDOW));
+        assert!(!f.attempt(a, t0));
+        assert!(f.attempt(b, t0));
+        f.succeeded(b, t0);
+        assert_eq!(
+            f.table().get(&b).map(|e| e.1),
+            Some(0),
+            "a login is taken back"
+        );
+        assert!(f.attempt(a, t0 + LOGIN_WINDOW));
         for n in 0..MAX_COUNTED_PEERS as u32 + 10 {
-            f.failed(IpAddr::from(n.to_be_bytes()), t0);
+            f.attempt(IpAddr::from(n.to_be_bytes()), t0);
         }
         assert_eq!(f.table().len(), MAX_COUNTED_PEERS);
+    }
+
+    /// Attempts in flight together count against the limit: of 40 at once from one address,
+    /// exactly the limit go on to the token's lookup
+    #[test]
+    fn concurrent_failed_logins_are_held_to_the_limit() {
+        let f = std::sync::Arc::new(Failures::default());
+        let peer = IpAddr::from([10, 0, 0, 3]);
+        let t0 = Instant::now();
+        let threads: Vec<_> = (0..40)
+            .map(|_| {
+                let f = f.clone();
+                std::thread::spawn(move || f.attempt(peer, t0))
+            })
+            .collect();
+        let through = threads
+            .into_iter()
+            .filter_map(|t| t.join().ok())
+            .filter(|went_on| *went_on)
+            .count();
+        assert_eq!(through, MAX_FAILED_LOGINS as usize);
     }
 }
