@@ -27,10 +27,13 @@ and filter select, with their statistics.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
+import logging
 import os
 import random
 import struct
+import threading
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -69,6 +72,9 @@ from langgraph.store.base import (  # noqa: E402
 )
 
 _MICROS_PER_MINUTE = 60_000_000
+# How many items one step of a TTL sweep looks at (one short write transaction).
+_SWEEP_BUDGET = 1000
+_log = logging.getLogger("somna.langgraph")
 
 
 def _storage(path: Any, store: Store | None, busy_timeout: float) -> tuple[Store, bool]:
@@ -447,6 +453,7 @@ class SomnaStore(_Closable, BaseStore):
         self._lg = LangGraphStorage(self.store)
         self._closing = Closing(self.store, owns, "SomnaStore")
         self.ttl_config = ttl
+        self._sweeper = _Sweeper()
         self.index_config = index
         self.embeddings = None
         self._fields: list[tuple[str, Any]] = []
@@ -631,13 +638,97 @@ class SomnaStore(_Closable, BaseStore):
             out.setdefault(t, None)
         return list(out)[op.offset : op.offset + op.limit]
 
-    def sweep(self) -> int:
-        """Deletes every expired item; how many (LangGraph's TTL sweep)."""
-        self._closing.check()
-        return self._lg.store_sweep()
+    def sweep(self, budget: int = _SWEEP_BUDGET) -> int:
+        """Deletes every expired item; how many (LangGraph's TTL sweep). In steps of one
+        short transaction each looking at ``budget`` items at most, so that writers wait for
+        one step, never for the whole sweep."""
+        return self._sweep(budget, lambda: False)
+
+    def _sweep(self, budget: int, stop: Any) -> int:
+        """``sweep``, ending between two steps once ``stop()`` (a stopping sweeper)."""
+        start, total = None, 0
+        while True:
+            self._closing.check()
+            n, start = self._lg.store_sweep_step(start, budget)
+            total += n
+            if start is None or stop():
+                return total
+
+    sweep_ttl = sweep  # SqliteStore's and PostgresStore's name
 
     async def asweep(self) -> int:
         return await asyncio.to_thread(self.sweep)
+
+    def start_ttl_sweeper(
+        self, sweep_interval_minutes: float | None = None
+    ) -> concurrent.futures.Future[None]:
+        """Sweeps every ``sweep_interval_minutes`` (else ``TTLConfig.sweep_interval_minutes``,
+        else 5) in a background thread until ``stop_ttl_sweeper`` or ``close``, as
+        SqliteStore's; without a TTL config, a done future and no thread. Cancelling the
+        future stops the sweeper."""
+        minutes = sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5
+        sweep = lambda: self._sweep(_SWEEP_BUDGET, self._sweeper.stopping)  # noqa: E731
+        return self._sweeper.start(sweep, float(minutes) * 60, bool(self.ttl_config))
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stops the sweeper and waits for it (``timeout`` seconds at most; ``None``: until it
+        stops); whether it stopped (or was not running)."""
+        return self._sweeper.stop(timeout)
+
+    def close(self) -> None:
+        """Stops the TTL sweeper, then closes the adapter (and the somna store, when it
+        opened it). Idempotent."""
+        self._sweeper.stop(None)
+        self._closing.close()
+
+
+class _Sweeper:
+    """A store's background TTL sweeper: a daemon thread that runs ``sweep`` every
+    ``interval`` seconds until stopped."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def start(self, sweep: Any, interval: float, enabled: bool) -> concurrent.futures.Future[None]:
+        future: concurrent.futures.Future[None] = concurrent.futures.Future()
+        if not enabled:
+            future.set_result(None)
+            return future
+        future.add_done_callback(lambda f: self._stop.set() if f.cancelled() else None)
+        if self._thread is not None and self._thread.is_alive():
+            return future
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._loop, args=(sweep, interval, future), daemon=True, name="somna-ttl-sweeper"
+        )
+        self._thread.start()
+        return future
+
+    def _loop(self, sweep: Any, interval: float, future: concurrent.futures.Future[None]) -> None:
+        while not self._stop.wait(interval):
+            try:
+                n = sweep()
+                if n:
+                    _log.info("store swept %d expired items", n)
+            except Exception:
+                if self._stop.is_set():
+                    break
+                _log.exception("store TTL sweep failed")
+        if future.set_running_or_notify_cancel():
+            future.set_result(None)
+
+    def stop(self, timeout: float | None) -> bool:
+        thread = self._thread
+        if thread is None or not thread.is_alive():
+            return True
+        self._stop.set()
+        if thread is not threading.current_thread():
+            thread.join(timeout)
+        return not thread.is_alive()
 
 
 def _matches(kind: str, path: Sequence[str], ns: tuple[str, ...]) -> bool:

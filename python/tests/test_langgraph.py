@@ -454,3 +454,53 @@ def test_metadata_filters_match_numerically_equal_values(where):
     assert [i.key for i in store.search(("m",), filter={"n": 2})] == ["float"]
     store.close()
     saver.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# LangGraph in full (issue 53, point 5)
+
+
+def test_the_ttl_sweeper_sweeps_at_its_interval_until_stopped(where):
+    # sweep_interval_minutes 0.01: every 0.6 s; items live 0.3 s. What the sweeper took, a
+    # manual sweep no longer finds; once it is stopped, a manual sweep finds everything.
+    ttl = {"default_ttl": 0.005, "refresh_on_read": False, "sweep_interval_minutes": 0.01}
+    store = SomnaStore(where, ttl=ttl)
+    assert SomnaStore(where).start_ttl_sweeper().done()  # no TTL config: nothing to sweep
+    store.put(("t",), "a", {"v": 1})
+    store.put(("t",), "b", {"v": 2})
+    store.put(("t",), "kept", {"v": 3}, ttl=None)
+    future = store.start_ttl_sweeper()
+    assert not future.done()
+    time.sleep(4.0)
+    assert store.sweep() == 0  # the sweeper took both
+    assert store.get(("t",), "kept") is not None
+    assert store.stop_ttl_sweeper(timeout=10) is True
+    assert future.done()
+    store.put(("t",), "c", {"v": 4})
+    store.put(("t",), "d", {"v": 5})
+    time.sleep(2.0)
+    assert store.sweep_ttl() == 2  # stopped: nothing swept them
+    store.close()
+
+
+def test_a_sweep_deletes_in_bounded_steps(where):
+    # Key order: ("s", "0") .. ("s", "4"), then ("z",). Each step is one transaction that
+    # looks at 2 items at most and says where the next one starts.
+    store = SomnaStore(where, ttl={"default_ttl": 0.001, "refresh_on_read": False})  # 60 ms
+    for i in range(5):
+        store.put(("s", str(i)), "k", {"v": i})
+    store.put(("z",), "kept", {"v": 0}, ttl=None)
+    time.sleep(0.5)
+    steps, start = [], None
+    while True:
+        n, start = store._lg.store_sweep_step(start, 2)
+        steps.append(n)
+        if start is None:
+            break
+    assert steps == [2, 2, 1]
+    for i in range(3):
+        store.put(("s", str(i)), "k", {"v": i})
+    time.sleep(0.5)
+    assert store.sweep(budget=1) == 3
+    assert store.get(("z",), "kept") is not None
+    store.close()

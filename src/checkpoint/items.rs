@@ -174,21 +174,43 @@ impl WriteTxn<'_> {
 
     /// Deletes every expired item the principal may write; how many.
     pub fn store_sweep(&mut self) -> Result<u64> {
-        let mut dead = Vec::new();
-        let now = self.now;
-        STORE_ITEMS.each(&self.tx, .., |(ns, key), v| {
-            if decode_item(&ns, key, v)?
-                .expires_us
-                .is_some_and(|e| e <= now)
-            {
-                dead.push((ns.to_string(), key.to_string()));
-            }
-            Ok(())
-        })?;
+        Ok(self.store_sweep_step(None, usize::MAX)?.0)
+    }
+
+    /// One bounded step of a sweep: looks at no more than `budget` items from `from` (a
+    /// `(stored namespace, key)` a previous step returned; `None`: the first) and deletes the
+    /// expired ones the principal may write. How many, and where the next step starts (`None`:
+    /// the sweep is done).
+    pub fn store_sweep_step(
+        &mut self,
+        from: Option<(&str, &str)>,
+        budget: usize,
+    ) -> Result<(u64, Option<(String, String)>)> {
+        let (now, mut seen) = (self.now, 0);
+        let (mut dead, mut next) = (Vec::new(), None);
+        STORE_ITEMS.scan(
+            &self.tx,
+            from.unwrap_or(("", ""))..,
+            Dir::Forward,
+            |(ns, key), v| {
+                if seen == budget {
+                    next = Some((ns.to_string(), key.to_string()));
+                    return Ok(ControlFlow::Break(()));
+                }
+                seen += 1;
+                if decode_item(&ns, key, v)?
+                    .expires_us
+                    .is_some_and(|e| e <= now)
+                {
+                    dead.push((ns.to_string(), key.to_string()));
+                }
+                Ok(ControlFlow::Continue(()))
+            },
+        )?;
         let mut writable = std::collections::HashMap::new();
-        let mut kept = Vec::with_capacity(dead.len());
+        let mut deleted = 0;
         for (ns, key) in dead {
-            let scope = store_scope(&[ns.split(LABEL_SEPARATOR).next().unwrap_or("")]);
+            let scope = store_scope(&[split(&ns).first().map_or("", String::as_str)]);
             let ok = match writable.get(&scope) {
                 Some(&ok) => ok,
                 None => {
@@ -197,15 +219,11 @@ impl WriteTxn<'_> {
                     ok
                 }
             };
-            if ok {
-                kept.push((ns, key));
+            if ok && STORE_ITEMS.delete(&mut self.tx, (&ns, &key))? {
+                deleted += 1;
             }
         }
-        let dead = kept;
-        for (ns, key) in &dead {
-            STORE_ITEMS.delete(&mut self.tx, (ns, key))?;
-        }
-        Ok(dead.len() as u64)
+        Ok((deleted, next))
     }
 }
 
