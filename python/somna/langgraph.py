@@ -16,6 +16,9 @@ step costs one message per step. Values are serialized by LangGraph's own serial
 (``self.serde``); somna stores the bytes and never pickles. Any number of threads and processes
 may share one store file.
 
+Both close what they opened on leaving ``with`` or ``async with``; ``from_conn_string`` is
+their constructor under SqliteSaver's name.
+
 ``SomnaStore`` is a ``BaseStore``: namespaces, ``filter``, ``limit``/``offset``, TTL
 (``TTLConfig``: ``default_ttl`` minutes, ``refresh_on_read``, ``sweep``), and search: ranked by
 the vectors of an ``index`` config (``embed``, ``dims``, ``fields``) when given, else by a
@@ -117,10 +120,18 @@ def _value_json(value: Any) -> str:
 
 
 class _Closable:
-    """``close()`` (idempotent; closes the somna store only when the adapter opened it) and
-    the context manager, over the adapter's ``_closing``."""
+    """``close()`` (idempotent; closes the somna store only when the adapter opened it), the
+    context manager for ``with`` and ``async with``, and ``from_conn_string``, over the
+    adapter's ``_closing``."""
 
     _closing: Closing
+
+    @classmethod
+    def from_conn_string(cls, conn_string: str | os.PathLike[str], **kwargs: Any):  # type: ignore[no-untyped-def]
+        """The adapter on ``conn_string`` (a store file or a ``postgresql://`` URL), for
+        ``with`` or ``async with`` (as SqliteSaver's and AsyncSqliteSaver's): the store it
+        opens is closed on exit."""
+        return cls(conn_string, **kwargs)
 
     def close(self) -> None:
         """Closes the adapter (and the somna store, when it opened it). Idempotent."""
@@ -131,6 +142,12 @@ class _Closable:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    async def __aenter__(self):  # type: ignore[no-untyped-def]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.close)
 
 
 # ---------------------------------------------------------------------------------------------

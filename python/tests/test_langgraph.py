@@ -460,6 +460,35 @@ def test_metadata_filters_match_numerically_equal_values(where):
 # LangGraph in full (issue 53, point 5)
 
 
+def test_savers_and_stores_open_with_from_conn_string_and_close_on_async_with_exit(where):
+    import somna
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    config = {"configurable": {"thread_id": "w", "checkpoint_ns": ""}}
+
+    async def main():
+        async with SomnaSaver.from_conn_string(where) as saver:
+            cfg = await saver.aput(config, empty_checkpoint(), {"step": 1}, {})
+            assert (await saver.aget_tuple(cfg)).metadata["step"] == 1
+        with pytest.raises(somna.ClosedError):
+            saver.get_tuple(cfg)
+        async with SomnaStore.from_conn_string(where, ttl={"default_ttl": 60}) as store:
+            await store.aput(("a",), "k", {"v": 1})
+            store.start_ttl_sweeper(0.01)
+        assert store.stop_ttl_sweeper(0) is True  # stopped when the store closed
+        with pytest.raises(somna.ClosedError):
+            await store.aget(("a",), "k")
+        return cfg
+
+    cfg = asyncio.run(main())
+    with SomnaSaver.from_conn_string(where) as saver:
+        assert saver.get_tuple(cfg).metadata["step"] == 1
+    with SomnaStore.from_conn_string(where) as store:
+        assert store.get(("a",), "k").value == {"v": 1}
+    with pytest.raises(somna.ClosedError):
+        store.get(("a",), "k")
+
+
 def test_the_ttl_sweeper_sweeps_at_its_interval_until_stopped(where):
     # sweep_interval_minutes 0.01: every 0.6 s; items live 0.3 s. What the sweeper took, a
     # manual sweep no longer finds; once it is stopped, a manual sweep finds everything.
