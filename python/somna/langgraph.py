@@ -436,8 +436,20 @@ def _compare(value: Any, cond: Any) -> bool:
                 return False
         return True
     if isinstance(cond, dict):
-        return isinstance(value, dict) and all(_compare(value.get(k), v) for k, v in cond.items())
+        return isinstance(value, dict) and all(_compare(_at(value, k), v) for k, v in cond.items())
     return value == cond
+
+
+def _at(value: Any, key: str) -> Any:
+    """The value at a filter's key: the key itself, else its dotted path into nested objects
+    (``"user.level"``: ``{"user": {"level": ...}}``), as SqliteStore's ``json_extract`` reads
+    it; ``None`` when absent."""
+    if not isinstance(value, dict):
+        return None
+    if key in value or "." not in key:
+        return value.get(key)
+    head, rest = key.split(".", 1)
+    return _at(value.get(head), rest)
 
 
 def rank_lexical(query: str, texts: list[str]) -> list[float]:
@@ -600,7 +612,7 @@ class SomnaStore(_Closable, BaseStore):
         found = [(self._item(r), r[5]) for r in rows]
         if op.filter:
             found = [
-                (it, x) for it, x in found if all(_compare(it.value.get(k), v) for k, v in op.filter.items())
+                (it, x) for it, x in found if all(_compare(_at(it.value, k), v) for k, v in op.filter.items())
             ]
         scores: list[float | None] = [None] * len(found)
         if op.query:

@@ -533,3 +533,54 @@ def test_a_sweep_deletes_in_bounded_steps(where):
     assert store.sweep(budget=1) == 3
     assert store.get(("z",), "kept") is not None
     store.close()
+
+
+def _checkpoint_tags(saver, filters):
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    config = {"configurable": {"thread_id": "d", "checkpoint_ns": ""}}
+    for md in (
+        {"user": {"access-level": "admin", "n": 1}, "tag": "a"},
+        {"user": {"access-level": "guest", "n": 2.0}, "tag": "b"},
+        {"user": "flat", "tag": "c"},
+    ):
+        config = saver.put(config, empty_checkpoint(), md, {})
+    return [sorted(t.metadata["tag"] for t in saver.list(None, filter=f)) for f in filters]
+
+
+def test_dotted_filters_reach_into_nested_metadata_and_values_as_sqlite_does(where):
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    filters = [
+        {"user.access-level": "admin"},
+        {"user.n": 1.0},
+        {"user.n": 2},
+        {"user.access-level": "guest", "tag": "b"},
+        {"user.missing": "x"},
+        {"user": {"access-level": "admin", "n": 1}},
+    ]
+    saver = SomnaSaver(where)
+    reference = SqliteSaver(sqlite3.connect(":memory:", check_same_thread=False))
+    found = _checkpoint_tags(saver, filters)
+    assert found == _checkpoint_tags(reference, filters)
+    assert found[:3] == [["a"], ["a"], ["b"]]
+    saver.close()
+
+    store = SomnaStore(where)
+    sqlite = reference_stores()["SqliteStore"]
+    item_filters = [
+        {"user.access-level": "admin"},
+        {"user.n": {"$gte": 2}},
+        {"user.n": 1.0},
+        {"user.access-level": {"$ne": "admin"}},
+    ]
+    hits = {}
+    for name, s in (("somna", store), ("sqlite", sqlite)):
+        s.put(("u",), "a", {"user": {"access-level": "admin", "n": 1}})
+        s.put(("u",), "b", {"user": {"access-level": "guest", "n": 3}})
+        hits[name] = [sorted(i.key for i in s.search(("u",), filter=f)) for f in item_filters]
+    assert hits["somna"] == hits["sqlite"]
+    assert hits["somna"][:3] == [["a"], ["b"], ["a"]]
+    store.close()
