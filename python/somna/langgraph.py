@@ -72,6 +72,7 @@ from langgraph.store.base import (  # noqa: E402
     SearchItem,
     SearchOp,
     TTLConfig,
+    validate_op_namespace,
 )
 
 _MICROS_PER_MINUTE = 60_000_000
@@ -504,6 +505,8 @@ class SomnaStore(_Closable, BaseStore):
         batch before anything happens."""
         self._closing.check()
         ops = list(ops)
+        for op in ops:
+            validate_op_namespace(op)
         puts = self._puts(ops, self._embed_puts(ops))
         queries = self._embed_queries(ops)
         results = [self._run(op, queries) for op in ops]

@@ -584,3 +584,32 @@ def test_dotted_filters_reach_into_nested_metadata_and_values_as_sqlite_does(whe
     assert hits["somna"] == hits["sqlite"]
     assert hits["somna"][:3] == [["a"], ["b"], ["a"]]
     store.close()
+
+
+def test_namespace_labels_follow_langgraphs_rules(where):
+    from langgraph.store.base import InvalidNamespaceError
+
+    odd = [("a\n", "x"), ("a",), ("a", "b"), ("a\x1f", "c"), ("a\x1e",), ("tab\tlabel", "\x1f\x1e")]
+    store = SomnaStore(where)
+    stores = {"SomnaStore": store, **reference_stores()}
+    seen = {}
+    for name, s in stores.items():
+        for ns in odd:
+            s.put(ns, "k", {"ns": list(ns)})
+        seen[name] = (
+            [project(s.get(ns, "k")) for ns in odd],
+            project(s.search(("a",))),
+            project(s.search(("a\n",))),
+            sorted(s.list_namespaces()),
+            sorted(s.list_namespaces(prefix=("a",))),
+        )
+        for bad in (("a.b",), ("a", ""), ("nul\x00",)):
+            with pytest.raises(InvalidNamespaceError):
+                s.put(bad, "k", {"v": 1})
+            if name != "InMemoryStore":  # which does not check the ops given to batch
+                with pytest.raises(InvalidNamespaceError):
+                    s.batch([PutOp(bad, "k", {"v": 1})])
+    assert seen["SomnaStore"] == seen["SqliteStore"] == seen["InMemoryStore"]
+    assert seen["SomnaStore"][0] == [(ns, "k", {"ns": list(ns)}) for ns in odd]
+    assert sorted(seen["SomnaStore"][3]) == sorted(odd)
+    store.close()
