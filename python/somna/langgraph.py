@@ -17,10 +17,11 @@ step costs one message per step. Values are serialized by LangGraph's own serial
 may share one store file.
 
 Both close what they opened on leaving ``with`` or ``async with``; ``from_conn_string`` is
-their constructor under SqliteSaver's name.
+their constructor under SqliteSaver's name. An empty file at the path is a new store.
 
-``SomnaStore`` is a ``BaseStore``: namespaces, ``filter``, ``limit``/``offset``, TTL
-(``TTLConfig``: ``default_ttl`` minutes, ``refresh_on_read``, ``sweep``), and search: ranked by
+``SomnaStore`` is a ``BaseStore``: namespaces (LangGraph's label rules), ``filter`` (dotted
+keys reach into nested objects), ``limit``/``offset``, TTL (``TTLConfig``: ``default_ttl``
+minutes, ``refresh_on_read``, ``sweep_interval_minutes`` for ``start_ttl_sweeper``), and search: ranked by
 the vectors of an ``index`` config (``embed``, ``dims``, ``fields``) when given, else by a
 lexical score of the query's words: somna's own ranking (``somna::rank_texts``, the
 tokenizer, stemmer, BM25 and coverage boost of ``Store.search``) over the items the namespace
@@ -464,8 +465,9 @@ class SomnaStore(_Closable, BaseStore):
 
     ``index``: LangGraph's ``IndexConfig`` (``embed``, ``dims``, ``fields``) for vector search;
     without it, ``search(query=...)`` ranks by the query's words. ``ttl``: a ``TTLConfig``
-    (``default_ttl`` in minutes, ``refresh_on_read``); expired items are never returned, and
-    ``sweep()`` deletes them.
+    (``default_ttl`` in minutes, ``refresh_on_read``, ``sweep_interval_minutes``); expired
+    items are never returned, ``sweep()`` deletes them, and ``start_ttl_sweeper()`` sweeps in
+    the background until ``stop_ttl_sweeper()`` or ``close()``.
     """
 
     supports_ttl = True

@@ -613,3 +613,20 @@ def test_namespace_labels_follow_langgraphs_rules(where):
     assert seen["SomnaStore"][0] == [(ns, "k", {"ns": list(ns)}) for ns in odd]
     assert sorted(seen["SomnaStore"][3]) == sorted(odd)
     store.close()
+
+
+def test_an_empty_file_at_the_path_is_adopted_as_a_new_store(tmp_path):
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    for name, make in (("saver", SomnaSaver), ("store", SomnaStore)):
+        path = tmp_path / f"{name}.redb"
+        path.touch()
+        with make(path) as adapter:
+            if name == "saver":
+                config = {"configurable": {"thread_id": "e", "checkpoint_ns": ""}}
+                cfg = adapter.put(config, empty_checkpoint(), {}, {})
+                assert adapter.get_tuple(cfg) is not None
+            else:
+                adapter.put(("e",), "k", {"v": 1})
+                assert adapter.get(("e",), "k").value == {"v": 1}
+        assert path.stat().st_size > 0
