@@ -16,8 +16,12 @@ step costs one message per step. Values are serialized by LangGraph's own serial
 (``self.serde``); somna stores the bytes and never pickles. Any number of threads and processes
 may share one store file.
 
-``SomnaStore`` is a ``BaseStore``: namespaces, ``filter``, ``limit``/``offset``, TTL
-(``TTLConfig``: ``default_ttl`` minutes, ``refresh_on_read``, ``sweep``), and search: ranked by
+Both close what they opened on leaving ``with`` or ``async with``; ``from_conn_string`` is
+their constructor under SqliteSaver's name. An empty file at the path is a new store.
+
+``SomnaStore`` is a ``BaseStore``: namespaces (LangGraph's label rules), ``filter`` (dotted
+keys reach into nested objects), ``limit``/``offset``, TTL (``TTLConfig``: ``default_ttl``
+minutes, ``refresh_on_read``, ``sweep_interval_minutes`` for ``start_ttl_sweeper``), and search: ranked by
 the vectors of an ``index`` config (``embed``, ``dims``, ``fields``) when given, else by a
 lexical score of the query's words: somna's own ranking (``somna::rank_texts``, the
 tokenizer, stemmer, BM25 and coverage boost of ``Store.search``) over the items the namespace
@@ -27,10 +31,13 @@ and filter select, with their statistics.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
+import logging
 import os
 import random
 import struct
+import threading
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -66,9 +73,13 @@ from langgraph.store.base import (  # noqa: E402
     SearchItem,
     SearchOp,
     TTLConfig,
+    validate_op_namespace,
 )
 
 _MICROS_PER_MINUTE = 60_000_000
+# How many items one step of a TTL sweep looks at (one short write transaction).
+_SWEEP_BUDGET = 1000
+_log = logging.getLogger("somna.langgraph")
 
 
 def _storage(path: Any, store: Store | None, busy_timeout: float) -> tuple[Store, bool]:
@@ -111,10 +122,18 @@ def _value_json(value: Any) -> str:
 
 
 class _Closable:
-    """``close()`` (idempotent; closes the somna store only when the adapter opened it) and
-    the context manager, over the adapter's ``_closing``."""
+    """``close()`` (idempotent; closes the somna store only when the adapter opened it), the
+    context manager for ``with`` and ``async with``, and ``from_conn_string``, over the
+    adapter's ``_closing``."""
 
     _closing: Closing
+
+    @classmethod
+    def from_conn_string(cls, conn_string: str | os.PathLike[str], **kwargs: Any):  # type: ignore[no-untyped-def]
+        """The adapter on ``conn_string`` (a store file or a ``postgresql://`` URL), for
+        ``with`` or ``async with`` (as SqliteSaver's and AsyncSqliteSaver's): the store it
+        opens is closed on exit."""
+        return cls(conn_string, **kwargs)
 
     def close(self) -> None:
         """Closes the adapter (and the somna store, when it opened it). Idempotent."""
@@ -125,6 +144,12 @@ class _Closable:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    async def __aenter__(self):  # type: ignore[no-untyped-def]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.close)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -413,8 +438,20 @@ def _compare(value: Any, cond: Any) -> bool:
                 return False
         return True
     if isinstance(cond, dict):
-        return isinstance(value, dict) and all(_compare(value.get(k), v) for k, v in cond.items())
+        return isinstance(value, dict) and all(_compare(_at(value, k), v) for k, v in cond.items())
     return value == cond
+
+
+def _at(value: Any, key: str) -> Any:
+    """The value at a filter's key: the key itself, else its dotted path into nested objects
+    (``"user.level"``: ``{"user": {"level": ...}}``), as SqliteStore's ``json_extract`` reads
+    it; ``None`` when absent."""
+    if not isinstance(value, dict):
+        return None
+    if key in value or "." not in key:
+        return value.get(key)
+    head, rest = key.split(".", 1)
+    return _at(value.get(head), rest)
 
 
 def rank_lexical(query: str, texts: list[str]) -> list[float]:
@@ -428,8 +465,9 @@ class SomnaStore(_Closable, BaseStore):
 
     ``index``: LangGraph's ``IndexConfig`` (``embed``, ``dims``, ``fields``) for vector search;
     without it, ``search(query=...)`` ranks by the query's words. ``ttl``: a ``TTLConfig``
-    (``default_ttl`` in minutes, ``refresh_on_read``); expired items are never returned, and
-    ``sweep()`` deletes them.
+    (``default_ttl`` in minutes, ``refresh_on_read``, ``sweep_interval_minutes``); expired
+    items are never returned, ``sweep()`` deletes them, and ``start_ttl_sweeper()`` sweeps in
+    the background until ``stop_ttl_sweeper()`` or ``close()``.
     """
 
     supports_ttl = True
@@ -447,6 +485,7 @@ class SomnaStore(_Closable, BaseStore):
         self._lg = LangGraphStorage(self.store)
         self._closing = Closing(self.store, owns, "SomnaStore")
         self.ttl_config = ttl
+        self._sweeper = _Sweeper()
         self.index_config = index
         self.embeddings = None
         self._fields: list[tuple[str, Any]] = []
@@ -468,6 +507,8 @@ class SomnaStore(_Closable, BaseStore):
         batch before anything happens."""
         self._closing.check()
         ops = list(ops)
+        for op in ops:
+            validate_op_namespace(op)
         puts = self._puts(ops, self._embed_puts(ops))
         queries = self._embed_queries(ops)
         results = [self._run(op, queries) for op in ops]
@@ -576,7 +617,7 @@ class SomnaStore(_Closable, BaseStore):
         found = [(self._item(r), r[5]) for r in rows]
         if op.filter:
             found = [
-                (it, x) for it, x in found if all(_compare(it.value.get(k), v) for k, v in op.filter.items())
+                (it, x) for it, x in found if all(_compare(_at(it.value, k), v) for k, v in op.filter.items())
             ]
         scores: list[float | None] = [None] * len(found)
         if op.query:
@@ -631,13 +672,97 @@ class SomnaStore(_Closable, BaseStore):
             out.setdefault(t, None)
         return list(out)[op.offset : op.offset + op.limit]
 
-    def sweep(self) -> int:
-        """Deletes every expired item; how many (LangGraph's TTL sweep)."""
-        self._closing.check()
-        return self._lg.store_sweep()
+    def sweep(self, budget: int = _SWEEP_BUDGET) -> int:
+        """Deletes every expired item; how many (LangGraph's TTL sweep). In steps of one
+        short transaction each looking at ``budget`` items at most, so that writers wait for
+        one step, never for the whole sweep."""
+        return self._sweep(budget, lambda: False)
+
+    def _sweep(self, budget: int, stop: Any) -> int:
+        """``sweep``, ending between two steps once ``stop()`` (a stopping sweeper)."""
+        start, total = None, 0
+        while True:
+            self._closing.check()
+            n, start = self._lg.store_sweep_step(start, budget)
+            total += n
+            if start is None or stop():
+                return total
+
+    sweep_ttl = sweep  # SqliteStore's and PostgresStore's name
 
     async def asweep(self) -> int:
         return await asyncio.to_thread(self.sweep)
+
+    def start_ttl_sweeper(
+        self, sweep_interval_minutes: float | None = None
+    ) -> concurrent.futures.Future[None]:
+        """Sweeps every ``sweep_interval_minutes`` (else ``TTLConfig.sweep_interval_minutes``,
+        else 5) in a background thread until ``stop_ttl_sweeper`` or ``close``, as
+        SqliteStore's; without a TTL config, a done future and no thread. Cancelling the
+        future stops the sweeper."""
+        minutes = sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5
+        sweep = lambda: self._sweep(_SWEEP_BUDGET, self._sweeper.stopping)  # noqa: E731
+        return self._sweeper.start(sweep, float(minutes) * 60, bool(self.ttl_config))
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stops the sweeper and waits for it (``timeout`` seconds at most; ``None``: until it
+        stops); whether it stopped (or was not running)."""
+        return self._sweeper.stop(timeout)
+
+    def close(self) -> None:
+        """Stops the TTL sweeper, then closes the adapter (and the somna store, when it
+        opened it). Idempotent."""
+        self._sweeper.stop(None)
+        self._closing.close()
+
+
+class _Sweeper:
+    """A store's background TTL sweeper: a daemon thread that runs ``sweep`` every
+    ``interval`` seconds until stopped."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def start(self, sweep: Any, interval: float, enabled: bool) -> concurrent.futures.Future[None]:
+        future: concurrent.futures.Future[None] = concurrent.futures.Future()
+        if not enabled:
+            future.set_result(None)
+            return future
+        future.add_done_callback(lambda f: self._stop.set() if f.cancelled() else None)
+        if self._thread is not None and self._thread.is_alive():
+            return future
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._loop, args=(sweep, interval, future), daemon=True, name="somna-ttl-sweeper"
+        )
+        self._thread.start()
+        return future
+
+    def _loop(self, sweep: Any, interval: float, future: concurrent.futures.Future[None]) -> None:
+        while not self._stop.wait(interval):
+            try:
+                n = sweep()
+                if n:
+                    _log.info("store swept %d expired items", n)
+            except Exception:
+                if self._stop.is_set():
+                    break
+                _log.exception("store TTL sweep failed")
+        if future.set_running_or_notify_cancel():
+            future.set_result(None)
+
+    def stop(self, timeout: float | None) -> bool:
+        thread = self._thread
+        if thread is None or not thread.is_alive():
+            return True
+        self._stop.set()
+        if thread is not threading.current_thread():
+            thread.join(timeout)
+        return not thread.is_alive()
 
 
 def _matches(kind: str, path: Sequence[str], ns: tuple[str, ...]) -> bool:

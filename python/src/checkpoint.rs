@@ -450,4 +450,20 @@ impl PyLangGraph {
     fn store_sweep(&self, py: Python<'_>) -> PyResult<u64> {
         self.store.get().run(py, |s| s.write(|tx| tx.store_sweep()))
     }
+
+    /// One bounded sweep step: deletes the expired items among at most `budget` from `start`
+    /// (what the previous step returned; `None`: the first), in one short transaction;
+    /// `(how many, where the next step starts or None)`.
+    #[pyo3(signature = (start = None, budget = 1000))]
+    fn store_sweep_step(
+        &self,
+        py: Python<'_>,
+        start: Option<(String, String)>,
+        budget: usize,
+    ) -> PyResult<(u64, Option<(String, String)>)> {
+        let from = start.as_ref().map(|(n, k)| (n.as_str(), k.as_str()));
+        self.store
+            .get()
+            .run(py, |s| s.write(|tx| tx.store_sweep_step(from, budget)))
+    }
 }

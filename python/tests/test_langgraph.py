@@ -454,3 +454,179 @@ def test_metadata_filters_match_numerically_equal_values(where):
     assert [i.key for i in store.search(("m",), filter={"n": 2})] == ["float"]
     store.close()
     saver.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# LangGraph in full (issue 53, point 5)
+
+
+def test_savers_and_stores_open_with_from_conn_string_and_close_on_async_with_exit(where):
+    import somna
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    config = {"configurable": {"thread_id": "w", "checkpoint_ns": ""}}
+
+    async def main():
+        async with SomnaSaver.from_conn_string(where) as saver:
+            cfg = await saver.aput(config, empty_checkpoint(), {"step": 1}, {})
+            assert (await saver.aget_tuple(cfg)).metadata["step"] == 1
+        with pytest.raises(somna.ClosedError):
+            saver.get_tuple(cfg)
+        async with SomnaStore.from_conn_string(where, ttl={"default_ttl": 60}) as store:
+            await store.aput(("a",), "k", {"v": 1})
+            store.start_ttl_sweeper(0.01)
+        assert store.stop_ttl_sweeper(0) is True  # stopped when the store closed
+        with pytest.raises(somna.ClosedError):
+            await store.aget(("a",), "k")
+        return cfg
+
+    cfg = asyncio.run(main())
+    with SomnaSaver.from_conn_string(where) as saver:
+        assert saver.get_tuple(cfg).metadata["step"] == 1
+    with SomnaStore.from_conn_string(where) as store:
+        assert store.get(("a",), "k").value == {"v": 1}
+    with pytest.raises(somna.ClosedError):
+        store.get(("a",), "k")
+
+
+def test_the_ttl_sweeper_sweeps_at_its_interval_until_stopped(where):
+    # sweep_interval_minutes 0.01: every 0.6 s; items live 0.3 s. What the sweeper took, a
+    # manual sweep no longer finds; once it is stopped, a manual sweep finds everything.
+    ttl = {"default_ttl": 0.005, "refresh_on_read": False, "sweep_interval_minutes": 0.01}
+    store = SomnaStore(where, ttl=ttl)
+    assert SomnaStore(where).start_ttl_sweeper().done()  # no TTL config: nothing to sweep
+    store.put(("t",), "a", {"v": 1})
+    store.put(("t",), "b", {"v": 2})
+    store.put(("t",), "kept", {"v": 3}, ttl=None)
+    future = store.start_ttl_sweeper()
+    assert not future.done()
+    time.sleep(4.0)
+    assert store.sweep() == 0  # the sweeper took both
+    assert store.get(("t",), "kept") is not None
+    assert store.stop_ttl_sweeper(timeout=10) is True
+    assert future.done()
+    store.put(("t",), "c", {"v": 4})
+    store.put(("t",), "d", {"v": 5})
+    time.sleep(2.0)
+    assert store.sweep_ttl() == 2  # stopped: nothing swept them
+    store.close()
+
+
+def test_a_sweep_deletes_in_bounded_steps(where):
+    # Key order: ("s", "0") .. ("s", "4"), then ("z",). Each step is one transaction that
+    # looks at 2 items at most and says where the next one starts.
+    store = SomnaStore(where, ttl={"default_ttl": 0.001, "refresh_on_read": False})  # 60 ms
+    for i in range(5):
+        store.put(("s", str(i)), "k", {"v": i})
+    store.put(("z",), "kept", {"v": 0}, ttl=None)
+    time.sleep(0.5)
+    steps, start = [], None
+    while True:
+        n, start = store._lg.store_sweep_step(start, 2)
+        steps.append(n)
+        if start is None:
+            break
+    assert steps == [2, 2, 1]
+    for i in range(3):
+        store.put(("s", str(i)), "k", {"v": i})
+    time.sleep(0.5)
+    assert store.sweep(budget=1) == 3
+    assert store.get(("z",), "kept") is not None
+    store.close()
+
+
+def _checkpoint_tags(saver, filters):
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    config = {"configurable": {"thread_id": "d", "checkpoint_ns": ""}}
+    for md in (
+        {"user": {"access-level": "admin", "n": 1}, "tag": "a"},
+        {"user": {"access-level": "guest", "n": 2.0}, "tag": "b"},
+        {"user": "flat", "tag": "c"},
+    ):
+        config = saver.put(config, empty_checkpoint(), md, {})
+    return [sorted(t.metadata["tag"] for t in saver.list(None, filter=f)) for f in filters]
+
+
+def test_dotted_filters_reach_into_nested_metadata_and_values_as_sqlite_does(where):
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    filters = [
+        {"user.access-level": "admin"},
+        {"user.n": 1.0},
+        {"user.n": 2},
+        {"user.access-level": "guest", "tag": "b"},
+        {"user.missing": "x"},
+        {"user": {"access-level": "admin", "n": 1}},
+    ]
+    saver = SomnaSaver(where)
+    reference = SqliteSaver(sqlite3.connect(":memory:", check_same_thread=False))
+    found = _checkpoint_tags(saver, filters)
+    assert found == _checkpoint_tags(reference, filters)
+    assert found[:3] == [["a"], ["a"], ["b"]]
+    saver.close()
+
+    store = SomnaStore(where)
+    sqlite = reference_stores()["SqliteStore"]
+    item_filters = [
+        {"user.access-level": "admin"},
+        {"user.n": {"$gte": 2}},
+        {"user.n": 1.0},
+        {"user.access-level": {"$ne": "admin"}},
+    ]
+    hits = {}
+    for name, s in (("somna", store), ("sqlite", sqlite)):
+        s.put(("u",), "a", {"user": {"access-level": "admin", "n": 1}})
+        s.put(("u",), "b", {"user": {"access-level": "guest", "n": 3}})
+        hits[name] = [sorted(i.key for i in s.search(("u",), filter=f)) for f in item_filters]
+    assert hits["somna"] == hits["sqlite"]
+    assert hits["somna"][:3] == [["a"], ["b"], ["a"]]
+    store.close()
+
+
+def test_namespace_labels_follow_langgraphs_rules(where):
+    from langgraph.store.base import InvalidNamespaceError
+
+    odd = [("a\n", "x"), ("a",), ("a", "b"), ("a\x1f", "c"), ("a\x1e",), ("tab\tlabel", "\x1f\x1e")]
+    store = SomnaStore(where)
+    stores = {"SomnaStore": store, **reference_stores()}
+    seen = {}
+    for name, s in stores.items():
+        for ns in odd:
+            s.put(ns, "k", {"ns": list(ns)})
+        seen[name] = (
+            [project(s.get(ns, "k")) for ns in odd],
+            project(s.search(("a",))),
+            project(s.search(("a\n",))),
+            sorted(s.list_namespaces()),
+            sorted(s.list_namespaces(prefix=("a",))),
+        )
+        for bad in (("a.b",), ("a", ""), ("nul\x00",)):
+            with pytest.raises(InvalidNamespaceError):
+                s.put(bad, "k", {"v": 1})
+            if name != "InMemoryStore":  # which does not check the ops given to batch
+                with pytest.raises(InvalidNamespaceError):
+                    s.batch([PutOp(bad, "k", {"v": 1})])
+    assert seen["SomnaStore"] == seen["SqliteStore"] == seen["InMemoryStore"]
+    assert seen["SomnaStore"][0] == [(ns, "k", {"ns": list(ns)}) for ns in odd]
+    assert sorted(seen["SomnaStore"][3]) == sorted(odd)
+    store.close()
+
+
+def test_an_empty_file_at_the_path_is_adopted_as_a_new_store(tmp_path):
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    for name, make in (("saver", SomnaSaver), ("store", SomnaStore)):
+        path = tmp_path / f"{name}.redb"
+        path.touch()
+        with make(path) as adapter:
+            if name == "saver":
+                config = {"configurable": {"thread_id": "e", "checkpoint_ns": ""}}
+                cfg = adapter.put(config, empty_checkpoint(), {}, {})
+                assert adapter.get_tuple(cfg) is not None
+            else:
+                adapter.put(("e",), "k", {"v": 1})
+                assert adapter.get(("e",), "k").value == {"v": 1}
+        assert path.stat().st_size > 0

@@ -1,8 +1,11 @@
 //! The items of LangGraph's long-term store (`BaseStore`): per `(namespace, key)` one JSON
 //! object with its times and an optional expiry (TTL). A namespace is a tuple of labels, stored
-//! joined by U+001F (the unit separator, which labels may not contain), so that the items of a
-//! namespace and of every namespace below it are one contiguous range: `("a", "b")` is stored
-//! as `a\u{1f}b` and sorts right after `a`.
+//! joined by U+001F (the unit separator), so that the items of a namespace and of every
+//! namespace below it are one range: `("a", "b")` is stored as `a\u{1f}b` and sorts right after
+//! `a`. A label may hold any character LangGraph allows (not NUL, not empty): its U+001E and
+//! U+001F are stored escaped (U+001E U+001E, U+001E U+001D), so the separator never occurs in a
+//! stored label; a label that goes on with a character below U+001F (`"a\n"`) sorts inside its
+//! sibling's range (`"a"`), and scans step over it.
 //!
 //! Access: an item is governed by the scope `store:` + the first label of its namespace.
 
@@ -55,30 +58,55 @@ pub fn store_scope(namespace: &[&str]) -> String {
     format!("store:{}", namespace.first().copied().unwrap_or(""))
 }
 
-/// The stored form of a namespace: its labels joined by [`LABEL_SEPARATOR`], each checked
-/// (not empty, no control character).
+/// The escape of U+001E and U+001F in a stored label.
+const ESCAPE: char = '\u{1e}';
+
+/// The stored form of a namespace: its labels, escaped, joined by [`LABEL_SEPARATOR`]; a label
+/// may not be empty or hold NUL (LangGraph's rules).
 pub fn join_namespace(namespace: &[&str]) -> Result<String> {
-    for l in namespace {
+    let mut joined = String::new();
+    for (i, l) in namespace.iter().enumerate() {
         if l.is_empty() {
             return Err(Error::invalid("namespace", "a label is empty"));
         }
-        if l.chars().any(char::is_control) {
-            return Err(Error::invalid(
-                "namespace",
-                "a label contains a control character",
-            ));
+        if i > 0 {
+            joined.push(LABEL_SEPARATOR);
+        }
+        for c in l.chars() {
+            match c {
+                ESCAPE => joined.push_str("\u{1e}\u{1e}"),
+                LABEL_SEPARATOR => joined.push_str("\u{1e}\u{1d}"),
+                c => joined.push(c),
+            }
         }
     }
-    let joined = namespace.join("\u{1f}");
     validate_part("namespace", &joined)?;
     Ok(joined)
+}
+
+/// A stored label as given.
+fn unescape(label: &str) -> String {
+    let mut out = String::with_capacity(label.len());
+    let mut chars = label.chars();
+    while let Some(c) = chars.next() {
+        if c != ESCAPE {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('\u{1d}') => out.push(LABEL_SEPARATOR),
+            Some(e) => out.push(e),
+            None => {}
+        }
+    }
+    out
 }
 
 fn split(ns: &str) -> Vec<String> {
     if ns.is_empty() {
         return Vec::new();
     }
-    ns.split(LABEL_SEPARATOR).map(str::to_string).collect()
+    ns.split(LABEL_SEPARATOR).map(unescape).collect()
 }
 
 /// Whether stored namespace `ns` is `prefix` or below it.
@@ -88,6 +116,14 @@ fn under(ns: &str, prefix: &str) -> bool {
         || ns
             .strip_prefix(prefix)
             .is_some_and(|rest| rest.starts_with(LABEL_SEPARATOR))
+}
+
+/// Whether stored namespace `ns`, not under `prefix`, sorts inside its range: a sibling whose
+/// last label goes on with a character below the separator (`"a\n"` after `"a"`).
+fn inside(ns: &str, prefix: &str) -> bool {
+    ns.strip_prefix(prefix)
+        .and_then(|rest| rest.chars().next())
+        .is_some_and(|c| c < LABEL_SEPARATOR)
 }
 
 fn decode_item(ns: &str, key: &str, v: &[u8]) -> Result<StoreItem> {
@@ -103,6 +139,9 @@ fn scan_under(
 ) -> Result<()> {
     STORE_ITEMS.scan(kv, (prefix, "").., Dir::Forward, |(ns, key), v| {
         if !under(&ns, prefix) {
+            if inside(&ns, prefix) {
+                return Ok(ControlFlow::Continue(()));
+            }
             return Ok(ControlFlow::Break(()));
         }
         let item = decode_item(&ns, key, v)?;
@@ -174,21 +213,43 @@ impl WriteTxn<'_> {
 
     /// Deletes every expired item the principal may write; how many.
     pub fn store_sweep(&mut self) -> Result<u64> {
-        let mut dead = Vec::new();
-        let now = self.now;
-        STORE_ITEMS.each(&self.tx, .., |(ns, key), v| {
-            if decode_item(&ns, key, v)?
-                .expires_us
-                .is_some_and(|e| e <= now)
-            {
-                dead.push((ns.to_string(), key.to_string()));
-            }
-            Ok(())
-        })?;
+        Ok(self.store_sweep_step(None, usize::MAX)?.0)
+    }
+
+    /// One bounded step of a sweep: looks at no more than `budget` items from `from` (a
+    /// `(stored namespace, key)` a previous step returned; `None`: the first) and deletes the
+    /// expired ones the principal may write. How many, and where the next step starts (`None`:
+    /// the sweep is done).
+    pub fn store_sweep_step(
+        &mut self,
+        from: Option<(&str, &str)>,
+        budget: usize,
+    ) -> Result<(u64, Option<(String, String)>)> {
+        let (now, mut seen) = (self.now, 0);
+        let (mut dead, mut next) = (Vec::new(), None);
+        STORE_ITEMS.scan(
+            &self.tx,
+            from.unwrap_or(("", ""))..,
+            Dir::Forward,
+            |(ns, key), v| {
+                if seen == budget {
+                    next = Some((ns.to_string(), key.to_string()));
+                    return Ok(ControlFlow::Break(()));
+                }
+                seen += 1;
+                if decode_item(&ns, key, v)?
+                    .expires_us
+                    .is_some_and(|e| e <= now)
+                {
+                    dead.push((ns.to_string(), key.to_string()));
+                }
+                Ok(ControlFlow::Continue(()))
+            },
+        )?;
         let mut writable = std::collections::HashMap::new();
-        let mut kept = Vec::with_capacity(dead.len());
+        let mut deleted = 0;
         for (ns, key) in dead {
-            let scope = store_scope(&[ns.split(LABEL_SEPARATOR).next().unwrap_or("")]);
+            let scope = store_scope(&[split(&ns).first().map_or("", String::as_str)]);
             let ok = match writable.get(&scope) {
                 Some(&ok) => ok,
                 None => {
@@ -197,15 +258,11 @@ impl WriteTxn<'_> {
                     ok
                 }
             };
-            if ok {
-                kept.push((ns, key));
+            if ok && STORE_ITEMS.delete(&mut self.tx, (&ns, &key))? {
+                deleted += 1;
             }
         }
-        let dead = kept;
-        for (ns, key) in &dead {
-            STORE_ITEMS.delete(&mut self.tx, (ns, key))?;
-        }
-        Ok(dead.len() as u64)
+        Ok((deleted, next))
     }
 }
 

@@ -29,7 +29,8 @@ pub struct ListQuery {
     pub id: Option<String>,
     /// Only checkpoints with a smaller id.
     pub before: Option<String>,
-    /// Only checkpoints whose metadata has each of these keys with exactly this JSON value.
+    /// Only checkpoints whose metadata has each of these keys (or dotted paths into nested
+    /// objects) with exactly this JSON value.
     pub filter: Vec<(String, serde_json::Value)>,
     /// At most this many, newest first.
     pub limit: Option<usize>,
@@ -69,6 +70,19 @@ fn decode_record(t: &str, ns: &str, id: &str, v: &[u8]) -> Result<CheckpointReco
     decode("checkpoints", &CKey(t, ns, id), v)
 }
 
+/// The value at a filter's key: the key itself, else its dotted path into nested objects
+/// (`"user.level"`: `{"user": {"level": ..}}`), as SqliteSaver's `json_extract` reads it.
+fn at<'a>(
+    meta: &'a serde_json::Map<String, serde_json::Value>,
+    key: &str,
+) -> Option<&'a serde_json::Value> {
+    if let Some(v) = meta.get(key) {
+        return Some(v);
+    }
+    let (head, rest) = key.split_once('.')?;
+    at(meta.get(head)?.as_object()?, rest)
+}
+
 /// Whether the metadata (a JSON object) has every `(key, value)` of the filter.
 fn matches(t: &str, ns: &str, id: &str, rec: &CheckpointRecord, q: &ListQuery) -> Result<bool> {
     if q.filter.is_empty() {
@@ -82,7 +96,7 @@ fn matches(t: &str, ns: &str, id: &str, rec: &CheckpointRecord, q: &ListQuery) -
                 format!("metadata is not a JSON object: {e}"),
             )
         })?;
-    Ok(q.filter.iter().all(|(k, v)| meta.get(k) == Some(v)))
+    Ok(q.filter.iter().all(|(k, v)| at(&meta, k) == Some(v)))
 }
 
 impl ReadTxn {

@@ -3,7 +3,8 @@
 //! one item per step stores one item per step (not the whole list again); `list` filters,
 //! bounds and limits; delete, copy and prune leave no orphan rows, and `verify` stays clean;
 //! the tables' statistics are an admin's, and a TTL sweep deletes only what its principal may
-//! write.
+//! write, in steps of a bounded number of items; a dotted filter key reaches into nested
+//! metadata; store namespace labels keep control characters.
 
 use somna::format::TableId;
 use somna::Store;
@@ -350,4 +351,85 @@ fn a_parent_chain_that_loops_is_refused_not_walked_forever() {
         ),
         "{err:?}"
     );
+}
+
+#[test]
+fn a_dotted_filter_key_reaches_into_nested_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s.redb")).unwrap();
+    let mut c = step("d", 0);
+    c.metadata_json = r#"{"user":{"access-level":"admin","n":1},"a.b":2}"#.into();
+    store.checkpoint_put(&c).unwrap();
+    let found = |k: &str, v: serde_json::Value| {
+        let q = ListQuery {
+            filter: vec![(k.into(), v)],
+            ..ListQuery::default()
+        };
+        listed(&store, &q).len()
+    };
+    assert_eq!(found("user.access-level", "admin".into()), 1);
+    assert_eq!(found("user.n", 1.into()), 1);
+    assert_eq!(found("user.access-level", "guest".into()), 0);
+    assert_eq!(found("user.missing", "admin".into()), 0);
+    assert_eq!(found("a.b", 2.into()), 1, "a key held as written");
+}
+
+#[test]
+fn namespace_labels_keep_control_characters_and_ranges_stay_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s.redb")).unwrap();
+    let spaces: [&[&str]; 5] = [
+        &["a"],
+        &["a\n"],
+        &["a", "b"],
+        &["a\u{1f}"],
+        &["a\u{1e}", "\u{1f}"],
+    ];
+    store
+        .write(|tx| {
+            for ns in spaces {
+                tx.store_put(ns, "k", "{}", None, &[])?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    let listed = store.read(|r| r.store_namespaces(&[])).unwrap();
+    assert_eq!(listed.len(), 5);
+    for ns in spaces {
+        let owned: Vec<String> = ns.iter().map(|s| s.to_string()).collect();
+        assert!(listed.contains(&owned), "{ns:?}");
+        assert!(store.read(|r| r.store_get(ns, "k")).unwrap().is_some());
+    }
+    let under_a = store.read(|r| r.store_namespaces(&["a"])).unwrap();
+    assert_eq!(
+        under_a,
+        [vec!["a".to_string()], vec!["a".into(), "b".into()]]
+    );
+    assert!(store
+        .write(|tx| tx.store_put(&["nul\0"], "k", "{}", None, &[]))
+        .is_err());
+}
+
+#[test]
+fn a_sweep_step_looks_at_its_budget_of_items_and_says_where_to_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s.redb")).unwrap();
+    store
+        .write(|tx| {
+            for k in ["1", "2", "3"] {
+                tx.store_put(&["s"], k, "{}", Some(1), &[])?;
+            }
+            tx.store_put(&["z"], "kept", "{}", None, &[])
+        })
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    let (n, next) = store.write(|tx| tx.store_sweep_step(None, 2)).unwrap();
+    assert_eq!((n, next.clone()), (2, Some(("s".into(), "3".into()))));
+    let from = next.as_ref().map(|(n, k)| (n.as_str(), k.as_str()));
+    let (n, next) = store.write(|tx| tx.store_sweep_step(from, 2)).unwrap();
+    assert_eq!((n, next), (1, None));
+    assert!(store
+        .read(|r| r.store_get(&["z"], "kept"))
+        .unwrap()
+        .is_some());
 }
