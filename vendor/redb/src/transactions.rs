@@ -951,6 +951,8 @@ pub struct WriteTransaction {
     savepoint_state: Mutex<SavepointTransactionState>,
     // somna: set by `commit_scrubbing_free_pages()`, and what its commit overwrote and left held
     scrub: Option<ScrubbedPages>,
+    // somna: set by `commit_journaled()`: the commit is published without a sync
+    journaled: bool,
 }
 
 /// somna: what a commit that scrubs free pages did ([`WriteTransaction::commit_scrubbing_free_pages`])
@@ -1003,6 +1005,7 @@ impl WriteTransaction {
             shrink_policy: ShrinkPolicy::Default,
             savepoint_state: Mutex::new(SavepointTransactionState::default()),
             scrub: None,
+            journaled: false,
         })
     }
 
@@ -1792,6 +1795,23 @@ impl WriteTransaction {
         Ok(self.scrub.unwrap_or_default())
     }
 
+    /// somna: commits without a sync, for a caller that has made the transaction's changes
+    /// durable by other means first (a journal of its own, synced before this call, from which
+    /// it replays what a power loss takes). In the multi-writer mode the commit is published to
+    /// every process at once, as a durable one is, and costs no sync; the file's header keeps the
+    /// last commit a sync made durable (its checkpoint slot), no commit reuses a page that
+    /// commit's trees use until the next commit with a sync ([`Self::commit`], a checkpoint),
+    /// and an open after a power loss (in another boot, or one the backend cannot tell apart)
+    /// rolls the file back to that checkpoint, dropping every journaled commit after it. The
+    /// file does not shrink in a journaled commit. In the other modes this is [`Self::commit`].
+    ///
+    /// Errors as [`Self::commit`].
+    pub fn commit_journaled(mut self) -> Result<(), CommitError> {
+        self.durability = InternalDurability::Immediate;
+        self.journaled = self.mem.concurrency_mode().is_multi_writer();
+        self.commit_with(None)
+    }
+
     /// `commit()`, under `header_lock` where the caller already holds the header lock
     pub(crate) fn commit_with(
         mut self,
@@ -2125,6 +2145,14 @@ impl WriteTransaction {
             )?
         }
         .map_or(self.transaction_id, |x| x.next());
+        // somna: while commits published without a sync follow the last durable one, that
+        // commit's pages stay in the file for an open after a power loss to roll back to: no page
+        // freed after it is released (a no-op when the primary is durable)
+        let free_until_transaction = if self.mem.concurrency_mode().is_multi_writer() {
+            free_until_transaction.min(self.mem.durable_transaction_id()?.next())
+        } else {
+            free_until_transaction
+        };
         self.process_freed_pages(free_until_transaction)?;
         if self.scrub.is_some() {
             self.scrub = Some(ScrubbedPages {
@@ -2188,14 +2216,19 @@ impl WriteTransaction {
         };
 
         let page_allocator = self.page_allocator();
-        self.mem.commit(
-            user_root,
-            system_root,
-            self.transaction_id,
-            self.two_phase_commit,
-            self.shrink_policy,
-            header_lock,
-        )?;
+        if self.journaled {
+            self.mem
+                .commit_journaled(user_root, system_root, self.transaction_id, header_lock)?;
+        } else {
+            self.mem.commit(
+                user_root,
+                system_root,
+                self.transaction_id,
+                self.two_phase_commit,
+                self.shrink_policy,
+                header_lock,
+            )?;
+        }
         // All of this transaction's allocations are durable; discard the per-txn tracker.
         let _ = page_allocator.take_allocated_since_commit();
 
@@ -2205,6 +2238,12 @@ impl WriteTransaction {
 
         // Immediately free the pages that were freed from the system-tree. These are only
         // accessed by write transactions, so it's safe to free them as soon as the commit is done.
+        // somna: a multi-writer commit records them in SYSTEM_FREED_TABLE with its allocator
+        // state, so none is left here, and none of the checkpoint's is released early
+        debug_assert!(
+            !self.journaled || system_freed_pages.lock().unwrap().is_empty(),
+            "system pages freed outside SYSTEM_FREED_TABLE in a journaled commit"
+        );
         for page in system_freed_pages.lock().unwrap().drain(..) {
             page_allocator.free(page, &PageTracker::ignore());
         }

@@ -42,6 +42,10 @@ use core::mem::size_of;
 //
 // Commit slot 1 (next 128 bytes):
 // Same layout as slot 0
+//
+// (somna) Checkpoint slot (next 128 bytes, bytes 320..448): same layout as slot 0, all zeros
+// until a journaled commit first writes it: the last commit a sync made durable, while the
+// god byte's PRIMARY_JOURNALED bit says the slots hold commits published without a sync
 
 // Inspired by PNG's magic number
 pub(super) const MAGICNUMBER: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
@@ -61,7 +65,9 @@ const _: () = assert!(WRITER_BOOT_OFFSET + WRITER_BOOT_LEN <= 64);
 const TRANSACTION_SIZE: usize = 128;
 const TRANSACTION_0_OFFSET: usize = 64;
 const TRANSACTION_1_OFFSET: usize = TRANSACTION_0_OFFSET + TRANSACTION_SIZE;
-pub(super) const DB_HEADER_SIZE: usize = TRANSACTION_1_OFFSET + TRANSACTION_SIZE;
+// somna: the checkpoint slot, after the two commit slots
+const CHECKPOINT_OFFSET: usize = TRANSACTION_1_OFFSET + TRANSACTION_SIZE;
+pub(super) const DB_HEADER_SIZE: usize = CHECKPOINT_OFFSET + TRANSACTION_SIZE;
 
 // God byte flags
 const PRIMARY_BIT: u8 = 1;
@@ -72,6 +78,11 @@ const TWO_PHASE_COMMIT: u8 = 4;
 // secondary slot, the previous commit, so no process serves a commit a power loss could still
 // lose. It outlives a writer that crashes in that window; the next writer's recovery clears it.
 const PRIMARY_UNFLUSHED: u8 = 8;
+// somna: set by a journaled commit (published in the multi-writer mode without a sync, its changes
+// made durable by the caller's own journal first), and cleared by the next commit whose sync makes
+// it durable (a checkpoint). While it is set, the checkpoint slot holds the last durable commit,
+// whose pages no commit reuses, and an open in another boot (a power loss) rolls back to it.
+const PRIMARY_JOURNALED: u8 = 16;
 
 // Structure of each commit slot
 const VERSION_OFFSET: usize = 0;
@@ -116,6 +127,12 @@ pub(super) struct DatabaseHeader {
     pub(super) recovery_required: bool,
     pub(super) two_phase_commit: bool,
     pub(super) primary_unflushed: bool,
+    // somna: the primary (and maybe the commits before it) was published without a sync, and
+    // `checkpoint_slot` is the last durable commit
+    pub(super) journaled: bool,
+    // somna: the last commit a sync made durable, written by the first journaled commit after it;
+    // `None` while the slot's bytes are all zeros (no journaled commit ever)
+    checkpoint_slot: Option<TransactionHeader>,
     // somna: the boot id recorded by the commit that last marked the primary unflushed (zeros
     // if it knew none); carried as read otherwise
     pub(super) writer_boot: [u8; WRITER_BOOT_LEN],
@@ -138,6 +155,13 @@ impl UnrepairedDatabaseHeader {
         let recovery_required = (data[GOD_BYTE_OFFSET] & RECOVERY_REQUIRED) != 0;
         let two_phase_commit = (data[GOD_BYTE_OFFSET] & TWO_PHASE_COMMIT) != 0;
         let primary_unflushed = is_primary_unflushed(data);
+        let journaled = data[GOD_BYTE_OFFSET] & PRIMARY_JOURNALED != 0;
+        let checkpoint_bytes = &data[CHECKPOINT_OFFSET..CHECKPOINT_OFFSET + TRANSACTION_SIZE];
+        let checkpoint_slot = if checkpoint_bytes.iter().all(|&byte| byte == 0) {
+            None
+        } else {
+            Some(TransactionHeader::from_bytes(checkpoint_bytes)?.0)
+        };
         let mut writer_boot = [0u8; WRITER_BOOT_LEN];
         writer_boot
             .copy_from_slice(&data[WRITER_BOOT_OFFSET..WRITER_BOOT_OFFSET + WRITER_BOOT_LEN]);
@@ -212,6 +236,8 @@ impl UnrepairedDatabaseHeader {
                 recovery_required,
                 two_phase_commit,
                 primary_unflushed,
+                journaled,
+                checkpoint_slot,
                 writer_boot,
                 page_size,
                 region_header_pages,
@@ -247,6 +273,34 @@ impl UnrepairedDatabaseHeader {
     // The last writer marked the primary unflushed, so it may have died before flushing it
     pub(super) fn primary_unflushed(&self) -> bool {
         self.inner.primary_unflushed
+    }
+
+    /// somna: whether the primary is a journaled commit (published without a sync) that this
+    /// boot may not have seen whole: its writer recorded another boot, or none, so a power loss
+    /// may have kept its header without its pages. `boot` is this machine's boot id, if known
+    pub(super) fn journaled_from_another_boot(&self, boot: Option<[u8; WRITER_BOOT_LEN]>) -> bool {
+        self.inner.journaled
+            && !(self.inner.writer_boot.iter().any(|&byte| byte != 0)
+                && boot.is_some_and(|boot| boot == self.inner.writer_boot))
+    }
+
+    /// somna: after a power loss, rolls the header back to its checkpoint, the last commit a sync
+    /// made durable, unless a commit with a sync was in flight (the primary is marked unflushed:
+    /// the repair verifies that one, and falls back to the checkpoint if it fails). The journaled
+    /// commits are dropped: their changes are in the caller's journal. Returns whether it rolled
+    /// back
+    pub(super) fn roll_back_journaled(&mut self) -> Result<bool> {
+        if !self.inner.journaled || self.inner.primary_unflushed {
+            return Ok(false);
+        }
+        if !self.inner.roll_back_to_checkpoint() {
+            return Err(StorageError::Corrupted(
+                "The checkpoint slot of a journaled database is missing or corrupted".to_string(),
+            ));
+        }
+        self.primary_corrupted = false;
+        self.secondary_corrupted = false;
+        Ok(true)
     }
 
     // somna: the primary slot, when this read of the header can only be a header some writer
@@ -421,6 +475,8 @@ impl DatabaseHeader {
             recovery_required: true,
             two_phase_commit: false,
             primary_unflushed: false,
+            journaled: false,
+            checkpoint_slot: None,
             writer_boot: [0; WRITER_BOOT_LEN],
             page_size: layout.full_region_layout().page_size(),
             region_header_pages: layout.full_region_layout().get_header_pages(),
@@ -519,6 +575,48 @@ impl DatabaseHeader {
         self.primary_slot ^= 1;
     }
 
+    /// somna: the last commit a sync made durable, while commits published without one follow it:
+    /// the checkpoint slot when the primary is journaled, else the primary itself. A commit may
+    /// release no page that this commit's trees use (see `WriteTransaction::durable_commit`)
+    pub(super) fn durable_transaction_id(&self) -> TransactionId {
+        match (&self.checkpoint_slot, self.journaled) {
+            (Some(checkpoint), true) => checkpoint.transaction_id,
+            _ => self.primary_slot().transaction_id,
+        }
+    }
+
+    /// somna: makes the header a journaled commit's: the primary, still the last durable commit
+    /// when nothing is journaled yet, becomes the checkpoint, and the secondary (just written) the
+    /// primary, published without a sync
+    pub(super) fn publish_journaled(&mut self) {
+        if !self.journaled {
+            self.checkpoint_slot = Some(self.primary_slot().clone());
+        }
+        self.swap_primary_slot();
+        self.journaled = true;
+        self.primary_unflushed = false;
+        // The primary is whole in the page cache (its pages were written before this header):
+        // trusted, with its allocator state, by any open in this boot
+        self.two_phase_commit = true;
+    }
+
+    /// somna: after a power loss that may have lost the journaled commits: both commit slots
+    /// become the checkpoint, a commit a sync made durable whose pages no journaled commit
+    /// reused. Returns false, changing nothing, without an intact checkpoint slot
+    pub(super) fn roll_back_to_checkpoint(&mut self) -> bool {
+        let Some(checkpoint) = self.checkpoint_slot.clone() else {
+            return false;
+        };
+        if checkpoint.corrupt_bytes.is_some() {
+            return false;
+        }
+        self.transaction_slots = [checkpoint.clone(), checkpoint];
+        self.journaled = false;
+        self.primary_unflushed = false;
+        self.two_phase_commit = true;
+        true
+    }
+
     // Whether the secondary slot failed its checksum, so that its roots are not a commit's
     pub(super) fn secondary_slot_corrupted(&self) -> bool {
         self.secondary_slot().corrupt_bytes.is_some()
@@ -539,6 +637,9 @@ impl DatabaseHeader {
         if self.primary_unflushed {
             result[GOD_BYTE_OFFSET] |= PRIMARY_UNFLUSHED;
         }
+        if self.journaled {
+            result[GOD_BYTE_OFFSET] |= PRIMARY_JOURNALED;
+        }
         result[PAGE_SIZE_OFFSET..(PAGE_SIZE_OFFSET + size_of::<u32>())]
             .copy_from_slice(&self.page_size.to_le_bytes());
         result[REGION_HEADER_PAGES_OFFSET..(REGION_HEADER_PAGES_OFFSET + size_of::<u32>())]
@@ -556,6 +657,10 @@ impl DatabaseHeader {
         result[TRANSACTION_0_OFFSET..(TRANSACTION_0_OFFSET + slot0.len())].copy_from_slice(&slot0);
         let slot1 = self.transaction_slots[1].to_bytes();
         result[TRANSACTION_1_OFFSET..(TRANSACTION_1_OFFSET + slot1.len())].copy_from_slice(&slot1);
+        if let Some(checkpoint) = &self.checkpoint_slot {
+            result[CHECKPOINT_OFFSET..CHECKPOINT_OFFSET + TRANSACTION_SIZE]
+                .copy_from_slice(&checkpoint.to_bytes());
+        }
 
         result
     }

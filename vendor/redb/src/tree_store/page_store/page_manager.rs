@@ -1013,16 +1013,27 @@ impl TransactionalMemory {
                 page_size,
             );
         }
-        let unrepaired = {
+        let mut unrepaired = {
             let header_lock =
                 Self::lock_header(storage, in_process_header_lock, concurrency_mode, false)?;
             Self::read_file_header(storage, page_size.try_into().unwrap(), &header_lock)?
         };
         let file_len = storage.raw_file_len()?;
-        let needs_recovery =
-            unrepaired.recovery_required(file_len) || unrepaired.primary_unflushed();
+        // somna: journaled commits a power loss may have cut short. A live writer (one holds the
+        // consistent byte while the file is open) means the machine has not restarted since
+        // they were published, whatever boot the backend reports
+        let journaled_lost = unrepaired.journaled_from_another_boot(storage.boot_id())
+            && !(concurrency_mode.is_multi_process_writable()
+                && storage.query_lock_range(byte_range(CONSISTENT_BYTE))?);
+        let needs_recovery = unrepaired.recovery_required(file_len)
+            || unrepaired.primary_unflushed()
+            || journaled_lost;
         if needs_recovery && read_only {
             return Err(DatabaseError::RepairAborted);
+        }
+        if journaled_lost {
+            // Before `finalize`, which would trust the journaled primary as it trusts a 2-phase one
+            unrepaired.roll_back_journaled()?;
         }
         let primary_intact = !unrepaired.primary_corrupted();
         let primary_read = unrepaired.primary_transaction_id();
@@ -1040,6 +1051,8 @@ impl TransactionalMemory {
                 // process reads as soon as it lands, never shows a commit a power loss could lose.
                 storage.flush()?;
                 header.primary_unflushed = false;
+                // somna: and every journaled commit before it
+                header.journaled = false;
             } else if header.primary_unflushed
                 && kept_marked_primary
                 && header.writer_boot.iter().any(|&byte| byte != 0)
@@ -1056,6 +1069,8 @@ impl TransactionalMemory {
                 storage.flush()?;
                 header.primary_unflushed = false;
                 header.two_phase_commit = true;
+                // somna: and every journaled commit before it
+                header.journaled = false;
             }
             // A one-phase primary still marked unflushed: its writer died (this open holds the
             // writer byte, which a committing writer holds until it clears the mark) before its
@@ -1097,6 +1112,11 @@ impl TransactionalMemory {
         };
         // An unclean file is a live writer's to repair, if there is one
         if unrepaired.unclean() && !consistent {
+            return Err(DatabaseError::RepairAborted);
+        }
+        // somna: journaled commits from another boot: a power loss may have kept their header
+        // without their pages, and rolling back to the checkpoint is a writer's repair
+        if unrepaired.journaled_from_another_boot(storage.boot_id()) && !consistent {
             return Err(DatabaseError::RepairAborted);
         }
         Ok(unrepaired.finalize_transaction_slots()?)
@@ -1506,6 +1526,8 @@ impl TransactionalMemory {
         header.primary_unflushed = false;
         if publish {
             header.two_phase_commit = true;
+            // somna: the sync made every journaled commit durable too
+            header.journaled = false;
         }
         if !was_clean || publish {
             let header_lock = self.lock_header_exclusive()?;
@@ -1699,6 +1721,8 @@ impl TransactionalMemory {
             self.storage.flush()?;
             header.primary_unflushed = false;
             header.two_phase_commit = true;
+            // somna: and every journaled commit before it
+            header.journaled = false;
             self.write_header(&header, header_lock)?;
         }
         // Emptied, the cache is coherent as of this commit, so the tag names it: a reader that
@@ -1799,6 +1823,11 @@ impl TransactionalMemory {
     // its checksum
     pub(crate) fn repair_primary_corrupted(&self) -> bool {
         let mut state = self.state.lock().unwrap();
+        // somna: after journaled commits the secondary is one of them, perhaps torn by the power
+        // loss; the last durable commit is the checkpoint
+        if state.header.journaled {
+            return state.header.roll_back_to_checkpoint();
+        }
         if state.header.secondary_slot_corrupted() {
             return false;
         }
@@ -2188,6 +2217,8 @@ impl TransactionalMemory {
         self.storage.flush()?;
         if shared {
             header.primary_unflushed = false;
+            // somna: the flush made every journaled commit before this one durable too
+            header.journaled = false;
             // The flush made a one-phase primary durable whole (its pages were written first),
             // which is all that 2-phase commit promises of a primary: recorded so, a later open
             // trusts it and the allocator state it holds, as it trusts a 2-phase one
@@ -2220,6 +2251,63 @@ impl TransactionalMemory {
         drop(state);
 
         Ok(())
+    }
+
+    /// somna: a journaled commit, in the multi-writer mode: published to every process as the
+    /// primary, as a one-phase commit publishes it (its pages written to the file, then the
+    /// header), but without a sync. Its durability is the caller's: a journal of its own, synced
+    /// before this. The header marks the primary journaled, and keeps the last durable commit in
+    /// its checkpoint slot (the primary, if it was durable), whose pages no commit releases until
+    /// a commit with a sync (`commit`) ends the run; an open after a power loss rolls back to it
+    /// (`read_header`). The file never shrinks here, so the checkpoint's pages stay in it.
+    pub(crate) fn commit_journaled(
+        &self,
+        data_root: Option<BtreeHeader>,
+        system_root: Option<BtreeHeader>,
+        transaction_id: TransactionId,
+        header_lock: Option<&HeaderGuard<'_>>,
+    ) -> Result {
+        self.debug_assert_no_dirty_pages();
+        self.storage.check_io_errors()?;
+        assert!(self.concurrency_mode.is_multi_writer());
+
+        let mut header = self.state.lock().unwrap().header.clone();
+        assert!(
+            transaction_id > header.primary_slot().transaction_id,
+            "commit transaction id not newer than the primary slot's"
+        );
+        let old_transaction_id = header.secondary_slot().transaction_id;
+        header.write_secondary_slot(transaction_id, data_root, system_root);
+        // Every page this commit names reaches the file (the page cache) before the header that
+        // names it, so a process that reads the header finds them
+        self.storage.flush_write_buffer()?;
+        header.publish_journaled();
+        header.writer_boot = self.storage.boot_id().unwrap_or_default();
+        {
+            let hold = self.header_hold(header_lock)?;
+            self.write_header(&header, &hold)?;
+            self.storage.record_transaction_id(transaction_id);
+        }
+
+        let mut state = self.state.lock().unwrap();
+        assert_eq!(
+            state.header.secondary_slot().transaction_id,
+            old_transaction_id
+        );
+        state.header = header;
+        state.read_from_secondary = false;
+        Ok(())
+    }
+
+    /// somna: the newest transaction whose pages must all stay in the file: the last commit a
+    /// sync made durable (the checkpoint) while journaled commits follow it, else the primary
+    pub(crate) fn durable_transaction_id(&self) -> Result<TransactionId> {
+        Ok(self
+            .state
+            .lock()
+            .or_poisoned()?
+            .header
+            .durable_transaction_id())
     }
 
     // Make changes visible, without a durability guarantee. `newly_unpersisted` is the set of
@@ -2840,6 +2928,10 @@ impl TransactionalMemory {
                 // synced its pages; the header its commit wrote after that is rewritten below)
                 self.storage.flush_data()?;
                 state.header.recovery_required = false;
+                // somna: this handle holds the file's latest commit, and the file's data is
+                // synced (by that flush, or by one since this handle's last write), so every
+                // journaled commit is durable
+                state.header.journaled = false;
                 self.write_header(&state.header, &header_lock)?;
                 self.storage.flush()?;
             }
