@@ -143,10 +143,13 @@ impl Cli {
             None if self.stays_open() => somna::SERVER_CACHE_BYTES,
             None => somna::CLI_CACHE_BYTES,
         };
+        // The shared commit journal pays off over many writes; a one-shot command commits
+        // durably in redb (one sync) instead of a record's sync plus a checkpoint at exit.
         Ok(Options::default()
             .busy_timeout(Duration::from_millis(self.busy_timeout_ms))
             .principal(self.principal.as_deref())
-            .cache_bytes(cache))
+            .cache_bytes(cache)
+            .shared_journal(self.stays_open()))
     }
 
     /// True for a command whose process keeps its store open (`somna mcp`).

@@ -72,6 +72,17 @@ pub struct Options {
     /// there). Default true; false commits every transaction durably in redb itself (a
     /// journal a crash left behind is still replayed on open).
     pub journal: bool,
+    /// Without [`Options::exclusive`] (many processes share the file), with [`Options::journal`]:
+    /// commit through the shared commit journal `<store>-journal` (docs/design.md, "The journal
+    /// for many processes"): each commit appends one record to it and syncs it once, then
+    /// publishes the commit to every process through redb without a sync (redb's journaled
+    /// commit, which keeps the last synced commit whole for an open after a power loss to roll
+    /// back to); any writer's checkpoint makes redb durable, and the next read-write open after a
+    /// power loss replays the records past it. Default true, for a handle that stays open and
+    /// writes often (a library or Python handle, the MCP server). The command line's one-shot
+    /// commands set it false: a process that writes once and exits would pay a checkpoint at its
+    /// close on top of the record's sync, where a durable redb commit costs one.
+    pub shared_journal: bool,
     /// The size of a new commit journal, in bytes (tests set it small to force checkpoints).
     #[doc(hidden)]
     pub journal_bytes: u64,
@@ -100,6 +111,7 @@ impl Default for Options {
             check_on_open: false,
             read_only: false,
             journal: true,
+            shared_journal: true,
             journal_bytes: crate::storage::redb::journal::DEFAULT_SIZE,
             on_upgrade: None,
         }
@@ -140,6 +152,11 @@ impl Options {
     /// Sets [`Options::journal`].
     pub fn journal(mut self, yes: bool) -> Self {
         self.journal = yes;
+        self
+    }
+    /// Sets [`Options::shared_journal`].
+    pub fn shared_journal(mut self, yes: bool) -> Self {
+        self.shared_journal = yes;
         self
     }
     /// Sets [`Options::journal_bytes`].

@@ -87,8 +87,30 @@ pub(crate) fn verify_journal(
         },
         None => return Ok(()),
     };
+    // The shared journal's tail: where the record after the marker's would start
+    let tail = match META.get(&r.tx, journal::TAIL_KEY)? {
+        Some(v) => match decode::<u64>("meta", &journal::TAIL_KEY, &v) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                problem(e.to_string());
+                return Ok(());
+            }
+        },
+        None => None,
+    };
     let jpath = journal::path_of(path);
-    match journal::pending(io.as_ref(), &jpath, marker) {
+    if let Some(t) = tail {
+        let len = io.len()?;
+        if t < journal::HEADER || t > len {
+            problem(format!(
+                "the journal {}'s tail {t} lies outside its records ({} to {len})",
+                jpath.display(),
+                journal::HEADER
+            ));
+            return Ok(());
+        }
+    }
+    match journal::pending(io.as_ref(), &jpath, marker, tail) {
         Ok(p) if p.is_empty() => {}
         Ok(p) => problem(format!(
             "the journal {} holds {} records past the applied marker {}.{}",

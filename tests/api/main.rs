@@ -27,6 +27,7 @@ mod crash {
     mod group_commit;
     mod io_errors;
     mod journal_power_loss;
+    mod journaled_commit;
     mod migration;
     mod one_phase;
     mod power_loss;

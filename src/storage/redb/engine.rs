@@ -51,6 +51,10 @@ pub(crate) struct RedbEngine {
     /// The commit journal of an exclusive handle ([`Options::journal`]). Its lock is taken
     /// only by a thread that holds redb's writer slot, so it never waits on it.
     journal: Option<Mutex<Journal>>,
+    /// The journal is the shared one (the multi-writer mode, [`Options::shared_journal`]): each
+    /// write continues it from the marker and tail of the commit it starts from, and commits
+    /// through redb's journaled commit.
+    shared: bool,
     /// Why a commit failed to write the journal: every later write refuses (the redb
     /// transaction was aborted, but the journal's tail is unknown until the next open).
     journal_failed: std::sync::OnceLock<String>,
@@ -63,6 +67,7 @@ impl RedbEngine {
             failed: std::sync::OnceLock::new(),
             busy: opts.busy_timeout,
             journal: None,
+            shared: !opts.exclusive,
             journal_failed: std::sync::OnceLock::new(),
         }
     }
@@ -114,11 +119,14 @@ impl RedbEngine {
     /// Closes the database: redb commits its allocator state. A failed engine is not closed.
     /// A journaled engine checkpoints first, so the file alone holds every commit.
     fn shut(&mut self) -> Result<()> {
-        let checkpoint = if self.db.is_some() && self.failed.get().is_none() {
-            self.checkpoint()
-        } else {
-            Ok(())
-        };
+        // Not while a panic unwinds (a drop then): redb leaves the pages a panicking
+        // transaction held checked out, and the journal's records keep every write anyway
+        let checkpoint =
+            if self.db.is_some() && self.failed.get().is_none() && !std::thread::panicking() {
+                self.checkpoint()
+            } else {
+                Ok(())
+            };
         let Some(db) = self.db.take() else {
             return Ok(());
         };
@@ -141,14 +149,22 @@ impl RedbEngine {
         self.guard("checkpointing the journal", |db| {
             let tx = begin_write(db.writable()?, self.busy)?;
             let mut j = lock(journal)?;
-            let next = j.epoch() + 1;
             {
                 let mut w = RedbWrite::new(&tx);
+                // The shared journal's epoch is the published commit's, whoever wrote it
+                let epoch = match (self.shared, marker(&w)?) {
+                    (true, Some(m)) => m.0,
+                    _ => j.epoch(),
+                };
+                let next = epoch + 1;
                 put_marker(&mut w, (next, 0))?;
+                if self.shared {
+                    put_tail(&mut w, journal::HEADER)?;
+                }
                 w.close()?;
+                j.reset(next);
             }
             tx.commit()?;
-            j.reset(next);
             Ok(())
         })
     }
@@ -163,12 +179,14 @@ impl RedbEngine {
             return Ok(());
         };
         if matches!(self.db()?, Db::ReadOnly(_)) {
-            let (format, m) = self
-                .read(None, |r| Ok((stored_format(&r.tx)?, marker(&r.tx)?)))
-                .unwrap_or((None, None));
+            let (format, m, tail) = self
+                .read(None, |r| {
+                    Ok((stored_format(&r.tx)?, marker(&r.tx)?, tail(&r.tx)?))
+                })
+                .unwrap_or((None, None, None));
             let n = match (format, m) {
                 (Some(f), Some(m)) if f >= JOURNAL_STORE_FORMAT => {
-                    journal::pending(io, jpath, m)?.len()
+                    journal::pending(io, jpath, m, tail)?.len()
                 }
                 _ => 0,
             };
@@ -193,14 +211,20 @@ impl RedbEngine {
                 let Some(m) = marker(&w)? else {
                     return Ok(());
                 };
-                let todo = journal::pending(io, jpath, m)?;
-                if todo.is_empty() && m.1 == 0 {
+                let tail = tail(&w)?;
+                let todo = journal::pending(io, jpath, m, tail)?;
+                // The shared journal (it keeps a tail) goes on from its marker in every
+                // process: only records past it need a commit
+                if todo.is_empty() && (m.1 == 0 || tail.is_some()) {
                     return Ok(());
                 }
                 for r in &todo {
                     apply(&mut w, r, jpath)?;
                 }
                 put_marker(&mut w, (m.0 + 1, 0))?;
+                if tail.is_some() {
+                    put_tail(&mut w, journal::HEADER)?;
+                }
                 w.close()?;
             }
             tx.commit()?;
@@ -214,12 +238,20 @@ impl RedbEngine {
     /// at this path (whose epochs count from its own first open) never matches; a marker past
     /// seq 0 with no journal to match (one deleted by hand) gets a checkpoint first.
     fn start_journal(&mut self, open: impl FnOnce(u64) -> Result<Journal>) -> Result<()> {
-        let m = match self.read(None, |r| marker(&r.tx))? {
+        let (m, tail) = self.read(None, |r| Ok((marker(&r.tx)?, tail(&r.tx)?)))?;
+        let m = match m {
             Some(m) => m,
             None => {
                 let fresh = (u64::try_from(now_us()).unwrap_or(1), 0);
+                let shared = self.shared;
                 self.write(None, |tx| match &mut tx.tx {
-                    WriteKv::Redb(w) => put_marker(w, fresh),
+                    WriteKv::Redb(w) => {
+                        put_marker(w, fresh)?;
+                        if shared {
+                            put_tail(w, journal::HEADER)?;
+                        }
+                        Ok(())
+                    }
                     WriteKv::Pg(_) => Ok(()),
                 })?;
                 fresh
@@ -227,7 +259,9 @@ impl RedbEngine {
         };
         let j = open(m.0)?;
         self.journal = Some(Mutex::new(j));
-        if m.1 > 0 {
+        // An exclusive journal starts over; the shared one goes on where the published commit
+        // left it (other processes may be writing it), once it keeps a tail
+        if (m.1 > 0 && !self.shared) || (self.shared && tail.is_none()) {
             self.checkpoint()?;
         }
         Ok(())
@@ -240,6 +274,7 @@ impl RedbEngine {
     /// own).
     fn finish(&self, mut tx: WriteTransaction, plan: Plan, j: &mut Journal) -> Result<()> {
         match plan {
+            Plan::Nothing if self.shared => Ok(tx.commit_journaled()?),
             Plan::Nothing => {
                 tx.set_durability(Durability::None)?;
                 Ok(tx.commit()?)
@@ -255,8 +290,13 @@ impl RedbEngine {
                     let _ = self.journal_failed.set(e.to_string());
                     return Err(e.into());
                 }
-                tx.set_durability(Durability::None)?;
-                tx.commit().map_err(|e| {
+                let committed = if self.shared {
+                    tx.commit_journaled()
+                } else {
+                    tx.set_durability(Durability::None)?;
+                    tx.commit()
+                };
+                committed.map_err(|e| {
                     let _ = self.journal_failed.set(e.to_string());
                     Error::from(e)
                 })
@@ -283,6 +323,14 @@ impl RedbEngine {
         let due = self.guard("writing", |db| {
             let tx = begin_write(db.writable()?, self.busy)?;
             let mut j = lock(journal)?;
+            if self.shared {
+                // Another process may have written records since this handle's last
+                let r = RedbWrite::new(&tx);
+                if let (Some(m), Some(at)) = (marker(&r)?, tail(&r)?) {
+                    j.follow(m, at);
+                }
+                r.close()?;
+            }
             // The seam's tables borrow `tx` until `w` goes; the commit takes it.
             let (r, plan) = {
                 let mut w = write_txn(WriteKv::Redb(RedbWrite::recording(&tx)), principal);
@@ -290,7 +338,7 @@ impl RedbEngine {
                 let WriteKv::Redb(t) = &mut w.tx else {
                     return Err(Error::Storage("a redb transaction changed engine".into()));
                 };
-                let plan = plan(t, &j)?;
+                let plan = plan(t, &j, self.shared)?;
                 t.close()?;
                 (r, plan)
             };
@@ -342,7 +390,8 @@ enum Plan {
 }
 
 /// Takes the transaction's changes and puts the applied marker that goes with them.
-fn plan(w: &mut RedbWrite<'_>, j: &Journal) -> Result<Plan> {
+/// With the `shared` journal the tail after the record goes with the marker.
+fn plan(w: &mut RedbWrite<'_>, j: &Journal, shared: bool) -> Result<Plan> {
     let ops = w.take_ops();
     if ops.is_empty() {
         return Ok(Plan::Nothing);
@@ -351,9 +400,15 @@ fn plan(w: &mut RedbWrite<'_>, j: &Journal) -> Result<Plan> {
     let rec = journal::record(epoch, seq, &ops.payload())?;
     if j.fits(rec.len()) {
         put_marker(w, (epoch, seq))?;
+        if shared {
+            put_tail(w, j.tail() + rec.len() as u64)?;
+        }
         Ok(Plan::Record(rec))
     } else {
         put_marker(w, (epoch + 1, 0))?;
+        if shared {
+            put_tail(w, journal::HEADER)?;
+        }
         Ok(Plan::Durable(epoch + 1))
     }
 }
@@ -375,6 +430,19 @@ fn marker(kv: &(impl KvRead + ?Sized)) -> Result<Option<(u64, u64)>> {
 /// Sets the applied marker.
 fn put_marker(w: &mut RedbWrite<'_>, m: (u64, u64)) -> Result<()> {
     META_T.put(w, journal::MARKER_KEY, &encode(&m)?)
+}
+
+/// The shared journal's tail in `meta` (`None` when no shared journal was ever written).
+fn tail(kv: &(impl KvRead + ?Sized)) -> Result<Option<u64>> {
+    META_T
+        .get(kv, journal::TAIL_KEY)?
+        .map(|v| decode::<u64>("meta", &journal::TAIL_KEY, &v))
+        .transpose()
+}
+
+/// Sets the shared journal's tail.
+fn put_tail(w: &mut RedbWrite<'_>, at: u64) -> Result<()> {
+    META_T.put(w, journal::TAIL_KEY, &encode(&at)?)
 }
 
 impl Engine for RedbEngine {
@@ -557,7 +625,7 @@ pub(crate) fn with_backend(
         }
         check_format(&engine, Path::new(name), opts)?
     };
-    if let Some(j) = journal.filter(|_| opts.exclusive && opts.journal) {
+    if let Some(j) = journal.filter(|_| opts.journal && (opts.exclusive || opts.shared_journal)) {
         engine.start_journal(|epoch| Journal::on(j, &jpath, opts.journal_bytes, epoch))?;
     }
     Ok(Opened {
@@ -705,7 +773,7 @@ fn open_file(
         )),
         _ => e,
     })?;
-    if opts.exclusive && opts.journal && !opts.read_only {
+    if opts.journal && (opts.exclusive || opts.shared_journal) && !opts.read_only {
         engine.start_journal(|epoch| Journal::open(path, opts.journal_bytes, epoch))?;
     }
     Ok(Opened {

@@ -51,6 +51,10 @@ const LEN_FIXED: u32 = 16;
 /// The key of the applied marker in `meta`: (epoch, seq) of the last journaled commit that
 /// redb holds.
 pub const MARKER_KEY: &str = "journal";
+/// The key of the shared journal's tail in `meta`: the offset after the marker's record, set
+/// with the marker by every commit of a handle using the shared journal, so the next writer (in
+/// any process) appends there and an open reads the one record after it, not the whole chain.
+pub const TAIL_KEY: &str = "journal.tail";
 
 /// The journal's path: the store's path with `-journal` appended (as SQLite's `-wal`).
 pub fn path_of(store: &Path) -> PathBuf {
@@ -226,10 +230,18 @@ fn record_at(
 /// acknowledged, or it was made durable in redb by a checkpoint. Only the records' bytes are
 /// read, never the rest of the file.
 pub fn walk(io: &dyn StorageBackend, epoch: u64) -> std::io::Result<Vec<Found>> {
+    walk_from(io, epoch, HEADER, 1)
+}
+
+/// The chain of records of `epoch` from offset `at`, starting with seq `want` (see [`walk`]).
+fn walk_from(
+    io: &dyn StorageBackend,
+    epoch: u64,
+    mut at: u64,
+    mut want: u64,
+) -> std::io::Result<Vec<Found>> {
     let len = io.len()?;
     let mut out = Vec::new();
-    let mut at = HEADER;
-    let mut want = 1u64;
     while let Some(r) = record_at(io, len, at, epoch, want)? {
         at = r.end;
         want += 1;
@@ -265,7 +277,14 @@ pub fn corrupt(path: &Path, what: impl std::fmt::Display, why: impl Into<String>
 
 /// The records of the journal on `io` (named `path` in messages) that redb does not hold yet:
 /// those of the marker's epoch past its seq. None for a journal that never got its header.
-pub fn pending(io: &dyn StorageBackend, path: &Path, marker: (u64, u64)) -> Result<Vec<Found>> {
+/// With the shared journal's `tail` (its record after the marker's starts there), only the
+/// records from there are read.
+pub fn pending(
+    io: &dyn StorageBackend,
+    path: &Path,
+    marker: (u64, u64),
+    tail: Option<u64>,
+) -> Result<Vec<Found>> {
     let mut head = [0u8; 12];
     if io.len()? >= head.len() as u64 {
         io.read(0, &mut head)?;
@@ -274,7 +293,10 @@ pub fn pending(io: &dyn StorageBackend, path: &Path, marker: (u64, u64)) -> Resu
         return Ok(Vec::new());
     }
     check_header(&head, path)?;
-    let mut all = walk(io, marker.0)?;
+    let mut all = match tail {
+        Some(at) => walk_from(io, marker.0, at, marker.1 + 1)?,
+        None => walk(io, marker.0)?,
+    };
     all.retain(|r| r.seq > marker.1);
     Ok(all)
 }
@@ -521,6 +543,19 @@ impl Journal {
         Ok(())
     }
 
+    /// Continues the shared journal as the commit a write transaction starts from left it: its
+    /// marker (epoch, seq) and tail, which any process's writer may have moved.
+    pub(crate) fn follow(&mut self, (epoch, seq): (u64, u64), tail: u64) {
+        self.epoch = epoch;
+        self.seq = seq;
+        self.tail = tail.max(HEADER);
+    }
+
+    /// Where the next record goes.
+    pub(crate) fn tail(&self) -> u64 {
+        self.tail
+    }
+
     /// Starts epoch `epoch` from the top of the file (after a checkpoint made redb durable).
     pub(crate) fn reset(&mut self, epoch: u64) {
         self.epoch = epoch;
@@ -558,7 +593,11 @@ impl Journal {
 fn make(path: &Path, size: u64) -> Result<()> {
     let tmp = {
         let mut s = path.as_os_str().to_os_string();
-        s.push(format!(".new-{}", std::process::id()));
+        s.push(format!(
+            ".new-{}-{}",
+            std::process::id(),
+            crate::domain::text::now_us()
+        ));
         PathBuf::from(s)
     };
     // A name of its own (create_new), so a file or link already there is never written through.
@@ -581,7 +620,15 @@ fn make(path: &Path, size: u64) -> Result<()> {
             left -= n as u64;
         }
         f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
+        // Linked, not renamed, into place: a journal another process made meanwhile (the shared
+        // journal's writers may race to make it) is kept, never replaced under its records.
+        match std::fs::hard_link(&tmp, path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            // A file system without hard links
+            Err(_) => std::fs::rename(&tmp, path)?,
+        }
+        let _ = std::fs::remove_file(&tmp);
         // The rename made durable. Unix only: Windows cannot open a directory to flush it (std
         // has no way to), and NTFS journals the rename itself.
         #[cfg(unix)]
@@ -694,11 +741,11 @@ mod tests {
         assert_eq!(walk(&file(&[(1, 1), (1, 3)]), 1).len(), 1);
         assert_eq!(walk(&file(&[(1, 2)]), 1).len(), 0);
         // Pending: past the marker only; none in a journal that never got its header.
-        let p = pending(&Mem(f.clone()), Path::new("j"), (1, 2)).unwrap();
+        let p = pending(&Mem(f.clone()), Path::new("j"), (1, 2), None).unwrap();
         assert_eq!(p.iter().map(|r| r.seq).collect::<Vec<_>>(), [3]);
         let mut blank = f.clone();
         blank[..12].fill(0);
-        assert!(pending(&Mem(blank), Path::new("j"), (1, 0))
+        assert!(pending(&Mem(blank), Path::new("j"), (1, 0), None)
             .unwrap()
             .is_empty());
     }

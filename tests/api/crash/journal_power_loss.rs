@@ -9,6 +9,10 @@
 //! all, nothing else, and `verify` is clean. The reopen is done once as an exclusive journaled
 //! handle and once more after it was itself killed.
 //!
+//! The same sweep runs on the default mode's shared journal (a multi-writer handle, redb's
+//! journaled commits): there the reopen in the next boot rolls redb back to its last synced
+//! commit and replays the journal's records past it.
+//!
 //! `SOMNA_CRASH_LONG=1` runs the workload three times over (so several checkpoints) and three
 //! seeds per crash point instead of one.
 
@@ -47,6 +51,11 @@ fn opts() -> Options {
     Options::default().exclusive(true).journal_bytes(12 << 10)
 }
 
+/// The default mode with the shared journal, as small.
+fn shared() -> Options {
+    Options::default().journal_bytes(12 << 10)
+}
+
 fn msg(n: usize) -> Vec<String> {
     (0..n)
         .map(|i| format!(r#"{{"role":"user","content":"m{i} {}"}}"#, "x".repeat(40)))
@@ -68,8 +77,13 @@ fn disks(seed: u64, k: Option<u64>) -> (SimDisk, SimDisk) {
 
 /// Runs the workload until it fails; (notes acknowledged, session length acknowledged, the
 /// step in flight).
-fn run(db: &SimDisk, j: &SimDisk, rounds: usize) -> (u64, Option<usize>, Option<Step>) {
-    let Ok(s) = Store::with_backends(db.clone(), j.clone(), "jp", opts()) else {
+fn run(
+    db: &SimDisk,
+    j: &SimDisk,
+    rounds: usize,
+    o: &Options,
+) -> (u64, Option<usize>, Option<Step>) {
+    let Ok(s) = Store::with_backends(db.clone(), j.clone(), "jp", o.clone()) else {
         return (0, None, None);
     };
     let (mut notes, mut session) = (0u64, None);
@@ -154,12 +168,21 @@ fn images(db: &SimDisk, j: &SimDisk) -> (Vec<u8>, Vec<u8>) {
 
 #[test]
 fn power_loss_at_every_sync_of_store_or_journal_keeps_every_acknowledged_write() {
+    sweep(&opts());
+}
+
+#[test]
+fn power_loss_at_every_sync_of_the_shared_journal_keeps_every_acknowledged_write() {
+    sweep(&shared());
+}
+
+fn sweep(o: &Options) {
     let long = std::env::var("SOMNA_CRASH_LONG").is_ok_and(|v| v == "1");
     let rounds = if long { 3 } else { 1 };
     // Syncs of a whole uncut run, on both disks.
     let (db, j) = disks(1, None);
     let before = db.syncs_total() + j.syncs_total();
-    let (notes, _, flight) = run(&db, &j, rounds);
+    let (notes, _, flight) = run(&db, &j, rounds, o);
     assert!(flight.is_none() && notes > 60);
     let syncs = db.syncs_total() + j.syncs_total() - before;
     assert!(
@@ -172,7 +195,7 @@ fn power_loss_at_every_sync_of_store_or_journal_keeps_every_acknowledged_write()
     for k in 1..=syncs + 1 {
         for seed in 0..if long { 3 } else { 1 } {
             let (db, j) = disks(k * 7 + seed * 1000, Some(k));
-            let (notes, session, flight) = run(&db, &j, rounds);
+            let (notes, session, flight) = run(&db, &j, rounds, o);
             let (a, b) = images(&db, &j);
             let case = format!("power loss at sync {k} (seed {seed})");
             // Reopen as an exclusive journaled handle (which replays), then kill it too.
@@ -180,7 +203,7 @@ fn power_loss_at_every_sync_of_store_or_journal_keeps_every_acknowledged_write()
                 SimDisk::from_image(a, seed),
                 SimDisk::from_image(b, seed + 1),
             );
-            let r = Store::with_backends(db2.clone(), j2.clone(), "jp", opts());
+            let r = Store::with_backends(db2.clone(), j2.clone(), "jp", o.clone());
             match r {
                 Ok(mut s) => {
                     replayed += 1;

@@ -206,8 +206,9 @@ fn a_journal_record_that_does_not_decode_is_corrupt() {
 fn verify_reports_records_past_the_applied_marker() {
     let to = tempfile::tempdir().unwrap();
     let copy = killed_after(2, opts(), to.path());
-    // The multi-writer open replays epoch E and moves the marker to (E + 1, 0).
-    let mut s = Store::open(&copy).unwrap();
+    // The multi-writer open (without the shared journal, which would go on writing it)
+    // replays epoch E and moves the marker to (E + 1, 0).
+    let mut s = Store::open_with(&copy, Options::default().shared_journal(false)).unwrap();
     assert!(s.verify().unwrap().ok());
     let mut j = std::fs::read(journal_of(&copy)).unwrap();
     let epoch = u64::from_le_bytes(j[4104..4112].try_into().unwrap());
