@@ -2,7 +2,9 @@
 //! table, byte for byte (keys and values are the same bytes on every backend), read from one
 //! snapshot of the source and written in one transaction on the destination, which must hold
 //! no memories, sessions or grants yet. The copy is then checked twice: the two stores' JSON
-//! Lines exports are identical, and every table holds the same rows (a digest per table).
+//! Lines exports are identical, and every table holds the same rows (a digest per table). The
+//! commit journal's marker and tail in `meta` count the source file's own journal: they are
+//! neither copied nor compared (`tables::ENGINE_LOCAL_META`).
 
 use std::io::Write;
 use std::ops::{Bound, ControlFlow};
@@ -12,6 +14,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::storage::kv::{Dir, KvRead, KvWrite, TableId, Visit};
 use crate::storage::store::Store;
+use crate::storage::tables::engine_local;
 use crate::storage::txn::list_scopes;
 
 /// What [`Store::copy_into`] did.
@@ -59,6 +62,9 @@ fn table_digests(kv: &(impl KvRead + ?Sized)) -> Result<Vec<(TableId, u128, u64)
         let mut h = xxhash_rust::xxh3::Xxh3::new();
         let mut n = 0u64;
         scan_all(kv, t, &mut |k, v| {
+            if engine_local(t, k) {
+                return Ok(ControlFlow::Continue(()));
+            }
             h.update(&(k.len() as u64).to_le_bytes());
             h.update(k);
             h.update(&(v.len() as u64).to_le_bytes());
@@ -157,6 +163,9 @@ fn copy_table(
     let mut batch: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(BATCH);
     let mut n = 0u64;
     scan_all(src, t, &mut |k, v| {
+        if engine_local(t, k) {
+            return Ok(ControlFlow::Continue(()));
+        }
         batch.push((k.to_vec(), v.to_vec()));
         if batch.len() == BATCH {
             dst.put_many(t, &batch)?;

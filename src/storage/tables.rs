@@ -10,6 +10,19 @@ use crate::storage::kv::{KvRead, TableId};
 
 /// Store-wide facts: `format`, `created_us`, `next_scope_id`, `admin`.
 pub const META: Table<&str> = Table::new(TableId::Meta);
+
+/// The `meta` keys that belong to one file's engine, not to the store's data: the commit
+/// journal's applied marker and tail (docs/design.md 14.3 and 14.9), which count that file's
+/// own journal. A copy to another store neither copies nor compares them.
+pub const ENGINE_LOCAL_META: [&str; 2] = ["journal", "journal.tail"];
+
+/// Whether `key` of table `t` is one of [`ENGINE_LOCAL_META`].
+pub(crate) fn engine_local(t: TableId, key: &[u8]) -> bool {
+    t == TableId::Meta
+        && ENGINE_LOCAL_META
+            .iter()
+            .any(|k| crate::storage::keys::encode::<&str>(k) == key)
+}
 /// Settings: name -> u64.
 pub const CONFIG: Table<&str> = Table::new(TableId::Config);
 /// Scope name -> its id and counters.
@@ -77,8 +90,12 @@ pub const STORE_ITEMS: Table<(&str, &str)> = Table::new(TableId::StoreItems);
 /// every write keeps: an older somna refuses the store rather than write past its index.
 /// Format 3 keeps a session's live messages in chunks ([`SESSION_CHUNKS`]) instead of one row
 /// per message and per hash. Format 4 means that an opener replays the commit journal
-/// `<file>-journal` (docs/design.md, "Commit journal"); its tables are format 3's.
-pub const STORE_FORMAT: u32 = 4;
+/// `<file>-journal` (docs/design.md, "Commit journal"); its tables are format 3's. Format 5
+/// means that the file's redb header may hold commits published without a sync (the shared
+/// journal of the default mode: a checkpoint slot and god-byte bit 16, docs/design.md 14.9),
+/// which an older somna's redb would trust after a power loss instead of rolling back; its
+/// tables are format 4's.
+pub const STORE_FORMAT: u32 = 5;
 
 /// The first store format whose opener replays the commit journal.
 pub const JOURNAL_STORE_FORMAT: u32 = 4;

@@ -11,13 +11,14 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use somna::{NewMemory, Options, Store};
 use somna_testkit::simdisk::SimRng;
 
 const CHILD: &str = "SOMNA_JOURNAL_CHILD";
+const SHARED: &str = "SOMNA_JOURNAL_SHARED";
 
 /// The child: journaled writes until 300 are done, each printed once acknowledged.
 #[test]
@@ -26,7 +27,12 @@ fn journal_sigkill_child() {
         return;
     };
     let round = std::env::var("SOMNA_JOURNAL_ROUND").unwrap();
-    let s = Store::open_with(&db, Options::default().exclusive(true)).unwrap();
+    // Shared: the default mode (many processes, the shared journal); else exclusive
+    let opts = match std::env::var_os(SHARED) {
+        Some(_) => Options::default(),
+        None => Options::default().exclusive(true),
+    };
+    let s = Store::open_with(&db, opts).unwrap();
     for k in 0..300u64 {
         if k % 7 == 6 {
             let b = format!("{round}.{k}");
@@ -51,26 +57,38 @@ struct Ledger {
     killed: u64,
 }
 
+/// A child writing as round `round` (a text of its own), exclusive or `shared`.
+fn spawn_child(db: &Path, round: &str, shared: bool) -> Child {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args([
+        "--exact",
+        "sigkill_journal::journal_sigkill_child",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(CHILD, db)
+    .env("SOMNA_JOURNAL_ROUND", round)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    if shared {
+        c.env(SHARED, "1");
+    }
+    c.spawn().unwrap()
+}
+
 /// One child, killed after `kill_after` (or left to finish); its acknowledgements go to the
 /// ledger.
 fn run_child(db: &Path, round: u64, kill_after: Option<Duration>, ledger: &mut Ledger) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "sigkill_journal::journal_sigkill_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD, db)
-        .env("SOMNA_JOURNAL_ROUND", round.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_child(db, &round.to_string(), false);
     if let Some(d) = kill_after {
         std::thread::sleep(d);
         let _ = child.kill();
     }
+    collect(child, ledger);
+}
+
+/// Waits for a child (killed or not) and takes its acknowledgements into the ledger.
+fn collect(child: Child, ledger: &mut Ledger) {
     let out = child.wait_with_output().unwrap();
     let killed = out.status.code().is_none();
     assert!(
@@ -152,6 +170,60 @@ fn sigkill_of_a_journaled_writer_loses_no_acknowledged_write() {
     assert_eq!(s.memory("default", id).unwrap().text, "r after");
     eprintln!(
         "sigkill journal: {kills} rounds, {} killed, {} notes and {} batches acknowledged",
+        ledger.killed,
+        ledger.notes.len(),
+        ledger.batches.len()
+    );
+}
+
+/// The default mode's shared journal (docs/design.md 14.9): four writer processes on one file at
+/// once, each a journaled writer of its own killed with SIGKILL at a random moment (one of the
+/// four, at random, left to finish), round after round; every write any of them acknowledged
+/// survives, under the id it printed, and the store stays sound.
+#[test]
+fn sigkill_of_four_shared_journal_writers_loses_no_acknowledged_write() {
+    let (long, seed) = crate::sigkill::long_and_seed(20261206);
+    let rounds = if long { 40 } else { 5 };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("memory.redb");
+    Store::create(&db).unwrap().close().unwrap();
+    let mut ledger = Ledger::default();
+    let t0 = Instant::now();
+    collect(spawn_child(&db, "0", true), &mut ledger);
+    // Four at once share two cores: spread the kills over twice one alone's run
+    let typical = (t0.elapsed() * 2).max(Duration::from_millis(1));
+    let mut rng = SimRng::new(seed);
+    for round in 1..=rounds {
+        let spared = rng.below(4);
+        let mut kills: Vec<(Duration, usize)> = (0..4u64)
+            .filter(|&c| c != spared)
+            .map(|c| {
+                let at = Duration::from_micros(rng.below(typical.as_micros() as u64));
+                (at, c as usize)
+            })
+            .collect();
+        kills.sort();
+        let start = Instant::now();
+        let mut children: Vec<Option<Child>> = (0..4)
+            .map(|c| Some(spawn_child(&db, &format!("{round}c{c}"), true)))
+            .collect();
+        for (at, c) in kills {
+            std::thread::sleep(at.saturating_sub(start.elapsed()));
+            if let Some(child) = children[c].as_mut() {
+                let _ = child.kill();
+            }
+        }
+        for child in children.iter_mut().filter_map(Option::take) {
+            collect(child, &mut ledger);
+        }
+    }
+    check(&db, &ledger);
+    let s = Store::open(&db).unwrap();
+    let id = s.note("default", NewMemory::new("r after")).unwrap();
+    assert_eq!(s.memory("default", id).unwrap().text, "r after");
+    eprintln!(
+        "sigkill shared journal: {rounds} rounds of 4 writers, {} killed, {} notes and {} batches \
+         acknowledged",
         ledger.killed,
         ledger.notes.len(),
         ledger.batches.len()

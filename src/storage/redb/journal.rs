@@ -1,7 +1,10 @@
 //! The commit journal of store format 4 (docs/design.md, section "Commit journal"): a file
 //! `<store>-journal` beside the store that an exclusive handle ([`crate::Options::exclusive`]
 //! with [`crate::Options::journal`]) appends one record to per commit, synced with one
-//! `fdatasync`, before it commits the same changes to redb without a sync. Every journaled
+//! `fdatasync`, before it commits the same changes to redb without a sync. Since format 5 the
+//! handles of the default mode share it ([`crate::Options::shared_journal`]): each continues
+//! it from the marker and tail ([`TAIL_KEY`]) of the commit it starts from, and publishes its
+//! commit through redb's journaled commit (design.md 14.9). Every journaled
 //! redb commit also sets `meta["journal"]` = (epoch, seq) in the same transaction, so redb's
 //! durable state says which records it already holds; a read-write open replays the records
 //! past that marker ([`super::engine`] does it, with [`pending`] and [`decode`]).
@@ -50,11 +53,11 @@ const LEN_FIXED: u32 = 16;
 
 /// The key of the applied marker in `meta`: (epoch, seq) of the last journaled commit that
 /// redb holds.
-pub const MARKER_KEY: &str = "journal";
+pub const MARKER_KEY: &str = crate::storage::tables::ENGINE_LOCAL_META[0];
 /// The key of the shared journal's tail in `meta`: the offset after the marker's record, set
 /// with the marker by every commit of a handle using the shared journal, so the next writer (in
 /// any process) appends there and an open reads the one record after it, not the whole chain.
-pub const TAIL_KEY: &str = "journal.tail";
+pub const TAIL_KEY: &str = crate::storage::tables::ENGINE_LOCAL_META[1];
 
 /// The journal's path: the store's path with `-journal` appended (as SQLite's `-wal`).
 pub fn path_of(store: &Path) -> PathBuf {

@@ -3,7 +3,8 @@
 //! and implements [`crate::storage::engine::Engine`]; `file.rs` has the low-level steps (redb's
 //! builder, an open bounded by the busy timeout, what a panic of redb becomes); [`kv`] is the
 //! storage seam over redb's typed tables, which [`schema`] defines (store format 1); [`tail`]
-//! recovers a torn tail; [`journal`] is the commit journal of an exclusive handle (format 4).
+//! recovers a torn tail; [`journal`] is the commit journal (format 4; shared by
+//! the default mode's handles since format 5).
 //! It may use the core files of `storage/`, never `store.rs` nor the server
 //! engine.
 

@@ -82,12 +82,23 @@ fn run(
     j: &SimDisk,
     rounds: usize,
     o: &Options,
+    handles: usize,
 ) -> (u64, Option<usize>, Option<Step>) {
-    let Ok(s) = Store::with_backends(db.clone(), j.clone(), "jp", o.clone()) else {
-        return (0, None, None);
-    };
+    let mut all = Vec::new();
+    for _ in 0..handles {
+        match Store::with_backends(db.clone(), j.clone(), "jp", o.clone()) {
+            Ok(s) => all.push(s),
+            Err(_) => {
+                all.into_iter().for_each(std::mem::forget);
+                return (0, None, None);
+            }
+        }
+    }
     let (mut notes, mut session) = (0u64, None);
-    for step in STEPS.iter().cycle().take(STEPS.len() * rounds) {
+    let steps = STEPS.iter().cycle().take(STEPS.len() * rounds);
+    for (i, step) in steps.enumerate() {
+        // The handles take turns, each continuing the others' commits
+        let s = &all[i % handles];
         let ok = match *step {
             Step::Note => s
                 .note("default", NewMemory::new(format!("n{notes}")))
@@ -105,7 +116,7 @@ fn run(
             }
         };
         if !ok {
-            std::mem::forget(s);
+            all.into_iter().for_each(std::mem::forget);
             return (notes, session, Some(*step));
         }
         match *step {
@@ -114,7 +125,7 @@ fn run(
             Step::Session(n) => session = Some(n),
         }
     }
-    std::mem::forget(s);
+    all.into_iter().for_each(std::mem::forget);
     (notes, session, None)
 }
 
@@ -168,21 +179,28 @@ fn images(db: &SimDisk, j: &SimDisk) -> (Vec<u8>, Vec<u8>) {
 
 #[test]
 fn power_loss_at_every_sync_of_store_or_journal_keeps_every_acknowledged_write() {
-    sweep(&opts());
+    sweep(&opts(), 1);
 }
 
 #[test]
 fn power_loss_at_every_sync_of_the_shared_journal_keeps_every_acknowledged_write() {
-    sweep(&shared());
+    sweep(&shared(), 1);
 }
 
-fn sweep(o: &Options) {
+/// Two handles of the default mode on one simulated disk (and one journal) take turns: each
+/// commit is published without a sync and continued by the other handle.
+#[test]
+fn power_loss_at_every_sync_with_two_shared_handles_taking_turns_keeps_every_acknowledged_write() {
+    sweep(&shared(), 2);
+}
+
+fn sweep(o: &Options, handles: usize) {
     let long = std::env::var("SOMNA_CRASH_LONG").is_ok_and(|v| v == "1");
     let rounds = if long { 3 } else { 1 };
     // Syncs of a whole uncut run, on both disks.
     let (db, j) = disks(1, None);
     let before = db.syncs_total() + j.syncs_total();
-    let (notes, _, flight) = run(&db, &j, rounds, o);
+    let (notes, _, flight) = run(&db, &j, rounds, o, handles);
     assert!(flight.is_none() && notes > 60);
     let syncs = db.syncs_total() + j.syncs_total() - before;
     assert!(
@@ -195,7 +213,7 @@ fn sweep(o: &Options) {
     for k in 1..=syncs + 1 {
         for seed in 0..if long { 3 } else { 1 } {
             let (db, j) = disks(k * 7 + seed * 1000, Some(k));
-            let (notes, session, flight) = run(&db, &j, rounds, o);
+            let (notes, session, flight) = run(&db, &j, rounds, o, handles);
             let (a, b) = images(&db, &j);
             let case = format!("power loss at sync {k} (seed {seed})");
             // Reopen as an exclusive journaled handle (which replays), then kill it too.

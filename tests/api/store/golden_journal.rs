@@ -10,7 +10,8 @@
 //! specified, and a clean `verify`; a second open finds the same. The file without its journal holds none
 //! of the notes. The pair predates the project's rename (docs/design.md, "History"): its journal
 //! starts with the old magic, which this build still reads, while a journal it makes starts
-//! with the new one (the last test).
+//! with the new one (the last test). Format 5's fixture, the shared journal of the default mode,
+//! is described at its test.
 
 use std::path::{Path, PathBuf};
 
@@ -82,6 +83,89 @@ fn the_format4_journal_fixture_replays_exactly() {
     let s = Store::open(&alone).unwrap();
     assert_eq!(s.count("default").unwrap_or(0), 0);
     drop(s);
+    for _ in 0..2 {
+        let mut s = Store::open(&path).unwrap();
+        assert_eq!(s.count("default").unwrap(), 3);
+        for (i, n) in NOTES.iter().enumerate() {
+            assert_eq!(s.memory("default", i as u64).unwrap().text, *n);
+        }
+        assert_eq!(s.session_load("chat").unwrap().unwrap(), CHAT);
+        let report = s.verify().unwrap();
+        assert!(report.ok(), "{:?}", report.problems);
+        s.close().unwrap();
+    }
+}
+
+/// The god byte's "journaled" bit and where the checkpoint slot and the writer's boot id sit in
+/// redb's header (docs/design.md 14.9).
+const GOD_BYTE: usize = 9;
+const JOURNALED: u8 = 16;
+const WRITER_BOOT: std::ops::Range<usize> = 40..56;
+const CHECKPOINT_SLOT: std::ops::Range<usize> = 320..448;
+
+#[test]
+#[ignore = "makes the fixture; run by hand once"]
+fn make_format5_fixture() {
+    if std::env::var_os("SOMNA_MAKE_FIXTURE").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    // The default mode: many processes may share the file, commits go through the shared journal
+    let mut s = Store::create_with(&path, Options::default().journal_bytes(16 << 10)).unwrap();
+    s.note("default", NewMemory::new(NOTES[0])).unwrap();
+    // `verify` checkpoints first: the first note is in redb's durable state, the checkpoint
+    s.verify().unwrap();
+    for n in &NOTES[1..] {
+        s.note("default", NewMemory::new(*n)).unwrap();
+    }
+    s.session_save("chat", &CHAT, None).unwrap();
+    let dst = fixtures().join("format5-shared.redb");
+    let mut bytes = std::fs::read(&path).unwrap();
+    assert_ne!(bytes[GOD_BYTE] & JOURNALED, 0);
+    // No writer's boot: every open takes the power-loss path
+    bytes[WRITER_BOOT].fill(0);
+    std::fs::write(&dst, bytes).unwrap();
+    std::fs::copy(journal_of(&path), journal_of(&dst)).unwrap();
+    std::mem::forget(s);
+}
+
+/// Guards format 5 with `tests/fixtures/format5-shared.redb` and its journal (made by
+/// `make_format5_fixture`, never regenerated): a default-mode store copied while open, its
+/// header's primary a commit published without a sync, the checkpoint slot naming the synced
+/// commit that holds the first note only, the writer's boot id zeroed. redb alone rolls it back to
+/// that checkpoint (one note); somna rolls back and replays the journal (all of them), twice.
+#[test]
+fn the_format5_shared_fixture_rolls_back_and_replays() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = fixtures().join("format5-shared.redb");
+    let h = std::fs::read(&src).unwrap();
+    assert_ne!(h[GOD_BYTE] & JOURNALED, 0, "the primary is journaled");
+    assert!(h[WRITER_BOOT].iter().all(|b| *b == 0));
+    assert!(
+        h[CHECKPOINT_SLOT].iter().any(|b| *b != 0),
+        "a checkpoint slot"
+    );
+    assert_ne!(h[64..192], h[CHECKPOINT_SLOT]);
+    assert_ne!(h[192..320], h[CHECKPOINT_SLOT]);
+    // redb alone: the journaled commits are gone, the checkpoint is whole
+    let raw = dir.path().join("raw.redb");
+    std::fs::copy(&src, &raw).unwrap();
+    {
+        use somna::redb::{ReadableDatabase, ReadableTableMetadata};
+        let mut db = somna::redb::Database::builder()
+            .set_concurrency_mode(somna::redb::ConcurrencyMode::MultiWriter)
+            .open(&raw)
+            .unwrap();
+        let r = db.begin_read().unwrap();
+        assert_eq!(r.open_table(somna::format::LOG).unwrap().len().unwrap(), 1);
+        drop(r);
+        assert!(db.check_integrity().unwrap());
+    }
+    // somna: rolled back, then the three records replayed
+    let path = dir.path().join("f.redb");
+    std::fs::copy(&src, &path).unwrap();
+    std::fs::copy(journal_of(&src), journal_of(&path)).unwrap();
     for _ in 0..2 {
         let mut s = Store::open(&path).unwrap();
         assert_eq!(s.count("default").unwrap(), 3);
