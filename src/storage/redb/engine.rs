@@ -343,7 +343,7 @@ impl RedbEngine {
                 (r, plan)
             };
             self.finish(tx, plan, &mut j)?;
-            Ok((r, j.wants_checkpoint()))
+            Ok((r, j.wants_checkpoint(self.shared)))
         })?;
         let (r, due) = due;
         if due {

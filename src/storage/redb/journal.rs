@@ -51,6 +51,13 @@ const RECORD_HEAD: usize = 24;
 /// The part of a record that `len` counts beside the payload: epoch and seq.
 const LEN_FIXED: u32 = 16;
 
+/// Records of the shared journal between two checkpoints. Until a checkpoint no commit reuses a
+/// page freed since the last one (docs/design.md 14.9), so each journaled commit takes fresh
+/// pages (about 15, 60 KiB, for a note): this bounds what the file grows by between checkpoints
+/// (about 4 MiB) and lets the commits after a checkpoint rewrite pages the page cache holds,
+/// for one sync of the store every 64 commits.
+pub const SHARED_CHECKPOINT_EVERY: u64 = 64;
+
 /// The key of the applied marker in `meta`: (epoch, seq) of the last journaled commit that
 /// redb holds.
 pub const MARKER_KEY: &str = crate::storage::tables::ENGINE_LOCAL_META[0];
@@ -579,9 +586,10 @@ impl Journal {
         self.io.sync_data()
     }
 
-    /// Whether the tail has passed 3/4 of the file: time for a checkpoint.
-    pub(crate) fn wants_checkpoint(&self) -> bool {
-        self.tail > self.size / 4 * 3
+    /// Whether it is time for a checkpoint: the tail has passed 3/4 of the file, or, for the
+    /// shared journal, [`SHARED_CHECKPOINT_EVERY`] records follow the last checkpoint.
+    pub(crate) fn wants_checkpoint(&self, shared: bool) -> bool {
+        self.tail > self.size / 4 * 3 || (shared && self.seq >= SHARED_CHECKPOINT_EVERY)
     }
 
     /// The epoch of the records being written.

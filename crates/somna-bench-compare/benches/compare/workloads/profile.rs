@@ -1,4 +1,4 @@
-//! CPU profile targets for callgrind (`-- --only profile:note|note-mw|batch|session|session-long|wake|
+//! CPU profile targets for callgrind (`-- --only profile:note|note-mw|note-mw0|batch|session|session-long|wake|
 //! wake3|wake6|recall|load|load-big`): the somna work of one workload, in a function named `measured_part` so that
 //! `valgrind --tool=callgrind --toggle-collect='*measured_part*'` leaves the setup out. Also
 //! `profile:store:N`, which only builds a history of N memories at `$SOMNA_BENCH_KEEP`, and
@@ -15,6 +15,11 @@ pub fn profile(dir: &Path, what: &str) {
     let path = dir.join("pf.redb");
     match what {
         "note" | "note-mw" => notes(&create(&path, what == "note")),
+        // The default mode without the shared journal: one durable redb commit per note
+        "note-mw0" => notes(
+            &Store::create_with(&path, ::somna::Options::default().shared_journal(false))
+                .expect("create store"),
+        ),
         "batch" => {
             // note_batch's shape: 10 durable batches of 1,000 memories.
             let store = create(&path, false);
@@ -148,13 +153,21 @@ fn load_big(path: &Path) {
     });
 }
 
-/// 200 durable single notes to `store`, measured.
+/// 200 durable single notes to `store`, measured; the median time of one is printed.
 fn notes(store: &Store) {
+    let mut times = Vec::with_capacity(200);
     measured_part(&mut || {
         for i in 0..200 {
+            let t = std::time::Instant::now();
             store.note(SCOPE, new_memory(i)).expect("note");
+            times.push(t.elapsed());
         }
     });
+    times.sort();
+    eprintln!(
+        "median note: {:.1} us",
+        times[times.len() / 2].as_secs_f64() * 1e6
+    );
 }
 
 /// The store path in `$SOMNA_BENCH_KEEP`, which the target `what` needs.
