@@ -33,7 +33,7 @@ str_replace, insert, delete and rename, and the same error strings, raised as th
 
 Paths must be ``/memories`` or under it; ``..``, ``.`` and empty parts, backslashes and control
 characters (NUL included) are refused. Directories are not stored: a directory exists while a
-file under it does (an empty one vanishes, and its size in a listing is always ``4.0K``).
+file under it does (an empty one vanishes, and its size in a listing is always ``4K``, an ext4 directory's).
 """
 
 from __future__ import annotations
@@ -70,8 +70,8 @@ ROOT = "/memories"
 # As the SDK's filesystem tool (anthropic/lib/tools/_beta_builtin_memory_tool.py).
 MAX_LINES = 999999
 LINE_NUMBER_WIDTH = len(str(MAX_LINES))
-# A directory's size in a listing: what ext4 shows for one, as the filesystem tool usually does.
-DIR_SIZE = "4.0K"
+# A directory's size in a listing: what the filesystem tool shows for one on ext4 (4096 bytes).
+DIR_SIZE = "4K"
 # Attempts of an edit that another writer keeps getting ahead of.
 RETRIES = 50
 
