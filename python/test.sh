@@ -33,16 +33,19 @@ build_key="$(
 # The frameworks the adapters are tested against. optillm itself requires torch,
 # transformers and much more; its memory plugin only imports numpy and scikit-learn, so it is
 # installed without its dependencies beside those two.
-extras="pure-agents,openai-agents,langchain,langgraph,test"
+extras="pure-agents,openai-agents,langchain,langgraph,anthropic,test"
 # LangGraph, pinned: its conformance suite, and the savers somna is measured against.
 langgraph_pins="langgraph==1.2.22 langgraph-checkpoint==4.3.2 langgraph-checkpoint-conformance==0.0.2 langgraph-checkpoint-sqlite==3.1.2 langgraph-checkpoint-postgres==3.2.0 psycopg[binary]==3.3.9"
 # The official MCP client, pinned: tests/test_mcp.py drives `somna mcp` through it.
 mcp_client="mcp==2.3.0"
-deps_key="v3 $extras optillm-nodeps numpy scikit-learn $mcp_client $langgraph_pins"
+# The Anthropic SDK, pinned: tests/test_anthropic.py runs its tool runner and its filesystem
+# memory tool (BetaLocalFilesystemMemoryTool) beside somna.anthropic.
+anthropic_pin="anthropic==2.17.0"
+deps_key="v4 $extras optillm-nodeps numpy scikit-learn $mcp_client $anthropic_pin $langgraph_pins"
 if [ "$(cat "$venv/.somna-deps" 2>/dev/null)" != "$deps_key" ]; then
   echo "== $(date -u +%T) installing ./python[$extras] and the optillm memory plugin"
   # shellcheck disable=SC2086 # the pins are separate words
-  pip install --quiet "./python[$extras]" numpy scikit-learn "$mcp_client" $langgraph_pins
+  pip install --quiet "./python[$extras]" numpy scikit-learn "$mcp_client" "$anthropic_pin" $langgraph_pins
   pip install --quiet --no-deps optillm
   echo "$deps_key" >"$venv/.somna-deps"
   # That built and installed the extension from the current sources.

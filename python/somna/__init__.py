@@ -10,6 +10,7 @@ event loop never blocks. Adapters for agent frameworks live in submodules:
 - ``somna.langchain.SomnaChatMessageHistory``: a LangChain ``BaseChatMessageHistory``
 - ``somna.langgraph.SomnaSaver`` and ``SomnaStore``: LangGraph's checkpointer and store
 - ``somna.optillm``: a persistent store for optillm's memory plugin
+- ``somna.anthropic.SomnaMemoryTool``: Claude's memory tool (Anthropic SDK), every edit kept
 
 See docs/python.md.
 """

@@ -37,6 +37,7 @@ BLOCK = textwrap.dedent(
         ("somna.langchain", "langchain_core", "langchain"),
         ("somna.langgraph", "langgraph", "langgraph"),
         ("somna.optillm", "optillm", "optillm"),
+        ("somna.anthropic", "anthropic", "anthropic"),
     ],
 )
 def test_missing_framework_names_the_extra(module, framework, extra):
@@ -47,5 +48,5 @@ def test_missing_framework_names_the_extra(module, framework, extra):
 
 
 def test_core_needs_no_framework():
-    p = run_python(BLOCK, "pure_agents,agents,langchain_core,optillm,numpy,sklearn", "somna")
+    p = run_python(BLOCK, "pure_agents,agents,langchain_core,optillm,numpy,sklearn,anthropic", "somna")
     assert p.stdout.strip() == "imported", p.stdout + p.stderr
