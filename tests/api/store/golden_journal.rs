@@ -37,6 +37,22 @@ fn journal_of(p: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// Opens the store at `path` twice (the first open replays its journal), finding the three
+/// notes and the session each time, with a clean `verify`.
+fn holds_everything_twice(path: &Path) {
+    for _ in 0..2 {
+        let mut s = Store::open(path).unwrap();
+        assert_eq!(s.count("default").unwrap(), 3);
+        for (i, n) in NOTES.iter().enumerate() {
+            assert_eq!(s.memory("default", i as u64).unwrap().text, *n);
+        }
+        assert_eq!(s.session_load("chat").unwrap().unwrap(), CHAT);
+        let report = s.verify().unwrap();
+        assert!(report.ok(), "{:?}", report.problems);
+        s.close().unwrap();
+    }
+}
+
 #[test]
 #[ignore = "makes the fixture; run by hand once"]
 fn make_format4_fixture() {
@@ -83,17 +99,7 @@ fn the_format4_journal_fixture_replays_exactly() {
     let s = Store::open(&alone).unwrap();
     assert_eq!(s.count("default").unwrap_or(0), 0);
     drop(s);
-    for _ in 0..2 {
-        let mut s = Store::open(&path).unwrap();
-        assert_eq!(s.count("default").unwrap(), 3);
-        for (i, n) in NOTES.iter().enumerate() {
-            assert_eq!(s.memory("default", i as u64).unwrap().text, *n);
-        }
-        assert_eq!(s.session_load("chat").unwrap().unwrap(), CHAT);
-        let report = s.verify().unwrap();
-        assert!(report.ok(), "{:?}", report.problems);
-        s.close().unwrap();
-    }
+    holds_everything_twice(&path);
 }
 
 /// The god byte's "journaled" bit and where the checkpoint slot and the writer's boot id sit in
@@ -166,17 +172,7 @@ fn the_format5_shared_fixture_rolls_back_and_replays() {
     let path = dir.path().join("f.redb");
     std::fs::copy(&src, &path).unwrap();
     std::fs::copy(journal_of(&src), journal_of(&path)).unwrap();
-    for _ in 0..2 {
-        let mut s = Store::open(&path).unwrap();
-        assert_eq!(s.count("default").unwrap(), 3);
-        for (i, n) in NOTES.iter().enumerate() {
-            assert_eq!(s.memory("default", i as u64).unwrap().text, *n);
-        }
-        assert_eq!(s.session_load("chat").unwrap().unwrap(), CHAT);
-        let report = s.verify().unwrap();
-        assert!(report.ok(), "{:?}", report.problems);
-        s.close().unwrap();
-    }
+    holds_everything_twice(&path);
 }
 
 #[test]

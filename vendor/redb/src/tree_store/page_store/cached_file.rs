@@ -584,12 +584,25 @@ impl PagedCachedFile {
 
     // Write every buffered page to the file, without syncing it
     pub(super) fn flush_write_buffer(&self) -> Result {
-        for stripe in &self.write_buffer {
-            let mut write_buffer = stripe.lock().unwrap();
-
-            for (offset, buffer) in write_buffer.cache.iter() {
-                self.file.write(*offset, buffer.as_ref().unwrap())?;
+        // somna: every stripe held (in index order; no other path holds two) while its pages are
+        // written in offset order, each run of adjacent pages with one call (a commit's fresh
+        // pages are mostly adjacent: one write instead of about 15), then moved to the cache
+        let mut stripes: Vec<_> = self
+            .write_buffer
+            .iter()
+            .map(|stripe| stripe.lock().unwrap())
+            .collect();
+        {
+            let mut pages: Vec<(u64, &[u8])> = Vec::new();
+            for write_buffer in &stripes {
+                for (offset, buffer) in write_buffer.cache.iter() {
+                    pages.push((*offset, buffer.as_ref().unwrap().as_ref()));
+                }
             }
+            pages.sort_unstable_by_key(|(offset, _)| *offset);
+            self.write_runs(&pages)?;
+        }
+        for write_buffer in &mut stripes {
             // Transfer flushed pages into the read cache so they are available
             // for subsequent reads without a file I/O.  The write buffer is being
             // drained, so the total check only considers the read cache size.
@@ -617,6 +630,37 @@ impl PagedCachedFile {
         self.committed_pages_buffered
             .store(false, Ordering::Release);
 
+        Ok(())
+    }
+
+    // somna: writes `pages` (sorted by offset) to the file, each run of adjacent pages with one
+    // call of at most MAX_RUN bytes (a page alone is written from its own buffer, not copied)
+    fn write_runs(&self, pages: &[(u64, &[u8])]) -> Result {
+        const MAX_RUN: usize = 1 << 20;
+        let mut joined: Vec<u8> = Vec::new();
+        let mut i = 0;
+        while i < pages.len() {
+            let (start, first) = pages[i];
+            let mut end = start + first.len() as u64;
+            let mut j = i + 1;
+            while j < pages.len()
+                && pages[j].0 == end
+                && end - start + pages[j].1.len() as u64 <= MAX_RUN as u64
+            {
+                end += pages[j].1.len() as u64;
+                j += 1;
+            }
+            if j == i + 1 {
+                self.file.write(start, first)?;
+            } else {
+                joined.clear();
+                for (_, buffer) in &pages[i..j] {
+                    joined.extend_from_slice(buffer);
+                }
+                self.file.write(start, &joined)?;
+            }
+            i = j;
+        }
         Ok(())
     }
 
