@@ -68,7 +68,7 @@ impl Plan {
             growth_sessions: if quick { 5 } else { 100 },
             turns: 200,
             long_messages: 2000,
-            long_saves: if quick { 10 } else { 20 },
+            long_saves: if quick { 40 } else { 100 },
             stored_sessions: 10_000,
             stored_messages: 20,
             load_iters: if quick { 500 } else { 3000 },
