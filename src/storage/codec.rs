@@ -202,7 +202,7 @@ impl<'a> Wire<'a> {
         let n = usize::try_from(self.u64()?).ok()?;
         let (head, rest) = self.b.split_at_checked(n)?;
         self.b = rest;
-        std::str::from_utf8(head).ok()
+        simdutf8::basic::from_utf8(head).ok()
     }
 
     /// A sequence of `f32`s (a `Vec<f32>`): its length, then 4 little-endian bytes each,
@@ -461,6 +461,44 @@ mod tests {
         for n in 0..bytes.len() {
             let r: Result<(u64, String, Vec<u64>)> = decode("t", &"k", &bytes[..n]);
             assert!(r.is_err());
+        }
+    }
+
+    /// `Wire::str` accepts exactly what std's `from_utf8` accepts (it uses simdutf8's check):
+    /// ASCII and multi-byte text at lengths on both sides of the SIMD block size, and every
+    /// kind of bad sequence (a lone continuation byte, a truncated sequence, an overlong form, a
+    /// surrogate, a code point past U+10FFFF), each at the start, middle and end of the text.
+    #[test]
+    fn wire_str_refuses_what_is_not_utf8_as_std_does() {
+        let good = ["", "a", "héllo wörld", "日本語のテキスト", "🦀 crab"];
+        let bad: [&[u8]; 6] = [
+            b"\x80",
+            b"\xC3",
+            b"\xC0\xAF",
+            b"\xED\xA0\x80",
+            b"\xF4\x90\x80\x80",
+            b"\xE2\x82",
+        ];
+        let mut texts: Vec<Vec<u8>> = Vec::new();
+        for pad in [0usize, 1, 31, 63, 64, 65, 200] {
+            let filler = "x".repeat(pad);
+            for g in good {
+                texts.push(format!("{filler}{g}{filler}").into_bytes());
+            }
+            for b in bad {
+                for (pre, post) in [(0, pad), (pad, pad), (pad, 0)] {
+                    let mut t = "y".repeat(pre).into_bytes();
+                    t.extend_from_slice(b);
+                    t.extend(std::iter::repeat_n(b'z', post));
+                    texts.push(t);
+                }
+            }
+        }
+        for t in &texts {
+            let mut framed = postcard::to_allocvec(&(t.len() as u64)).expect("len");
+            framed.extend_from_slice(t);
+            let got = Wire::new(&framed).str();
+            assert_eq!(got, std::str::from_utf8(t).ok(), "{t:?}");
         }
     }
 }

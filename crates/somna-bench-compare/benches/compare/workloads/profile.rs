@@ -1,4 +1,4 @@
-//! CPU profile targets for callgrind (`-- --only profile:note|note-mw|note-mw0|batch|session|session-long|wake|
+//! CPU profile targets for callgrind (`-- --only profile:note|note-mw|note-mw0|batch|session|session-long|session-long-mw|wake|
 //! wake3|wake6|recall|load|load-big`): the somna work of one workload, in a function named `measured_part` so that
 //! `valgrind --tool=callgrind --toggle-collect='*measured_part*'` leaves the setup out. Also
 //! `profile:store:N`, which only builds a history of N memories at `$SOMNA_BENCH_KEEP`, and
@@ -40,16 +40,21 @@ pub fn profile(dir: &Path, what: &str) {
                 }
             });
         }
-        "session-long" => {
-            let store = create(&path, true);
+        "session-long" | "session-long-mw" => {
+            let store = create(&path, what == "session-long");
             let msgs: Vec<String> = (0..2020).map(|i| message_2k(0, i)).collect();
             let refs: Vec<&str> = msgs.iter().map(String::as_str).collect();
             store.session_save("s", &refs[..2000], None).expect("save");
+            let start = std::time::Instant::now();
             measured_part(&mut || {
                 for k in 2001..=2020 {
                     store.session_save("s", &refs[..k], None).expect("save");
                 }
             });
+            println!(
+                "{what}: {:.0} us a save",
+                start.elapsed().as_secs_f64() * 1e6 / 20.0
+            );
         }
         "note-at" => notes(&Store::open(keep("note-at")).expect("open")),
         "load" => load(&path),
