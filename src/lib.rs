@@ -82,6 +82,7 @@ pub use checkpoint::{
 };
 pub use domain::block::{Block, InvalidBlock};
 pub use domain::claims::{parse_claims, uncited, Claim};
+pub use domain::cover::{cover, cover_all, reference_cover, Cover};
 pub use domain::json::{check_depth, nesting_depth, MAX_JSON_DEPTH};
 /// Ranked search's formulas (BM25 and neighbour propagation) with the measured defaults.
 pub use domain::rank;
@@ -110,7 +111,7 @@ pub use memory::search::{Hit, RankParams, SearchMode, SearchQuery, SearchResult,
 pub use memory::tree::{
     summary_line, MergePrompt, NapOutcome, Napped, PromptInput, Why, ZoomEntry,
 };
-pub use memory::wake::{cover, cover_all, reference_cover, Cover, WakeItem, WakeOptions, WakeView};
+pub use memory::wake::{WakeItem, WakeOptions, WakeView};
 /// The storage engine, re-exported so that custom backends (`redb::StorageBackend`) match its version.
 pub use redb;
 pub use session::{

@@ -5,6 +5,7 @@
 
 pub mod block;
 pub mod claims;
+pub mod cover;
 pub mod json;
 pub mod rank;
 pub mod record;
