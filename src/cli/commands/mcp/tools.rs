@@ -10,7 +10,7 @@ use somna::Error;
 
 use super::args::{self, Call, NoArgs, Scoped, Scopes};
 use crate::cli::commands::session::{
-    AppendArgs, IdArgs, ItemsArgs, ListArgs, SaveArgs, SessionCmd,
+    self, AppendArgs, IdArgs, ItemsArgs, ListArgs, SaveArgs, SessionCmd,
 };
 use crate::cli::commands::{
     admin, inspect, lifecycle, note, recall, search, tree, trust, wake, Command,
@@ -472,7 +472,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<ItemsArgs>,
-        output: RESULT,
+        output: Output::Typed(typed_output::<session::Messages>),
         shrinks: false,
         narrow: "limit",
         build: |v, _| args::unscoped(v, args::session_load),
@@ -486,15 +486,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: true,
         idempotent: true,
         input: schema_for_type::<SaveArgs>,
-        output: Output::Fields(
-            &[
-                ("revision", Ty::Int),
-                ("kept", Ty::Int),
-                ("written", Ty::Int),
-                ("archived", Ty::Int),
-            ],
-            &["revision"],
-        ),
+        output: Output::Typed(typed_output::<session::Saved>),
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::unscoped(v, |a| args::session(SessionCmd::Save(a))),
@@ -508,15 +500,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: false,
         input: schema_for_type::<AppendArgs>,
-        output: Output::Fields(
-            &[
-                ("revision", Ty::Int),
-                ("first_index", Ty::Int),
-                ("count", Ty::Int),
-                ("replayed", Ty::Bool),
-            ],
-            &["revision"],
-        ),
+        output: Output::Typed(typed_output::<session::Appended>),
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::unscoped(v, |a| args::session(SessionCmd::Append(a))),
@@ -530,7 +514,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<ListArgs>,
-        output: RESULT,
+        output: Output::Typed(typed_output::<session::SessionList>),
         shrinks: false,
         narrow: "limit, then after",
         build: |v, _| args::unscoped(v, |a| args::session(SessionCmd::List(a))),
@@ -544,7 +528,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<IdArgs>,
-        output: RESULT,
+        output: Output::Typed(typed_output::<session::History>),
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::unscoped(v, |a| args::session(SessionCmd::History(a))),
