@@ -98,7 +98,13 @@ fn cuttable(schema: &mut JsonObject) {
     let short = |t: &Value| matches!(t.as_str(), Some("integer" | "number" | "boolean"));
     let props = schema.get("properties").cloned().unwrap_or_default();
     if let Some(Value::Array(required)) = schema.get_mut("required") {
-        required.retain(|f| f.as_str().is_some_and(|f| short(&props[f]["type"])));
+        required.retain(|f| {
+            let ty = f
+                .as_str()
+                .and_then(|f| props.get(f))
+                .and_then(|p| p.get("type"));
+            ty.is_some_and(short)
+        });
     }
     if let Some(Value::Object(props)) = schema.get_mut("properties") {
         props.insert(
