@@ -112,6 +112,16 @@ impl<'a> Context<'a> {
         Ok(())
     }
 
+    /// Keeps `v` as the captured value (both), printing nothing: for the verbs whose text is
+    /// their JSON already (`session load`, `session history`). A value that cannot be read back
+    /// as JSON (a stored message with an unpaired surrogate escape) is not kept: the text
+    /// carries it.
+    pub fn capture(&mut self, v: &impl serde::Serialize) {
+        if self.both {
+            self.captured = serde_json::to_value(v).ok();
+        }
+    }
+
     /// The text argument as given, or (`-`) one line of stdin. In a tool call, the text as
     /// given, `-` included, less one trailing newline (as a line from stdin).
     pub fn text_arg(&self, t: &str) -> Result<String, Error> {

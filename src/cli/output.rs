@@ -85,20 +85,3 @@ fn printable(s: &str) -> bool {
 pub fn path_shown(p: &std::path::Path) -> String {
     text::display_safe(&p.to_string_lossy()).into_owned()
 }
-
-/// Prints a session's valid messages as one JSON array; damaged ones are named on stderr and
-/// make the exit status 5 (as recall does), never hiding the others.
-pub fn print_session_items(
-    out: &mut dyn Write,
-    id: &str,
-    r: &somna::SessionItems,
-) -> Result<u8, Error> {
-    writeln!(out, "{}", json_array(&r.items))?;
-    match r.damage_note(id) {
-        Some(note) => {
-            eprintln!("somna: {}", text::display_safe(&note));
-            Ok(5)
-        }
-        None => Ok(0),
-    }
-}

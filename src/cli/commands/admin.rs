@@ -166,37 +166,79 @@ pub fn migrate(cx: &mut Context<'_>) -> Result<u8, Error> {
     Ok(0)
 }
 
+// A typed result: the CLI prints it as text (`Verified::render`) or JSON, and the MCP tool
+// returns it as its structured content, its output schema derived from this type. Its fields
+// are in the order the JSON has always had (the library's `verify::Report`'s).
+/// What `verify` found.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+pub struct Verified {
+    /// Whether redb's own check found the file intact (false: it repaired it).
+    pub engine_intact: bool,
+    /// Scopes checked.
+    pub scopes: usize,
+    /// Memories checked.
+    pub memories: u64,
+    /// Summaries checked.
+    pub summaries: u64,
+    /// Sessions checked.
+    pub sessions: u64,
+    /// Everything that is wrong, one sentence each. Empty: the store is sound.
+    pub problems: Vec<String>,
+}
+
+impl Verified {
+    /// Checks the file and every invariant of `store` (which needs the only handle to it).
+    pub fn call(store: &mut Store, json: bool) -> Result<Verified, Error> {
+        let busy = Progress::start(json, None, "verifying every page and record");
+        let r = store.verify()?;
+        drop(busy);
+        Ok(Verified {
+            engine_intact: r.engine_intact,
+            scopes: r.scopes,
+            memories: r.memories,
+            summaries: r.summaries,
+            sessions: r.sessions,
+            problems: r.problems,
+        })
+    }
+
+    /// True when nothing is wrong.
+    pub fn ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+
+    /// Its text: a line per problem, then the count of problems or what was verified.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for p in &self.problems {
+            out.push_str(&format!("PROBLEM: {}\n", text::display_safe(p)));
+        }
+        if !self.ok() {
+            let n = self.problems.len() as u64;
+            let found = plural(n, "problem found", "problems found");
+            return format!("{out}{found}.\n");
+        }
+        let repaired = match self.engine_intact {
+            true => "",
+            false => " (redb repaired its allocator state)",
+        };
+        format!(
+            "{out}OK: {}, {}, {}, {} verified{repaired}.\n",
+            plural(self.scopes as u64, "scope", "scopes"),
+            plural(self.memories, "memory", "memories"),
+            plural(self.summaries, "summary", "summaries"),
+            plural(self.sessions, "session", "sessions"),
+        )
+    }
+}
+
 /// Checks the file and every invariant; prints the report, and exits 5 if anything is wrong.
 pub fn verify(cx: &mut Context<'_>) -> Result<u8, Error> {
-    let busy = Progress::start(cx.json, None, "verifying every page and record");
-    let r = cx.store.verify()?;
-    drop(busy);
+    let r = Verified::call(&mut cx.store, cx.json)?;
     cx.emit(&r)?;
     if cx.text_wanted() {
-        for p in &r.problems {
-            writeln!(cx.out, "PROBLEM: {}", text::display_safe(p))?;
-        }
-        if r.ok() {
-            writeln!(
-                cx.out,
-                "OK: {}, {}, {}, {} verified{}.",
-                plural(r.scopes as u64, "scope", "scopes"),
-                plural(r.memories, "memory", "memories"),
-                plural(r.summaries, "summary", "summaries"),
-                plural(r.sessions, "session", "sessions"),
-                if r.engine_intact {
-                    ""
-                } else {
-                    " (redb repaired its allocator state)"
-                }
-            )?;
-        } else {
-            writeln!(
-                cx.out,
-                "{}.",
-                plural(r.problems.len() as u64, "problem found", "problems found")
-            )?;
-        }
+        write!(cx.out, "{}", r.render())?;
     }
     Ok(if r.ok() { 0 } else { 5 })
 }

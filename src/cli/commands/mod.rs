@@ -20,6 +20,7 @@ mod shell;
 pub mod token;
 mod tree;
 mod trust;
+mod typed;
 mod wake;
 #[cfg(feature = "mcp")]
 pub mod web;

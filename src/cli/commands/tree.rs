@@ -6,8 +6,9 @@ use clap::Args;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use somna::text;
-use somna::{Block, Error, NapOutcome, PromptInput, Store};
+use somna::{Block, Error, NapOutcome, PromptInput, Store, ZoomEntry};
 
+use super::typed::Object;
 use crate::cli::context::Context;
 use crate::cli::output::{block_list, plural};
 use crate::cli::progress::Progress;
@@ -312,36 +313,92 @@ fn nap_answer(cx: &mut Context<'_>, block: &str, t: &str) -> Result<(), Error> {
     cx.print_prompt(napped.next_prompt.as_ref(), napped.pending, true)
 }
 
+// A typed result: the CLI prints it as text (`Forgot::render`) or JSON, and the MCP tool returns
+// it as its structured content, its output schema derived from this type.
+/// The summaries `forget` dropped.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+pub struct Forgot {
+    /// The blocks whose summary was dropped (`LO-HI`): the one named and every block built on
+    /// it that had a summary.
+    pub forgot: Vec<String>,
+    /// The block named (not in the JSON).
+    #[serde(skip)]
+    #[cfg_attr(feature = "mcp", schemars(skip))]
+    pub block: String,
+}
+
+impl Forgot {
+    /// Drops the summary of block `a.block` in `scope` and of every block built on it.
+    pub fn call(store: &Store, scope: &str, a: &ForgetArgs) -> Result<Forgot, Error> {
+        let b: Block = a.block.parse()?;
+        let removed = store.forget(scope, b)?;
+        Ok(Forgot {
+            forgot: removed.iter().map(ToString::to_string).collect(),
+            block: b.to_string(),
+        })
+    }
+
+    /// Its text: what was dropped and how to rebuild it (`prefix`: how to run somna).
+    pub fn render(&self, prefix: &str) -> String {
+        let n = self.forgot.len();
+        if n == 0 {
+            return format!("No summary to forget in {}.\n", self.block);
+        }
+        format!(
+            "Forgot {n} summar{}: {}. The log is untouched; run `{prefix} nap` to rebuild.\n",
+            if n == 1 { "y" } else { "ies" },
+            self.forgot.join(", "),
+        )
+    }
+}
+
 /// Drops the summary of the block and of every block built on it.
 pub fn forget(cx: &mut Context<'_>, a: &ForgetArgs) -> Result<u8, Error> {
-    let b: Block = a.block.parse()?;
-    let removed = cx.store.forget(cx.scope, b)?;
-    cx.emit(
-        &serde_json::json!({"forgot": removed.iter().map(|b| b.to_string()).collect::<Vec<_>>()}),
-    )?;
-    if !cx.text_wanted() {
-        return Ok(0);
-    }
-    if removed.is_empty() {
-        writeln!(cx.out, "No summary to forget in {b}.")?;
-    } else {
-        let names: Vec<String> = removed.iter().map(|b| b.to_string()).collect();
-        writeln!(
-            cx.out,
-            "Forgot {} summar{}: {}. The log is untouched; run `{} nap` to rebuild.",
-            removed.len(),
-            if removed.len() == 1 { "y" } else { "ies" },
-            names.join(", "),
-            cx.prefix
-        )?;
+    let f = Forgot::call(&cx.store, cx.scope, a)?;
+    cx.emit(&f)?;
+    if cx.text_wanted() {
+        write!(cx.out, "{}", f.render(&cx.prefix))?;
     }
     Ok(0)
 }
 
+// A typed result: the CLI prints it as text (`Zoomed::render`) or JSON, and the MCP tool returns
+// it (under `result`) as its structured content, its output schema derived from this type.
+/// A block's two halves, each a memory, a summary (with its block) or missing (`type` says
+/// which).
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(transparent)]
+pub struct Zoomed {
+    /// The halves, in order.
+    pub entries: Vec<Object<ZoomEntry>>,
+    /// Their lines, as the text prints them (not in the JSON).
+    #[serde(skip)]
+    #[cfg_attr(feature = "mcp", schemars(skip))]
+    pub lines: Vec<String>,
+}
+
+impl Zoomed {
+    /// The two halves of block `a.block` in `scope`.
+    pub fn call(store: &Store, scope: &str, a: &ZoomArgs) -> Result<Zoomed, Error> {
+        let b: Block = a.block.parse()?;
+        let (entries, lines) = store.zoom_with_lines(scope, b)?;
+        Ok(Zoomed {
+            entries: entries.into_iter().map(Object).collect(),
+            lines,
+        })
+    }
+
+    /// Its text: one line a half.
+    pub fn render(&self) -> String {
+        self.lines.iter().map(|l| format!("{l}\n")).collect()
+    }
+}
+
 /// Prints the block's two halves; past the end of the log, the way back to what exists.
 pub fn zoom(cx: &mut Context<'_>, a: &ZoomArgs) -> Result<u8, Error> {
-    let b: Block = a.block.parse()?;
-    let (entries, lines) = match cx.store.zoom_with_lines(cx.scope, b) {
+    let z = match Zoomed::call(&cx.store, cx.scope, a) {
         Err(e @ Error::OutOfRange { .. }) if !cx.both => {
             eprintln!(
                 "somna: {}\nRun: {} wake",
@@ -352,13 +409,9 @@ pub fn zoom(cx: &mut Context<'_>, a: &ZoomArgs) -> Result<u8, Error> {
         }
         r => r?,
     };
-    if cx.json_wanted() {
-        cx.emit(&entries)?;
-    }
+    cx.emit(&z)?;
     if cx.text_wanted() {
-        for l in lines {
-            writeln!(cx.out, "{l}")?;
-        }
+        write!(cx.out, "{}", z.render())?;
     }
     Ok(0)
 }

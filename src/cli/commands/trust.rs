@@ -7,7 +7,7 @@ use clap::Args;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use somna::text;
-use somna::{Access, Error, Store};
+use somna::{Access, Error, Kind, Policy, Status, Store};
 
 use crate::cli::context::Context;
 use crate::cli::output::json;
@@ -51,31 +51,96 @@ pub struct AuditArgs {
     pub limit: usize,
 }
 
+// Typed results: the CLI prints each as text (`render`) or JSON, and the MCP tool returns it as
+// its structured content, its output schema derived from the type. Their fields are in the
+// order the JSON has always had (sorted: it was built as a `serde_json::Value`).
+/// A grant given.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+pub struct Granted {
+    /// What it allows: read or write.
+    pub access: String,
+    /// Always true.
+    pub granted: bool,
+    /// Who holds it.
+    pub principal: String,
+    /// An exact scope, or a prefix ending in `/` or `:`.
+    pub scope: String,
+}
+
+impl Granted {
+    /// Gives `a.who` `a.access` to `a.target` (admin only).
+    pub fn call(store: &Store, a: &GrantArgs) -> Result<Granted, Error> {
+        store.grant(&a.who, a.access.parse()?, &a.target)?;
+        Ok(Granted {
+            access: a.access.clone(),
+            granted: true,
+            principal: a.who.clone(),
+            scope: a.target.clone(),
+        })
+    }
+
+    /// Its text: one line.
+    pub fn render(&self) -> String {
+        format!(
+            "{} may now {} {}.\n",
+            self.principal, self.access, self.scope
+        )
+    }
+}
+
 /// Gives the principal read or write access to the scope (or prefix).
 pub fn grant(cx: &mut Context<'_>, a: &GrantArgs) -> Result<u8, Error> {
-    let (who, access, target) = (&a.who, &a.access, &a.target);
-    cx.store.grant(who, access.parse()?, target)?;
-    cx.emit(
-        &serde_json::json!({"principal": who, "access": access, "scope": target, "granted": true}),
-    )?;
+    let g = Granted::call(&cx.store, a)?;
+    cx.emit(&g)?;
     if cx.text_wanted() {
-        writeln!(cx.out, "{who} may now {access} {target}.")?;
+        write!(cx.out, "{}", g.render())?;
     }
     Ok(0)
 }
 
+/// A grant taken back.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+pub struct Revoked {
+    /// What it allowed: read or write.
+    pub access: String,
+    /// Who held it.
+    pub principal: String,
+    /// Whether there was such a grant.
+    pub revoked: bool,
+    /// An exact scope, or a prefix ending in `/` or `:`.
+    pub scope: String,
+}
+
+impl Revoked {
+    /// Takes back `a.who`'s `a.access` grant on `a.target` (admin only).
+    pub fn call(store: &Store, a: &GrantArgs) -> Result<Revoked, Error> {
+        let existed = store.revoke(&a.who, a.access.parse()?, &a.target)?;
+        Ok(Revoked {
+            access: a.access.clone(),
+            principal: a.who.clone(),
+            revoked: existed,
+            scope: a.target.clone(),
+        })
+    }
+
+    /// Its text: one line, which says when there was no such grant.
+    pub fn render(&self) -> String {
+        let (who, access, target) = (&self.principal, &self.access, &self.scope);
+        match self.revoked {
+            true => format!("{who} may no longer {access} {target}.\n"),
+            false => format!("{who} had no {access} grant on {target}.\n"),
+        }
+    }
+}
+
 /// Takes a grant back; says so when there was none.
 pub fn revoke(cx: &mut Context<'_>, a: &GrantArgs) -> Result<u8, Error> {
-    let (who, access, target) = (&a.who, &a.access, &a.target);
-    let existed = cx.store.revoke(who, access.parse()?, target)?;
-    cx.emit(&serde_json::json!({"principal": who, "access": access, "scope": target, "revoked": existed}))?;
-    if !cx.text_wanted() {
-        return Ok(0);
-    }
-    if existed {
-        writeln!(cx.out, "{who} may no longer {access} {target}.")?;
-    } else {
-        writeln!(cx.out, "{who} had no {access} grant on {target}.")?;
+    let r = Revoked::call(&cx.store, a)?;
+    cx.emit(&r)?;
+    if cx.text_wanted() {
+        write!(cx.out, "{}", r.render())?;
     }
     Ok(0)
 }
@@ -141,18 +206,61 @@ pub fn grants(cx: &mut Context<'_>) -> Result<u8, Error> {
     Ok(0)
 }
 
+// A typed result: the CLI prints it as text (`PolicyShown::render`, the library's) or JSON, and
+// the MCP tool returns it as its structured content, its output schema derived from this type.
+// Its fields are in the order the JSON has always had (the library's `Policy`'s).
+/// A scope's write policy.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+pub struct PolicyShown {
+    /// The status an inference gets when the caller names none: proposed or accepted.
+    #[cfg_attr(feature = "mcp", schemars(with = "String"))]
+    pub inference_status: Status,
+    /// The kinds of memory that must carry a source.
+    #[cfg_attr(feature = "mcp", schemars(with = "Vec<String>"))]
+    pub require_source: Vec<Kind>,
+    /// Whether notes that look like secrets are refused unless forced.
+    pub refuse_secrets: bool,
+    /// Whether summaries with a claim that cites nothing are refused.
+    pub require_citations: bool,
+}
+
+impl PolicyShown {
+    /// `scope`'s write policy, after applying `a.settings` to it (if any).
+    pub fn call(store: &Store, scope: &str, a: &PolicyArgs) -> Result<PolicyShown, Error> {
+        let mut p = store.policy(scope)?;
+        if !a.settings.is_empty() {
+            for s in &a.settings {
+                p.apply(s)?;
+            }
+            store.set_policy(scope, &p)?;
+        }
+        Ok(PolicyShown {
+            inference_status: p.inference_status,
+            require_source: p.require_source,
+            refuse_secrets: p.refuse_secrets,
+            require_citations: p.require_citations,
+        })
+    }
+
+    /// Its text: a setting a line.
+    pub fn render(&self) -> String {
+        let p = Policy {
+            inference_status: self.inference_status,
+            require_source: self.require_source.clone(),
+            refuse_secrets: self.refuse_secrets,
+            require_citations: self.require_citations,
+        };
+        p.describe()
+    }
+}
+
 /// Applies the settings to the scope's write policy (if any), then prints the policy.
 pub fn policy(cx: &mut Context<'_>, a: &PolicyArgs) -> Result<u8, Error> {
-    let mut p = cx.store.policy(cx.scope)?;
-    if !a.settings.is_empty() {
-        for s in &a.settings {
-            p.apply(s)?;
-        }
-        cx.store.set_policy(cx.scope, &p)?;
-    }
+    let p = PolicyShown::call(&cx.store, cx.scope, a)?;
     cx.emit(&p)?;
     if cx.text_wanted() {
-        write!(cx.out, "{}", p.describe())?;
+        write!(cx.out, "{}", p.render())?;
     }
     Ok(0)
 }

@@ -10,7 +10,7 @@ use somna::Error;
 
 use super::args::{self, Call, NoArgs, Scoped, Scopes};
 use crate::cli::commands::session::{
-    AppendArgs, IdArgs, ItemsArgs, ListArgs, SaveArgs, SessionCmd,
+    self, AppendArgs, IdArgs, ItemsArgs, ListArgs, SaveArgs, SessionCmd,
 };
 use crate::cli::commands::{
     admin, inspect, lifecycle, note, recall, search, tree, trust, wake, Command,
@@ -84,13 +84,33 @@ impl ToolSpec {
             Output::Typed(schema) => typed_schema(schema()),
         };
         if !self.read_only {
-            // A write's result over the budget leaves out its long fields and names them.
-            if let Some(Value::Object(props)) = schema.get_mut("properties") {
-                props.insert("cut".into(), Ty::Strs.schema());
-            }
+            cuttable(&mut schema);
         }
         t.output_schema = Some(Arc::new(schema));
         t
+    }
+}
+
+/// A write's output schema as its result over the budget may be: its long fields left out and
+/// named in `cut`, so that only the fields that cannot be long (numbers and booleans) stay
+/// required.
+fn cuttable(schema: &mut JsonObject) {
+    let short = |t: &Value| matches!(t.as_str(), Some("integer" | "number" | "boolean"));
+    let props = schema.get("properties").cloned().unwrap_or_default();
+    if let Some(Value::Array(required)) = schema.get_mut("required") {
+        required.retain(|f| {
+            let ty = f
+                .as_str()
+                .and_then(|f| props.get(f))
+                .and_then(|p| p.get("type"));
+            ty.is_some_and(short)
+        });
+    }
+    if let Some(Value::Object(props)) = schema.get_mut("properties") {
+        props.insert(
+            "cut".into(),
+            json!({"type": "array", "items": {"type": "string"}}),
+        );
     }
 }
 
@@ -202,8 +222,6 @@ pub enum Ty {
     Ints,
     /// A list of objects.
     Objs,
-    /// A list of lists (`why`'s claims: each a claim and its sources' lines).
-    Pairs,
     /// An object, or null when there is none (`next_merge` when nothing is due).
     ObjOrNull,
     /// A list of block ranges (`nap` with `answers`) or a boolean (`nap` with `block` and `text`).
@@ -225,7 +243,6 @@ impl Ty {
             Ty::Strs => items("string"),
             Ty::Ints => items("integer"),
             Ty::Objs => items("object"),
-            Ty::Pairs => items("array"),
             Ty::ObjOrNull => or(Ty::Obj.schema(), null),
             Ty::StrsOrBool => or(Ty::Strs.schema(), Ty::Bool.schema()),
         }
@@ -245,8 +262,6 @@ fn output_schema(fields: &[(&str, Ty)], required: &[&str]) -> JsonObject {
     }
 }
 
-/// A result that is a JSON array of objects, under `result`.
-const RESULT: Output = Output::Fields(&[("result", Ty::Objs)], &["result"]);
 /// `next_merge`: the next merge prompt, or null.
 const NEXT: (&str, Ty) = ("next_merge", Ty::ObjOrNull);
 
@@ -350,7 +365,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<tree::ZoomArgs>>,
-        output: RESULT,
+        output: Output::Typed(typed_output::<tree::Zoomed>),
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Zoom),
@@ -364,10 +379,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<inspect::ShowArgs>>,
-        output: Output::Fields(
-            &[("scope", Ty::Str), ("memory", Ty::Obj), ("state", Ty::Obj)],
-            &["scope", "memory", "state"],
-        ),
+        output: Output::Typed(typed_output::<inspect::Shown>),
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Show),
@@ -381,16 +393,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<inspect::WhyArgs>>,
-        output: Output::Fields(
-            &[
-                ("block", Ty::Obj),
-                ("summary", Ty::Obj),
-                ("stale", Ty::Bool),
-                ("uncited", Ty::Bool),
-                ("claims", Ty::Pairs),
-            ],
-            &["block", "claims"],
-        ),
+        output: Output::Typed(typed_output::<inspect::Explained>),
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Why),
@@ -443,8 +446,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: true,
         idempotent: true,
         input: schema_for_type::<Scoped<tree::ForgetArgs>>,
-        // Not required: a cascade over the budget is left out (named in `cut`).
-        output: Output::Fields(&[("forgot", Ty::Strs)], &[]),
+        output: Output::Typed(typed_output::<tree::Forgot>),
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Forget),
@@ -458,7 +460,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: false,
         input: schema_for_type::<args::Decide>,
-        output: Output::Fields(&[("id", Ty::Int), ("status", Ty::Str)], &["id", "status"]),
+        output: Output::Typed(typed_output::<lifecycle::Decided>),
         shrinks: false,
         narrow: "narrow the request",
         build: args::decide,
@@ -472,7 +474,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<ItemsArgs>,
-        output: RESULT,
+        output: Output::Typed(typed_output::<session::Messages>),
         shrinks: false,
         narrow: "limit",
         build: |v, _| args::unscoped(v, args::session_load),
@@ -486,15 +488,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: true,
         idempotent: true,
         input: schema_for_type::<SaveArgs>,
-        output: Output::Fields(
-            &[
-                ("revision", Ty::Int),
-                ("kept", Ty::Int),
-                ("written", Ty::Int),
-                ("archived", Ty::Int),
-            ],
-            &["revision"],
-        ),
+        output: Output::Typed(typed_output::<session::Saved>),
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::unscoped(v, |a| args::session(SessionCmd::Save(a))),
@@ -508,15 +502,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: false,
         input: schema_for_type::<AppendArgs>,
-        output: Output::Fields(
-            &[
-                ("revision", Ty::Int),
-                ("first_index", Ty::Int),
-                ("count", Ty::Int),
-                ("replayed", Ty::Bool),
-            ],
-            &["revision"],
-        ),
+        output: Output::Typed(typed_output::<session::Appended>),
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::unscoped(v, |a| args::session(SessionCmd::Append(a))),
@@ -530,7 +516,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<ListArgs>,
-        output: RESULT,
+        output: Output::Typed(typed_output::<session::SessionList>),
         shrinks: false,
         narrow: "limit, then after",
         build: |v, _| args::unscoped(v, |a| args::session(SessionCmd::List(a))),
@@ -544,7 +530,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<IdArgs>,
-        output: RESULT,
+        output: Output::Typed(typed_output::<session::History>),
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::unscoped(v, |a| args::session(SessionCmd::History(a))),
@@ -558,7 +544,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: true,
         idempotent: true,
         input: schema_for_type::<Scoped<lifecycle::RedactArgs>>,
-        output: Output::Fields(&[("id", Ty::Int), ("status", Ty::Str)], &["id", "status"]),
+        output: Output::Typed(typed_output::<lifecycle::Redacted>),
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Redact),
@@ -572,15 +558,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<trust::GrantArgs>,
-        output: Output::Fields(
-            &[
-                ("principal", Ty::Str),
-                ("access", Ty::Str),
-                ("scope", Ty::Str),
-                ("granted", Ty::Bool),
-            ],
-            &["principal"],
-        ),
+        output: Output::Typed(typed_output::<trust::Granted>),
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::unscoped(v, Command::Grant),
@@ -594,15 +572,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<trust::GrantArgs>,
-        output: Output::Fields(
-            &[
-                ("principal", Ty::Str),
-                ("access", Ty::Str),
-                ("scope", Ty::Str),
-                ("revoked", Ty::Bool),
-            ],
-            &["principal"],
-        ),
+        output: Output::Typed(typed_output::<trust::Revoked>),
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::unscoped(v, Command::Revoke),
@@ -644,17 +614,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<NoArgs>,
-        output: Output::Fields(
-            &[
-                ("engine_intact", Ty::Bool),
-                ("problems", Ty::Strs),
-                ("scopes", Ty::Int),
-                ("memories", Ty::Int),
-                ("summaries", Ty::Int),
-                ("sessions", Ty::Int),
-            ],
-            &[],
-        ),
+        output: Output::Typed(typed_output::<admin::Verified>),
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::unscoped(v, Command::Verify),
@@ -668,15 +628,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<trust::PolicyArgs>>,
-        output: Output::Fields(
-            &[
-                ("inference_status", Ty::Str),
-                ("refuse_secrets", Ty::Bool),
-                ("require_citations", Ty::Bool),
-                ("require_source", Ty::Strs),
-            ],
-            &[],
-        ),
+        output: Output::Typed(typed_output::<trust::PolicyShown>),
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Policy),

@@ -13,9 +13,12 @@ use somna::Error;
 
 use crate::cli::context::Context;
 use crate::cli::input::{parse_array, read_input, safe_file_id};
-use crate::cli::output::{json, json_array, plural, print_session_items};
+use crate::cli::output::{json, json_array};
 use crate::cli::progress::Progress;
 use crate::cli::verb::Verb;
+
+mod results;
+pub use results::{Appended, History, Messages, Saved, SessionList};
 
 #[derive(Args, Debug)]
 pub struct SessionArgs {
@@ -174,27 +177,37 @@ pub fn reads_only(a: &SessionArgs) -> bool {
 
 /// Lists session ids, sorted (with `--json`, their metadata).
 fn list(cx: &mut Context<'_>, a: &ListArgs) -> Result<u8, Error> {
-    let l = cx
-        .store
-        .session_list(&a.prefix, a.after.as_deref(), a.limit)?;
+    let l = SessionList::call(&cx.store, a)?;
     cx.emit(&l)?;
     if cx.text_wanted() {
-        for s in l {
-            writeln!(cx.out, "{}", text::display_safe(&s.id))?;
-        }
+        write!(cx.out, "{}", l.render())?;
     }
     Ok(0)
 }
 
 /// Prints the session's messages (exit 1 if it does not exist).
 fn load(cx: &mut Context<'_>, a: &IdArgs) -> Result<u8, Error> {
-    match cx.store.session_load_lossy(&a.id)? {
-        Some(r) => print_session_items(cx.out, &a.id, &r),
+    match Messages::load(&cx.store, &a.id)? {
+        Some(m) => print_messages(cx, &a.id, &m),
         None if cx.both => {
             writeln!(cx.out, "no session {:?}", text::display_safe(&a.id))?;
             Ok(1)
         }
         None => no_session(&a.id),
+    }
+}
+
+/// Prints the messages as a JSON array (their text is their JSON, `--json` or not), keeps them
+/// as the tool's result, and names the damaged ones on stderr (exit 5).
+fn print_messages(cx: &mut Context<'_>, id: &str, m: &Messages) -> Result<u8, Error> {
+    cx.capture(m);
+    writeln!(cx.out, "{}", m.render())?;
+    match m.damage_note(id) {
+        Some(note) => {
+            eprintln!("somna: {}", text::display_safe(&note));
+            Ok(5)
+        }
+        None => Ok(0),
     }
 }
 
@@ -217,15 +230,10 @@ fn messages(cx: &Context<'_>, given: &[serde_json::Value]) -> Result<Vec<String>
 /// Replaces the session's messages with the JSON array on stdin (a tool call's `messages`).
 fn save(cx: &mut Context<'_>, a: &SaveArgs) -> Result<u8, Error> {
     let items = messages(cx, &a.messages)?;
-    let refs: Vec<&str> = items.iter().map(String::as_str).collect();
-    let o = cx.store.session_save(&a.id, &refs, a.expect_revision)?;
+    let o = Saved::call(&cx.store, a, &items)?;
     cx.emit(&o)?;
     if cx.text_wanted() {
-        writeln!(
-            cx.out,
-            "Saved session at revision {}: {} kept, {} written, {} archived.",
-            o.revision, o.kept, o.written, o.archived
-        )?;
+        write!(cx.out, "{}", o.render())?;
     }
     Ok(0)
 }
@@ -233,36 +241,18 @@ fn save(cx: &mut Context<'_>, a: &SaveArgs) -> Result<u8, Error> {
 /// Appends the JSON array of items on stdin (a tool call's `items`), as one atomic batch.
 fn append(cx: &mut Context<'_>, a: &AppendArgs) -> Result<u8, Error> {
     let items = messages(cx, &a.items)?;
-    let refs: Vec<&str> = items.iter().map(String::as_str).collect();
-    let o = cx
-        .store
-        .session_append(&a.id, &refs, a.key.as_deref(), a.expect_revision)?;
+    let o = Appended::call(&cx.store, a, &items)?;
     cx.emit(&o)?;
-    if !cx.text_wanted() {
-        return Ok(0);
-    }
-    if o.replayed {
-        writeln!(
-            cx.out,
-            "Already appended (key seen before): {} at revision {}.",
-            plural(o.count, "item", "items"),
-            o.revision
-        )?;
-    } else {
-        writeln!(
-            cx.out,
-            "Appended {} at revision {}.",
-            plural(o.count, "item", "items"),
-            o.revision
-        )?;
+    if cx.text_wanted() {
+        write!(cx.out, "{}", o.render())?;
     }
     Ok(0)
 }
 
 /// Prints the latest items, oldest first.
 fn items(cx: &mut Context<'_>, a: &ItemsArgs) -> Result<u8, Error> {
-    let r = cx.store.session_items_lossy(&a.id, a.limit)?;
-    print_session_items(cx.out, &a.id, &r)
+    let m = Messages::items(&cx.store, a)?;
+    print_messages(cx, &a.id, &m)
 }
 
 /// Removes and prints the newest item (exit 1 if there is none).
@@ -297,22 +287,12 @@ fn delete(cx: &mut Context<'_>, a: &IdArgs) -> Result<u8, Error> {
     Ok(0)
 }
 
-/// Prints the archive (the messages saves have dropped), oldest first, as JSON.
+/// Prints the archive (the messages saves have dropped), oldest first, as JSON (`--json` or
+/// not).
 fn history(cx: &mut Context<'_>, a: &IdArgs) -> Result<u8, Error> {
-    let archived = cx.store.session_archived(&a.id)?;
-    let mut s = String::from("[");
-    for (i, e) in archived.iter().enumerate() {
-        if i > 0 {
-            s.push(',');
-        }
-        s.push_str(&format!(
-            "{{\"archived_at\":{},\"message\":{}}}",
-            serde_json::to_string(&text::rfc3339_of(e.archived_us)).unwrap_or_default(),
-            e.message
-        ));
-    }
-    s.push(']');
-    writeln!(cx.out, "{s}")?;
+    let h = History::call(&cx.store, a)?;
+    cx.capture(&h);
+    writeln!(cx.out, "{}", h.render())?;
     Ok(0)
 }
 

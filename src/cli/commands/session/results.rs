@@ -1,0 +1,264 @@
+//! The typed results of the session verbs the MCP tools run (`session_load`, `session_save`,
+//! `session_append`, `session_list`, `session_history`): each the one library call of its verb
+//! and its one text; the CLI prints the text or (`--json`) the JSON, and the tool returns the
+//! JSON as its structured content, its output schema derived from the type.
+
+#[cfg(feature = "mcp")]
+use schemars::JsonSchema;
+use serde::{Serialize, Serializer};
+use somna::text;
+use somna::{Error, Store};
+
+use super::{AppendArgs, IdArgs, ItemsArgs, ListArgs, SaveArgs};
+use crate::cli::output::{json_array, plural};
+
+/// One session message: the JSON object it was stored as, kept byte for byte.
+#[derive(Debug)]
+pub struct Message(pub String);
+
+impl Serialize for Message {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let raw: &serde_json::value::RawValue =
+            serde_json::from_str(&self.0).map_err(serde::ser::Error::custom)?;
+        raw.serialize(s)
+    }
+}
+
+#[cfg(feature = "mcp")]
+impl JsonSchema for Message {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Message".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "One message: the JSON object it was stored as.",
+            "type": "object",
+        })
+    }
+}
+
+/// A session's messages, oldest first (`session load`, `session items`).
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(transparent)]
+pub struct Messages {
+    /// The messages that decoded, oldest first.
+    pub items: Vec<Message>,
+    /// The sequence numbers of the damaged messages that were skipped (not in the JSON: the
+    /// verb names them on stderr).
+    #[serde(skip)]
+    #[cfg_attr(feature = "mcp", schemars(skip))]
+    pub unreadable: Vec<u64>,
+}
+
+impl Messages {
+    /// The session's messages read past damage, or `None` when it does not exist.
+    pub fn load(store: &Store, id: &str) -> Result<Option<Messages>, Error> {
+        Ok(store.session_load_lossy(id)?.map(Messages::from))
+    }
+
+    /// The session's newest `a.limit` messages (all without one), oldest first.
+    pub fn items(store: &Store, a: &ItemsArgs) -> Result<Messages, Error> {
+        Ok(Messages::from(store.session_items_lossy(&a.id, a.limit)?))
+    }
+
+    /// Its text: the JSON array of the messages, each as stored.
+    pub fn render(&self) -> String {
+        json_array(self.items.iter().map(|m| &m.0))
+    }
+
+    /// The line naming the damaged messages of session `id`, if any.
+    pub fn damage_note(&self, id: &str) -> Option<String> {
+        let r = somna::SessionItems {
+            items: Vec::new(),
+            unreadable: self.unreadable.clone(),
+        };
+        r.damage_note(id)
+    }
+}
+
+impl From<somna::SessionItems> for Messages {
+    fn from(r: somna::SessionItems) -> Self {
+        Messages {
+            items: r.items.into_iter().map(Message).collect(),
+            unreadable: r.unreadable,
+        }
+    }
+}
+
+// Its fields are in the order the JSON has always had (the library's `SaveOutcome`'s).
+/// What `session save` did.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+pub struct Saved {
+    /// The session's revision after the save (unchanged when nothing changed).
+    pub revision: u64,
+    /// Stored messages kept in place.
+    pub kept: u64,
+    /// Messages written.
+    pub written: u64,
+    /// Stored messages moved to the archive.
+    pub archived: u64,
+}
+
+impl Saved {
+    /// Replaces session `a.id`'s messages with `items` (JSON texts), at `a.expect_revision`.
+    pub fn call(store: &Store, a: &SaveArgs, items: &[String]) -> Result<Saved, Error> {
+        let refs: Vec<&str> = items.iter().map(String::as_str).collect();
+        let o = store.session_save(&a.id, &refs, a.expect_revision)?;
+        Ok(Saved {
+            revision: o.revision,
+            kept: o.kept,
+            written: o.written,
+            archived: o.archived,
+        })
+    }
+
+    /// Its text: one line.
+    pub fn render(&self) -> String {
+        format!(
+            "Saved session at revision {}: {} kept, {} written, {} archived.\n",
+            self.revision, self.kept, self.written, self.archived
+        )
+    }
+}
+
+// Its fields are in the order the JSON has always had (the library's `SessionAppended`'s).
+/// What `session append` did.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+pub struct Appended {
+    /// The session's revision after the append.
+    pub revision: u64,
+    /// How many messages the session held before the append (the index of the first).
+    pub first_index: u64,
+    /// How many messages were appended.
+    pub count: u64,
+    /// True when the idempotency key was used already: nothing was written.
+    pub replayed: bool,
+}
+
+impl Appended {
+    /// Appends `items` (JSON texts) to session `a.id`, once per `a.key`, at
+    /// `a.expect_revision`.
+    pub fn call(store: &Store, a: &AppendArgs, items: &[String]) -> Result<Appended, Error> {
+        let refs: Vec<&str> = items.iter().map(String::as_str).collect();
+        let o = store.session_append(&a.id, &refs, a.key.as_deref(), a.expect_revision)?;
+        Ok(Appended {
+            revision: o.revision,
+            first_index: o.first_index,
+            count: o.count,
+            replayed: o.replayed,
+        })
+    }
+
+    /// Its text: one line, which says when the key was seen before.
+    pub fn render(&self) -> String {
+        let n = plural(self.count, "item", "items");
+        match self.replayed {
+            true => format!(
+                "Already appended (key seen before): {n} at revision {}.\n",
+                self.revision
+            ),
+            false => format!("Appended {n} at revision {}.\n", self.revision),
+        }
+    }
+}
+
+/// The sessions, sorted by id, with their metadata.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(transparent)]
+pub struct SessionList(pub Vec<SessionLine>);
+
+// Its fields are in the order the JSON has always had (the library's `SessionInfo`'s).
+/// One session, without its messages.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+pub struct SessionLine {
+    /// The session id.
+    pub id: String,
+    /// When it was created (microseconds since the epoch, UTC).
+    pub created_us: i64,
+    /// When it last changed (microseconds since the epoch, UTC).
+    pub updated_us: i64,
+    /// Its revision: a store-wide number that grows with every change.
+    pub revision: u64,
+    /// Live messages.
+    pub count: u64,
+    /// Bytes of live messages.
+    pub bytes: u64,
+    /// Archived messages.
+    pub archived: u64,
+}
+
+impl SessionList {
+    /// The sessions whose id starts with `a.prefix`, after `a.after`, at most `a.limit`.
+    pub fn call(store: &Store, a: &ListArgs) -> Result<SessionList, Error> {
+        let l = store.session_list(&a.prefix, a.after.as_deref(), a.limit)?;
+        let lines = l.into_iter().map(|s| SessionLine {
+            id: s.id,
+            created_us: s.created_us,
+            updated_us: s.updated_us,
+            revision: s.revision,
+            count: s.count,
+            bytes: s.bytes,
+            archived: s.archived,
+        });
+        Ok(SessionList(lines.collect()))
+    }
+
+    /// Its text: one id a line.
+    pub fn render(&self) -> String {
+        let line = |s: &SessionLine| format!("{}\n", text::display_safe(&s.id));
+        self.0.iter().map(line).collect()
+    }
+}
+
+/// A session's archive: the messages saves have dropped, oldest first.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(transparent)]
+pub struct History(pub Vec<ArchivedLine>);
+
+/// One archived message.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+pub struct ArchivedLine {
+    /// When a save dropped it (RFC 3339, UTC).
+    pub archived_at: String,
+    /// The message, as it was stored.
+    pub message: Message,
+}
+
+impl History {
+    /// The archive of session `a.id` (empty when it has none).
+    pub fn call(store: &Store, a: &IdArgs) -> Result<History, Error> {
+        let lines = store
+            .session_archived(&a.id)?
+            .into_iter()
+            .map(|e| ArchivedLine {
+                archived_at: text::rfc3339_of(e.archived_us),
+                message: Message(e.message),
+            });
+        Ok(History(lines.collect()))
+    }
+
+    /// Its text: the JSON array, on one line, each message as stored.
+    pub fn render(&self) -> String {
+        let mut s = String::from("[");
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                s.push(',');
+            }
+            s.push_str(&format!(
+                "{{\"archived_at\":{},\"message\":{}}}",
+                serde_json::to_string(&e.archived_at).unwrap_or_default(),
+                e.message.0
+            ));
+        }
+        s.push(']');
+        s
+    }
+}

@@ -1,0 +1,66 @@
+//! Library values inside the verbs' typed results. The library's types derive no JSON Schema,
+//! so a typed result holds each such value in a wrapper whose schema says an object: as it is
+//! ([`Object`]), or with its keys sorted at every level ([`Sorted`]), as the results the verbs
+//! built as a `serde_json::Value` have always printed them.
+
+#[cfg(feature = "mcp")]
+use schemars::JsonSchema;
+use serde::{Serialize, Serializer};
+
+/// A library value (an object) in a typed result, serialized as the library serializes it.
+#[derive(Debug)]
+pub struct Object<T>(pub T);
+
+impl<T: Serialize> Serialize for Object<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+/// A library value (an object) in a typed result, serialized with its keys sorted at every
+/// level.
+#[derive(Debug)]
+pub struct Sorted<T>(pub T);
+
+impl<T: Serialize> Serialize for Sorted<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let v = serde_json::to_value(&self.0).map_err(serde::ser::Error::custom)?;
+        v.serialize(s)
+    }
+}
+
+/// The schema of both wrappers: an object.
+#[cfg(feature = "mcp")]
+fn object_schema() -> schemars::Schema {
+    schemars::json_schema!({"type": "object"})
+}
+
+#[cfg(feature = "mcp")]
+impl<T> JsonSchema for Object<T> {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Object".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        object_schema()
+    }
+}
+
+#[cfg(feature = "mcp")]
+impl<T> JsonSchema for Sorted<T> {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Object".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        object_schema()
+    }
+}
