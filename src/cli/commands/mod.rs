@@ -15,6 +15,8 @@ mod note;
 mod recall;
 mod search;
 mod session;
+mod session_args;
+mod session_results;
 mod shell;
 #[cfg(feature = "mcp")]
 pub mod token;

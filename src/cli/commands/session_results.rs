@@ -9,7 +9,7 @@ use serde::{Serialize, Serializer};
 use somna::text;
 use somna::{Error, Store};
 
-use super::{AppendArgs, IdArgs, ItemsArgs, ListArgs, SaveArgs};
+use super::session_args::{AppendArgs, IdArgs, ItemsArgs, ListArgs, SaveArgs};
 use crate::cli::output::{json_array, plural};
 
 /// One session message: the JSON object it was stored as, kept byte for byte.
