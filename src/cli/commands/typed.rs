@@ -35,32 +35,24 @@ fn object_schema() -> schemars::Schema {
     schemars::json_schema!({"type": "object"})
 }
 
-#[cfg(feature = "mcp")]
-impl<T> JsonSchema for Object<T> {
-    fn inline_schema() -> bool {
-        true
-    }
+/// Both wrappers' schema: an object, inlined.
+macro_rules! object_schema_for {
+    ($($w:ident),*) => {$(
+        #[cfg(feature = "mcp")]
+        impl<T> JsonSchema for $w<T> {
+            fn inline_schema() -> bool {
+                true
+            }
 
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Object".into()
-    }
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                "Object".into()
+            }
 
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        object_schema()
-    }
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                object_schema()
+            }
+        }
+    )*};
 }
 
-#[cfg(feature = "mcp")]
-impl<T> JsonSchema for Sorted<T> {
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Object".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        object_schema()
-    }
-}
+object_schema_for!(Object, Sorted);
