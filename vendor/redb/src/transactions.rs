@@ -927,6 +927,7 @@ impl Drop for AllocatorStateLatch {
 /// A live [`WriteTransaction`] keeps the database open: if the [`Database`](crate::Database) is
 /// dropped while this transaction is live, the transaction remains usable and the database
 /// closes when the transaction commits, aborts, or is dropped
+#[allow(clippy::struct_excessive_bools)] // its flags are independent states
 pub struct WriteTransaction {
     transaction_tracker: Arc<TransactionTracker>,
     mem: Arc<TransactionalMemory>,

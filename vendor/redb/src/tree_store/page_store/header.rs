@@ -122,6 +122,7 @@ pub(super) struct UnrepairedDatabaseHeader {
 }
 
 #[derive(Clone)]
+#[allow(clippy::struct_excessive_bools)] // the header's flags are independent bits
 pub(super) struct DatabaseHeader {
     primary_slot: usize,
     pub(super) recovery_required: bool,
