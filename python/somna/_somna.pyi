@@ -90,6 +90,21 @@ class Store:
         kind: Optional[str] = None,
         max_bytes: int = 20000,
     ) -> dict[str, Any]: ...
+    def set_embedder(
+        self,
+        url: Optional[str],
+        model: Optional[str] = None,
+        dimension: Optional[int] = None,
+        *,
+        key_env: Optional[str] = None,
+        query_prefix: str = "",
+        passage_prefix: str = "",
+        input_type: bool = False,
+        wait_ms: int = 2000,
+        batch: int = 32,
+    ) -> None: ...
+    def embedder(self) -> Optional[dict[str, Any]]: ...
+    def backfill(self, scope: Optional[str] = None, max: Optional[int] = None) -> dict[str, Any]: ...
     def search(
         self,
         query: str,

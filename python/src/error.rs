@@ -45,9 +45,11 @@ pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
         Error::Invalid { .. } => raise(py, "InvalidError", msg),
         Error::NotFound { .. } => raise(py, "NotFoundError", msg),
         Error::Unsupported(_) => raise(py, "UnsupportedError", msg),
-        Error::Storage(_) | Error::Io(_) | Error::Server(_) | Error::Ambiguous(_) => {
-            raise(py, "StorageError", msg)
-        }
+        Error::Storage(_)
+        | Error::Io(_)
+        | Error::Server(_)
+        | Error::Ambiguous(_)
+        | Error::Embedder(_) => raise(py, "StorageError", msg),
         // The enum is non-exhaustive and still growing: fall back on the CLI's exit codes,
         // which name the kind of failure (2 input, 3 missing, 4 busy, 5 corrupt, 6 denied).
         other => {

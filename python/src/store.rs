@@ -596,6 +596,90 @@ impl PyStore {
         self.run(py, |s| s.set_config(name, &value))
     }
 
+    /// Sets the store's embedder (admin only), an OpenAI-compatible `/v1/embeddings` endpoint:
+    /// searches then rank by meaning and words together, and `backfill` embeds the memories.
+    /// The API key is read from the environment variable `key_env` names at each call, never
+    /// stored. `None` as `url` removes it.
+    #[pyo3(signature = (url, model = None, dimension = None, *, key_env = None,
+        query_prefix = "", passage_prefix = "", input_type = false, wait_ms = 2000, batch = 32))]
+    #[allow(clippy::too_many_arguments)]
+    fn set_embedder(
+        &self,
+        py: Python<'_>,
+        url: Option<String>,
+        model: Option<String>,
+        dimension: Option<u32>,
+        key_env: Option<String>,
+        query_prefix: &str,
+        passage_prefix: &str,
+        input_type: bool,
+        wait_ms: u32,
+        batch: u32,
+    ) -> PyResult<()> {
+        let e = match (url, model, dimension) {
+            (None, _, _) => None,
+            (Some(url), Some(model), Some(dimension)) => {
+                let mut e = somna::Embedder::new(url, model, dimension);
+                e.api_key_env = key_env;
+                e.query_prefix = query_prefix.to_string();
+                e.passage_prefix = passage_prefix.to_string();
+                e.input_type = input_type;
+                e.query_wait_ms = wait_ms;
+                e.batch = batch;
+                Some(e)
+            }
+            _ => {
+                return Err(invalid(
+                    py,
+                    "invalid embedder: it needs its url, model and dimension",
+                ))
+            }
+        };
+        self.run(py, |s| s.set_embedder(e.as_ref()))
+    }
+
+    /// The store's embedder as a dict (`url`, `model`, `dimension`, `api_key_env`,
+    /// `query_prefix`, `passage_prefix`, `input_type`, `query_wait_ms`, `batch`), or `None`.
+    fn embedder<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(e) = self.run(py, |s| s.embedder())? else {
+            return Ok(None);
+        };
+        let d = PyDict::new(py);
+        d.set_item("url", &e.url)?;
+        d.set_item("model", &e.model)?;
+        d.set_item("dimension", e.dimension)?;
+        d.set_item("api_key_env", &e.api_key_env)?;
+        d.set_item("query_prefix", &e.query_prefix)?;
+        d.set_item("passage_prefix", &e.passage_prefix)?;
+        d.set_item("input_type", e.input_type)?;
+        d.set_item("query_wait_ms", e.query_wait_ms)?;
+        d.set_item("batch", e.batch)?;
+        Ok(Some(d))
+    }
+
+    /// Embeds up to `max` memories lacking a vector of the embedder's model, in `scope` or
+    /// (`None`) every scope; admin only. Returns `{"model", "embedded", "skipped",
+    /// "remaining", "scopes"}`; an endpoint that fails raises `StorageError` (what was embedded
+    /// before stays, and the next call resumes).
+    #[pyo3(signature = (scope = None, max = None))]
+    fn backfill<'py>(
+        &self,
+        py: Python<'py>,
+        scope: Option<String>,
+        max: Option<u64>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let r = self.run(py, |s| {
+            s.backfill(scope.as_deref(), max.unwrap_or(u64::MAX), &mut |_| {})
+        })?;
+        let d = PyDict::new(py);
+        d.set_item("model", &r.model)?;
+        d.set_item("embedded", r.embedded)?;
+        d.set_item("skipped", r.skipped)?;
+        d.set_item("remaining", r.remaining)?;
+        d.set_item("scopes", r.scopes)?;
+        Ok(d)
+    }
+
     /// Checks the whole file (redb's page checksums, then every value and counter) through a
     /// private handle. Returns `{"ok", "engine_intact", "scopes", "memories", "summaries",
     /// "sessions", "problems"}`.
@@ -836,6 +920,8 @@ fn search_dict<'py>(
     d.set_item("hits", hits)?;
     d.set_item("candidates", r.candidates)?;
     d.set_item("next_offset", r.next_offset)?;
+    d.set_item("embedded_by", &r.embedded_by)?;
+    d.set_item("fallback", &r.fallback)?;
     d.set_item("text", r.render(several))?;
     Ok(d)
 }

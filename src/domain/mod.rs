@@ -1,5 +1,5 @@
 //! **Layer 0, the domain**: somna's values and pure rules: blocks, records, text rules and
-//! dates, claims and citations, the wake cover. Nothing here touches storage or a [`crate::Store`];
+//! dates, claims and citations, the wake cover, the checks of a vector. Nothing here touches storage or a [`crate::Store`];
 //! it may use only `crate::error` (the [`crate::Error`] type) (and `block.rs` uses nothing at all). Every other layer
 //! builds on it.
 
@@ -13,4 +13,5 @@ pub mod record;
 pub(crate) mod test_rng;
 pub mod text;
 pub mod tokenize;
+pub mod vector;
 pub mod verbs;

@@ -314,6 +314,7 @@ impl WriteTxn<'_> {
         let b = Block::single(id);
         crate::storage::index::write::replace(&mut self.tx, sid, b, Some(&rec.text), None)?;
         crate::storage::tables::VECTORS.delete(&mut self.tx, (sid, id))?;
+        crate::storage::embeddings::delete_memory(&mut self.tx, sid, id)?;
         rec.text = TOMBSTONE.to_string();
         LOG.put(&mut self.tx, (sid, id), &encode(&rec)?)?;
         self.record_event(sid, id, EventKind::Redact { text_hash }, Some(reason))?;

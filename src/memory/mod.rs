@@ -1,7 +1,7 @@
 //! **Layer 3, memory**: one scope's raw log ([`log`]), appends ([`note`]), [`recall`], lifecycle events
 //! ([`lifecycle`]),
 //! the summary tree with its merge prompts ([`tree`]), wake ([`wake`]), the form of their
-//! next-step hints ([`hints`]), and ranked [`search`]. A sibling of
+//! next-step hints ([`hints`]), and ranked [`search`] (with the store's embedder). A sibling of
 //! [`crate::session`], which it never uses; it may use [`crate::domain`], [`crate::storage`] and
 //! [`crate::trust`].
 

@@ -3,9 +3,12 @@
 //! memories; every summary must be an aligned block inside the log, built from children that
 //! exist when it was built from children; `pending` must hold exactly the complete blocks that
 //! have no summary (or a stale one); `stale` and `claims` rows need a summary; the scope's
-//! counters must match its rows; idempotency keys must name memories inside the log.
+//! counters must match its rows; idempotency keys must name memories inside the log; the
+//! embedder's vectors (`embeddings`) must decode, have their (scope, model)'s dimension, belong
+//! to a registered model and name memories inside the log, and each backfill cursor must be
+//! within the log.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::domain::block::Block;
 use crate::domain::record::{BuiltFrom, IdemEntry, Summary};
@@ -13,7 +16,8 @@ use crate::error::Result;
 use crate::memory::log::decode_memory;
 use crate::memory::tree::TreeKey;
 use crate::storage::codec::decode;
-use crate::storage::tables::{CLAIMS, IDEMPOTENCY, LOG, PENDING, STALE, TREE};
+use crate::storage::embeddings::{self, CURSOR_KEY, DIM_KEY};
+use crate::storage::tables::{CLAIMS, EMBEDDINGS, IDEMPOTENCY, LOG, PENDING, STALE, TREE};
 use crate::storage::txn::ReadTxn;
 use crate::storage::verify::Scopes;
 
@@ -49,6 +53,7 @@ pub(crate) fn verify_memory(
     let tree = verify_tree(r, scopes, problem)?;
     let (pending, stale) = verify_marks(r, &tree.built, problem)?;
     verify_blocks(scopes, &tree, &pending, &stale, problem);
+    verify_embeddings(r, scopes, problem)?;
     for (sid, _) in &pending {
         if !scopes.contains_key(sid) {
             problem(format!(
@@ -59,6 +64,82 @@ pub(crate) fn verify_memory(
     Ok(Counted {
         memories,
         summaries: tree.summaries,
+    })
+}
+
+/// `embeddings` (store format 6; a store without the table has nothing to check).
+fn verify_embeddings(r: &ReadTxn, scopes: &Scopes, problem: &mut dyn FnMut(String)) -> Result<()> {
+    if crate::storage::tables::stored_format(&r.tx)?.unwrap_or(0)
+        < crate::storage::tables::EMBED_FORMAT
+    {
+        return Ok(());
+    }
+    let models = embeddings::models(&r.tx)?;
+    let mut dims: HashMap<(u32, String), u32> = HashMap::new();
+    EMBEDDINGS.each(&r.tx, .., |(sid, model, id), v| {
+        if id == DIM_KEY {
+            let key = format_args!("(scope {sid}, {model:?}, dimension)");
+            match decode("embeddings", &key, v) {
+                Ok(d) => {
+                    dims.insert((sid, model.to_string()), d);
+                }
+                Err(e) => problem(e.to_string()),
+            }
+        }
+        Ok(())
+    })?;
+    EMBEDDINGS.each(&r.tx, .., |(sid, model, id), v| {
+        let Some((name, meta)) = scopes.get(&sid) else {
+            problem(format!(
+                "embeddings: a row belongs to unknown scope id {sid}"
+            ));
+            return Ok(());
+        };
+        if !models.iter().any(|m| *m == model) {
+            problem(format!(
+                "embeddings of {name:?}: model {model:?} is not in meta.embedding_models"
+            ));
+        }
+        let key = format_args!("(scope {sid}, {model:?}, #{id})");
+        if id == CURSOR_KEY {
+            let c: u64 = match decode("embeddings", &key, v) {
+                Ok(c) => c,
+                Err(e) => {
+                    problem(e.to_string());
+                    return Ok(());
+                }
+            };
+            if c > meta.count {
+                problem(format!(
+                    "embeddings of {name:?}: {model:?}'s cursor {c} is past the log ({})",
+                    meta.count
+                ));
+            }
+        } else if id != DIM_KEY {
+            let vector: Vec<f32> = match decode("embeddings", &key, v) {
+                Ok(v) => v,
+                Err(e) => {
+                    problem(e.to_string());
+                    return Ok(());
+                }
+            };
+            if id >= meta.count {
+                problem(format!(
+                    "embeddings of {name:?}: {model:?} has a vector of #{id}, past the log"
+                ));
+            }
+            match dims.get(&(sid, model.to_string())) {
+                Some(d) if *d as usize == vector.len() => {}
+                Some(d) => problem(format!(
+                    "embeddings of {name:?}: #{id}'s {model:?} vector has {} numbers, not {d}",
+                    vector.len()
+                )),
+                None => problem(format!(
+                    "embeddings of {name:?}: {model:?} has vectors and no dimension"
+                )),
+            }
+        }
+        Ok(())
     })
 }
 

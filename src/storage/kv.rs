@@ -12,7 +12,7 @@ use std::ops::{Bound, ControlFlow};
 
 use crate::error::Result;
 
-/// The 28 tables of [`crate::storage::tables`]; each engine maps an id to its own table.
+/// The 29 tables of [`crate::storage::tables`]; each engine maps an id to its own table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[allow(missing_docs)]
 pub enum TableId {
@@ -44,11 +44,12 @@ pub enum TableId {
     CheckpointWrites,
     StoreItems,
     SessionChunks,
+    Embeddings,
 }
 
 impl TableId {
     /// Every table, in the order of [`crate::storage::tables::TABLE_NAMES`].
-    pub const ALL: [TableId; 28] = [
+    pub const ALL: [TableId; 29] = [
         TableId::Meta,
         TableId::Config,
         TableId::Scopes,
@@ -77,6 +78,7 @@ impl TableId {
         TableId::CheckpointWrites,
         TableId::StoreItems,
         TableId::SessionChunks,
+        TableId::Embeddings,
     ];
 
     /// The table's name in the file (and in errors).
@@ -110,6 +112,7 @@ impl TableId {
             TableId::CheckpointWrites => "checkpoint_writes",
             TableId::StoreItems => "store_items",
             TableId::SessionChunks => "session_chunks",
+            TableId::Embeddings => "embeddings",
         }
     }
 

@@ -29,6 +29,7 @@ pub mod any_kv;
 pub mod chunk;
 pub mod codec;
 pub mod config;
+pub mod embeddings;
 pub mod engine;
 pub(crate) mod group;
 pub mod index;

@@ -1,4 +1,4 @@
-//! The typed descriptors of the 28 tables, for call sites: `LOG.get(kv, (scope, id))`. Each
+//! The typed descriptors of the 29 tables, for call sites: `LOG.get(kv, (scope, id))`. Each
 //! names its [`TableId`] and its key shape (see [`crate::storage::keys`]); the redb definitions
 //! of the same tables, with the same key types, are in [`crate::storage::redb::schema`]. Values are
 //! envelope bytes ([`crate::storage::codec`]); `pending` and `stale` store empty values.
@@ -72,6 +72,11 @@ pub const SEARCH_POSTINGS: Table<(u32, &str, u64)> = Table::new(TableId::SearchP
 /// Embeddings: (scope id, memory id) -> vector; (scope id, `u64::MAX`) -> the dimension.
 pub const VECTORS: Table<(u32, u64)> = Table::new(TableId::Vectors);
 
+/// Vectors an embedder made (store format 6), kept per model: (scope id, model, memory id) ->
+/// vector; (scope id, model, `u64::MAX`) -> the dimension; (scope id, model, `u64::MAX - 1`) ->
+/// the backfill's cursor. See [`crate::storage::embeddings`] and docs/design.md 12.7.
+pub const EMBEDDINGS: Table<(u32, &str, u64)> = Table::new(TableId::Embeddings);
+
 /// LangGraph checkpoints: (thread id, namespace, checkpoint id) -> the checkpoint record.
 pub const CHECKPOINTS: Table<(&str, &str, &str)> = Table::new(TableId::Checkpoints);
 /// Channel values: (thread id, namespace, channel, version) -> the value or its item runs.
@@ -94,8 +99,12 @@ pub const STORE_ITEMS: Table<(&str, &str)> = Table::new(TableId::StoreItems);
 /// means that the file's redb header may hold commits published without a sync (the shared
 /// journal of the default mode: a checkpoint slot and god-byte bit 16, docs/design.md 14.9),
 /// which an older somna's redb would trust after a power loss instead of rolling back; its
-/// tables are format 4's.
-pub const STORE_FORMAT: u32 = 5;
+/// tables are format 4's. Format 6 adds [`EMBEDDINGS`], the vectors of the store's embedder,
+/// which a redaction or a forget must delete: an older somna would leave them behind.
+pub const STORE_FORMAT: u32 = 6;
+
+/// The first store format with the embedder's vectors ([`EMBEDDINGS`]).
+pub const EMBED_FORMAT: u32 = 6;
 
 /// The first store format whose opener replays the commit journal.
 pub const JOURNAL_STORE_FORMAT: u32 = 4;
@@ -157,4 +166,5 @@ pub const TABLE_NAMES: &[&str] = &[
     "checkpoint_writes",
     "store_items",
     "session_chunks",
+    "embeddings",
 ];

@@ -45,6 +45,7 @@ mod search {
     mod behaviour;
     mod conformance;
     mod golden_format2;
+    mod golden_format6;
     mod index_props;
 }
 

@@ -5,6 +5,7 @@
 //! a function and a `Verb` in the file of its group) and one line in the registry below.
 
 mod admin;
+mod embed;
 mod import;
 mod init;
 mod inspect;
@@ -146,6 +147,10 @@ verbs! {
     Verify(NoArgs) => admin::VERIFY,
     /// Rebuild the search index from the log and the summaries (admin only)
     Reindex(NoArgs) => search::REINDEX,
+    /// The store's embedder, which lets search rank by meaning: set, show, unset, drop-model
+    Embedder(embed::EmbedderArgs) => embed::EMBEDDER,
+    /// Embed the memories that lack a vector of the embedder's model (admin only; resumable)
+    Embed(embed::EmbedArgs) => embed::EMBED,
     /// Upgrade the store to this somna's format now (any read-write open does it) and say what it did
     Migrate(NoArgs) => admin::MIGRATE,
     /// Conversation histories: JSON arrays of message objects on stdin and stdout

@@ -12,6 +12,7 @@ use crate::domain::record::Kind;
 use crate::error::{Error, Result};
 use crate::storage::store::Store;
 
+pub mod embed;
 pub mod prune;
 pub mod score;
 pub mod take;
@@ -23,7 +24,8 @@ pub mod vector;
 pub enum SearchMode {
     /// BM25 over the words (the default without a vector).
     Lexical,
-    /// Reciprocal rank fusion of the lexical and the vector ranking (the default with a vector).
+    /// The lexical ranking rescored with the vectors' (the default with a vector, or with the
+    /// store's embedder): [`vector::fuse`].
     Hybrid,
     /// Cosine similarity to the query's vector only.
     Vector,
@@ -61,8 +63,9 @@ pub struct RankParams {
     /// Query-term coverage boost: a memory's direct score is multiplied by `1 + coverage *
     /// (query terms it contains / query terms)` (0: none).
     pub coverage: f64,
-    /// Reciprocal rank fusion's constant.
-    pub rrf_k: f64,
+    /// The words' share of a hybrid score (the vectors' is the rest): 0 to 1
+    /// ([`vector::fuse`]).
+    pub words_weight: f64,
     /// Rank a lexical query pruned to its top hits (docs/design.md, section 12.6.1): the same
     /// hits and scores, `SearchResult::candidates` then counting the documents scored. Off by
     /// default: until the index stores its term bounds it measured slower (issue 50).
@@ -82,12 +85,18 @@ impl RankParams {
             ("b", self.b),
             ("neighbour weight", self.neighbour_weight),
             ("coverage", self.coverage),
-            ("rrf k", self.rrf_k),
+            ("words weight", self.words_weight),
         ];
         if let Some((name, v)) = numbers.iter().find(|(_, v)| !v.is_finite() || *v < 0.0) {
             return Err(Error::invalid(
                 "rank parameters",
                 format!("{name} is {v}; it must be a finite number of at least 0"),
+            ));
+        }
+        if self.words_weight > 1.0 {
+            return Err(Error::invalid(
+                "rank parameters",
+                format!("words weight is {}; at most 1", self.words_weight),
             ));
         }
         if self.neighbours > MAX_NEIGHBOURS {
@@ -112,7 +121,7 @@ impl Default for RankParams {
             neighbour_weight: rank::NEIGHBOUR_WEIGHT,
             neighbours: u32::try_from(rank::NEIGHBOUR_RADIUS).unwrap_or(u32::MAX),
             coverage: rank::COVERAGE,
-            rrf_k: 60.0,
+            words_weight: vector::WORDS_WEIGHT,
             prune: false,
         }
     }
@@ -141,6 +150,10 @@ pub struct SearchQuery {
     pub include_inactive: bool,
     /// The query's embedding, for hybrid or vector ranking.
     pub vector: Option<Vec<f32>>,
+    /// Which vectors [`SearchQuery::vector`] is compared with: `None`, those the callers stored
+    /// with their memories; a model's name, those the store's embedder made with it (the store
+    /// sets it when its embedder embeds a query that came without a vector).
+    pub vector_model: Option<String>,
     /// The ranking; default lexical, or hybrid when a vector is given.
     pub mode: Option<SearchMode>,
     /// Ranking parameters (advanced: benchmarks).
@@ -160,6 +173,7 @@ impl SearchQuery {
             max_bytes: 20_000,
             include_inactive: false,
             vector: None,
+            vector_model: None,
             mode: None,
             params: RankParams::default(),
         }
@@ -210,6 +224,14 @@ pub struct SearchResult {
     /// When more hits follow: the offset of the next page, for [`SearchQuery::offset`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_offset: Option<usize>,
+    /// The model of the store's embedder that embedded the query, when it did (the ranking
+    /// then fused the words with its vectors).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embedded_by: Option<String>,
+    /// Why the ranking fell back to the words alone: the store has an embedder and it did not
+    /// answer in time (or answered wrong).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
 }
 
 impl SearchResult {
@@ -231,6 +253,9 @@ impl SearchResult {
             (0, None) => out.push_str("No hit.\n"),
             (_, None) => out.push_str(&format!("{n} hit{s}.\n")),
             (_, Some(k)) => out.push_str(&format!("Best {n} hit{s}; more with --offset {k}.\n")),
+        }
+        if let Some(why) = &self.fallback {
+            out.push_str(&format!("Ranked by the words alone: {why}.\n"));
         }
         out
     }
@@ -256,7 +281,9 @@ impl Store {
     /// [`Store::search_scopes`] over every scope the principal may read (`search --all`),
     /// resolved in the same read.
     pub fn search_all(&self, q: &SearchQuery) -> Result<SearchResult> {
-        let (_, found) = self.audited_as(
+        let (q, fallback) = self.embedded(q)?;
+        let q = q.as_ref();
+        let (_, mut found) = self.audited_as(
             "search",
             |r| {
                 let scopes = r.scopes()?;
@@ -265,7 +292,36 @@ impl Store {
             },
             |(scopes, found)| (scopes.join(","), search_audit(found)),
         )?;
+        noted(&mut found, q, fallback);
         Ok(found)
+    }
+
+    /// The query as ranked: when the store has an embedder and the query came without a vector
+    /// (and does not ask for the words alone), with the embedder's vector of its text, and
+    /// otherwise as it came; beside it why the embedder gave none (the ranking is then the
+    /// words', or in vector mode [`Error::Embedder`]).
+    fn embedded<'q>(
+        &self,
+        q: &'q SearchQuery,
+    ) -> Result<(std::borrow::Cow<'q, SearchQuery>, Option<String>)> {
+        use std::borrow::Cow;
+        if q.vector.is_some() || q.mode == Some(SearchMode::Lexical) || q.text.trim().is_empty() {
+            return Ok((Cow::Borrowed(q), None));
+        }
+        let Some(e) = self.embedder()? else {
+            return Ok((Cow::Borrowed(q), None));
+        };
+        match embed::query_vector(&e, &q.text) {
+            Ok(v) => {
+                let mut with = q.clone();
+                with.vector = Some(v);
+                with.vector_model = Some(e.model);
+                with.mode = Some(q.mode.unwrap_or(SearchMode::Hybrid));
+                Ok((Cow::Owned(with), None))
+            }
+            Err(why) if q.mode == Some(SearchMode::Vector) => Err(Error::Embedder(why)),
+            Err(why) => Ok((Cow::Borrowed(q), Some(why))),
+        }
     }
 
     /// [`Store::search`] over several scopes in one snapshot: each ranked with its own
@@ -280,13 +336,23 @@ impl Store {
         let mut seen = std::collections::HashSet::new();
         let scopes: Vec<String> = scopes.iter().filter(|s| seen.insert(*s)).cloned().collect();
         let scopes = scopes.as_slice();
-        self.audited(
+        let (q, fallback) = self.embedded(q)?;
+        let q = q.as_ref();
+        let mut found = self.audited(
             "search",
             &scopes.join(","),
             |r| take::search(r, scopes, q),
             search_audit,
-        )
+        )?;
+        noted(&mut found, q, fallback);
+        Ok(found)
     }
+}
+
+/// Names in `found` the model that embedded the query, or why the ranking fell back to words.
+fn noted(found: &mut SearchResult, q: &SearchQuery, fallback: Option<String>) {
+    found.embedded_by = q.vector_model.clone().filter(|_| q.vector.is_some());
+    found.fallback = fallback;
 }
 
 /// The items an audit record of a search names: `scope #block` per hit.

@@ -53,11 +53,19 @@ fn rank_scope(
     let Some(v) = q.vector.as_deref().filter(|_| mode != SearchMode::Lexical) else {
         return Ok((lex, None));
     };
-    let near = vector::nearest(&r.tx, meta.id, v)?;
+    let space = match &q.vector_model {
+        Some(m) => vector::Space::Model(m),
+        None => vector::Space::Caller,
+    };
+    let near = vector::nearest_in(&r.tx, meta.id, space, v)?;
+    if near.is_empty() && mode == SearchMode::Hybrid {
+        // Nothing to fuse with (a scope the backfill has not reached): the words' own scores.
+        return Ok((lex, None));
+    }
     Ok((
         match mode {
             SearchMode::Vector => vector::as_scored(&near),
-            _ => vector::fuse(&lex, &near, q.params.rrf_k),
+            _ => vector::fuse(&lex, &near, q.params.words_weight),
         },
         None,
     ))
@@ -139,6 +147,8 @@ fn ranked(
         hits: Vec::new(),
         candidates: ranked.len() as u64,
         next_offset: None,
+        embedded_by: None,
+        fallback: None,
     };
     let (mut skipped, mut bytes) = (0usize, 0usize);
     let first = q.offset.saturating_add(q.limit).saturating_add(1);

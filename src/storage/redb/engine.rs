@@ -29,8 +29,8 @@ use crate::storage::redb::kv::{RedbRead, RedbWrite};
 use crate::storage::redb::schema::{self, META, STORE_FORMAT};
 use crate::storage::redb::tail::{self, TailRepair};
 use crate::storage::tables::{
-    stored_format, CHECKPOINT_TABLES, CHUNK_FORMAT, INDEX_FORMAT, JOURNAL_STORE_FORMAT,
-    META as META_T, SEARCH_TABLES,
+    stored_format, CHECKPOINT_TABLES, CHUNK_FORMAT, EMBED_FORMAT, INDEX_FORMAT,
+    JOURNAL_STORE_FORMAT, META as META_T, SEARCH_TABLES,
 };
 use crate::storage::txn::{ReadTxn, WriteTxn};
 
@@ -799,6 +799,7 @@ fn check_format(engine: &RedbEngine, path: &Path, opts: &Options) -> Result<u32>
         CHECKPOINT_TABLES.contains(t)
             || (format < INDEX_FORMAT && SEARCH_TABLES.contains(t))
             || (format < CHUNK_FORMAT && *t == "session_chunks")
+            || (format < EMBED_FORMAT && *t == "embeddings")
     });
     let readable_as_is = missing.is_empty() || (opts.read_only && only_index);
     if !readable_as_is {

@@ -109,7 +109,7 @@ impl Ops {
     fn head(&mut self, kind: u8, t: TableId) {
         self.count += 1;
         self.bytes.byte(kind);
-        // 28 tables: the index always fits a byte.
+        // 29 tables: the index always fits a byte.
         self.bytes.byte(t.index() as u8);
     }
 

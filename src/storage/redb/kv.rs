@@ -471,6 +471,7 @@ redb_tables! {
     CheckpointWrites => CHECKPOINT_WRITES: (&'static str, &'static str, &'static str, &'static str, u64), &'static [u8];
     StoreItems => STORE_ITEMS: (&'static str, &'static str), &'static [u8];
     SessionChunks => SESSION_CHUNKS: (&'static str, u64), &'static [u8];
+    Embeddings => EMBEDDINGS: (u32, &'static str, u64), &'static [u8];
 }
 
 /// A read transaction of redb as a [`KvRead`], each table opened once.

