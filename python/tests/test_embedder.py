@@ -313,3 +313,34 @@ def test_the_python_handle_sets_and_backfills(e5, tmp_path):
         assert s.embedder() is None
         r = s.search("watercolor artist")
         assert r["embedded_by"] is None and r["hits"] == []
+
+
+def test_the_mcp_server_embeds_in_the_background(e5, tmp_path):
+    """A read-write `somna mcp` embeds the memories noted through it (every 5 s), so that its
+    `search` tool finds them by meaning without a `somna embed`."""
+    import anyio
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    db = store_with(tmp_path, [])
+    set_embedder(db, e5.url)
+    params = StdioServerParameters(command=SOMNA, args=["--db", str(db), "mcp"], env={})
+
+    async def main():
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as s:
+                await s.initialize()
+                for t in MEMORIES:
+                    r = await s.call_tool("note", {"text": t})
+                    assert not r.is_error, r.content[0].text
+                found = None
+                for _ in range(60):  # the background rounds: every 5 s
+                    await anyio.sleep(0.5)
+                    r = await s.call_tool("search", {"query": "watercolor artist"})
+                    found = r.structured_content
+                    if found["hits"]:
+                        break
+                assert found["embedded_by"] == MODEL, found
+                assert found["hits"][0]["id"] == 1, found["hits"]
+
+    anyio.run(main)
