@@ -212,6 +212,9 @@ pub(crate) fn embed(
     let mut config = ureq::Agent::config_builder()
         .timeout_global(Some(Duration::from_millis(u64::from(wait_ms))))
         .http_status_as_error(false)
+        // A redirect could lead to another host, past the URL's checks (plain http only to
+        // loopback): an endpoint is called where it is set, or not at all.
+        .max_redirects(0)
         .user_agent(concat!("somna/", env!("CARGO_PKG_VERSION")));
     if loopback {
         // A proxy named in the environment is for other hosts.
