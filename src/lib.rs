@@ -113,8 +113,10 @@ pub use memory::tree::{
     summary_line, MergePrompt, NapOutcome, Napped, PromptInput, Why, ZoomEntry,
 };
 pub use memory::wake::{WakeItem, WakeOptions, WakeView};
-/// The storage engine, re-exported so that custom backends (`redb::StorageBackend`) match its version.
-pub use redb;
+/// What a disk under a store's file implements, for [`Store::with_backend`] (an in-memory disk,
+/// the fault-injecting disk of the crash tests): redb's trait and its error, re-exported so that
+/// a custom backend matches the engine's version (redb itself is not part of somna's API).
+pub use redb::{BackendError, StorageBackend};
 pub use session::{
     compact_message, is_relative_file_path, validate_session_id, Archived, SaveOutcome,
     SessionAppended, SessionInfo, SessionItems, MAX_MESSAGE_BYTES, MAX_SESSION_ID_BYTES,

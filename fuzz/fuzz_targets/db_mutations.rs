@@ -12,7 +12,6 @@
 
 mod common;
 
-use somna::redb;
 use somna::{Options, Store};
 use somna_testkit::simdisk::SimDisk;
 use libfuzzer_sys::fuzz_target;

@@ -8,7 +8,7 @@
 
 mod common;
 
-use somna::redb::{self, ReadableTable, ReadableTableMetadata, TableDefinition};
+use redb::{self, ReadableTable, ReadableTableMetadata, TableDefinition};
 use somna::format as schema;
 use somna::{Options, Store};
 use somna_testkit::simdisk::SimDisk;

@@ -9,6 +9,8 @@ pub mod cover;
 pub mod json;
 pub mod rank;
 pub mod record;
+#[cfg(feature = "schemars")]
+pub mod schema;
 #[cfg(test)]
 pub(crate) mod test_rng;
 pub mod text;

@@ -62,8 +62,13 @@ impl RecallQuery {
 
 /// What recall found.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct Recall {
     /// The newest matches that fit the budget, oldest first.
+    #[cfg_attr(
+        feature = "schemars",
+        schemars(with = "Vec<crate::domain::schema::AnyObject>")
+    )]
     pub matches: Vec<Memory>,
     /// How many memories matched in all (with [`RecallQuery::count_all`] off, how many the scan
     /// saw before it stopped).

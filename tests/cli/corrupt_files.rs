@@ -409,7 +409,7 @@ fn redb_integrity_check_on_open_turns_damage_into_errors() {
     for off in offsets(bytes.len(), if long() { 24 } else { 4 }, 3) {
         let db = damaged(dir.path(), &bytes, off, 3);
         let r = std::panic::catch_unwind(|| {
-            let mut b = somna::redb::Database::builder();
+            let mut b = redb::Database::builder();
             b.set_check_integrity_on_open(true);
             b.open(&db).map(drop)
         });
@@ -471,8 +471,8 @@ fn a_damaged_block_key_is_reported_as_damage() {
     for table in ["pending", "tree"] {
         let copy = dir.path().join(format!("{table}.redb"));
         std::fs::copy(&db, &copy).unwrap();
-        let rdb = somna::redb::Database::builder()
-            .set_concurrency_mode(somna::redb::ConcurrencyMode::MultiWriter)
+        let rdb = redb::Database::builder()
+            .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
             .open(&copy)
             .unwrap();
         let tx = rdb.begin_write().unwrap();

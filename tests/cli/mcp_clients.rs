@@ -467,6 +467,15 @@ fn what_each_tool_returns_conforms_to_its_declared_output_schema() {
             .map(|t| t["outputSchema"].clone())
             .unwrap_or_else(|| panic!("no tool {name}"))
     };
+    let conforming = |s: &mut StdioServer, name: &str, args: Value| {
+        let r = s.call(name, args.clone());
+        assert_ne!(r["isError"], true, "{name} {args}: {r}");
+        let got = r["structuredContent"].clone();
+        if let Err(e) = conforms(&got, &schema_of(name), name) {
+            panic!("{args}: {e}");
+        }
+        got
+    };
     let calls = [
         "pending",
         "wake",
@@ -477,13 +486,41 @@ fn what_each_tool_returns_conforms_to_its_declared_output_schema() {
         "session_list",
     ];
     for name in calls {
-        let r = s.call(name, json!({}));
-        assert_ne!(r["isError"], true, "{name}: {r}");
-        let got = &r["structuredContent"];
-        if let Err(e) = conforms(got, &schema_of(name), name) {
-            panic!("{e}");
-        }
+        conforming(&mut s, name, json!({}));
     }
+    // The verbs whose result's shape depends on the arguments: each shape (a union's branch).
+    let one = conforming(
+        &mut s,
+        "note",
+        json!({"text": "memory in scope b", "scope": "b"}),
+    );
+    assert_eq!(one["next_merge"], Value::Null, "{one}");
+    let several = conforming(&mut s, "wake", json!({"scope": "default,b"}));
+    assert_eq!(several["result"][1]["scope"], "b", "{several}");
+    conforming(&mut s, "wake", json!({"all": true}));
+    let found = conforming(&mut s, "recall", json!({"pattern": "memory"}));
+    assert_eq!(found["total"], 5, "{found}");
+    let found = conforming(&mut s, "recall", json!({"pattern": "memory", "all": true}));
+    assert_eq!(found["result"][0]["scope"], "b", "{found}");
+    let hits = conforming(&mut s, "search", json!({"query": "memory scope"}));
+    assert_eq!(hits["hits"][0]["id"], 0, "{hits}");
+    // A prompt's block is `{lo, hi}` (hi excluded); a tool names it `LO-HI` (HI included).
+    let named = |b: &Value| format!("{}-{}", b["lo"], b["hi"].as_u64().unwrap_or(1) - 1);
+    let next = conforming(&mut s, "nap", json!({}));
+    let block = named(&next["next_merge"]["block"]);
+    let batch = conforming(&mut s, "nap", json!({"batch": 2}));
+    assert_eq!(named(&batch["result"][0]["block"]), block, "{batch}");
+    let answered = conforming(
+        &mut s,
+        "nap",
+        json!({"block": block, "text": "memories 0 and 1 [#0, #1]"}),
+    );
+    assert_eq!(answered["saved"], true, "{answered}");
+    let later = named(&answered["next_merge"]["block"]);
+    let summary = "memories 2 and 3 [#2, #3]";
+    let answers = json!({"answers": [{"block": later, "summary": summary}]});
+    let saved = conforming(&mut s, "nap", answers);
+    assert_eq!(saved["saved"], json!([later]), "{saved}");
     let typed = schema_of("pending");
     assert_eq!(typed["properties"]["result"]["type"], "array", "{typed}");
     assert_eq!(typed["properties"]["result"]["items"]["type"], "string");

@@ -13,7 +13,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use somna::redb::ReadableTable;
+use redb::ReadableTable;
 use somna::{Error, Store};
 
 const BIN: &str = env!("CARGO_BIN_EXE_somna");
@@ -32,8 +32,8 @@ fn damaged_store(dir: &Path) -> std::path::PathBuf {
     store.session_append("s1", &refs, None, None).unwrap();
     store.session_append("s2", &refs[..1], None, None).unwrap();
     drop(store);
-    let db = somna::redb::Database::builder()
-        .set_concurrency_mode(somna::redb::ConcurrencyMode::MultiWriter)
+    let db = redb::Database::builder()
+        .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
         .open(&path)
         .unwrap();
     let tx = db.begin_write().unwrap();

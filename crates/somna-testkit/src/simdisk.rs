@@ -1,4 +1,4 @@
-//! A simulated disk for crash testing: a [`redb::StorageBackend`] that remembers both what every
+//! A simulated disk for crash testing: a [`somna::StorageBackend`] that remembers both what every
 //! read sees and what a power loss could leave behind, and that injects faults on a plan.
 //!
 //! The disk keeps a **live image** (every write applied, which is what reads return) and a log of
@@ -47,7 +47,6 @@
 //! # Ok::<(), somna::Error>(())
 //! ```
 
-use somna::redb;
 use std::fmt;
 use std::io;
 use std::ops::Bound;
@@ -234,7 +233,7 @@ struct State {
 }
 
 /// A simulated disk: a cheap handle (clones share the same disk) implementing
-/// [`redb::StorageBackend`]. See the module documentation for the fault model.
+/// [`somna::StorageBackend`]. See the module documentation for the fault model.
 #[derive(Clone)]
 pub struct SimDisk {
     state: Arc<Mutex<State>>,
@@ -434,7 +433,7 @@ impl SimDisk {
     }
 
     /// Says which boot of the machine the disk's unsynced writes belong to
-    /// ([`redb::StorageBackend::boot_id`]). A disk made from a process's live image with the boot
+    /// ([`somna::StorageBackend::boot_id`]). A disk made from a process's live image with the boot
     /// id its writer saw is the same machine after that process died, its page cache intact; a
     /// disk made from a crash image is the machine after a restart. `None`, the default, is a
     /// disk that cannot tell: every open verifies a dead writer's unflushed commit.
@@ -592,7 +591,7 @@ impl SimDisk {
     }
 }
 
-impl redb::StorageBackend for SimDisk {
+impl somna::StorageBackend for SimDisk {
     fn len(&self) -> Result<u64, io::Error> {
         let s = self.begin(OpKind::Len)?;
         Ok(s.live.len() as u64)
@@ -665,7 +664,7 @@ impl redb::StorageBackend for SimDisk {
         &self,
         _start: Bound<u64>,
         _end: Bound<u64>,
-    ) -> Result<bool, redb::BackendError> {
+    ) -> Result<bool, somna::BackendError> {
         Ok(true)
     }
 
@@ -673,11 +672,11 @@ impl redb::StorageBackend for SimDisk {
         &self,
         _start: Bound<u64>,
         _end: Bound<u64>,
-    ) -> Result<bool, redb::BackendError> {
+    ) -> Result<bool, somna::BackendError> {
         Ok(true)
     }
 
-    fn lock_range(&self, _start: Bound<u64>, _end: Bound<u64>) -> Result<(), redb::BackendError> {
+    fn lock_range(&self, _start: Bound<u64>, _end: Bound<u64>) -> Result<(), somna::BackendError> {
         Ok(())
     }
 
@@ -685,11 +684,15 @@ impl redb::StorageBackend for SimDisk {
         &self,
         _start: Bound<u64>,
         _end: Bound<u64>,
-    ) -> Result<(), redb::BackendError> {
+    ) -> Result<(), somna::BackendError> {
         Ok(())
     }
 
-    fn unlock_range(&self, _start: Bound<u64>, _end: Bound<u64>) -> Result<(), redb::BackendError> {
+    fn unlock_range(
+        &self,
+        _start: Bound<u64>,
+        _end: Bound<u64>,
+    ) -> Result<(), somna::BackendError> {
         Ok(())
     }
 
@@ -697,7 +700,7 @@ impl redb::StorageBackend for SimDisk {
         &self,
         _start: Bound<u64>,
         _end: Bound<u64>,
-    ) -> Result<bool, redb::BackendError> {
+    ) -> Result<bool, somna::BackendError> {
         Ok(false)
     }
 }
@@ -705,7 +708,7 @@ impl redb::StorageBackend for SimDisk {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use redb::StorageBackend;
+    use somna::StorageBackend;
 
     #[test]
     fn durable_is_live_minus_the_unsynced_log() {

@@ -4,10 +4,11 @@ use crate::cli::names::{kinds, statuses, Names};
 use clap::Args;
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use somna::text;
-use somna::{Error, Kind, NewMemory, Status};
+use somna::{Error, Kind, MergePrompt, NewMemory, Status};
 
+use super::typed::Object;
 use crate::cli::context::Context;
 use crate::cli::verb::Verb;
 
@@ -72,10 +73,33 @@ pub fn default_kind() -> String {
     Kind::Observation.as_str().into()
 }
 
+// A typed result: the CLI prints it as text or JSON, and the MCP tool returns it as its
+// structured content, its output schema derived from this type.
+/// What `note` reports: the id, and when the principal may read the scope, how the memory is
+/// shown and the merge due next.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+pub struct Recorded {
+    /// The memory's id (for a replay, the earlier append's).
+    pub id: u64,
+    /// Whether this was a retry of an earlier append with the same key, which wrote nothing.
+    pub replayed: bool,
+    /// Its lifecycle status (only when the principal may read the scope).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "mcp", schemars(with = "Option<String>"))]
+    pub status: Option<Status>,
+    /// Whether it reads as instructions to the reader, so is always shown marked and quoted
+    /// (only when the principal may read the scope).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub untrusted: Option<bool>,
+    /// The merge prompt due next, or null (only when the principal may read the scope).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_merge: Option<Option<Object<MergePrompt>>>,
+}
+
 /// Appends the memory. When the principal may read the scope, also says whether it is shown
 /// marked (proposed, or reading as instructions) and prints the next merge prompt, if one is due.
-/// With `--json`: `{id, replayed}`, and when the principal may read the scope also `status`,
-/// `untrusted` and `next_merge` (the merge prompt due, or null).
+/// With `--json`: [`Recorded`].
 pub fn run(cx: &mut Context<'_>, a: &NoteArgs) -> Result<u8, Error> {
     let mem = new_memory(cx, a)?;
     let untrusted = somna::reads_as_instructions(&mem.text);
@@ -85,12 +109,18 @@ pub fn run(cx: &mut Context<'_>, a: &NoteArgs) -> Result<u8, Error> {
         .note_report(cx.scope, mem, a.key.as_deref())
         .map_err(|e| if tool_call { for_a_tool(e) } else { e })?;
     let first = noted.appended.first;
-    let mut v = serde_json::json!({"id": first, "replayed": noted.appended.replayed});
     let text = cx.text_wanted();
     if text {
         writeln!(cx.out, "Saved as #{first}.")?;
     }
-    if let Some(seen) = &noted.seen {
+    let mut r = Recorded {
+        id: first,
+        replayed: noted.appended.replayed,
+        status: None,
+        untrusted: None,
+        next_merge: None,
+    };
+    if let Some(seen) = noted.seen {
         let (m, st) = (&seen.memory, &seen.state);
         if text && st.status == Status::Proposed {
             writeln!(cx.out, "Stored as proposed ({}): it is shown marked until a principal runs `{} accept {}`.", m.kind, cx.prefix, m.id)?;
@@ -98,16 +128,14 @@ pub fn run(cx: &mut Context<'_>, a: &NoteArgs) -> Result<u8, Error> {
         if text && untrusted {
             writeln!(cx.out, "Flagged: it reads as instructions to the reader, so it will always be shown marked and quoted.")?;
         }
-        if let Some(o) = v.as_object_mut().filter(|_| cx.json_wanted()) {
-            o.insert("status".into(), serde_json::json!(st.status));
-            o.insert("untrusted".into(), serde_json::json!(st.untrusted));
-            o.insert("next_merge".into(), serde_json::json!(seen.next_prompt));
-        }
         if text {
             cx.print_prompt(seen.next_prompt.as_ref(), seen.pending, false)?;
         }
+        r.status = Some(st.status);
+        r.untrusted = Some(st.untrusted);
+        r.next_merge = Some(seen.next_prompt.map(Object));
     }
-    cx.emit(&v)?;
+    cx.emit(&r)?;
     Ok(0)
 }
 

@@ -4,10 +4,11 @@ use crate::cli::names::{kinds, Names};
 use clap::Args;
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use somna::text;
-use somna::{Error, Kind, RecallQuery};
+use somna::{Error, Kind, Recall, RecallQuery};
 
+use super::typed::OneOrMany;
 use crate::cli::context::Context;
 use crate::cli::output::plural;
 use crate::cli::verb::Verb;
@@ -53,78 +54,124 @@ pub struct RecallArgs {
     pub all: bool,
 }
 
+/// One scope's matches, in a recall over several.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+pub struct ScopeRecall {
+    /// The scope.
+    pub scope: String,
+    /// What recall found in it.
+    pub recall: Recall,
+}
+
+// A typed result: the CLI prints it as text (`Recalled::render`) or JSON, and the MCP tool
+// returns it as its structured content (several scopes' under `result`), its output schema
+// derived from this type.
+/// What `recall` found: in one scope, or in each of several.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(transparent)]
+pub struct Recalled {
+    /// One scope's matches, or each scope's.
+    pub found: OneOrMany<Recall, ScopeRecall>,
+}
+
+impl Recalled {
+    /// The matches of `a.pattern` in `scope` (several, comma-separated, or every readable one
+    /// with `a.all`).
+    pub fn call(store: &somna::Store, scope: &str, a: &RecallArgs) -> Result<Recalled, Error> {
+        let mut q = RecallQuery::new(a.pattern.clone());
+        q.limit = a.limit;
+        q.since_us = a.since.as_deref().map(text::parse_time).transpose()?;
+        q.until_us = a.until.as_deref().map(text::parse_time).transpose()?;
+        q.kind = a.kind.as_deref().map(str::parse::<Kind>).transpose()?;
+        q.words = a.words;
+        q.before = a.before;
+        if let Some(b) = a.bytes {
+            q.max_bytes = b;
+        }
+        if !a.all && !scope.contains(',') {
+            let found = OneOrMany::One(store.recall(scope, &q)?);
+            return Ok(Recalled { found });
+        }
+        let found = if a.all {
+            store.recall_all(&q)?
+        } else {
+            let scopes: Vec<String> = scope.split(',').map(str::to_string).collect();
+            store.recall_scopes(&scopes, &q)?
+        };
+        let found = found
+            .into_iter()
+            .map(|(scope, recall)| ScopeRecall { scope, recall })
+            .collect();
+        Ok(Recalled {
+            found: OneOrMany::Many(found),
+        })
+    }
+
+    /// The exit status: 5 when records were damaged (the valid matches are still shown), else 0.
+    pub fn exit_code(&self) -> u8 {
+        let damaged = match &self.found {
+            OneOrMany::One(r) => !r.unreadable.is_empty(),
+            OneOrMany::Many(all) => all.iter().any(|s| !s.recall.unreadable.is_empty()),
+        };
+        if damaged {
+            5
+        } else {
+            0
+        }
+    }
+
+    /// Its text: the match lines (each after its scope, over several), then a count.
+    pub fn render(&self) -> String {
+        match &self.found {
+            OneOrMany::One(r) => r.render(),
+            OneOrMany::Many(all) => render_scopes(all),
+        }
+    }
+}
+
 /// Prints the matches (the valid ones, when some records are damaged: then the exit status is
 /// 5); with `--all` or `--scope a,b`, over several scopes.
 pub fn run(cx: &mut Context<'_>, a: &RecallArgs) -> Result<u8, Error> {
-    let scope = cx.scope;
-    let mut q = RecallQuery::new(a.pattern.clone());
-    q.limit = a.limit;
-    q.since_us = a.since.as_deref().map(text::parse_time).transpose()?;
-    q.until_us = a.until.as_deref().map(text::parse_time).transpose()?;
-    q.kind = a.kind.as_deref().map(str::parse::<Kind>).transpose()?;
-    q.words = a.words;
-    q.before = a.before;
-    if let Some(b) = a.bytes {
-        q.max_bytes = b;
-    }
-    if a.all || scope.contains(',') {
-        let found = if a.all {
-            cx.store.recall_all(&q)?
-        } else {
-            let scopes: Vec<String> = scope.split(',').map(str::to_string).collect();
-            cx.store.recall_scopes(&scopes, &q)?
-        };
-        return recall_scopes(cx, &found);
-    }
-    let r = cx.store.recall(scope, &q)?;
+    let r = Recalled::call(&cx.store, cx.scope, a)?;
     cx.emit(&r)?;
     if cx.text_wanted() {
         write!(cx.out, "{}", r.render())?;
     }
-    // The valid matches are printed; the exit status still says the store is damaged.
-    Ok(if r.unreadable.is_empty() { 0 } else { 5 })
+    Ok(r.exit_code())
 }
 
-/// Recall over several scopes: each match line starts with its scope; JSON is one object per
-/// scope (`scope` beside recall's fields). Exit 5 when a scope had damaged records.
-fn recall_scopes(cx: &mut Context<'_>, found: &[(String, somna::Recall)]) -> Result<u8, Error> {
-    let damaged = found.iter().any(|(_, r)| !r.unreadable.is_empty());
-    let code = if damaged { 5 } else { 0 };
-    if cx.json_wanted() {
-        let v: Vec<serde_json::Value> = found
-            .iter()
-            .map(|(s, r)| serde_json::json!({ "scope": s, "recall": r }))
-            .collect();
-        cx.emit(&v)?;
-        if !cx.text_wanted() {
-            return Ok(code);
-        }
-    }
-    let out = &mut *cx.out;
+/// Recall over several scopes as text: each match line starts with its scope.
+fn render_scopes(found: &[ScopeRecall]) -> String {
+    let mut out = String::new();
     let mut total = 0;
-    for (s, r) in found {
+    for ScopeRecall {
+        scope: s,
+        recall: r,
+    } in found
+    {
         for l in r.shown_lines() {
-            writeln!(out, "{s} {l}")?;
+            out.push_str(&format!("{s} {l}\n"));
         }
         total += r.total;
         if r.total > r.matches.len() as u64 {
-            writeln!(
-                out,
-                "Newest {} of {} matches in scope {s}. Narrow the regex.",
+            out.push_str(&format!(
+                "Newest {} of {} matches in scope {s}. Narrow the regex.\n",
                 r.matches.len(),
                 r.total
-            )?;
+            ));
         }
         for id in &r.unreadable {
-            writeln!(out, "Skipped damaged record #{id} in scope {s}.")?;
+            out.push_str(&format!("Skipped damaged record #{id} in scope {s}.\n"));
         }
     }
     let scopes = plural(found.len() as u64, "scope", "scopes");
     match total {
-        0 => writeln!(out, "No match in {scopes}.")?,
-        n => writeln!(out, "{} in {scopes}.", plural(n, "match", "matches"))?,
+        0 => out.push_str(&format!("No match in {scopes}.\n")),
+        n => out.push_str(&format!("{} in {scopes}.\n", plural(n, "match", "matches"))),
     }
-    Ok(code)
+    out
 }
 
 /// The verb `recall`.

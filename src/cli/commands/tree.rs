@@ -6,7 +6,7 @@ use clap::Args;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use somna::text;
-use somna::{Block, Error, NapOutcome, PromptInput, Store, ZoomEntry};
+use somna::{Block, Error, MergePrompt, NapOutcome, PromptInput, Store, ZoomEntry};
 
 use super::typed::Object;
 use crate::cli::context::Context;
@@ -112,6 +112,45 @@ pub fn pending(cx: &mut Context<'_>, a: &PendingArgs) -> Result<u8, Error> {
     Ok(0)
 }
 
+// A typed result: the CLI prints it as text or JSON, and the MCP tool returns it as its
+// structured content (a batch under `result`), its output schema derived from this type.
+/// What `nap` returns, by what it was given.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(untagged)]
+pub enum NapResult {
+    /// Given nothing: the merge due next (null when none is), and how many are pending.
+    Next {
+        /// The merge prompt due next, or null.
+        next_merge: Option<Object<MergePrompt>>,
+        /// Merges pending.
+        pending: u64,
+    },
+    /// Given a batch size: up to that many independent merge prompts.
+    Batch(Vec<Object<MergePrompt>>),
+    /// Given answers (a tool's `answers`, the command line's `--apply`): what they stored, in
+    /// one transaction.
+    Answers {
+        /// The blocks whose summary was stored (`LO-HI`).
+        saved: Vec<String>,
+        /// The blocks already settled (another answer came first), left as they were.
+        settled: Vec<String>,
+        /// The merge prompt due next, or null.
+        next_merge: Option<Object<MergePrompt>>,
+    },
+    /// Given a block and its summary.
+    Answer {
+        /// The block (`LO-HI`).
+        block: String,
+        /// Whether the summary was stored (false: the block was already settled).
+        saved: bool,
+        /// Whether a claim of the stored summary cites no memory.
+        uncited: bool,
+        /// The merge prompt due next, or null.
+        next_merge: Option<Object<MergePrompt>>,
+    },
+}
+
 /// Prints merge prompts (`--batch N`), stores a file of answers (`--apply FILE`) or a tool's
 /// `answers`, stores one answer (`LO-HI TEXT`), or prints the next merge prompt.
 pub fn nap(cx: &mut Context<'_>, a: &NapArgs) -> Result<u8, Error> {
@@ -160,8 +199,11 @@ fn next_merge(cx: &mut Context<'_>) -> Result<(), Error> {
         .store
         .read(|r| Ok((r.next_prompt(scope)?, r.pending_count(scope)?)))?;
     if cx.json_wanted() {
-        let v = serde_json::json!({"next_merge": prompt, "pending": pending});
-        cx.emit(&v)?;
+        let next_merge = prompt.clone().map(Object);
+        cx.emit(&NapResult::Next {
+            next_merge,
+            pending,
+        })?;
     }
     if cx.text_wanted() {
         cx.print_prompt(prompt.as_ref(), pending, true)?;
@@ -169,18 +211,23 @@ fn next_merge(cx: &mut Context<'_>) -> Result<(), Error> {
     Ok(())
 }
 
-/// The next merge prompt as `--json` shows it after a write (null when none is due).
-fn next_merge_json(cx: &Context<'_>) -> Result<serde_json::Value, Error> {
+/// The next merge prompt as `--json` shows it after a write (null when none is due; not read
+/// when no JSON is wanted).
+fn next_merge_json(cx: &Context<'_>) -> Result<Option<Object<MergePrompt>>, Error> {
     if !cx.json_wanted() {
-        return Ok(serde_json::Value::Null);
+        return Ok(None);
     }
-    Ok(serde_json::json!(cx.store.next_prompt(cx.scope)?))
+    Ok(cx.store.next_prompt(cx.scope)?.map(Object))
 }
 
 /// Prints up to `n` independent merge prompts, to answer together with `--apply`.
 fn nap_batch(cx: &mut Context<'_>, n: usize) -> Result<u8, Error> {
     let prompts = cx.store.read(|r| r.prompts(cx.scope, n.max(1)))?;
-    cx.emit(&prompts)?;
+    if cx.json_wanted() {
+        cx.emit(&NapResult::Batch(
+            prompts.iter().cloned().map(Object).collect(),
+        ))?;
+    }
     if !cx.text_wanted() {
         return Ok(0);
     }
@@ -223,9 +270,12 @@ fn save_answers(cx: &mut Context<'_>, entries: Vec<(Block, String)>) -> Result<u
     };
     let saved = blocks(NapOutcome::Saved);
     let settled = blocks(NapOutcome::AlreadySettled);
-    let v =
-        serde_json::json!({"saved": saved, "settled": settled, "next_merge": next_merge_json(cx)?});
-    cx.emit(&v)?;
+    let next_merge = next_merge_json(cx)?;
+    cx.emit(&NapResult::Answers {
+        saved: saved.clone(),
+        settled: settled.clone(),
+        next_merge,
+    })?;
     if !cx.text_wanted() {
         return Ok(0);
     }
@@ -290,11 +340,12 @@ fn nap_answer(cx: &mut Context<'_>, block: &str, t: &str) -> Result<(), Error> {
     let outcome = napped.outcome;
     let uncited = somna::uncited(&somna::parse_claims(&t));
     let saved = outcome != NapOutcome::AlreadySettled;
-    let v = serde_json::json!({
-        "block": b.to_string(), "saved": saved, "uncited": saved && uncited,
-        "next_merge": napped.next_prompt,
-    });
-    cx.emit(&v)?;
+    cx.emit(&NapResult::Answer {
+        block: b.to_string(),
+        saved,
+        uncited: saved && uncited,
+        next_merge: napped.next_prompt.clone().map(Object),
+    })?;
     if !cx.text_wanted() {
         return Ok(());
     }

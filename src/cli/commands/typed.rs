@@ -56,3 +56,15 @@ macro_rules! object_schema_for {
 }
 
 object_schema_for!(Object, Sorted);
+
+/// A verb's result for one scope, or one per scope (`--all`, `--scope a,b`): an object, or an
+/// array of them (which an MCP tool call returns under `result`).
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(untagged)]
+pub enum OneOrMany<T, U = T> {
+    /// One scope's.
+    One(T),
+    /// One per scope, in the order the scopes were named (`--all`: by name).
+    Many(Vec<U>),
+}

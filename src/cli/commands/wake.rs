@@ -3,9 +3,10 @@
 use clap::Args;
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
-use serde::Deserialize;
-use somna::{Error, WakeOptions};
+use serde::{Deserialize, Serialize};
+use somna::{Error, WakeOptions, WakeView};
 
+use super::typed::OneOrMany;
 use crate::cli::context::Context;
 use crate::cli::verb::Verb;
 
@@ -31,47 +32,82 @@ pub struct WakeArgs {
     pub all: bool,
 }
 
+// A typed result: the CLI prints it as text (`Woken::render`) or JSON, and the MCP tool returns
+// it as its structured content (several scopes' under `result`), its output schema derived from
+// this type.
+/// What `wake` shows: one scope's view, or one per scope.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "mcp", derive(JsonSchema))]
+#[serde(transparent)]
+pub struct Woken {
+    /// The view, or the views.
+    pub views: OneOrMany<WakeView>,
+    /// The text, as printed (not in the JSON).
+    #[serde(skip)]
+    #[cfg_attr(feature = "mcp", schemars(skip))]
+    pub text: String,
+}
+
+impl Woken {
+    /// The memory of `scope` (several, comma-separated, or every readable one with `a.all`)
+    /// within the budget; the text only when `text` (a part past the last is an error there).
+    pub fn call(
+        store: &somna::Store,
+        scope: &str,
+        a: &WakeArgs,
+        w: &WakeOptions,
+        text: bool,
+    ) -> Result<Woken, Error> {
+        if w.part == 0 {
+            return Err(Error::Invalid {
+                what: "part",
+                reason: "parts are numbered from 1".into(),
+            });
+        }
+        if a.all || scope.contains(',') {
+            let (views, text) = if a.all {
+                store.wake_all(w)?
+            } else {
+                let scopes: Vec<String> = scope.split(',').map(str::to_string).collect();
+                store.wake_scopes(&scopes, w)?
+            };
+            let views = OneOrMany::Many(views);
+            return Ok(Woken { views, text });
+        }
+        // One read for `--json`, text, or both: the view, then its text.
+        let view = store.wake(scope, w)?;
+        let text = if text { view.part(w)? } else { String::new() };
+        Ok(Woken {
+            views: OneOrMany::One(view),
+            text,
+        })
+    }
+
+    /// Its text.
+    pub fn render(&self) -> &str {
+        &self.text
+    }
+}
+
 /// Prints the scope's memory (recent memories raw, older ones summarized) within the budget;
 /// with `--all` or `--scope a,b`, one section per scope, each naming its scope in its commands.
 pub fn run(cx: &mut Context<'_>, a: &WakeArgs) -> Result<u8, Error> {
-    let scope = cx.scope;
+    let several = a.all || cx.scope.contains(',');
     let w = WakeOptions {
         lines: a.lines,
         bytes: a.bytes,
         part: a.part.unwrap_or(1),
         snapshot: a.total,
-        hints: cx.hints(),
-    };
-    if w.part == 0 {
-        return Err(Error::Invalid {
-            what: "part",
-            reason: "parts are numbered from 1".into(),
-        });
-    }
-    if a.all || scope.contains(',') {
-        let w = WakeOptions {
-            hints: cx.hints_without_scope(),
-            ..w
-        };
-        let (views, text) = if a.all {
-            cx.store.wake_all(&w)?
+        hints: if several {
+            cx.hints_without_scope()
         } else {
-            let scopes: Vec<String> = scope.split(',').map(str::to_string).collect();
-            cx.store.wake_scopes(&scopes, &w)?
-        };
-        cx.emit(&views)?;
-        if cx.text_wanted() {
-            write!(cx.out, "{text}")?;
-        }
-        return Ok(0);
-    }
-    // One read for `--json`, text, or both: the view, then its text.
-    let view = cx.store.wake(scope, &w)?;
-    if cx.json_wanted() {
-        cx.emit(&view)?;
-    }
+            cx.hints()
+        },
+    };
+    let woken = Woken::call(&cx.store, cx.scope, a, &w, cx.text_wanted())?;
+    cx.emit(&woken)?;
     if cx.text_wanted() {
-        write!(cx.out, "{}", view.part(&w)?)?;
+        write!(cx.out, "{}", woken.render())?;
     }
     Ok(0)
 }

@@ -38,6 +38,7 @@ pub enum WakeItem {
 
 /// What wake shows: the cover's lines and what surrounds them.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct WakeView {
     /// The scope.
     pub scope: String,
@@ -46,6 +47,10 @@ pub struct WakeView {
     /// Memories `[0, omitted)` left out to fit the budget (0: none).
     pub omitted: u64,
     /// The cover's lines, oldest first.
+    #[cfg_attr(
+        feature = "schemars",
+        schemars(with = "Vec<crate::domain::schema::AnyObject>")
+    )]
     pub items: Vec<WakeItem>,
     /// Merges pending.
     pub pending: u64,

@@ -8,9 +8,7 @@
 //! (a process killed, the machine up) keeps every published commit. Two handles on one simulated
 //! disk take turns, each continuing the other's commits.
 
-use somna::redb::{
-    ConcurrencyMode, Database, ReadableDatabase, ReadableTableMetadata, TableDefinition,
-};
+use redb::{ConcurrencyMode, Database, ReadableDatabase, ReadableTableMetadata, TableDefinition};
 use somna_testkit::simdisk::{SimDisk, SimRng, Survival};
 use std::collections::BTreeMap;
 

@@ -362,8 +362,8 @@ fn the_format1_fixture_is_indexed_on_its_first_read_write_open() {
 
 /// Turns a store of this somna back into format 1: no index tables, `format` = 1.
 fn downgrade(path: &Path) {
-    let db = somna::redb::Database::builder()
-        .set_concurrency_mode(somna::redb::ConcurrencyMode::MultiWriter)
+    let db = redb::Database::builder()
+        .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
         .open(path)
         .unwrap();
     let w = db.begin_write().unwrap();

@@ -22,7 +22,7 @@
 
 use std::path::{Path, PathBuf};
 
-use somna::redb::{ReadableDatabase, TableDefinition};
+use redb::{ReadableDatabase, TableDefinition};
 use somna::{SearchMode, SearchQuery, Store};
 
 const TAIL: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new("search_tail");
@@ -85,8 +85,8 @@ fn the_format2_fixture_still_searches_exactly() {
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     drop(s);
 
-    let db = somna::redb::Database::builder()
-        .set_concurrency_mode(somna::redb::ConcurrencyMode::MultiWriter)
+    let db = redb::Database::builder()
+        .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
         .open(&path)
         .unwrap();
     let r = db.begin_read().unwrap();

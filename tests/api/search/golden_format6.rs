@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::PathBuf;
 
-use somna::redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 use somna::{Embedder, Error, NewMemory, Options, SearchMode, SearchQuery, Store};
 
 const EMBEDDINGS: TableDefinition<(u32, &str, u64), &[u8]> = TableDefinition::new("embeddings");
@@ -98,7 +98,7 @@ fn the_format6_fixture_holds_its_vectors_byte_by_byte() {
     let path = dir.path().join("s.redb");
     std::fs::copy(fixtures().join("format6-embeddings.redb"), &path).unwrap();
     {
-        let db = somna::redb::Database::open(&path).unwrap();
+        let db = redb::Database::open(&path).unwrap();
         let r = db.begin_read().unwrap();
         let t = r.open_table(EMBEDDINGS).unwrap();
         // "alpha beta": [10.0, 4.0, 2.0, 2.0], enveloped: version 1, length 4, 16 bytes of f32
@@ -273,7 +273,7 @@ fn verify_finds_damaged_and_stray_vectors() {
     let path = dir.path().join("s.redb");
     std::fs::copy(fixtures().join("format6-embeddings.redb"), &path).unwrap();
     {
-        let db = somna::redb::Database::open(&path).unwrap();
+        let db = redb::Database::open(&path).unwrap();
         let w = db.begin_write().unwrap();
         {
             let mut t = w.open_table(EMBEDDINGS).unwrap();

@@ -25,11 +25,11 @@
 
 use std::path::{Path, PathBuf};
 
+use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
 use somna::format::{
     chain_next, decode, decode_chunk, CHAIN_START, META, SESSIONS, SESSION_CHUNKS, SESSION_HASHES,
     SESSION_MESSAGES,
 };
-use somna::redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
 use somna::{Error, Migration, Options, Store};
 
 const CHAT1: [&str; 3] = [
@@ -131,8 +131,8 @@ fn check_sessions(s: &Store) {
 }
 
 fn stored_format(path: &Path) -> u32 {
-    let db = somna::redb::Database::builder()
-        .set_concurrency_mode(somna::redb::ConcurrencyMode::MultiWriter)
+    let db = redb::Database::builder()
+        .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
         .open(path)
         .unwrap();
     let rtx = db.begin_read().unwrap();
@@ -145,8 +145,8 @@ fn stored_format(path: &Path) -> u32 {
 /// number it holds, its entries' gaps, hashes and texts those of the format-2 rows, its chain
 /// the chain of the session's messages; the format-2 tables empty.
 fn chunk_bytes(path: &Path) {
-    let db = somna::redb::Database::builder()
-        .set_concurrency_mode(somna::redb::ConcurrencyMode::MultiWriter)
+    let db = redb::Database::builder()
+        .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
         .open(path)
         .unwrap();
     let rtx = db.begin_read().unwrap();
@@ -201,8 +201,8 @@ fn chunk_bytes(path: &Path) {
 fn a_damaged_format2_row_stops_the_migration_leaving_format_2() {
     let (_dir, path) = fixture_copy();
     {
-        let db = somna::redb::Database::builder()
-            .set_concurrency_mode(somna::redb::ConcurrencyMode::MultiWriter)
+        let db = redb::Database::builder()
+            .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
             .open(&path)
             .unwrap();
         let w = db.begin_write().unwrap();
@@ -229,8 +229,8 @@ fn a_damaged_format2_row_stops_the_migration_leaving_format_2() {
 /// The rows under the engine: chat-1 holds sequence numbers 1 to 3 (0 was archived), chat-2
 /// holds 0 and 1 (2 was popped).
 fn raw_bytes(path: &Path) {
-    let db = somna::redb::Database::builder()
-        .set_concurrency_mode(somna::redb::ConcurrencyMode::MultiWriter)
+    let db = redb::Database::builder()
+        .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
         .open(path)
         .unwrap();
     let rtx = db.begin_read().unwrap();

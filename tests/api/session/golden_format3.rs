@@ -24,8 +24,8 @@
 
 use std::path::{Path, PathBuf};
 
+use redb::{ReadableDatabase, ReadableTable};
 use somna::format::{chain_next, decode_chunk, CHAIN_START, SESSION_CHUNKS};
-use somna::redb::{ReadableDatabase, ReadableTable};
 use somna::Store;
 
 const CHAT2: [&str; 2] = [
@@ -108,8 +108,8 @@ fn the_format3_sessions_read_exactly() {
 
 /// The chunks under the engine: key, sequence numbers of their messages, and the chain.
 fn chunks(path: &Path) {
-    let db = somna::redb::Database::builder()
-        .set_concurrency_mode(somna::redb::ConcurrencyMode::MultiWriter)
+    let db = redb::Database::builder()
+        .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
         .open(path)
         .unwrap();
     let rtx = db.begin_read().unwrap();

@@ -158,9 +158,9 @@ fn the_format5_shared_fixture_rolls_back_and_replays() {
     let raw = dir.path().join("raw.redb");
     std::fs::copy(&src, &raw).unwrap();
     {
-        use somna::redb::{ReadableDatabase, ReadableTableMetadata};
-        let mut db = somna::redb::Database::builder()
-            .set_concurrency_mode(somna::redb::ConcurrencyMode::MultiWriter)
+        use redb::{ReadableDatabase, ReadableTableMetadata};
+        let mut db = redb::Database::builder()
+            .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
             .open(&raw)
             .unwrap();
         let r = db.begin_read().unwrap();

@@ -9,11 +9,9 @@
 //! Case count: `SOMNA_PROPTEST_CASES` (default 256) per shape, 10 shapes.
 
 use proptest::prelude::*;
+use redb::{backends::InMemoryBackend, Database, ReadableDatabase, ReadableTable, TableDefinition};
 use somna::format::TableId;
 use somna::format::{keys, Key};
-use somna::redb::{
-    backends::InMemoryBackend, Database, ReadableDatabase, ReadableTable, TableDefinition,
-};
 
 fn cases() -> u32 {
     std::env::var("SOMNA_PROPTEST_CASES")

@@ -3,14 +3,12 @@
 //! this checks that the kept names still refuse every wrong type, whatever was opened before, and
 //! that somna still reports a store whose table was retyped behind its back as damaged.
 
-use somna::redb::{
-    backends::InMemoryBackend, Database, ReadableDatabase, TableDefinition, TableError,
-};
+use redb::{backends::InMemoryBackend, Database, ReadableDatabase, TableDefinition, TableError};
 use somna::{Error, Options, Store};
 
 const RIGHT: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new("t");
 
-fn mismatch<K: somna::redb::Key + 'static, V: somna::redb::Value + 'static>(
+fn mismatch<K: redb::Key + 'static, V: redb::Value + 'static>(
     db: &Database,
     def: TableDefinition<K, V>,
 ) -> bool {

@@ -8,8 +8,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
 
+use redb::{self, ReadableDatabase, ReadableTableMetadata};
 use rusqlite::Connection;
-use somna::redb::{self, ReadableDatabase, ReadableTableMetadata};
 use somna::{NewMemory, Options, SearchQuery, Store};
 
 use crate::quality::fts_query;

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
 
-use somna::redb::{self, ReadableDatabase};
+use redb::{self, ReadableDatabase};
 use somna::{NewMemory, Options, SearchMode, SearchQuery, Store};
 
 use crate::speed::{percentile, table_bytes, Text, BATCH};

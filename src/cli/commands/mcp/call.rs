@@ -230,15 +230,15 @@ pub fn run(server: &Server, store: Store, c: Call) -> Result<(u8, String, Option
     Ok((code, String::from_utf8_lossy(&out).into_owned(), captured))
 }
 
-/// The text and the structured value (the text parsed as JSON for the verbs that print JSON
-/// only, under `result` when it is not an object); a non-zero exit an `isError` result.
+/// The text and the structured value (the verb's typed result, under `result` when it is not
+/// an object: no text is ever parsed back); a non-zero exit an `isError` result.
 fn shape(
     spec: &ToolSpec,
     code: u8,
     out: String,
     captured: Option<Value>,
 ) -> Result<(String, Value), CallToolResult> {
-    let value = captured.or_else(|| serde_json::from_str(&out).ok());
+    let value = captured;
     if code != 0 && code != 5 {
         // A verb that reports on stderr and exits non-zero: no such session.
         let what = if spec.group == Group::Sessions {

@@ -49,9 +49,10 @@ pub struct ToolSpec {
     pub idempotent: bool,
     /// The JSON Schema of its arguments: that of the CLI verb's argument struct ([`args`]).
     pub input: fn() -> Arc<JsonObject>,
-    /// Its `structuredContent` (the CLI's `--json`; an array is under `result`): the schema of
-    /// its verb's typed result, or (for a verb not yet typed) its fields as declared here.
-    pub output: Output,
+    /// The JSON Schema of its `structuredContent` (the CLI's `--json`; an array is under
+    /// `result`): that of its verb's typed result (`typed_output::<Out>`), the same type the
+    /// verb returns and the CLI prints with `--json`, so the two cannot drift.
+    pub output: fn() -> JsonObject,
     /// Whether it takes a byte budget for its lines (wake, recall, search): a result over the
     /// server's budget is asked for again with fewer lines, instead of refused.
     pub shrinks: bool,
@@ -79,10 +80,7 @@ impl ToolSpec {
         let mut t = Tool::new(self.name, self.description, input)
             .with_title(self.title)
             .with_annotations(annotations);
-        let mut schema = match self.output {
-            Output::Fields(fields, required) => output_schema(fields, required),
-            Output::Typed(schema) => typed_schema(schema()),
-        };
+        let mut schema = typed_schema((self.output)());
         if !self.read_only {
             cuttable(&mut schema);
         }
@@ -93,8 +91,16 @@ impl ToolSpec {
 
 /// A write's output schema as its result over the budget may be: its long fields left out and
 /// named in `cut`, so that only the fields that cannot be long (numbers and booleans) stay
-/// required.
+/// required; in each branch of a union.
 fn cuttable(schema: &mut JsonObject) {
+    if let Some(Value::Array(branches)) = schema.get_mut("anyOf") {
+        for b in branches {
+            if let Value::Object(b) = b {
+                cuttable(b);
+            }
+        }
+        return;
+    }
     let short = |t: &Value| matches!(t.as_str(), Some("integer" | "number" | "boolean"));
     let props = schema.get("properties").cloned().unwrap_or_default();
     if let Some(Value::Array(required)) = schema.get_mut("required") {
@@ -150,17 +156,6 @@ fn strict(v: &mut Value) {
     }
 }
 
-/// What a tool's structured result is.
-#[derive(Clone, Copy)]
-pub enum Output {
-    /// The JSON Schema of its verb's typed result (`schema_for_type::<Out>`): the same type the
-    /// verb returns and the CLI prints with `--json`, so the two cannot drift.
-    Typed(fn() -> JsonObject),
-    /// Its top-level fields with their types, and which are always present, declared by hand
-    /// (the verbs whose result is not typed yet).
-    Fields(&'static [(&'static str, Ty)], &'static [&'static str]),
-}
-
 /// The JSON Schema of a typed result `T`, every subschema inlined (no `$ref`) and every
 /// nullable type (`[T, "null"]`) spelled `anyOf` of the two, as the declared fields are.
 pub fn typed_output<T: schemars::JsonSchema>() -> JsonObject {
@@ -192,9 +187,22 @@ fn nullable_as_any_of(v: &mut Value) {
 }
 
 /// A typed result's schema as an output schema: an object as it is, anything else (an array)
-/// under `result`, as the call returns it.
+/// under `result`, as the call returns it; a union (`anyOf`, a result whose shape depends on
+/// the arguments) an object schema whose branches are each treated so.
 fn typed_schema(mut inner: JsonObject) -> JsonObject {
     inner.remove("$schema");
+    if let Some(Value::Array(branches)) = inner.remove("anyOf") {
+        let branches: Vec<Value> = branches
+            .into_iter()
+            .map(|b| match b {
+                Value::Object(m) => Value::Object(typed_schema(m)),
+                other => other,
+            })
+            .collect();
+        inner.insert("type".into(), json!("object"));
+        inner.insert("anyOf".into(), Value::Array(branches));
+        return inner;
+    }
     if inner.get("type") == Some(&Value::String("object".into())) {
         return inner;
     }
@@ -204,66 +212,6 @@ fn typed_schema(mut inner: JsonObject) -> JsonObject {
     outer.insert("required".into(), json!(["result"]));
     outer
 }
-
-/// The type of one field of a structured result, as its output schema declares it.
-#[derive(Clone, Copy, Debug)]
-pub enum Ty {
-    /// A whole number (ids, counts, revisions).
-    Int,
-    /// A string.
-    Str,
-    /// A boolean.
-    Bool,
-    /// An object (a memory, its state, a merge prompt).
-    Obj,
-    /// A list of strings (lines, block ranges).
-    Strs,
-    /// A list of whole numbers (ids).
-    Ints,
-    /// A list of objects.
-    Objs,
-    /// An object, or null when there is none (`next_merge` when nothing is due).
-    ObjOrNull,
-    /// A list of block ranges (`nap` with `answers`) or a boolean (`nap` with `block` and `text`).
-    StrsOrBool,
-}
-
-impl Ty {
-    /// Its JSON Schema: one `type` per branch (a nullable field is `anyOf` with `null`, the
-    /// spelling portable validators take).
-    fn schema(self) -> Value {
-        let items = |t: &str| json!({"type": "array", "items": {"type": t}});
-        let or = |a: Value, b: Value| json!({"anyOf": [a, b]});
-        let null = json!({"type": "null"});
-        match self {
-            Ty::Int => json!({"type": "integer"}),
-            Ty::Str => json!({"type": "string"}),
-            Ty::Bool => json!({"type": "boolean"}),
-            Ty::Obj => json!({"type": "object"}),
-            Ty::Strs => items("string"),
-            Ty::Ints => items("integer"),
-            Ty::Objs => items("object"),
-            Ty::ObjOrNull => or(Ty::Obj.schema(), null),
-            Ty::StrsOrBool => or(Ty::Strs.schema(), Ty::Bool.schema()),
-        }
-    }
-}
-
-/// An object schema naming the fields of a structured result with their types.
-fn output_schema(fields: &[(&str, Ty)], required: &[&str]) -> JsonObject {
-    let props: serde_json::Map<String, Value> = fields
-        .iter()
-        .map(|(f, t)| (f.to_string(), t.schema()))
-        .collect();
-    let v = json!({"type": "object", "properties": props, "required": required});
-    match v {
-        Value::Object(m) => m,
-        _ => JsonObject::new(),
-    }
-}
-
-/// `next_merge`: the next merge prompt, or null.
-const NEXT: (&str, Ty) = ("next_merge", Ty::ObjOrNull);
 
 /// Every tool, in the order `tools/list` returns them.
 pub const TOOLS: &[ToolSpec] = &[
@@ -276,18 +224,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scopes<wake::WakeArgs>>,
-        output: Output::Fields(
-            &[
-                ("scope", Ty::Str),
-                ("total", Ty::Int),
-                ("omitted", Ty::Int),
-                ("items", Ty::Objs),
-                ("pending", Ty::Int),
-                ("item_lines", Ty::Strs),
-                ("result", Ty::Objs),
-            ],
-            &[],
-        ),
+        output: typed_output::<wake::Woken>,
         shrinks: true,
         narrow: "a smaller bytes or lines budget, then part and total",
         build: args::wake,
@@ -301,16 +238,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: false,
         input: schema_for_type::<Scoped<note::NoteArgs>>,
-        output: Output::Fields(
-            &[
-                ("id", Ty::Int),
-                ("replayed", Ty::Bool),
-                ("status", Ty::Str),
-                ("untrusted", Ty::Bool),
-                NEXT,
-            ],
-            &["id", "replayed"],
-        ),
+        output: typed_output::<note::Recorded>,
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Note),
@@ -324,17 +252,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scopes<recall::RecallArgs>>,
-        output: Output::Fields(
-            &[
-                ("matches", Ty::Objs),
-                ("total", Ty::Int),
-                ("lines", Ty::Strs),
-                ("unreadable", Ty::Ints),
-                ("next_before", Ty::Int),
-                ("result", Ty::Objs),
-            ],
-            &[],
-        ),
+        output: typed_output::<recall::Recalled>,
         shrinks: true,
         narrow: "a narrower pattern, limit, or before",
         build: args::recall,
@@ -348,16 +266,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scopes<search::SearchArgs>>,
-        output: Output::Fields(
-            &[
-                ("hits", Ty::Objs),
-                ("candidates", Ty::Int),
-                ("next_offset", Ty::Int),
-                ("embedded_by", Ty::Str),
-                ("fallback", Ty::Str),
-            ],
-            &["hits", "candidates"],
-        ),
+        output: typed_output::<somna::SearchResult>,
         shrinks: true,
         narrow: "limit, then offset",
         build: |v, max| args::search(v, max),
@@ -371,7 +280,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<tree::ZoomArgs>>,
-        output: Output::Typed(typed_output::<tree::Zoomed>),
+        output: typed_output::<tree::Zoomed>,
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Zoom),
@@ -385,7 +294,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<inspect::ShowArgs>>,
-        output: Output::Typed(typed_output::<inspect::Shown>),
+        output: typed_output::<inspect::Shown>,
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Show),
@@ -399,7 +308,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<inspect::WhyArgs>>,
-        output: Output::Typed(typed_output::<inspect::Explained>),
+        output: typed_output::<inspect::Explained>,
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Why),
@@ -413,7 +322,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<tree::PendingArgs>>,
-        output: Output::Typed(typed_output::<tree::Pending>),
+        output: typed_output::<tree::Pending>,
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Pending),
@@ -427,18 +336,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<tree::NapArgs>>,
-        output: Output::Fields(
-            &[
-                NEXT,
-                ("pending", Ty::Int),
-                ("block", Ty::Str),
-                ("saved", Ty::StrsOrBool),
-                ("uncited", Ty::Bool),
-                ("settled", Ty::Strs),
-                ("result", Ty::Objs),
-            ],
-            &[],
-        ),
+        output: typed_output::<tree::NapResult>,
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Nap),
@@ -452,7 +350,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: true,
         idempotent: true,
         input: schema_for_type::<Scoped<tree::ForgetArgs>>,
-        output: Output::Typed(typed_output::<tree::Forgot>),
+        output: typed_output::<tree::Forgot>,
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Forget),
@@ -466,7 +364,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: false,
         input: schema_for_type::<args::Decide>,
-        output: Output::Typed(typed_output::<lifecycle::Decided>),
+        output: typed_output::<lifecycle::Decided>,
         shrinks: false,
         narrow: "narrow the request",
         build: args::decide,
@@ -480,7 +378,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<ItemsArgs>,
-        output: Output::Typed(typed_output::<session::Messages>),
+        output: typed_output::<session::Messages>,
         shrinks: false,
         narrow: "limit",
         build: |v, _| args::unscoped(v, args::session_load),
@@ -494,7 +392,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: true,
         idempotent: true,
         input: schema_for_type::<SaveArgs>,
-        output: Output::Typed(typed_output::<session::Saved>),
+        output: typed_output::<session::Saved>,
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::unscoped(v, |a| args::session(SessionCmd::Save(a))),
@@ -508,7 +406,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: false,
         input: schema_for_type::<AppendArgs>,
-        output: Output::Typed(typed_output::<session::Appended>),
+        output: typed_output::<session::Appended>,
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::unscoped(v, |a| args::session(SessionCmd::Append(a))),
@@ -522,7 +420,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<ListArgs>,
-        output: Output::Typed(typed_output::<session::SessionList>),
+        output: typed_output::<session::SessionList>,
         shrinks: false,
         narrow: "limit, then after",
         build: |v, _| args::unscoped(v, |a| args::session(SessionCmd::List(a))),
@@ -536,7 +434,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<IdArgs>,
-        output: Output::Typed(typed_output::<session::History>),
+        output: typed_output::<session::History>,
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::unscoped(v, |a| args::session(SessionCmd::History(a))),
@@ -550,7 +448,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: true,
         idempotent: true,
         input: schema_for_type::<Scoped<lifecycle::RedactArgs>>,
-        output: Output::Typed(typed_output::<lifecycle::Redacted>),
+        output: typed_output::<lifecycle::Redacted>,
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Redact),
@@ -564,7 +462,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<trust::GrantArgs>,
-        output: Output::Typed(typed_output::<trust::Granted>),
+        output: typed_output::<trust::Granted>,
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::unscoped(v, Command::Grant),
@@ -578,7 +476,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<trust::GrantArgs>,
-        output: Output::Typed(typed_output::<trust::Revoked>),
+        output: typed_output::<trust::Revoked>,
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::unscoped(v, Command::Revoke),
@@ -592,7 +490,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<NoArgs>,
-        output: Output::Typed(typed_output::<trust::Grants>),
+        output: typed_output::<trust::Grants>,
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::unscoped(v, Command::Grants),
@@ -606,7 +504,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<NoArgs>,
-        output: Output::Typed(typed_output::<admin::Stats>),
+        output: typed_output::<admin::Stats>,
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::unscoped(v, Command::Stats),
@@ -620,7 +518,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<NoArgs>,
-        output: Output::Typed(typed_output::<admin::Verified>),
+        output: typed_output::<admin::Verified>,
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::unscoped(v, Command::Verify),
@@ -634,7 +532,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<Scoped<trust::PolicyArgs>>,
-        output: Output::Typed(typed_output::<trust::PolicyShown>),
+        output: typed_output::<trust::PolicyShown>,
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::scoped(v, Command::Policy),

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use ::somna::redb::{self, ReadableDatabase, StorageBackend};
+use ::redb::{self, ReadableDatabase, StorageBackend};
 use ::somna::text::date_of;
 use ::somna::{Memory, Summary};
 

@@ -142,7 +142,7 @@ fn group_commit(
     plan: &Plan,
     mode: &str,
     (notes, ncount): (Store, Arc<IoCount>),
-    (db, fcount): (somna::redb::Database, Arc<IoCount>),
+    (db, fcount): (redb::Database, Arc<IoCount>),
     syncs_per_commit: f64,
     rep: &mut Report,
 ) {
