@@ -191,11 +191,13 @@ impl SearchQuery {
 
 /// One hit: a memory, or a summary, which names its block.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct Hit {
     /// The scope it is in.
     pub scope: String,
     /// The memory (a block of size 1) or the summarized block.
     #[serde(serialize_with = "block_str")]
+    #[cfg_attr(feature = "schemars", schemars(with = "String"))]
     pub block: Block,
     /// Its id, for a memory.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -216,6 +218,7 @@ fn block_str<S: serde::Serializer>(b: &Block, s: S) -> std::result::Result<S::Ok
 
 /// What a search found.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct SearchResult {
     /// The hits, best first.
     pub hits: Vec<Hit>,
@@ -281,7 +284,7 @@ impl Store {
     /// [`Store::search_scopes`] over every scope the principal may read (`search --all`),
     /// resolved in the same read.
     pub fn search_all(&self, q: &SearchQuery) -> Result<SearchResult> {
-        let (q, fallback) = self.embedded(q)?;
+        let (q, fallback) = self.embedded(None, q)?;
         let q = q.as_ref();
         let (_, mut found) = self.audited_as(
             "search",
@@ -299,16 +302,28 @@ impl Store {
     /// The query as ranked: when the store has an embedder and the query came without a vector
     /// (and does not ask for the words alone), with the embedder's vector of its text, and
     /// otherwise as it came; beside it why the embedder gave none (the ranking is then the
-    /// words', or in vector mode [`Error::Embedder`]).
+    /// words', or in vector mode [`Error::Embedder`]). Nothing leaves the process before a
+    /// read has found the query valid and every scope searched (`scopes`; `None`: those the
+    /// principal may read) readable: a principal refused a scope, or a query refused, costs no
+    /// call to the embedder and shows it nothing. The read ends before the call, so that no
+    /// snapshot is held while the embedder answers.
     fn embedded<'q>(
         &self,
+        scopes: Option<&[String]>,
         q: &'q SearchQuery,
     ) -> Result<(std::borrow::Cow<'q, SearchQuery>, Option<String>)> {
         use std::borrow::Cow;
         if q.vector.is_some() || q.mode == Some(SearchMode::Lexical) || q.text.trim().is_empty() {
             return Ok((Cow::Borrowed(q), None));
         }
-        let Some(e) = self.embedder()? else {
+        let embedder = self.read(|r| {
+            take::check(q)?;
+            for s in scopes.unwrap_or_default() {
+                r.scope_meta(s)?;
+            }
+            embed::read_embedder(&r.tx)
+        })?;
+        let Some(e) = embedder else {
             return Ok((Cow::Borrowed(q), None));
         };
         match embed::query_vector(&e, &q.text) {
@@ -336,7 +351,7 @@ impl Store {
         let mut seen = std::collections::HashSet::new();
         let scopes: Vec<String> = scopes.iter().filter(|s| seen.insert(*s)).cloned().collect();
         let scopes = scopes.as_slice();
-        let (q, fallback) = self.embedded(q)?;
+        let (q, fallback) = self.embedded(Some(scopes), q)?;
         let q = q.as_ref();
         let mut found = self.audited(
             "search",

@@ -75,16 +75,8 @@ fn rank_scope(
 /// [`crate::RankParams::prune`], a lexical query is ranked pruned first and exhaustively when
 /// the walk passes the pruned rankings' bound (docs/design.md, section 12.6.1).
 pub(crate) fn search(r: &ReadTxn, scopes: &[String], q: &SearchQuery) -> Result<SearchResult> {
-    // A page that can hold no hit would name its own offset as the next one: a client
-    // following the cursor would ask again forever.
-    if q.limit == 0 {
-        return Err(Error::invalid("limit", "it must be at least 1"));
-    }
-    if q.max_bytes == 0 {
-        return Err(Error::invalid("byte budget", "it must be at least 1"));
-    }
+    check(q)?;
     require_index(r)?;
-    q.params.validate()?;
     if q.mode == Some(SearchMode::Vector) && q.vector.is_none() {
         // Ranked by nothing, it would answer "No hit." as if nothing matched.
         return Err(Error::invalid(
@@ -106,6 +98,19 @@ pub(crate) fn search(r: &ReadTxn, scopes: &[String], q: &SearchQuery) -> Result<
         }
     }
     Ok(ranked(r, scopes, q, &terms, None)?.0)
+}
+
+/// The checks of a query that need no store: its page and its parameters.
+pub(crate) fn check(q: &SearchQuery) -> Result<()> {
+    // A page that can hold no hit would name its own offset as the next one: a client
+    // following the cursor would ask again forever.
+    if q.limit == 0 {
+        return Err(Error::invalid("limit", "it must be at least 1"));
+    }
+    if q.max_bytes == 0 {
+        return Err(Error::invalid("byte budget", "it must be at least 1"));
+    }
+    q.params.validate()
 }
 
 /// The error for a byte budget that cannot hold the next hit's line: the page would be empty and

@@ -230,6 +230,48 @@ fn wrong_answers_are_typed_errors_and_searches_fall_back() {
     }
 }
 
+/// How many requests [`counted`] answered.
+static ASKED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// [`good`], counting the requests in [`ASKED`].
+fn counted(inputs: &[String]) -> String {
+    ASKED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    good(inputs)
+}
+
+#[test]
+fn a_query_leaves_the_process_only_after_the_grants_and_the_query_are_checked() {
+    // A principal refused a scope, or a query refused, costs no call to the embedder and shows
+    // it nothing (grants before anything is ranked, counted or shown).
+    use std::sync::atomic::Ordering::SeqCst;
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::create(dir.path().join("s.redb")).unwrap();
+    s.note("default", NewMemory::new("alpha beta")).unwrap();
+    s.note("private", NewMemory::new("alpha secret")).unwrap();
+    s.set_embedder(Some(&Embedder::new(endpoint(counted), MODEL, 4)))
+        .unwrap();
+    s.grant("bob", somna::Access::Read, "default").unwrap();
+    let bob = s.as_principal(Some("bob"));
+    let q = SearchQuery::new("alpha");
+    let private = ["default".to_string(), "private".to_string()];
+    assert!(matches!(
+        bob.search_scopes(&private, &q),
+        Err(Error::Denied(_))
+    ));
+    let mut none = SearchQuery::new("alpha");
+    none.limit = 0;
+    assert!(matches!(
+        bob.search("default", &none),
+        Err(Error::Invalid { .. })
+    ));
+    assert_eq!(ASKED.load(SeqCst), 0, "the embedder was asked");
+    // What bob may read is searched with the embedder, and only that.
+    let found = bob.search_all(&q).unwrap();
+    assert_eq!(ASKED.load(SeqCst), 1);
+    assert_eq!(found.embedded_by.as_deref(), Some(MODEL));
+    assert!(found.hits.iter().all(|h| h.scope == "default"), "{found:?}");
+}
+
 #[test]
 fn settings_are_checked_and_admin_only() {
     let dir = tempfile::tempdir().unwrap();
