@@ -334,6 +334,7 @@ fn hostile_memory_text_is_escaped_on_every_page() {
     let e = Env::init();
     let hostile = "<script>alert(1)</script> \"><img src=x onerror=alert(2)>";
     e.ok(&["note", hostile]);
+    e.ok(&["note", hostile]);
     let mut c = e.cmd();
     c.args(["session", "save", "s1"]);
     let msg = br#"[{"role":"user","content":"<script>alert(3)</script>"}]"#;
@@ -347,6 +348,8 @@ fn hostile_memory_text_is_escaped_on_every_page() {
         "/ui/log?q=script",
         "/ui/review",
         "/ui/tree",
+        "/ui/scopes",
+        "/ui/zoom?block=0-1",
         "/ui/confirm?id=0",
         "/ui/sessions",
         "/ui/session?id=s1",

@@ -38,6 +38,7 @@ def store(tmp):
     somna(env, "note", "--kind", "inference", "the user is a night owl")
     somna(env, "nap", "0-1", "deploys on fridays [#0]; the user may be a night owl [#1]")
     somna(env, "note", "the door code is 4711 zebra")
+    somna(env, "note", "the build uses cargo")
     somna(env, "--scope", "team/x", "note", "the team standup is at nine")
     somna(env, "session", "save", "chat-1",
            stdin='[{"role":"user","content":"hello"},{"role":"assistant","content":"hi"}]')
@@ -105,6 +106,7 @@ def admin_flows(browser, base, env, token, check):
     page = login(context, base, token)
     assert "the deploy runs on fridays" in page.content()
     check.page(page, "wake")
+    scopes_page(page, base, check)
     page.goto(f"{base}/ui/review?scope=default&proposed=1")
     check.page(page, "review")
     page.fill("#why1", "she said so")
@@ -129,11 +131,49 @@ def admin_flows(browser, base, env, token, check):
         r = page.goto(base + path)
         assert r.status == 200, (path, r.status)
         check.page(page, name)
+    zoom_up_and_down(page, base)
     page.goto(f"{base}/ui/wake")
     with page.expect_navigation():
         page.click("text=Log out")
     assert page.url.endswith("/ui/login"), page.url
     context.close()
+
+
+def row_cells(page, scope):
+    """The cells of the Scopes page's row of `scope`: [memories, summaries, pending, newest,
+    proposed]."""
+    row = page.locator("tbody tr").filter(has=page.locator("th", has_text=scope))
+    assert row.count() == 1, (scope, page.content())
+    return row.locator("td").all_inner_texts()
+
+
+def scopes_page(page, base, check):
+    """The Scopes page: each scope's counts, and its proposed memory a link to the review."""
+    page.goto(f"{base}/ui/scopes")
+    check.page(page, "scopes")
+    memories, summaries, _, newest, proposed = row_cells(page, "default")
+    assert (memories, summaries, proposed) == ("4", "1", "1"), row_cells(page, "default")
+    assert newest.startswith("20"), newest
+    assert row_cells(page, "team/x")[0] == "1"
+    row = page.locator("tbody tr").filter(has=page.locator("th", has_text="default"))
+    with page.expect_navigation():
+        row.locator("td").last.locator("a").click()
+    assert "/ui/review?scope=default&proposed=1" in page.url, page.url
+    assert "night owl" in page.content() and "fridays" not in page.content()
+
+
+def zoom_up_and_down(page, base):
+    """A zoom links up to the block holding it and down to its summarized or pending halves."""
+    page.goto(f"{base}/ui/zoom?scope=default&block=0-1")
+    with page.expect_navigation():
+        page.click("text=Up: the block 0-3")
+    assert "block=0-3" in page.url, page.url
+    halves = page.locator("main ul.lines li a")
+    assert halves.count() == 2, page.content()
+    with page.expect_navigation():
+        halves.first.click()
+    assert page.url.endswith("block=0-1"), page.url
+    assert "the deploy runs on fridays" in page.content()
 
 
 def reader_flows(browser, base):
@@ -144,6 +184,9 @@ def reader_flows(browser, base):
     text = page.content()
     assert "standup" in text and "fridays" not in text and "night owl" not in text, text
     assert page.goto(f"{base}/ui/admin").status == 403
+    page.goto(f"{base}/ui/scopes")
+    assert row_cells(page, "team/x")[0] == "1"
+    assert page.locator("tbody tr").count() == 1, "bob sees only the scopes he may read"
     assert page.goto(f"{base}/ui/log?scope=default").status == 403
     page.goto(f"{base}/ui/wake")
     token = csrf(page)

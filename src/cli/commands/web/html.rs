@@ -101,7 +101,12 @@ pub fn scope_field(cx: &Cx) -> String {
 
 /// A link to `path` in the page's scope, with more query pairs (values encoded here).
 pub fn link(cx: &Cx, path: &str, more: &[(&str, &str)]) -> String {
-    let mut q = format!("{path}?scope={}", enc(&cx.scope));
+    link_in(&cx.scope, path, more)
+}
+
+/// A link to `path` in `scope` with the query `more`, each value encoded.
+pub fn link_in(scope: &str, path: &str, more: &[(&str, &str)]) -> String {
+    let mut q = format!("{path}?scope={}", enc(scope));
     for (k, v) in more {
         q.push_str(&format!("&{k}={}", enc(v)));
     }
@@ -123,6 +128,7 @@ pub fn layout(title: &str, cx: &Cx, body: &str) -> Html<String> {
     let mut nav = String::new();
     let mut pages = vec![
         ("/ui/wake", "Wake"),
+        ("/ui/scopes", "Scopes"),
         ("/ui/tree", "Tree"),
         ("/ui/log", "Log"),
         ("/ui/review", "Review"),

@@ -77,16 +77,16 @@ fn form(cx: &Cx) -> String {
     );
     let statuses = options(cx, "status", &STATUSES);
     format!(
-        "<form method=\"get\" action=\"/ui/log\">{}\
+        "<form method=\"get\" action=\"/ui/log\" class=\"filters\">{}\
          <label for=\"q\">Find</label><input id=\"q\" name=\"q\" value=\"{}\">\
-         <label for=\"mode\">as</label><select id=\"mode\" name=\"mode\">\
+         <label for=\"mode\">As</label><select id=\"mode\" name=\"mode\">\
          <option value=\"search\"{}>words, best first</option><option value=\"regex\"{}>exact pattern (regex)</option></select>\
          <label for=\"kind\">Kind</label><select id=\"kind\" name=\"kind\">{kinds}</select>\
          <label for=\"status\">Status</label><select id=\"status\" name=\"status\">{statuses}</select>\
          <label for=\"source\">Source</label><input id=\"source\" name=\"source\" value=\"{}\">\
          <label for=\"since\">Since</label><input id=\"since\" name=\"since\" placeholder=\"YYYY-MM-DD\" value=\"{}\">\
          <label for=\"until\">Until</label><input id=\"until\" name=\"until\" placeholder=\"YYYY-MM-DD\" value=\"{}\">\
-         <button type=\"submit\">Show</button></form>",
+         <span></span><button type=\"submit\">Show</button></form>",
         scope_field(cx),
         esc(cx.param("q")),
         if search { " selected" } else { "" },

@@ -11,6 +11,7 @@ mod auth;
 mod html;
 mod log;
 mod review;
+mod scopes;
 mod sessions;
 mod tree;
 mod wake;
@@ -112,6 +113,7 @@ fn handler(method: &Method, path: &str) -> Option<Handler> {
         ("GET", "/ui/zoom") => tree::zoom,
         ("GET", "/ui/why") => tree::why,
         ("GET", "/ui/log") => log::page,
+        ("GET", "/ui/scopes") => scopes::page,
         ("GET", "/ui/review") => review::page,
         ("GET", "/ui/confirm") => review::confirm,
         ("POST", "/ui/decide") => review::decide,

@@ -3,7 +3,7 @@
 //! zoom (a block's summary and what is under it) and why (a summary's claims with the records
 //! each cites).
 
-use somna::{Block, Error, Hints, WakeItem, WakeOptions};
+use somna::{Block, Error, Hints, WakeItem, WakeOptions, ZoomEntry};
 
 use super::html::{esc, lines, link};
 use super::{Cx, Out};
@@ -94,20 +94,52 @@ fn block(cx: &Cx) -> Result<Block, Error> {
         .map_err(|e| super::bad("block", e.to_string()))
 }
 
-/// `GET /ui/zoom?block=LO-HI`: the block's summary and the halves or memories under it.
+/// `GET /ui/zoom?block=LO-HI`: the block's two halves, each summarized or pending half a link
+/// to its own zoom (down the tree), and the block that holds this one (up the tree) when the
+/// log reaches its end.
 pub fn zoom(cx: &Cx) -> Result<Out, Error> {
     let b = block(cx)?;
-    let ls = cx.store.zoom_lines(&cx.scope, b)?;
+    let (entries, ls) = cx.store.zoom_with_lines(&cx.scope, b)?;
+    let mut body = String::from("<ul class=\"lines\">");
+    for (e, line) in entries.iter().zip(&ls) {
+        let half = match e {
+            ZoomEntry::Summary { block, .. } | ZoomEntry::Missing { block } => Some(*block),
+            ZoomEntry::Memory(_) => None,
+        };
+        match half.filter(|h| h.size() > 1) {
+            Some(h) => body.push_str(&format!(
+                "<li><a href=\"{}\">{}</a></li>",
+                esc(&zoom_link(cx, h)),
+                esc(line)
+            )),
+            None => body.push_str(&format!("<li>{}</li>", esc(line))),
+        }
+    }
+    body.push_str("</ul><nav aria-label=\"tree\"><ul>");
+    let count = cx.store.read(|r| r.count(&cx.scope))?;
+    if let Some(up) = b.parent().filter(|p| p.hi() <= count) {
+        body.push_str(&format!(
+            "<li><a href=\"{}\">Up: the block {up} that holds this one</a></li>",
+            esc(&zoom_link(cx, up))
+        ));
+    }
+    let tree = link(cx, "/ui/tree", &[]);
     let why = link(cx, "/ui/why", &[("block", &b.to_string())]);
     let forget = link(cx, "/ui/confirm", &[("block", &b.to_string())]);
-    let body = format!(
-        "{}<p><a href=\"{}\">Why: the claims of this block's summary and what they cite</a></p>\
-         <p><a href=\"{}\">Forget {b}…</a></p>",
-        lines(&ls),
+    body.push_str(&format!(
+        "<li><a href=\"{}\">The whole tree</a></li>\
+         <li><a href=\"{}\">Why: the claims of this block's summary and what they cite</a></li>\
+         <li><a href=\"{}\">Forget {b}…</a></li></ul></nav>",
+        esc(&tree),
         esc(&why),
         esc(&forget)
-    );
+    ));
     Ok(Out::Page(format!("Zoom {b}"), body))
+}
+
+/// The zoom page of block `b`.
+fn zoom_link(cx: &Cx, b: Block) -> String {
+    link(cx, "/ui/zoom", &[("block", &b.to_string())])
 }
 
 /// `GET /ui/why?block=LO-HI`: the summary's claims with the records each cites.
