@@ -44,6 +44,10 @@ pub const ENGINES: [Entry; 4] = [
 /// Variants of an engine, run next to it in some workloads and reported in the diagnostics.
 pub const VARIANTS: [Entry; 2] = [somna::EXCLUSIVE, somna::EXCLUSIVE_NO_JOURNAL];
 
+/// SQLite with a full-text index written with each memory: in `note_batch` only, beside SQLite
+/// (the anchor of issue 50's target), reported like a variant.
+pub const SEARCHABLE: [Entry; 1] = [sqlite::FTS];
+
 /// One engine: its name and how to open it for each kind of workload.
 pub struct Entry {
     pub name: &'static str,
@@ -85,6 +89,7 @@ pub fn names() -> impl Iterator<Item = &'static str> {
 pub fn variant_label(name: &str) -> Option<&'static str> {
     VARIANTS
         .iter()
+        .chain(&SEARCHABLE)
         .find(|v| v.name == name)
         .and_then(|v| v.variant.map(|x| x.1))
 }

@@ -33,6 +33,24 @@ pub const ENTRY: Entry = Entry {
     sessions: |stem| Ok(Box::new(Sqlite::open(stem))),
 };
 
+/// The variant's name: SQLite with a full-text index of the texts.
+pub const SQLITE_FTS: &str = "sqlite-fts";
+
+/// SQLite as a user who needs search runs it: an FTS5 table of the texts (external content,
+/// rowid = the memory's id), written in the same transaction as each memory. In `note_batch`
+/// only: somna's notes are searchable the moment they are acknowledged, so this is the SQLite
+/// that does the same work (issue 50).
+pub const FTS: Entry = Entry {
+    name: SQLITE_FTS,
+    variant: Some((
+        SQLITE,
+        "SQLite with an FTS5 table of the texts, written in the same transaction",
+    )),
+    open: |stem| Box::new(Sqlite::open_fts(stem)),
+    build_history: None,
+    sessions: |_| Err("the FTS5 variant is measured on memories only"),
+};
+
 pub fn open(path: &Path) -> Connection {
     let c = Connection::open(path).expect("sqlite open");
     let mode: String = c
@@ -58,11 +76,42 @@ pub fn open(path: &Path) -> Connection {
     c
 }
 
-fn note(c: &Connection, i: u64) {
+/// Adds the FTS5 table of the texts (external content: the text is stored once, in `memories`).
+fn with_fts(c: Connection) -> Connection {
+    c.execute_batch(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts
+             USING fts5(text, content='memories', content_rowid='id');",
+    )
+    .expect("fts5 table");
+    c
+}
+
+fn note(c: &Connection, i: u64, fts: bool) {
+    if !fts {
+        c.prepare_cached("INSERT INTO memories(observed_us, text) VALUES (?1, ?2)")
+            .expect("prepare")
+            .execute(params![data::observed(i), data::mem_text(i)])
+            .expect("insert");
+        return;
+    }
+    let tx = c.unchecked_transaction().expect("begin");
+    insert(&tx, i, true);
+    tx.commit().expect("commit");
+}
+
+/// Inserts memory `i` (and with `fts` its row of the full-text index) in the open transaction.
+fn insert(c: &Connection, i: u64, fts: bool) {
+    let text = data::mem_text(i);
     c.prepare_cached("INSERT INTO memories(observed_us, text) VALUES (?1, ?2)")
         .expect("prepare")
-        .execute(params![data::observed(i), data::mem_text(i)])
+        .execute(params![data::observed(i), text])
         .expect("insert");
+    if fts {
+        c.prepare_cached("INSERT INTO memories_fts(rowid, text) VALUES (last_insert_rowid(), ?1)")
+            .expect("prepare")
+            .execute(params![text])
+            .expect("insert fts");
+    }
 }
 
 fn checkpoint(c: &Connection) {
@@ -109,6 +158,8 @@ fn build_history(stem: &Path, t: u64) {
 pub struct Sqlite {
     path: PathBuf,
     conn: Connection,
+    /// The FTS5 variant: each memory also into `memories_fts`.
+    fts: bool,
 }
 
 impl Sqlite {
@@ -117,37 +168,46 @@ impl Sqlite {
         Sqlite {
             conn: open(&path),
             path,
+            fts: false,
+        }
+    }
+
+    /// The FTS5 variant, in a file of its own.
+    pub fn open_fts(stem: &Path) -> Sqlite {
+        let path = with_suffix(stem, ".fts.sqlite");
+        Sqlite {
+            conn: with_fts(open(&path)),
+            path,
+            fts: true,
         }
     }
 }
 
 impl MemoryEngine for Sqlite {
     fn name(&self) -> &'static str {
-        SQLITE
+        if self.fts {
+            SQLITE_FTS
+        } else {
+            SQLITE
+        }
     }
 
     fn note(&mut self, i: u64) {
-        note(&self.conn, i);
+        note(&self.conn, i, self.fts);
     }
 
     fn note_batch(&mut self, ids: Range<u64>) {
         let tx = self.conn.transaction().expect("begin");
-        {
-            let mut st = tx
-                .prepare_cached("INSERT INTO memories(observed_us, text) VALUES (?1, ?2)")
-                .expect("prepare");
-            for k in ids {
-                st.execute(params![data::observed(k), data::mem_text(k)])
-                    .expect("insert");
-            }
+        for k in ids {
+            insert(&tx, k, self.fts);
         }
         tx.commit().expect("commit");
     }
 
     /// A connection of its own, as each writer process of a shared database has.
     fn writer(&self) -> Writer {
-        let c = open(&self.path);
-        Box::new(move |i| note(&c, i))
+        let (c, fts) = (open(&self.path), self.fts);
+        Box::new(move |i| note(&c, i, fts))
     }
 
     fn count(&self) -> u64 {

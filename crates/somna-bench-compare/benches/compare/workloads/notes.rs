@@ -5,6 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::{check_counts, concurrently, disk_bytes, interleave, timed, Plan, ROUNDS, WARM};
+use crate::engines::sqlite::SQLITE_FTS;
 use crate::engines::{self, redb_floor, MemoryEngine};
 use crate::report::Report;
 
@@ -84,7 +85,15 @@ pub fn note_batch(plan: &Plan, dir: &Path, rep: &mut Report) {
             "{w}: quick mode, {total} memories per engine (full: 100,000)"
         ));
     }
-    let mut engines = engines::open_memory(&engines::list(false), &dir.join("nb"));
+    // SQLite with an FTS5 table next to SQLite: a search user's SQLite, which indexes each
+    // memory in its transaction as somna does.
+    let mut entries = engines::list(false);
+    let at = entries
+        .iter()
+        .position(|e| e.name == engines::SQLITE)
+        .map_or(0, |i| i + 1);
+    entries.splice(at..at, engines::SEARCHABLE.iter());
+    let mut engines = engines::open_memory(&entries, &dir.join("nb"));
     // redb's floor: the same batches' texts into one table, timed right after somna's turn.
     let (floor, _) = redb_floor::open_counted(&dir.join("nb-floor.redb"), false);
     let mut floor_time = Duration::ZERO;
@@ -120,9 +129,10 @@ pub fn note_batch(plan: &Plan, dir: &Path, rep: &mut Report) {
     let per_memory = bytes_after(engines, done);
     let of = |name: &str| per_memory.iter().find(|b| b.0 == name).map_or(0.0, |b| b.1);
     rep.diag(format!(
-        "{w}: after {done} appended memories (no summaries), bytes allocated per memory: somna {:.0}, sqlite {:.0}, flat file {:.0} (the JSON list: {:.0})",
+        "{w}: after {done} appended memories (no summaries), bytes allocated per memory: somna {:.0} (its search index included), sqlite {:.0}, sqlite with FTS5 {:.0}, flat file {:.0} (the JSON list: {:.0})",
         of(engines::SOMNA),
         of(engines::SQLITE),
+        of(SQLITE_FTS),
         of(engines::FLATFILE),
         of(engines::JSONFILE),
     ));
