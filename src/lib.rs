@@ -109,9 +109,8 @@ pub use memory::search::embed::{BackfillProgress, BackfillReport, Embedder, Purp
 pub use memory::search::texts::{best_cosine, rank_texts};
 pub use memory::search::vector::{Embedding, MAX_DIMENSION};
 pub use memory::search::{Hit, RankParams, SearchMode, SearchQuery, SearchResult, MAX_NEIGHBOURS};
-pub use memory::tree::{
-    summary_line, MergePrompt, NapOutcome, Napped, PromptInput, Why, ZoomEntry,
-};
+pub use memory::summary::summary_line;
+pub use memory::tree::{MergePrompt, NapOutcome, Napped, PromptInput, Why, ZoomEntry};
 pub use memory::wake::{WakeItem, WakeOptions, WakeView};
 /// What a disk under a store's file implements, for [`Store::with_backend`] (an in-memory disk,
 /// the fault-injecting disk of the crash tests): redb's trait and its error, re-exported so that

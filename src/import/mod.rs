@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::memory::log::each_memory;
 use crate::memory::note::NewMemory;
 use crate::memory::search::vector::{self, MAX_DIMENSION};
-use crate::memory::tree::each_node;
+use crate::memory::summary::each_node;
 use crate::storage::codec::encode;
 use crate::storage::config::{validate_config, CONFIG_NAMES};
 use crate::storage::store::Store;

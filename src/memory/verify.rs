@@ -14,7 +14,7 @@ use crate::domain::block::Block;
 use crate::domain::record::{BuiltFrom, IdemEntry, Summary};
 use crate::error::Result;
 use crate::memory::log::decode_memory;
-use crate::memory::tree::TreeKey;
+use crate::memory::summary::TreeKey;
 use crate::storage::codec::decode;
 use crate::storage::embeddings::{self, CURSOR_KEY, DIM_KEY};
 use crate::storage::tables::{CLAIMS, EMBEDDINGS, IDEMPOTENCY, LOG, PENDING, STALE, TREE};

@@ -11,7 +11,7 @@ use crate::memory::log::get_memory;
 use crate::memory::search::prune::lexical_pruned;
 use crate::memory::search::score::{lexical, Scores};
 use crate::memory::search::{vector, Hit, SearchMode, SearchQuery, SearchResult};
-use crate::memory::tree::{get_summary, marked_summary_line};
+use crate::memory::summary::{get_summary, marked_summary_line};
 
 use crate::storage::index::doc_block;
 use crate::storage::tables::{stored_format, INDEX_FORMAT, STALE};

@@ -11,7 +11,7 @@ use crate::domain::cover::{cover, cover_all};
 use crate::domain::record::{Memory, Summary};
 use crate::error::{Error, Result};
 use crate::memory::log::{each_memory, get_memory};
-use crate::memory::tree::{each_summary, get_summary};
+use crate::memory::summary::{each_summary, get_summary};
 use crate::storage::kv::{Dir, KvRead};
 use crate::storage::store::Store;
 use crate::storage::tables::{EVENTS, LOG, STALE, TREE};
@@ -133,7 +133,7 @@ impl ReadTxn {
                 };
                 let is_stale = any_stale && STALE.contains(&self.tx, (sid, b.level(), b.lo()))?;
                 view.item_lines
-                    .push(crate::memory::tree::marked_summary_line(b, &s, is_stale));
+                    .push(crate::memory::summary::marked_summary_line(b, &s, is_stale));
                 view.items.push(WakeItem::Summary {
                     block: b,
                     summary: s,

@@ -9,7 +9,7 @@ use crate::domain::block::Block;
 use crate::error::{Error, Result};
 use crate::memory::hints::Hints;
 use crate::memory::log::memory_line;
-use crate::memory::tree::summary_line;
+use crate::memory::summary::summary_line;
 
 impl WakeItem {
     /// The rendered line (`#id date text` or `#lo-hi summary`).
