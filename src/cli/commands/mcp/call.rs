@@ -9,7 +9,8 @@ use somna::text;
 use somna::{Error, Store};
 
 use super::args::Call;
-use super::tools::{offered, Group, ToolSpec, TOOLS};
+use super::catalog::TOOLS;
+use super::tools::{offered, Group, ToolSpec};
 use super::{Caller, Server};
 use crate::cli::commands;
 use crate::cli::context::Context;

@@ -11,6 +11,7 @@
 mod args;
 mod batch;
 mod call;
+mod catalog;
 mod complete;
 mod guard;
 mod http;
@@ -282,7 +283,7 @@ impl ServerHandler for SomnaMcp {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        tools::TOOLS
+        catalog::TOOLS
             .iter()
             .find(|t| t.name == name)
             .map(tools::ToolSpec::tool)
