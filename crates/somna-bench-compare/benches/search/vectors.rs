@@ -146,7 +146,7 @@ fn size(dir: &Path, n: u64, md: &mut String) {
 /// The vector table for `sizes`.
 pub fn vectors(dir: &Path, sizes: &[u64]) -> String {
     let mut md = String::new();
-    let _ = writeln!(md, "Dimension {DIM}, random unit vectors, one per memory (the speed part's generated turns); queries: a random unit vector, alone (vector) or with a generated question (hybrid: reciprocal rank fusion with BM25), top 10, {} at 10^4 and fewer, 60 above, after 5 untimed; lexical = the same questions without the vector, on the same store. Build = appending in commits of {BATCH} (an exclusive store); a note = one durable `Store::note` on the built store (median of 30; the store opened shared, as the CLI opens it).\n", timed(10_000));
+    let _ = writeln!(md, "Dimension {DIM}, random unit vectors, one per memory (the speed part's generated turns); queries: a random unit vector, alone (vector) or with a generated question (hybrid: the words' top 50 rescored with the smoothed cosine, `vector::fuse`), top 10, {} at 10^4 and fewer, 60 above, after 5 untimed; lexical = the same questions without the vector, on the same store. Build = appending in commits of {BATCH} (an exclusive store); a note = one durable `Store::note` on the built store (median of 30; the store opened shared, as the CLI opens it).\n", timed(10_000));
     let _ = writeln!(md, "| vectors | vector p50 ms | vector p95 ms | hybrid p50 ms | hybrid p95 ms | lexical p50 ms | lexical p95 ms | build ms / memory, with vectors | build ms / memory, without | vectors table bytes / memory | note with a vector ms | note without ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|");
     for &n in sizes {
         size(dir, n, &mut md);
