@@ -611,3 +611,32 @@ fn the_log_box_ranks_words_by_default_and_matches_a_regex_when_asked() {
     let regex = b.get("/ui/log?q=billing.*fridays&mode=regex");
     assert!(regex.body.contains("deploy the billing"), "{}", regex.body);
 }
+
+#[test]
+fn the_scopes_page_reads_a_bounded_page_of_scopes() {
+    // Each scope shown reads up to 1,000 memories: a page shows 50 scopes, then links to more.
+    let e = Env::init();
+    for n in 0..51 {
+        e.ok(&["--scope", &format!("s{n:02}"), "note", "x"]);
+    }
+    let tok = token(&e, "admin");
+    let s = start(&e);
+    let b = Browser::login(&s, &tok);
+    let first = b.get("/ui/scopes");
+    assert_eq!(first.status, 200);
+    let rows = |body: &str| body.matches("<th scope=\"row\">").count();
+    assert_eq!(rows(&first.body), 50, "{}", first.body);
+    assert!(
+        first.body.contains("51 scopes you may read"),
+        "{}",
+        first.body
+    );
+    assert!(
+        first.body.contains("offset=50\">More scopes"),
+        "{}",
+        first.body
+    );
+    let rest = b.get("/ui/scopes?offset=50");
+    assert_eq!(rows(&rest.body), 1, "{}", rest.body);
+    assert!(rest.body.contains(">s50</a>") && !rest.body.contains("More scopes"));
+}

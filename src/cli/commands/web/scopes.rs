@@ -12,9 +12,14 @@ use super::{Cx, Out};
 /// many reads a scope, not the log (10^6 memories).
 const NEWEST: usize = 1000;
 
-/// `GET /ui/scopes`.
+/// Scopes a page shows: with [`NEWEST`], a page reads at most 50,000 memories, whatever the
+/// number of scopes.
+const PAGE: usize = 50;
+
+/// `GET /ui/scopes?offset=N`: the scopes from the N-th, [`PAGE`] of them.
 pub fn page(cx: &Cx) -> Result<Out, Error> {
     let stats = cx.store.read(|r| r.stats())?;
+    let offset: usize = cx.param("offset").parse().unwrap_or(0);
     let mut body = format!(
         "<p>{} you may read. Proposed memories are counted among each scope's newest 1,000.</p>",
         match stats.len() {
@@ -28,7 +33,7 @@ pub fn page(cx: &Cx) -> Result<Out, Error> {
          <th scope=\"col\">Newest memory recorded</th><th scope=\"col\">Proposed, to review</th>\
          </tr></thead><tbody>",
     );
-    for s in &stats {
+    for s in stats.iter().skip(offset).take(PAGE) {
         let (newest, proposed) = newest_and_proposed(cx, &s.scope)?;
         let at = |path: &str, more: &[(&str, &str)]| link_in(&s.scope, path, more);
         let review = if proposed == 0 {
@@ -52,6 +57,14 @@ pub fn page(cx: &Cx) -> Result<Out, Error> {
         ));
     }
     body.push_str("</tbody></table>");
+    let next = offset.saturating_add(PAGE);
+    if next < stats.len() {
+        let href = link_in(&cx.scope, "/ui/scopes", &[("offset", &next.to_string())]);
+        body.push_str(&format!(
+            "<p><a href=\"{}\">More scopes</a></p>",
+            esc(&href)
+        ));
+    }
     Ok(Out::Page("Scopes".into(), body))
 }
 
