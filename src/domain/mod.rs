@@ -7,6 +7,7 @@ pub mod block;
 pub mod claims;
 pub mod cover;
 pub mod json;
+pub mod quantised;
 pub mod rank;
 pub mod record;
 #[cfg(feature = "schemars")]

@@ -313,7 +313,9 @@ impl WriteTxn<'_> {
         // section 12).
         let b = Block::single(id);
         crate::storage::index::write::replace(&mut self.tx, sid, b, Some(&rec.text), None)?;
-        crate::storage::tables::VECTORS.delete(&mut self.tx, (sid, id))?;
+        if crate::storage::tables::VECTORS.delete(&mut self.tx, (sid, id))? {
+            crate::storage::embeddings::count_rewrite(&mut self.tx)?;
+        }
         crate::storage::embeddings::delete_memory(&mut self.tx, sid, id)?;
         rec.text = TOMBSTONE.to_string();
         LOG.put(&mut self.tx, (sid, id), &encode(&rec)?)?;

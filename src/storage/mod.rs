@@ -16,7 +16,8 @@
 //!   ([`index`]), both of which the upgrade in [`engine`] builds;
 //! - [`txn`] (read and write transactions), [`access`] (who is asking and what their grants
 //!   allow), [`config`] (the settings), [`options`] (how a store is opened), group commit;
-//! - [`store`], the [`crate::Store`] handle, which names no engine.
+//! - [`store`], the [`crate::Store`] handle, which names no engine, and its cache of quantised
+//!   vectors ([`vector_cache`]).
 //!
 //! The engine folders use the core files, never each other nor `store.rs` and `any_engine.rs`
 //! (`tests/api/layers.rs` checks it). *Engine* means redb or the server; *backend* means only
@@ -41,6 +42,7 @@ pub mod redb;
 pub mod store;
 pub mod tables;
 pub mod txn;
+pub mod vector_cache;
 pub(crate) mod verify;
 
 /// The tables as redb stores them: [`redb::schema`], at the path it had before the engines got

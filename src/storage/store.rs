@@ -18,6 +18,7 @@ use crate::storage::group::{copy_error, Group, Job, Op};
 use crate::storage::redb::tail::TailRepair;
 use crate::storage::tables;
 use crate::storage::txn::{ReadTxn, WriteTxn};
+use crate::storage::vector_cache::VectorCache;
 
 pub use crate::storage::options::Options;
 
@@ -46,6 +47,8 @@ pub struct Store {
     created: bool,
     /// The store format when this handle opened it, before any upgrade.
     format: u32,
+    /// Quantised vectors read by earlier searches, shared with this handle's clones.
+    vectors: Arc<VectorCache>,
 }
 
 /// What [`Store::migrate`] did: the store format the store had when the handle opened it, and
@@ -75,6 +78,7 @@ impl Store {
             insecure: o.insecure,
             created: o.created,
             format: o.format,
+            vectors: Arc::default(),
         }
     }
 
@@ -218,7 +222,13 @@ impl Store {
             insecure: self.insecure.clone(),
             created: self.created,
             format: self.format,
+            vectors: Arc::clone(&self.vectors),
         }
+    }
+
+    /// The handle's cache of quantised vectors (the search's first pass).
+    pub(crate) fn vector_cache(&self) -> &VectorCache {
+        &self.vectors
     }
 
     pub(crate) fn group(&self) -> &Arc<Group> {

@@ -100,8 +100,14 @@ pub const STORE_ITEMS: Table<(&str, &str)> = Table::new(TableId::StoreItems);
 /// journal of the default mode: a checkpoint slot and god-byte bit 16, docs/design.md 14.9),
 /// which an older somna's redb would trust after a power loss instead of rolling back; its
 /// tables are format 4's. Format 6 adds [`EMBEDDINGS`], the vectors of the store's embedder,
-/// which a redaction or a forget must delete: an older somna would leave them behind.
-pub const STORE_FORMAT: u32 = 6;
+/// which a redaction or a forget must delete: an older somna would leave them behind. Format 7
+/// counts the rewrites of vectors in `meta["vector_rewrites"]` (a write that replaces, inserts
+/// below a scope's highest id, or deletes a vector raises it), which a handle's cache of
+/// quantised vectors trusts: an older somna would rewrite vectors without raising it.
+pub const STORE_FORMAT: u32 = 7;
+
+/// The first store format that counts vector rewrites (a cache of vectors is used only there).
+pub const REWRITES_FORMAT: u32 = 7;
 
 /// The first store format with the embedder's vectors ([`EMBEDDINGS`]).
 pub const EMBED_FORMAT: u32 = 6;

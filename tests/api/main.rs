@@ -47,6 +47,7 @@ mod search {
     mod golden_format2;
     mod golden_format6;
     mod index_props;
+    mod vector_cache;
 }
 
 mod session {

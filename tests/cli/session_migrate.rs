@@ -1,6 +1,6 @@
 //! `somna migrate` on a format-2 store (docs/cli.md, "migrate"; docs/design.md, section 13.4):
 //! a read command before it reads the format-2 sessions read-only and leaves the file byte for
-//! byte; `migrate` upgrades it to the current format (6) and says so, a second run says there is nothing to do,
+//! byte; `migrate` upgrades it to the current format (7) and says so, a second run says there is nothing to do,
 //! the sessions read the same after, and the store verifies.
 
 use std::path::Path;
@@ -36,13 +36,13 @@ fn migrate_upgrades_a_format2_store_once_and_says_so() {
 
     let (code, out, err) = somna(&db, &["migrate"]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(out, "Upgraded the store from format 2 to 6.\n");
+    assert_eq!(out, "Upgraded the store from format 2 to 7.\n");
     let (code, out, _) = somna(&db, &["migrate", "--json"]);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
-    assert_eq!((v["from"].as_u64(), v["to"].as_u64()), (Some(6), Some(6)));
+    assert_eq!((v["from"].as_u64(), v["to"].as_u64()), (Some(7), Some(7)));
     let (_, out, _) = somna(&db, &["migrate"]);
-    assert_eq!(out, "The store is at format 6: nothing to migrate.\n");
+    assert_eq!(out, "The store is at format 7: nothing to migrate.\n");
 
     let (code, load3, _) = somna(&db, &["session", "load", "chat-1"]);
     assert_eq!((code, load3), (0, load2));

@@ -290,7 +290,7 @@ impl Store {
             "search",
             |r| {
                 let scopes = r.scopes()?;
-                let found = take::search(r, &scopes, q)?;
+                let found = take::search(r, self.vector_cache(), &scopes, q)?;
                 Ok((scopes, found))
             },
             |(scopes, found)| (scopes.join(","), search_audit(found)),
@@ -356,7 +356,7 @@ impl Store {
         let mut found = self.audited(
             "search",
             &scopes.join(","),
-            |r| take::search(r, scopes, q),
+            |r| take::search(r, self.vector_cache(), scopes, q),
             search_audit,
         )?;
         noted(&mut found, q, fallback);

@@ -16,6 +16,7 @@ use crate::memory::summary::{get_summary, marked_summary_line};
 use crate::storage::index::doc_block;
 use crate::storage::tables::{stored_format, INDEX_FORMAT, STALE};
 use crate::storage::txn::ReadTxn;
+use crate::storage::vector_cache::VectorCache;
 
 /// A ranked document: score, the scope's position in the query, document, matched terms.
 type Ranked = (f64, usize, u64, u64);
@@ -35,6 +36,7 @@ fn require_index(r: &ReadTxn) -> Result<()> {
 /// ([`crate::memory::search::prune`]).
 fn rank_scope(
     r: &ReadTxn,
+    cache: &VectorCache,
     meta: &ScopeMeta,
     terms: &[QueryTerm],
     q: &SearchQuery,
@@ -57,7 +59,11 @@ fn rank_scope(
         Some(m) => vector::Space::Model(m),
         None => vector::Space::Caller,
     };
-    let near = vector::nearest_in(&r.tx, meta.id, space, v)?;
+    let exact = match mode {
+        SearchMode::Vector => Vec::new(),
+        _ => vector::words_top(&lex),
+    };
+    let near = vector::nearest_cached(&r.tx, cache, meta.id, space, v, &exact)?;
     if near.is_empty() && mode == SearchMode::Hybrid {
         // Nothing to fuse with (a scope the backfill has not reached): the words' own scores.
         return Ok((lex, None));
@@ -74,7 +80,12 @@ fn rank_scope(
 /// Runs the query over `scopes` in one snapshot (each must be readable). With
 /// [`crate::RankParams::prune`], a lexical query is ranked pruned first and exhaustively when
 /// the walk passes the pruned rankings' bound (docs/design.md, section 12.6.1).
-pub(crate) fn search(r: &ReadTxn, scopes: &[String], q: &SearchQuery) -> Result<SearchResult> {
+pub(crate) fn search(
+    r: &ReadTxn,
+    cache: &VectorCache,
+    scopes: &[String],
+    q: &SearchQuery,
+) -> Result<SearchResult> {
     check(q)?;
     require_index(r)?;
     if q.mode == Some(SearchMode::Vector) && q.vector.is_none() {
@@ -92,12 +103,12 @@ pub(crate) fn search(r: &ReadTxn, scopes: &[String], q: &SearchQuery) -> Result<
     // Filters skip candidates below the top: those queries rank exhaustively at once.
     let filtered = q.kind.is_some() || q.since_us.is_some() || q.until_us.is_some();
     if q.params.prune && q.effective_mode() == SearchMode::Lexical && !filtered {
-        let (found, complete) = ranked(r, scopes, q, &terms, Some(need))?;
+        let (found, complete) = ranked(r, cache, scopes, q, &terms, Some(need))?;
         if complete {
             return Ok(found);
         }
     }
-    Ok(ranked(r, scopes, q, &terms, None)?.0)
+    Ok(ranked(r, cache, scopes, q, &terms, None)?.0)
 }
 
 /// The checks of a query that need no store: its page and its parameters.
@@ -129,6 +140,7 @@ fn too_small(line: usize, budget: usize) -> Error {
 /// and the hits may then miss documents left out (never with `need` absent).
 fn ranked(
     r: &ReadTxn,
+    cache: &VectorCache,
     scopes: &[String],
     q: &SearchQuery,
     terms: &[QueryTerm],
@@ -140,7 +152,7 @@ fn ranked(
     for (i, s) in scopes.iter().enumerate() {
         let meta = r.scope_meta(s)?;
         if let Some(m) = &meta {
-            let (scored, b) = rank_scope(r, m, terms, q, need)?;
+            let (scored, b) = rank_scope(r, cache, m, terms, q, need)?;
             if let Some(b) = b {
                 bound = Some(bound.map_or(b, |x: f64| x.max(b)));
             }

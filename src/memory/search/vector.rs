@@ -8,14 +8,18 @@
 
 use std::ops::ControlFlow;
 
+use crate::domain::quantised::{Matrix, Segment};
 use crate::domain::record::ScopeMeta;
 use crate::error::{Error, Result};
 use crate::memory::search::score::{Scored, Scores};
 use crate::storage::codec::{decode, encode, payload, wire_error, Wire};
+use crate::storage::embeddings::{any_at_or_above, count_rewrite, rewrites};
 use crate::storage::kv::{Dir, KvRead};
 use crate::storage::store::Store;
 use crate::storage::tables::{EMBEDDINGS, VECTORS};
 use crate::storage::txn::WriteTxn;
+use crate::storage::vector_cache::{Cached, SpaceKey, VectorCache, MAX_BYTES};
+use std::sync::Arc;
 
 pub use crate::domain::vector::{validate, MAX_DIMENSION};
 
@@ -23,10 +27,36 @@ pub use crate::domain::vector::{validate, MAX_DIMENSION};
 const DIM_KEY: u64 = u64::MAX;
 pub(crate) use crate::domain::vector::norm;
 
-/// The cosine of `q` (whose norm is `q_norm`) and a stored vector, read from its value in place:
-/// the envelope checked, then the `f32`s multiplied as they lie, with no allocation and no serde
-/// (a query scans every vector of the scope: this is its whole per-vector cost). A value that is
-/// not a vector of `q`'s dimension is [`Error::Corrupt`].
+/// The little-endian `f32`s of a stored vector of dimension `dim`, read from its value in
+/// place: the envelope checked, no allocation and no serde. A value that is not a vector of
+/// that dimension is [`Error::Corrupt`].
+fn stored_f32s<'v>(
+    table: &'static str,
+    dim: usize,
+    key: &dyn std::fmt::Display,
+    v: &'v [u8],
+) -> Result<&'v [u8]> {
+    let mut w = Wire::new(payload(table, key, v)?);
+    let raw = w.f32s().ok_or_else(|| wire_error(table, key, None))?;
+    if w.left() != 0 {
+        return Err(wire_error(table, key, Some(&w)));
+    }
+    if raw.len() != dim * 4 {
+        return Err(Error::corrupt(
+            table,
+            key,
+            format!(
+                "a vector of {} numbers in a scope of dimension {dim}",
+                raw.len() / 4
+            ),
+        ));
+    }
+    Ok(raw)
+}
+
+/// The cosine of `q` (whose norm is `q_norm`) and a stored vector, read from its value in place
+/// ([`stored_f32s`]): a query scans every vector of the scope without a cache, and this is its
+/// whole per-vector cost.
 fn cosine_stored(
     table: &'static str,
     q: &[f32],
@@ -34,22 +64,7 @@ fn cosine_stored(
     key: &dyn std::fmt::Display,
     v: &[u8],
 ) -> Result<f64> {
-    let mut w = Wire::new(payload(table, key, v)?);
-    let raw = w.f32s().ok_or_else(|| wire_error(table, key, None))?;
-    if w.left() != 0 {
-        return Err(wire_error(table, key, Some(&w)));
-    }
-    if raw.len() != q.len() * 4 {
-        return Err(Error::corrupt(
-            table,
-            key,
-            format!(
-                "a vector of {} numbers in a scope of dimension {}",
-                raw.len() / 4,
-                q.len()
-            ),
-        ));
-    }
+    let raw = stored_f32s(table, q.len(), key, v)?;
     let (dot, sq) = dot_and_square(raw, q);
     let n = q_norm * sq.sqrt();
     Ok(if n == 0.0 { 0.0 } else { dot / n })
@@ -97,6 +112,16 @@ pub enum Space<'a> {
     Model(&'a str),
 }
 
+impl<'a> Space<'a> {
+    /// The embedder's model, if any.
+    pub fn model(&self) -> Option<&'a str> {
+        match self {
+            Space::Caller => None,
+            Space::Model(m) => Some(m),
+        }
+    }
+}
+
 use crate::storage::embeddings::CURSOR_KEY;
 
 /// Scope `sid`'s dimension, if it has a vector.
@@ -124,18 +149,17 @@ pub fn get(kv: &(impl KvRead + ?Sized), sid: u32, id: u64) -> Result<Option<Vec<
     })
 }
 
-/// Every memory of scope `sid` with a vector in `space`, by cosine to `q`, best first. A query
-/// of another dimension than the space's is [`Error::Invalid`]; a scope without vectors there
-/// gives nothing.
-pub fn nearest_in(
+/// The dimension of scope `sid` in `space`, checked against the query `q`: `None` when the
+/// scope has no vector there; a query of another dimension is [`Error::Invalid`].
+fn query_dimension(
     kv: &(impl KvRead + ?Sized),
     sid: u32,
     space: Space<'_>,
     q: &[f32],
-) -> Result<Vec<(u64, f64)>> {
+) -> Result<Option<usize>> {
     validate(q)?;
     let Some(dim) = dimension_in(kv, sid, space)? else {
-        return Ok(Vec::new());
+        return Ok(None);
     };
     if q.len() != dim as usize {
         return Err(Error::invalid(
@@ -146,29 +170,224 @@ pub fn nearest_in(
             ),
         ));
     }
-    let q_norm = norm(q);
-    let mut out = Vec::new();
+    Ok(Some(q.len()))
+}
+
+/// Visits the stored vectors of scope `sid` in `space` with ids from `from`, in id order, as
+/// their checked raw `f32` bytes.
+fn each_stored(
+    kv: &(impl KvRead + ?Sized),
+    sid: u32,
+    space: Space<'_>,
+    dim: usize,
+    from: u64,
+    mut f: impl FnMut(u64, &[u8]),
+) -> Result<()> {
     match space {
-        Space::Caller => {
-            VECTORS.scan(kv, (sid, 0)..(sid, DIM_KEY), Dir::Forward, |(_, id), v| {
-                let key = format_args!("(scope {sid}, #{id})");
-                out.push((id, cosine_stored("vectors", q, q_norm, &key, v)?));
+        Space::Caller => VECTORS.scan(
+            kv,
+            (sid, from)..(sid, DIM_KEY),
+            Dir::Forward,
+            |(_, id), v| {
+                f(
+                    id,
+                    stored_f32s("vectors", dim, &format_args!("(scope {sid}, #{id})"), v)?,
+                );
                 Ok(ControlFlow::Continue(()))
-            })?
-        }
+            },
+        ),
         Space::Model(m) => EMBEDDINGS.scan(
             kv,
-            (sid, m, 0)..(sid, m, CURSOR_KEY),
+            (sid, m, from)..(sid, m, CURSOR_KEY),
             Dir::Forward,
             |(_, _, id), v| {
                 let key = format_args!("(scope {sid}, {m:?}, #{id})");
-                out.push((id, cosine_stored("embeddings", q, q_norm, &key, v)?));
+                f(id, stored_f32s("embeddings", dim, &key, v)?);
                 Ok(ControlFlow::Continue(()))
             },
-        )?,
+        ),
     }
-    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+}
+
+/// Every memory of scope `sid` with a vector in `space`, with its exact cosine to `q`, by id
+/// ascending: every vector read from the store. A query of another dimension than the space's
+/// is [`Error::Invalid`]; a scope without vectors there gives nothing.
+pub fn nearest_in(
+    kv: &(impl KvRead + ?Sized),
+    sid: u32,
+    space: Space<'_>,
+    q: &[f32],
+) -> Result<Vec<(u64, f64)>> {
+    let Some(dim) = query_dimension(kv, sid, space, q)? else {
+        return Ok(Vec::new());
+    };
+    let q_norm = norm(q);
+    let mut out = Vec::new();
+    each_stored(kv, sid, space, dim, 0, |id, raw| {
+        let (dot, sq) = dot_and_square(raw, q);
+        let n = q_norm * sq.sqrt();
+        out.push((id, if n == 0.0 { 0.0 } else { dot / n }));
+    })?;
     Ok(out)
+}
+
+/// The memories whose cosine a cached search computes exactly: the [`RESCORED`] best by the
+/// quantised cosine.
+pub const RESCORED: usize = 200;
+
+/// [`nearest_in`] through the handle's cache of quantised vectors (docs/design.md 12.8): the
+/// cosine of every vector approximated from the cache, brought up to date from the snapshot
+/// first (the vectors appended since read; all of them again after a rewrite), then the exact
+/// cosine of the [`RESCORED`] best, of the memories in `exact` (the words' top, which a hybrid
+/// rescores) and of the neighbours within [`NEIGHBOUR_REACH`] ids of each, read from the store.
+/// By id ascending. A store of a format before 7, or a scope whose vectors exceed the cache,
+/// takes [`nearest_in`].
+pub(crate) fn nearest_cached(
+    kv: &(impl KvRead + ?Sized),
+    cache: &VectorCache,
+    sid: u32,
+    space: Space<'_>,
+    q: &[f32],
+    exact: &[u64],
+) -> Result<Vec<(u64, f64)>> {
+    let (Some(rewrites), Some(dim)) = (rewrites(kv)?, query_dimension(kv, sid, space, q)?) else {
+        return nearest_in(kv, sid, space, q);
+    };
+    let Some(last) = last_id(kv, sid, space)? else {
+        return Ok(Vec::new());
+    };
+    let key: SpaceKey = (sid, space.model().map(str::to_string));
+    let known = cache
+        .get(&key)
+        .filter(|c| c.rewrites == rewrites && c.matrix.dim() == dim)
+        .map(|c| c.matrix);
+    let matrix = match known {
+        Some(m) if m.last_id().is_some_and(|h| h >= last) => m,
+        known => {
+            let base = known.unwrap_or_else(|| Arc::new(Matrix::new(dim)));
+            let from = base.last_id().map_or(0, |h| h.saturating_add(1));
+            let mut seg = Segment::default();
+            let mut buf = Vec::with_capacity(dim);
+            each_stored(kv, sid, space, dim, from, |id, raw| {
+                buf.clear();
+                buf.extend(
+                    raw.chunks_exact(4)
+                        .map(|c| f32::from_le_bytes(c.try_into().unwrap_or_default())),
+                );
+                seg.push(dim, id, &buf);
+            })?;
+            let m = Arc::new(base.append(seg));
+            if m.bytes() > MAX_BYTES {
+                return nearest_in(kv, sid, space, q);
+            }
+            cache.put(
+                key,
+                Cached {
+                    rewrites,
+                    matrix: Arc::clone(&m),
+                },
+            );
+            m
+        }
+    };
+    let mut near = matrix.cosines(q, last);
+    rescore(kv, sid, space, q, &mut near, exact)?;
+    Ok(near)
+}
+
+/// The highest memory id with a vector of scope `sid` in `space`.
+fn last_id(kv: &(impl KvRead + ?Sized), sid: u32, space: Space<'_>) -> Result<Option<u64>> {
+    match space {
+        Space::Caller => VECTORS.edge(kv, (sid, 0)..(sid, DIM_KEY), Dir::Reverse, |(_, id), _| {
+            Ok(id)
+        }),
+        Space::Model(m) => EMBEDDINGS.edge(
+            kv,
+            (sid, m, 0)..(sid, m, CURSOR_KEY),
+            Dir::Reverse,
+            |(_, _, id), _| Ok(id),
+        ),
+    }
+}
+
+/// Replaces the approximate cosines in `near` (by id) of the [`RESCORED`] best, of `exact`
+/// and of their neighbours by the exact ones, read from the store.
+fn rescore(
+    kv: &(impl KvRead + ?Sized),
+    sid: u32,
+    space: Space<'_>,
+    q: &[f32],
+    near: &mut [(u64, f64)],
+    exact: &[u64],
+) -> Result<()> {
+    let mut places: Vec<usize> = (0..near.len()).collect();
+    if places.len() > RESCORED {
+        places.select_nth_unstable_by(RESCORED, |&a, &b| {
+            let (x, y) = (near.get(a), near.get(b));
+            y.map(|p| p.1)
+                .unwrap_or(0.0)
+                .total_cmp(&x.map(|p| p.1).unwrap_or(0.0))
+        });
+        places.truncate(RESCORED);
+    }
+    places.extend(
+        exact
+            .iter()
+            .filter_map(|d| near.binary_search_by_key(d, |&(id, _)| id).ok()),
+    );
+    let reach = NEIGHBOUR_REACH as usize;
+    let mut all: Vec<usize> = places
+        .iter()
+        .flat_map(|&i| i.saturating_sub(reach)..(i + reach + 1).min(near.len()))
+        .collect();
+    all.sort_unstable();
+    all.dedup();
+    let ids: Vec<u64> = all
+        .iter()
+        .filter_map(|&i| near.get(i).map(|p| p.0))
+        .collect();
+    let q_norm = norm(q);
+    match space {
+        Space::Caller => VECTORS.prefetch(kv, ids.iter().map(|&id| (sid, id)))?,
+        Space::Model(m) => EMBEDDINGS.prefetch(kv, ids.iter().map(|&id| (sid, m, id)))?,
+    }
+    for i in all {
+        let Some(slot) = near.get_mut(i) else {
+            continue;
+        };
+        let id = slot.0;
+        let c = match space {
+            Space::Caller => VECTORS.read(kv, (sid, id), |v| {
+                cosine_stored(
+                    "vectors",
+                    q,
+                    q_norm,
+                    &format_args!("(scope {sid}, #{id})"),
+                    v,
+                )
+            })?,
+            Space::Model(m) => EMBEDDINGS.read(kv, (sid, m, id), |v| {
+                let key = format_args!("(scope {sid}, {m:?}, #{id})");
+                cosine_stored("embeddings", q, q_norm, &key, v)
+            })?,
+        };
+        if let Some(c) = c {
+            slot.1 = c;
+        }
+    }
+    Ok(())
+}
+
+/// The ids of the words' top [`WORDS_DEPTH`] (by score, then id), which a hybrid search
+/// rescores exactly ([`nearest_cached`]).
+pub fn words_top(lex: &Scores) -> Vec<u64> {
+    let mut order: Vec<(u64, f64)> = lex.iter().map(|(d, s)| (*d, s.score)).collect();
+    let by = |a: &(u64, f64), b: &(u64, f64)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    if order.len() > WORDS_DEPTH {
+        order.select_nth_unstable_by(WORDS_DEPTH, by);
+        order.truncate(WORDS_DEPTH);
+    }
+    order.into_iter().map(|(d, _)| d).collect()
 }
 
 /// The vector ranking as scores (the cosine).
@@ -230,14 +449,14 @@ fn normalised(x: f64, lo: f64, hi: f64) -> f64 {
     ((x - lo) / (hi - lo).max(1e-9)).clamp(0.0, 1.0)
 }
 
-/// The 20th best of `xs` (or its last, when it has fewer), and the best.
+/// The 20th best of `xs` (or its last, when it has fewer), and the best: selected, not sorted
+/// (a hybrid query has a smoothed cosine for every vector of the scope).
 fn span(mut xs: Vec<f64>) -> (f64, f64) {
-    xs.sort_by(|a, b| b.total_cmp(a));
-    let hi = xs.first().copied().unwrap_or(0.0);
-    let lo = xs
-        .get(NORM_DEPTH.min(xs.len()).saturating_sub(1))
-        .copied()
-        .unwrap_or(0.0);
+    let hi = xs.iter().copied().max_by(f64::total_cmp).unwrap_or(0.0);
+    let Some(k) = NORM_DEPTH.min(xs.len()).checked_sub(1) else {
+        return (0.0, 0.0);
+    };
+    let lo = *xs.select_nth_unstable_by(k, |a, b| b.total_cmp(a)).1;
     (lo, hi)
 }
 
@@ -268,6 +487,7 @@ pub fn fuse(lex: &Scores, near: &[(u64, f64)], words: f64) -> Scores {
         )
     };
     let mut out = Scores::default();
+    out.reserve(order.len().max(v.len()));
     for (rank, (doc, s)) in order.iter().enumerate() {
         let l = normalised(s.score, l_lo, l_hi);
         let top = if rank < WORDS_DEPTH { 1.0 } else { 0.0 };
@@ -327,6 +547,9 @@ pub(crate) fn put(
         }
         Some(_) => {}
         None => VECTORS.put(&mut tx.tx, (meta.id, DIM_KEY), &encode(&(v.len() as u32))?)?,
+    }
+    if any_at_or_above(&tx.tx, VECTORS, (meta.id, id), (meta.id, DIM_KEY))? {
+        count_rewrite(&mut tx.tx)?;
     }
     VECTORS.put(&mut tx.tx, (meta.id, id), &encode(&v)?)
 }

@@ -90,5 +90,5 @@ fn power_loss_during_the_migration_leaves_format_2_or_3_whole() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
     // Some cuts came before the migration's commit, some after.
-    assert!(formats.contains(&2) && formats.contains(&6), "{formats:?}");
+    assert!(formats.contains(&2) && formats.contains(&7), "{formats:?}");
 }

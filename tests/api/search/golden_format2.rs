@@ -93,9 +93,9 @@ fn the_format2_fixture_still_searches_exactly() {
     let meta = r.open_table(somna::format::META).unwrap();
     assert_eq!(
         meta.get("format").unwrap().unwrap().value(),
-        // The read-write open above upgraded it to the current format, 6 (sections 13 and
-        // "Commit journal" of docs/design.md).
-        [0x01, 0x06, 0xb8, 0x4a, 0x61, 0x3b]
+        // The read-write open above upgraded it to the current format, 7 (sections 12.8, 13
+        // and "Commit journal" of docs/design.md).
+        [0x01, 0x07, 0x2e, 0x7a, 0x66, 0x4c]
     );
     let tail = r.open_table(TAIL).unwrap();
     // "staging is down today": length 4; down, is, stage, today once each.

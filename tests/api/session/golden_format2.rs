@@ -69,8 +69,8 @@ fn the_format2_sessions_still_read_exactly() {
 
     // The first read-write open migrates it.
     let mut s = Store::open(&path).unwrap();
-    assert_eq!(s.migrate().unwrap(), Migration { from: 2, to: 6 });
-    assert_eq!(stored_format(&path), 6);
+    assert_eq!(s.migrate().unwrap(), Migration { from: 2, to: 7 });
+    assert_eq!(stored_format(&path), 7);
     check_sessions(&s);
 
     // The stored idempotency key still replays; the migrated chain matches a resave.
@@ -91,7 +91,7 @@ fn the_format2_sessions_still_read_exactly() {
     chunk_bytes(&path);
     // Opening it again migrates nothing.
     let s = Store::open(&path).unwrap();
-    assert_eq!(s.migrate().unwrap(), Migration { from: 6, to: 6 });
+    assert_eq!(s.migrate().unwrap(), Migration { from: 7, to: 7 });
     check_sessions(&s);
 }
 

@@ -171,8 +171,9 @@ fn settings_and_meta_values_are_enveloped_varints() {
     // Format 2 added the search index (docs/design.md, section 12), format 3 the session chunks
     // (section 13), format 4 the commit journal beside the file (section "Commit journal"),
     // format 5 commits published without a sync in redb's header (section 14.9), format 6 the
-    // embedder's vectors (section 12.7); the layouts of the values that were there did not move.
-    assert_eq!(STORE_FORMAT, 6);
+    // embedder's vectors (section 12.7), format 7 the count of vector rewrites (section 12.8);
+    // the layouts of the values that were there did not move.
+    assert_eq!(STORE_FORMAT, 7);
     // `format` = 1u32, `RAW_MAX` = 32u64: one varint byte each.
     assert_eq!(encode(&1u32).unwrap(), [0x01, 0x01, 0x1b, 0xdf, 0x05, 0xa5]);
     assert_eq!(encode(&2u32).unwrap(), [0x01, 0x02, 0xa1, 0x8e, 0x0c, 0x3c]);
@@ -180,6 +181,7 @@ fn settings_and_meta_values_are_enveloped_varints() {
     assert_eq!(encode(&4u32).unwrap(), [0x01, 0x04, 0x94, 0x2b, 0x6f, 0xd5]);
     assert_eq!(encode(&5u32).unwrap(), [0x01, 0x05, 0x02, 0x1b, 0x68, 0xa2]);
     assert_eq!(encode(&6u32).unwrap(), [0x01, 0x06, 0xb8, 0x4a, 0x61, 0x3b]);
+    assert_eq!(encode(&7u32).unwrap(), [0x01, 0x07, 0x2e, 0x7a, 0x66, 0x4c]);
     assert_eq!(
         encode(&32u64).unwrap(),
         [0x01, 0x20, 0x45, 0xcf, 0x6c, 0xe9]
@@ -589,9 +591,9 @@ fn the_format1_fixture_still_reads_exactly() {
     let meta = rtx.open_table(META).unwrap();
     assert_eq!(
         meta.get("format").unwrap().unwrap().value(),
-        // The first read-write open upgraded it to the current format, 6 (its search index
+        // The first read-write open upgraded it to the current format, 7 (its search index
         // built, its sessions, none, in chunks).
-        [0x01, 0x06, 0xb8, 0x4a, 0x61, 0x3b]
+        [0x01, 0x07, 0x2e, 0x7a, 0x66, 0x4c]
     );
     assert_eq!(
         meta.get("next_scope_id").unwrap().unwrap().value(),
