@@ -136,6 +136,11 @@ impl Matrix {
         }
     }
 
+    /// The bytes one vector of dimension `dim` takes in a matrix: its id, codes, scale, norm.
+    pub fn row_bytes(dim: usize) -> usize {
+        8 + dim + 4 + 4
+    }
+
     /// The dimension.
     pub fn dim(&self) -> usize {
         self.dim
@@ -295,6 +300,7 @@ mod tests {
         assert_eq!(ids, (0..id).collect::<Vec<_>>());
         assert_eq!(m.len() as u64, id);
         assert_eq!(m.last_id(), Some(id - 1));
+        assert_eq!(m.bytes(), m.len() * Matrix::row_bytes(2));
         assert!(m.segment_count() <= 4, "{} segments", m.segment_count());
         // `upto` cuts the ids above it (a reader of an older snapshot).
         assert_eq!(m.cosines(&[1.0, 0.0], 9).len(), 10);

@@ -240,8 +240,8 @@ pub const RESCORED: usize = 200;
 /// first (the vectors appended since read; all of them again after a rewrite), then the exact
 /// cosine of the [`RESCORED`] best, of the memories in `exact` (the words' top, which a hybrid
 /// rescores) and of the neighbours within [`NEIGHBOUR_REACH`] ids of each, read from the store.
-/// By id ascending. A store of a format before 7, or a scope whose vectors exceed the cache,
-/// takes [`nearest_in`].
+/// By id ascending. A store of a format before 7, or a space whose highest id times a row's
+/// bytes exceeds the cache ([`MAX_BYTES`]), takes [`nearest_in`].
 pub(crate) fn nearest_cached(
     kv: &(impl KvRead + ?Sized),
     cache: &VectorCache,
@@ -256,6 +256,11 @@ pub(crate) fn nearest_cached(
     let Some(last) = last_id(kv, sid, space)? else {
         return Ok(Vec::new());
     };
+    // At most `last + 1` vectors: a space that may not fit is scanned from the file at once,
+    // not read into a matrix that the cache would refuse (and then read again).
+    if (last.saturating_add(1) as usize).saturating_mul(Matrix::row_bytes(dim)) > MAX_BYTES {
+        return nearest_in(kv, sid, space, q);
+    }
     let key: SpaceKey = (sid, space.model().map(str::to_string));
     let known = cache
         .get(&key)
@@ -277,9 +282,6 @@ pub(crate) fn nearest_cached(
                 seg.push(dim, id, &buf);
             })?;
             let m = Arc::new(base.append(seg));
-            if m.bytes() > MAX_BYTES {
-                return nearest_in(kv, sid, space, q);
-            }
             cache.put(
                 key,
                 Cached {
