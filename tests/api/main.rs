@@ -46,6 +46,7 @@ mod search {
     mod conformance;
     mod golden_format2;
     mod golden_format6;
+    mod golden_format7;
     mod index_props;
     mod vector_cache;
 }
