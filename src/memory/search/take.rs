@@ -41,11 +41,11 @@ fn rank_scope(
     terms: &[QueryTerm],
     q: &SearchQuery,
     need: Option<usize>,
-) -> Result<(Scores, Option<f64>)> {
+) -> Result<(vector::Ranking, Option<f64>)> {
     let mode = q.effective_mode();
     if let (SearchMode::Lexical, Some(need)) = (mode, need) {
         if let Some(p) = lexical_pruned(&r.tx, meta.id, meta.count, terms, &q.params, need)? {
-            return Ok((p.scores, Some(p.bound)));
+            return Ok((p.scores.into_iter().collect(), Some(p.bound)));
         }
     }
     let lex = match mode {
@@ -53,7 +53,7 @@ fn rank_scope(
         _ => lexical(&r.tx, meta.id, meta.count, terms, &q.params)?,
     };
     let Some(v) = q.vector.as_deref().filter(|_| mode != SearchMode::Lexical) else {
-        return Ok((lex, None));
+        return Ok((lex.into_iter().collect(), None));
     };
     let space = match &q.vector_model {
         Some(m) => vector::Space::Model(m),
@@ -66,7 +66,7 @@ fn rank_scope(
     let near = vector::nearest_cached(&r.tx, cache, meta.id, space, v, &exact)?;
     if near.is_empty() && mode == SearchMode::Hybrid {
         // Nothing to fuse with (a scope the backfill has not reached): the words' own scores.
-        return Ok((lex, None));
+        return Ok((lex.into_iter().collect(), None));
     }
     Ok((
         match mode {
