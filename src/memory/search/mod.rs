@@ -25,7 +25,7 @@ pub enum SearchMode {
     /// BM25 over the words (the default without a vector).
     Lexical,
     /// The lexical ranking rescored with the vectors' (the default with a vector, or with the
-    /// store's embedder): [`vector::fuse`].
+    /// store's embedder): [`vector::fuse()`].
     Hybrid,
     /// Cosine similarity to the query's vector only.
     Vector,
@@ -64,7 +64,7 @@ pub struct RankParams {
     /// (query terms it contains / query terms)` (0: none).
     pub coverage: f64,
     /// The words' share of a hybrid score (the vectors' is the rest): 0 to 1
-    /// ([`vector::fuse`]).
+    /// ([`vector::fuse()`]).
     pub words_weight: f64,
     /// Rank a lexical query pruned to its top hits (docs/design.md, section 12.6.1): the same
     /// hits and scores, `SearchResult::candidates` then counting the documents scored. Off by

@@ -8,7 +8,7 @@
 //!   current model, in batches, resumably (a cursor per scope and model), and the MCP server
 //!   runs it in the background.
 //! - [`Store::search`] embeds a query that has no vector within the embedder's wait, and ranks
-//!   the words and the vectors together ([`crate::memory::search::vector::fuse`]); when the
+//!   the words and the vectors together ([`crate::memory::search::vector::fuse()`]); when the
 //!   embedder does not answer, it ranks by the words and says so
 //!   ([`crate::SearchResult::fallback`]).
 //! - Vectors are kept per model (table `embeddings`, docs/design.md): a new model fills its own
