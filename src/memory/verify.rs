@@ -6,7 +6,8 @@
 //! counters must match its rows; idempotency keys must name memories inside the log; the
 //! embedder's vectors (`embeddings`) must decode, have their (scope, model)'s dimension, belong
 //! to a registered model and name memories inside the log, and each backfill cursor must be
-//! within the log.
+//! within the log; the callers' vectors (`vectors`) must decode, have their scope's dimension
+//! and name memories inside the log, and the count of vector rewrites must decode.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -17,7 +18,7 @@ use crate::memory::log::decode_memory;
 use crate::memory::summary::TreeKey;
 use crate::storage::codec::decode;
 use crate::storage::embeddings::{self, CURSOR_KEY, DIM_KEY};
-use crate::storage::tables::{CLAIMS, EMBEDDINGS, IDEMPOTENCY, LOG, PENDING, STALE, TREE};
+use crate::storage::tables::{CLAIMS, EMBEDDINGS, IDEMPOTENCY, LOG, PENDING, STALE, TREE, VECTORS};
 use crate::storage::txn::ReadTxn;
 use crate::storage::verify::Scopes;
 
@@ -54,6 +55,7 @@ pub(crate) fn verify_memory(
     let (pending, stale) = verify_marks(r, &tree.built, problem)?;
     verify_blocks(scopes, &tree, &pending, &stale, problem);
     verify_embeddings(r, scopes, problem)?;
+    verify_vectors(r, scopes, problem)?;
     for (sid, _) in &pending {
         if !scopes.contains_key(sid) {
             problem(format!(
@@ -138,6 +140,57 @@ fn verify_embeddings(r: &ReadTxn, scopes: &Scopes, problem: &mut dyn FnMut(Strin
                     "embeddings of {name:?}: {model:?} has vectors and no dimension"
                 )),
             }
+        }
+        Ok(())
+    })
+}
+
+/// `vectors`, the callers' own: each row decodes, names a memory inside its scope's log and has
+/// the scope's dimension (`(sid, u64::MAX)`); and `meta["vector_rewrites"]` decodes (format 7).
+fn verify_vectors(r: &ReadTxn, scopes: &Scopes, problem: &mut dyn FnMut(String)) -> Result<()> {
+    if let Err(e) = embeddings::rewrites(&r.tx) {
+        problem(e.to_string());
+    }
+    let mut dims: HashMap<u32, u32> = HashMap::new();
+    VECTORS.each(&r.tx, .., |(sid, id), v| {
+        if id == DIM_KEY {
+            match decode("vectors", &format_args!("(scope {sid}, dimension)"), v) {
+                Ok(d) => {
+                    dims.insert(sid, d);
+                }
+                Err(e) => problem(e.to_string()),
+            }
+        }
+        Ok(())
+    })?;
+    VECTORS.each(&r.tx, .., |(sid, id), v| {
+        let Some((name, meta)) = scopes.get(&sid) else {
+            problem(format!("vectors: a row belongs to unknown scope id {sid}"));
+            return Ok(());
+        };
+        if id == DIM_KEY {
+            return Ok(());
+        }
+        let key = format_args!("(scope {sid}, #{id})");
+        let vector: Vec<f32> = match decode("vectors", &key, v) {
+            Ok(v) => v,
+            Err(e) => {
+                problem(e.to_string());
+                return Ok(());
+            }
+        };
+        if id >= meta.count {
+            problem(format!(
+                "vectors of {name:?}: a vector of #{id}, past the log"
+            ));
+        }
+        match dims.get(&sid) {
+            Some(d) if *d as usize == vector.len() => {}
+            Some(d) => problem(format!(
+                "vectors of {name:?}: #{id}'s vector has {} numbers, not {d}",
+                vector.len()
+            )),
+            None => problem(format!("vectors of {name:?}: vectors and no dimension")),
         }
         Ok(())
     })

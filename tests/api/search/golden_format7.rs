@@ -2,15 +2,17 @@
 //! vectors trusts (docs/design.md 12.8): `meta["vector_rewrites"]` and `meta["format"]` byte by
 //! byte in `tests/fixtures/format7-vectors.redb` (made by `make_format7_fixture`, run with
 //! `SOMNA_MAKE_FIXTURE=1 cargo test --test api -- --ignored make_format7_fixture`, never
-//! regenerated), a read-only handle ranking its vectors, and the count raised by a replacement
-//! and left alone by an append.
+//! regenerated), a read-only handle ranking its vectors, the count raised by a replacement and
+//! left alone by an append, and `verify` finding damaged or stray callers' vectors and a damaged
+//! count.
 
 use std::path::{Path, PathBuf};
 
-use redb::{ReadableDatabase, TableDefinition};
+use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 use somna::{NewMemory, Options, SearchMode, SearchQuery, Store};
 
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+const VECTORS: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new("vectors");
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
@@ -88,4 +90,37 @@ fn the_format7_fixture_counts_its_rewrites_byte_by_byte() {
         meta(&path, "vector_rewrites"),
         [0x01, 0x02, 0xa1, 0x8e, 0x0c, 0x3c]
     );
+}
+
+#[test]
+fn verify_finds_damaged_and_stray_caller_vectors_and_a_damaged_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    std::fs::copy(fixtures().join("format7-vectors.redb"), &path).unwrap();
+    let mut s = Store::open_with(&path, Options::default().exclusive(true)).unwrap();
+    let r = s.verify().unwrap();
+    assert!(r.ok(), "{:?}", r.problems);
+    s.close().unwrap();
+    {
+        let db = redb::Database::open(&path).unwrap();
+        let w = db.begin_write().unwrap();
+        {
+            let mut t = w.open_table(VECTORS).unwrap();
+            let good = t.get((0, 3)).unwrap().unwrap().value().to_vec();
+            // A vector of a memory past the log, and one whose bytes are damaged.
+            t.insert((0, 99), good.as_slice()).unwrap();
+            t.insert((0, 1), [0x01, 0x02, 0x03].as_slice()).unwrap();
+            let mut m = w.open_table(META).unwrap();
+            m.insert("vector_rewrites", [0x01, 0x02, 0x03].as_slice())
+                .unwrap();
+        }
+        w.commit().unwrap();
+    }
+    let mut s = Store::open_with(&path, Options::default().read_only(true)).unwrap();
+    let r = s.verify().unwrap();
+    let all = r.problems.join("\n");
+    assert!(all.contains("#99, past the log"), "{all}");
+    assert!(all.contains("(scope 0, #1)"), "{all}");
+    assert!(all.contains("vector_rewrites"), "{all}");
+    assert_eq!(r.problems.len(), 3, "{all}");
 }
