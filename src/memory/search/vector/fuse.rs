@@ -98,12 +98,20 @@ fn span(mut xs: Vec<f64>) -> (f64, f64) {
 /// As a list (each memory once), not a map: a hybrid query has a candidate for every vector of
 /// the scope, and hashing 10^5 of them was a tenth of its time.
 pub fn fuse(lex: &Scores, near: &[(u64, f64)], words: f64) -> Ranking {
-    let mut order: Vec<(&u64, &Scored)> = lex.iter().collect();
-    order.sort_by(|a, b| b.1.score.total_cmp(&a.1.score).then(a.0.cmp(b.0)));
+    // Only the words' top 50 need their order (their bonus, and the span of their scores):
+    // selected, not sorted, as below the 20th best a memory's normalised word score is 0 anyway.
+    let by =
+        |a: &(u64, Scored), b: &(u64, Scored)| b.1.score.total_cmp(&a.1.score).then(a.0.cmp(&b.0));
+    let mut worded: Vec<(u64, Scored)> = lex.iter().map(|(d, s)| (*d, *s)).collect();
+    if worded.len() > WORDS_DEPTH {
+        worded.select_nth_unstable_by(WORDS_DEPTH, by);
+    }
+    let top = WORDS_DEPTH.min(worded.len());
     let (l_lo, l_hi) = span(
-        order
+        worded
+            .get(..top)
+            .unwrap_or_default()
             .iter()
-            .take(WORDS_DEPTH)
             .map(|(_, s)| s.score)
             .collect(),
     );
@@ -116,22 +124,22 @@ pub fn fuse(lex: &Scores, near: &[(u64, f64)], words: f64) -> Ranking {
             smoothed_of(&v, doc).map_or(0.0, |s| normalised(s, v_lo, v_hi)),
         )
     };
-    let mut out = Vec::with_capacity(order.len() + v.len());
-    for (rank, (doc, s)) in order.iter().enumerate() {
+    let mut out = Vec::with_capacity(worded.len() + v.len());
+    for (place, (doc, s)) in worded.iter().enumerate() {
         let l = normalised(s.score, l_lo, l_hi);
-        let top = if rank < WORDS_DEPTH { 1.0 } else { 0.0 };
+        let bonus = if place < top { 1.0 } else { 0.0 };
         out.push((
-            **doc,
+            *doc,
             Scored {
-                score: top + blend(**doc, l),
+                score: bonus + blend(*doc, l),
                 mask: s.mask,
             },
         ));
     }
     // The memories with a vector and no word, found by walking both id orders together.
-    let mut worded: Vec<u64> = lex.keys().copied().collect();
-    worded.sort_unstable();
-    let mut w = worded.iter().peekable();
+    let mut ids: Vec<u64> = lex.keys().copied().collect();
+    ids.sort_unstable();
+    let mut w = ids.iter().peekable();
     for &(doc, s) in &v {
         while w.next_if(|&&x| x < doc).is_some() {}
         if w.peek().is_some_and(|&&x| x == doc) {
@@ -172,6 +180,101 @@ mod tests {
                 (d, own.max(NEIGHBOUR_SHARE * best))
             })
             .collect()
+    }
+
+    /// The fusion as it was before it selected the words' top instead of sorting them all:
+    /// the reference.
+    fn fuse_by_full_sort(lex: &Scores, near: &[(u64, f64)], words: f64) -> Ranking {
+        let mut order: Vec<(&u64, &Scored)> = lex.iter().collect();
+        order.sort_by(|a, b| b.1.score.total_cmp(&a.1.score).then(a.0.cmp(b.0)));
+        let (l_lo, l_hi) = span(
+            order
+                .iter()
+                .take(WORDS_DEPTH)
+                .map(|(_, s)| s.score)
+                .collect(),
+        );
+        let v = smoothed(near);
+        let (v_lo, v_hi) = span(v.iter().map(|&(_, s)| s).collect());
+        let mix = |l: f64, vv: f64| words * l + (1.0 - words) * vv;
+        let blend = |doc: u64, l: f64| {
+            mix(
+                l,
+                smoothed_of(&v, doc).map_or(0.0, |s| normalised(s, v_lo, v_hi)),
+            )
+        };
+        let mut out = Vec::with_capacity(order.len() + v.len());
+        for (rank, (doc, s)) in order.iter().enumerate() {
+            let l = normalised(s.score, l_lo, l_hi);
+            let top = if rank < WORDS_DEPTH { 1.0 } else { 0.0 };
+            out.push((
+                **doc,
+                Scored {
+                    score: top + blend(**doc, l),
+                    mask: s.mask,
+                },
+            ));
+        }
+        // The memories with a vector and no word, found by walking both id orders together.
+        let mut worded: Vec<u64> = lex.keys().copied().collect();
+        worded.sort_unstable();
+        let mut w = worded.iter().peekable();
+        for &(doc, s) in &v {
+            while w.next_if(|&&x| x < doc).is_some() {}
+            if w.peek().is_some_and(|&&x| x == doc) {
+                continue;
+            }
+            out.push((
+                doc,
+                Scored {
+                    score: mix(0.0, normalised(s, v_lo, v_hi)),
+                    mask: 0,
+                },
+            ));
+        }
+        out
+    }
+
+    /// A multiset of (doc, score bits, mask), for comparing rankings listed in any order.
+    fn bits(mut r: Ranking) -> Vec<(u64, u64, u64)> {
+        r.sort_by_key(|p| p.0);
+        r.into_iter()
+            .map(|(d, s)| (d, s.score.to_bits(), s.mask))
+            .collect()
+    }
+
+    #[test]
+    fn the_fusion_by_selection_equals_the_fusion_by_full_sort_bit_for_bit() {
+        let mut next = crate::domain::test_rng::xorshift(11);
+        for round in 0..40u64 {
+            let n = [0, 1, 49, 50, 51, 300][(round % 6) as usize];
+            let mut lex = Scores::default();
+            for _ in 0..n {
+                let doc = next() % 400;
+                // Few distinct scores, so that ties meet the 50th place.
+                let score = (next() % 7) as f64 / 2.0;
+                lex.insert(
+                    doc,
+                    Scored {
+                        score,
+                        mask: next() % 8,
+                    },
+                );
+            }
+            let mut near: Vec<(u64, f64)> = Vec::new();
+            for d in 0..400 {
+                if !next().is_multiple_of(3) {
+                    near.push((d, (next() % 2001) as f64 / 1000.0 - 1.0));
+                }
+            }
+            for w in [0.0, 0.6, 1.0] {
+                assert_eq!(
+                    bits(fuse(&lex, &near, w)),
+                    bits(fuse_by_full_sort(&lex, &near, w)),
+                    "round {round}, weight {w}"
+                );
+            }
+        }
     }
 
     #[test]
