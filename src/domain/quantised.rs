@@ -31,9 +31,14 @@ pub struct Quantised<'a> {
 
 /// Quantises `v` into `codes` (cleared first): returns its scale and exact norm.
 pub fn quantise_into(v: &[f32], codes: &mut Vec<i8>) -> (f32, f32) {
+    codes.clear();
+    quantise_after(v, codes)
+}
+
+/// Quantises `v` onto the end of `codes`: returns its scale and exact norm.
+fn quantise_after(v: &[f32], codes: &mut Vec<i8>) -> (f32, f32) {
     let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
     let scale = if max > 0.0 { max / 127.0 } else { 0.0 };
-    codes.clear();
     codes.extend(v.iter().map(|x| {
         if scale > 0.0 {
             (x / scale).round().clamp(-127.0, 127.0) as i8
@@ -98,11 +103,11 @@ impl Segment {
     /// Adds vector `id` (above every id already here; the caller reads them in key order) of
     /// the segment's dimension `dim` (its codes are cut or padded to it).
     pub fn push(&mut self, dim: usize, id: u64, v: &[f32]) {
-        let mut codes = Vec::with_capacity(dim);
-        let (scale, n) = quantise_into(v, &mut codes);
-        codes.resize(dim, 0);
+        // Straight onto the codes: a matrix of 10^5 vectors is read in one go.
+        let start = self.codes.len();
+        let (scale, n) = quantise_after(v, &mut self.codes);
+        self.codes.resize(start + dim, 0);
         self.ids.push(id);
-        self.codes.extend_from_slice(&codes);
         self.scales.push(scale);
         self.norms.push(n);
     }

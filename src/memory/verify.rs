@@ -118,31 +118,50 @@ fn verify_embeddings(r: &ReadTxn, scopes: &Scopes, problem: &mut dyn FnMut(Strin
                 ));
             }
         } else if id != DIM_KEY {
-            let vector: Vec<f32> = match decode("embeddings", &key, v) {
-                Ok(v) => v,
-                Err(e) => {
-                    problem(e.to_string());
-                    return Ok(());
-                }
+            let row = Row {
+                table: "embeddings",
+                what: format!("embeddings of {name:?}, model {model:?}"),
+                id,
+                count: meta.count,
+                dim: dims.get(&(sid, model.to_string())).copied(),
             };
-            if id >= meta.count {
-                problem(format!(
-                    "embeddings of {name:?}: {model:?} has a vector of #{id}, past the log"
-                ));
-            }
-            match dims.get(&(sid, model.to_string())) {
-                Some(d) if *d as usize == vector.len() => {}
-                Some(d) => problem(format!(
-                    "embeddings of {name:?}: #{id}'s {model:?} vector has {} numbers, not {d}",
-                    vector.len()
-                )),
-                None => problem(format!(
-                    "embeddings of {name:?}: {model:?} has vectors and no dimension"
-                )),
-            }
+            check_vector(&row, &key, v, problem);
         }
         Ok(())
     })
+}
+
+/// A stored vector's row as [`check_vector`] checks it.
+struct Row {
+    table: &'static str,
+    /// The table and scope (and model), as each problem names them.
+    what: String,
+    id: u64,
+    /// The scope's memory count.
+    count: u64,
+    /// The dimension of its scope (and model), if one is stored.
+    dim: Option<u32>,
+}
+
+/// One stored vector, of `vectors` or `embeddings`: it decodes, names a memory inside the log
+/// and has its space's dimension.
+fn check_vector(row: &Row, key: &dyn std::fmt::Display, v: &[u8], problem: &mut dyn FnMut(String)) {
+    let Row { what, id, .. } = row;
+    let vector: Vec<f32> = match decode(row.table, key, v) {
+        Ok(v) => v,
+        Err(e) => return problem(e.to_string()),
+    };
+    if *id >= row.count {
+        problem(format!("{what}: a vector of #{id}, past the log"));
+    }
+    match row.dim {
+        Some(d) if d as usize == vector.len() => {}
+        Some(d) => problem(format!(
+            "{what}: #{id}'s vector has {} numbers, not {d}",
+            vector.len()
+        )),
+        None => problem(format!("{what}: vectors and no dimension")),
+    }
 }
 
 /// `vectors`, the callers' own: each row decodes, names a memory inside its scope's log and has
@@ -171,27 +190,14 @@ fn verify_vectors(r: &ReadTxn, scopes: &Scopes, problem: &mut dyn FnMut(String))
         if id == DIM_KEY {
             return Ok(());
         }
-        let key = format_args!("(scope {sid}, #{id})");
-        let vector: Vec<f32> = match decode("vectors", &key, v) {
-            Ok(v) => v,
-            Err(e) => {
-                problem(e.to_string());
-                return Ok(());
-            }
+        let row = Row {
+            table: "vectors",
+            what: format!("vectors of {name:?}"),
+            id,
+            count: meta.count,
+            dim: dims.get(&sid).copied(),
         };
-        if id >= meta.count {
-            problem(format!(
-                "vectors of {name:?}: a vector of #{id}, past the log"
-            ));
-        }
-        match dims.get(&sid) {
-            Some(d) if *d as usize == vector.len() => {}
-            Some(d) => problem(format!(
-                "vectors of {name:?}: #{id}'s vector has {} numbers, not {d}",
-                vector.len()
-            )),
-            None => problem(format!("vectors of {name:?}: vectors and no dimension")),
-        }
+        check_vector(&row, &format_args!("(scope {sid}, #{id})"), v, problem);
         Ok(())
     })
 }
