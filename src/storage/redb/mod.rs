@@ -2,7 +2,8 @@
 //! guard, opens and creates the file (atomically, recovering a torn tail, checking the format)
 //! and implements [`crate::storage::engine::Engine`]; `file.rs` has the low-level steps (redb's
 //! builder, an open bounded by the busy timeout, what a panic of redb becomes); [`kv`] is the
-//! storage seam over redb's typed tables, which [`schema`] defines (store format 1); [`tail`]
+//! storage seam over redb's typed tables, which [`schema`] defines (store format 1), through
+//! the generic operations of `typed.rs`; [`tail`]
 //! recovers a torn tail; [`journal`] is the commit journal (format 4; shared by
 //! the default mode's handles since format 5).
 //! It may use the core files of `storage/`, never `store.rs` nor the server
@@ -14,6 +15,7 @@ pub mod journal;
 pub mod kv;
 pub mod schema;
 pub mod tail;
+mod typed;
 
 pub(crate) use engine::with_backend;
 pub(crate) use engine::RedbEngine;
