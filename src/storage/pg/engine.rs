@@ -13,10 +13,10 @@ use crate::storage::engine::{
     check_format_value, initialize, read_only_handle, read_txn, upgrade, write_txn, Engine, Opened,
 };
 use crate::storage::options::Options;
-use crate::storage::pg::conn::{
-    classify, server_error, with_schema, Attempt, Fault, Server, COMMITS, LEGACY_SCHEMA,
-};
+use crate::storage::pg::conn::{Attempt, Server, COMMITS, LEGACY_SCHEMA};
+use crate::storage::pg::fault::{classify, server_error, Fault};
 use crate::storage::pg::kv::PgTx;
+use crate::storage::pg::settings::with_schema;
 use crate::storage::tables::{META, STORE_FORMAT, TABLE_NAMES};
 use crate::storage::txn::{ReadTxn, WriteTxn};
 

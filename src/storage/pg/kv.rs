@@ -23,7 +23,8 @@ use tokio_postgres::types::Type;
 use crate::error::{Error, Result};
 use crate::storage::kv::{empty_range, Dir, KvRead, KvWrite, TableId, Visit};
 use crate::storage::pg::client::{Param, SqlError};
-use crate::storage::pg::conn::{classify, server_error, Attempt, Conn, ContextRows, Fault, Server};
+use crate::storage::pg::conn::{Attempt, Conn, ContextRows, Server};
+use crate::storage::pg::fault::{classify, server_error, Fault};
 
 /// One transaction of the server engine (see the module doc).
 pub struct PgTx {

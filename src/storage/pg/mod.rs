@@ -1,8 +1,9 @@
 //! The server engine: a store kept in one schema of a PostgreSQL-protocol database (PostgreSQL;
 //! by the same SQL CockroachDB and YugabyteDB), reached by a `postgresql://` URL. [`url`] reads
 //! the URL and shows it without its password; `client.rs` is one connection with its waits
-//! bounded; `tls.rs` TLS with libpq's parameters; `conn.rs` holds the connections and the
-//! transaction loop; `kv.rs` is the storage seam as SQL statements; `engine.rs` opens the store
+//! bounded; `tls.rs` TLS with libpq's parameters; `settings.rs` reads a URL's hosts, schema and
+//! timeouts; `conn.rs` holds the connections and the transaction loop, `fault.rs` what a failed
+//! statement means to it; `kv.rs` is the storage seam as SQL statements; `engine.rs` opens the store
 //! and implements [`crate::storage::engine::Engine`]. It may use the core files of `storage/`,
 //! never `store.rs` nor the redb engine.
 //!
@@ -20,9 +21,13 @@ mod conn;
 #[cfg(feature = "postgres")]
 mod engine;
 #[cfg(feature = "postgres")]
+mod fault;
+#[cfg(feature = "postgres")]
 mod kv;
 #[cfg(not(feature = "postgres"))]
 mod off;
+#[cfg(feature = "postgres")]
+mod settings;
 #[cfg(feature = "postgres")]
 mod tls;
 

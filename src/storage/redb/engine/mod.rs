@@ -1,6 +1,6 @@
 //! The redb engine: the open database, its panic guard, and the [`Engine`] operations on it
 //! (a read, a write that waits for the one writer slot, close, redb's integrity check,
-//! compaction); opening or creating the file is in `engine/opening.rs`.
+//! compaction); opening or creating the file is in `opening.rs`.
 
 mod opening;
 pub(crate) use opening::with_backend;
