@@ -381,7 +381,10 @@ mod tests {
                     store
                         .read(|r| {
                             let meta = r.scope_meta("default")?.unwrap();
-                            let full = lexical(&r.tx, meta.id, meta.count, &terms, &params)?;
+                            let full: Scores =
+                                lexical(&r.tx, meta.id, meta.count, &terms, &params)?
+                                    .into_iter()
+                                    .collect();
                             let Some(p) =
                                 lexical_pruned(&r.tx, meta.id, meta.count, &terms, &params, need)?
                             else {

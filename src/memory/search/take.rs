@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::memory::lifecycle::{marked_line, state_of};
 use crate::memory::log::get_memory;
 use crate::memory::search::prune::lexical_pruned;
-use crate::memory::search::score::{lexical, Scores};
+use crate::memory::search::score::lexical;
 use crate::memory::search::{vector, Hit, SearchMode, SearchQuery, SearchResult};
 use crate::memory::summary::{get_summary, marked_summary_line};
 
@@ -49,29 +49,30 @@ fn rank_scope(
         }
     }
     let lex = match mode {
-        SearchMode::Vector => Scores::default(),
+        SearchMode::Vector => Vec::new(),
         _ => lexical(&r.tx, meta.id, meta.count, terms, &q.params)?,
     };
     let Some(v) = q.vector.as_deref().filter(|_| mode != SearchMode::Lexical) else {
-        return Ok((lex.into_iter().collect(), None));
+        return Ok((lex, None));
     };
     let space = match &q.vector_model {
         Some(m) => vector::Space::Model(m),
         None => vector::Space::Caller,
     };
-    let exact = match mode {
+    let top = match mode {
         SearchMode::Vector => Vec::new(),
         _ => vector::words_top(&lex),
     };
+    let exact: Vec<u64> = top.iter().map(|&(d, _)| d).collect();
     let near = vector::nearest_cached(&r.tx, cache, meta.id, space, v, &exact)?;
     if near.is_empty() && mode == SearchMode::Hybrid {
         // Nothing to fuse with (a scope the backfill has not reached): the words' own scores.
-        return Ok((lex.into_iter().collect(), None));
+        return Ok((lex, None));
     }
     Ok((
         match mode {
             SearchMode::Vector => vector::as_scored(&near),
-            _ => vector::fuse(&lex, &near, q.params.words_weight),
+            _ => vector::fuse(&lex, &top, &near, q.params.words_weight),
         },
         None,
     ))

@@ -1,18 +1,20 @@
 //! The hybrid ranking: the words' top rescored with the smoothed cosine ([`fuse`]), and the
 //! vector ranking alone as scores ([`as_scored`]).
 
-use crate::memory::search::score::{Scored, Scores};
+use crate::memory::search::score::Scored;
 
-/// The ids of the words' top [`WORDS_DEPTH`] (by score, then id), which a hybrid search
-/// rescores exactly ([`super::nearest_cached`]).
-pub fn words_top(lex: &Scores) -> Vec<u64> {
-    let mut order: Vec<(u64, f64)> = lex.iter().map(|(d, s)| (*d, s.score)).collect();
-    let by = |a: &(u64, f64), b: &(u64, f64)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+/// The words' top [`WORDS_DEPTH`] (by score, then id), in no order: what a hybrid search
+/// rescores exactly ([`super::nearest_cached`]) and [`fuse`] ranks first. Selected, not
+/// sorted: their order is all that is read of them.
+pub fn words_top(lex: &[(u64, Scored)]) -> Vec<(u64, Scored)> {
+    let by =
+        |a: &(u64, Scored), b: &(u64, Scored)| b.1.score.total_cmp(&a.1.score).then(a.0.cmp(&b.0));
+    let mut order = lex.to_vec();
     if order.len() > WORDS_DEPTH {
         order.select_nth_unstable_by(WORDS_DEPTH, by);
         order.truncate(WORDS_DEPTH);
     }
-    order.into_iter().map(|(d, _)| d).collect()
+    order
 }
 
 /// The vector ranking as scores (the cosine).
@@ -97,61 +99,81 @@ fn span(mut xs: Vec<f64>) -> (f64, f64) {
 /// rank fusion lost (0.755); the parameters were chosen by leaving each conversation out.
 /// As a list (each memory once), not a map: a hybrid query has a candidate for every vector of
 /// the scope, and hashing 10^5 of them was a tenth of its time.
-pub fn fuse(lex: &Scores, near: &[(u64, f64)], words: f64) -> Ranking {
-    // Only the words' top 50 need their order (their bonus, and the span of their scores):
-    // selected, not sorted, as below the 20th best a memory's normalised word score is 0 anyway.
-    let by =
-        |a: &(u64, Scored), b: &(u64, Scored)| b.1.score.total_cmp(&a.1.score).then(a.0.cmp(&b.0));
-    let mut worded: Vec<(u64, Scored)> = lex.iter().map(|(d, s)| (*d, *s)).collect();
-    if worded.len() > WORDS_DEPTH {
-        worded.select_nth_unstable_by(WORDS_DEPTH, by);
-    }
-    let top = WORDS_DEPTH.min(worded.len());
-    let (l_lo, l_hi) = span(
-        worded
-            .get(..top)
-            .unwrap_or_default()
-            .iter()
-            .map(|(_, s)| s.score)
-            .collect(),
-    );
+pub fn fuse(
+    lex: &[(u64, Scored)],
+    top: &[(u64, Scored)],
+    near: &[(u64, f64)],
+    words: f64,
+) -> Ranking {
+    let (l_lo, l_hi) = span(top.iter().map(|(_, s)| s.score).collect());
     let v = smoothed(near);
     let (v_lo, v_hi) = span(v.iter().map(|&(_, s)| s).collect());
     let mix = |l: f64, vv: f64| words * l + (1.0 - words) * vv;
-    let blend = |doc: u64, l: f64| {
-        mix(
-            l,
-            smoothed_of(&v, doc).map_or(0.0, |s| normalised(s, v_lo, v_hi)),
-        )
-    };
-    let mut out = Vec::with_capacity(worded.len() + v.len());
-    for (place, (doc, s)) in worded.iter().enumerate() {
-        let l = normalised(s.score, l_lo, l_hi);
-        let bonus = if place < top { 1.0 } else { 0.0 };
+    let mut out = Vec::with_capacity(lex.len() + v.len());
+    for &(doc, s) in top {
+        let vv = smoothed_of(&v, doc).map_or(0.0, |c| normalised(c, v_lo, v_hi));
         out.push((
-            *doc,
+            doc,
             Scored {
-                score: bonus + blend(*doc, l),
+                score: 1.0 + mix(normalised(s.score, l_lo, l_hi), vv),
                 mask: s.mask,
             },
         ));
     }
-    // The memories with a vector and no word, found by walking both id orders together.
-    let mut ids: Vec<u64> = lex.keys().copied().collect();
-    ids.sort_unstable();
-    let mut w = ids.iter().peekable();
-    for &(doc, s) in &v {
-        while w.next_if(|&&x| x < doc).is_some() {}
-        if w.peek().is_some_and(|&&x| x == doc) {
+    // Every other memory, by walking the words' and the vectors' id orders together: below
+    // the top a memory's normalised word score is 0 (its score is at most the 50th best, at
+    // most the 20th, where the normalisation starts), so it ranks by its vector alone, and
+    // keeps the mask of the words it holds.
+    let mut top_ids: Vec<u64> = top.iter().map(|&(d, _)| d).collect();
+    top_ids.sort_unstable();
+    let by_id = |a: &(u64, Scored), b: &(u64, Scored)| a.0.cmp(&b.0);
+    let sorted: std::borrow::Cow<'_, [(u64, Scored)]> = if lex.is_sorted_by(|a, b| a.0 < b.0) {
+        std::borrow::Cow::Borrowed(lex)
+    } else {
+        let mut l = lex.to_vec();
+        l.sort_unstable_by(by_id);
+        std::borrow::Cow::Owned(l)
+    };
+    let (mut w, mut c) = (sorted.iter().peekable(), v.iter().peekable());
+    let mut tops = top_ids.iter().peekable();
+    loop {
+        let (doc, mask, cos) = match (w.peek(), c.peek()) {
+            (Some(&&(a, s)), Some(&&(b, x))) if a == b => {
+                w.next();
+                c.next();
+                (a, Some(s.mask), Some(x))
+            }
+            (Some(&&(a, s)), Some(&&(b, _))) if a < b => {
+                w.next();
+                (a, Some(s.mask), None)
+            }
+            (Some(&&(a, s)), None) => {
+                w.next();
+                (a, Some(s.mask), None)
+            }
+            (_, Some(&&(b, x))) => {
+                c.next();
+                (b, None, Some(x))
+            }
+            (None, None) => break,
+        };
+        while tops.next_if(|&&t| t < doc).is_some() {}
+        if tops.peek().is_some_and(|&&t| t == doc) {
             continue;
         }
-        out.push((
-            doc,
-            Scored {
-                score: mix(0.0, normalised(s, v_lo, v_hi)),
+        let vv = cos.map_or(0.0, |x| normalised(x, v_lo, v_hi));
+        let scored = match mask {
+            // The sum as the words' ranking below the top has always made it.
+            Some(mask) => Scored {
+                score: 0.0 + mix(0.0, vv),
+                mask,
+            },
+            None => Scored {
+                score: mix(0.0, vv),
                 mask: 0,
             },
-        ));
+        };
+        out.push((doc, scored));
     }
     out
 }
@@ -184,8 +206,8 @@ mod tests {
 
     /// The fusion as it was before it selected the words' top instead of sorting them all:
     /// the reference.
-    fn fuse_by_full_sort(lex: &Scores, near: &[(u64, f64)], words: f64) -> Ranking {
-        let mut order: Vec<(&u64, &Scored)> = lex.iter().collect();
+    fn fuse_by_full_sort(lex: &[(u64, Scored)], near: &[(u64, f64)], words: f64) -> Ranking {
+        let mut order: Vec<(&u64, &Scored)> = lex.iter().map(|(d, s)| (d, s)).collect();
         order.sort_by(|a, b| b.1.score.total_cmp(&a.1.score).then(a.0.cmp(b.0)));
         let (l_lo, l_hi) = span(
             order
@@ -216,7 +238,7 @@ mod tests {
             ));
         }
         // The memories with a vector and no word, found by walking both id orders together.
-        let mut worded: Vec<u64> = lex.keys().copied().collect();
+        let mut worded: Vec<u64> = lex.iter().map(|&(d, _)| d).collect();
         worded.sort_unstable();
         let mut w = worded.iter().peekable();
         for &(doc, s) in &v {
@@ -248,7 +270,7 @@ mod tests {
         let mut next = crate::domain::test_rng::xorshift(11);
         for round in 0..40u64 {
             let n = [0, 1, 49, 50, 51, 300][(round % 6) as usize];
-            let mut lex = Scores::default();
+            let mut lex = crate::memory::search::score::Scores::default();
             for _ in 0..n {
                 let doc = next() % 400;
                 // Few distinct scores, so that ties meet the 50th place.
@@ -267,19 +289,25 @@ mod tests {
                     near.push((d, (next() % 2001) as f64 / 1000.0 - 1.0));
                 }
             }
+            let lex: Vec<(u64, Scored)> = lex.into_iter().collect();
+            // In no order (a map's), and by id (the words' ranking over arrays).
+            let mut by_id = lex.clone();
+            by_id.sort_unstable_by_key(|p| p.0);
             for w in [0.0, 0.6, 1.0] {
-                assert_eq!(
-                    bits(fuse(&lex, &near, w)),
-                    bits(fuse_by_full_sort(&lex, &near, w)),
-                    "round {round}, weight {w}"
-                );
+                for l in [&lex, &by_id] {
+                    assert_eq!(
+                        bits(fuse(l, &words_top(l), &near, w)),
+                        bits(fuse_by_full_sort(l, &near, w)),
+                        "round {round}, weight {w}"
+                    );
+                }
             }
         }
     }
 
     #[test]
     fn the_fusion_lists_each_memory_once_the_worded_first() {
-        let mut lex = Scores::default();
+        let mut lex = crate::memory::search::score::Scores::default();
         lex.insert(
             1,
             Scored {
@@ -302,7 +330,8 @@ mod tests {
             },
         );
         let near = [(0, 0.1), (1, 0.9), (3, 0.5), (5, 0.2), (7, 0.8)];
-        let out = fuse(&lex, &near, WORDS_WEIGHT);
+        let listed: Vec<(u64, Scored)> = lex.iter().map(|(d, s)| (*d, *s)).collect();
+        let out = fuse(&listed, &words_top(&listed), &near, WORDS_WEIGHT);
         let mut ids: Vec<u64> = out.iter().map(|p| p.0).collect();
         ids.sort_unstable();
         assert_eq!(ids, [0, 1, 3, 5, 7, 9]);
