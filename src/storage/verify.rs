@@ -77,7 +77,7 @@ pub(crate) fn verify_journal(
     path: &Path,
     problem: &mut dyn FnMut(String),
 ) -> Result<()> {
-    let Some(io) = journal::open_existing(path)? else {
+    let Some(io) = crate::storage::redb::journal_file::open_existing(path)? else {
         return Ok(());
     };
     let marker = match META.get(&r.tx, MARKER_KEY)? {

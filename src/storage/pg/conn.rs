@@ -21,14 +21,11 @@ use crate::storage::pg::client::{self, Client, SqlError};
 use crate::storage::pg::fault::{classify, db_message, server_error, Fault};
 use crate::storage::pg::settings::{parse_url, ServerUrl, MIN_STATEMENT_TIMEOUT};
 
-/// The schema a URL names when it names none.
-pub const DEFAULT_SCHEMA: &str = "somna";
-
 /// The table that records each write's commit id, so that an ambiguous commit can be resolved.
 pub(crate) const COMMITS: &str = "somna_commits";
 
 /// The schema a URL that names none meant before the project was renamed from engram to somna
-/// (docs/design.md, "History"): a store found there, when [`DEFAULT_SCHEMA`] holds none, is
+/// (docs/design.md, "History"): a store found there, when [`super::settings::DEFAULT_SCHEMA`] holds none, is
 /// opened where it is.
 pub(crate) const LEGACY_SCHEMA: &str = "engram";
 

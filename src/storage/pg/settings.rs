@@ -1,5 +1,5 @@
 //! A server URL as connection settings: each host's own URL (a URL may name several, libpq's
-//! failover list), the schema it names (`?schema=`, else [`super::conn::DEFAULT_SCHEMA`]), the
+//! failover list), the schema it names (`?schema=`, else [`DEFAULT_SCHEMA`]), the
 //! TLS parameters, and the timeouts of a connection's start-up and of its statements.
 
 use std::time::Duration;
@@ -11,7 +11,8 @@ use crate::storage::pg::client::Client;
 use crate::storage::pg::tls::{is_tls_param, MakeRustls, SslMode, TlsParams};
 use crate::storage::pg::url::without_password;
 
-use super::conn::DEFAULT_SCHEMA;
+/// The schema a URL names when it names none.
+pub const DEFAULT_SCHEMA: &str = "somna";
 
 /// How long a connection's start-up may take per host when the URL sets no `connect_timeout`.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

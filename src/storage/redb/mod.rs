@@ -4,14 +4,15 @@
 //! builder, an open bounded by the busy timeout, what a panic of redb becomes); [`kv`] is the
 //! storage seam over redb's typed tables, which [`schema`] defines (store format 1), through
 //! the generic operations of `typed.rs`; [`tail`]
-//! recovers a torn tail; [`journal`] is the commit journal (format 4; shared by
-//! the default mode's handles since format 5).
+//! recovers a torn tail; [`journal`] is the commit journal's bytes (format 4; shared by
+//! the default mode's handles since format 5), [`journal_file`] its file.
 //! It may use the core files of `storage/`, never `store.rs` nor the server
 //! engine.
 
 pub(crate) mod engine;
 mod file;
 pub mod journal;
+pub mod journal_file;
 pub mod kv;
 pub mod schema;
 pub mod tail;

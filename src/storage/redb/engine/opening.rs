@@ -15,7 +15,8 @@ use crate::storage::options::Options;
 use crate::storage::redb::file::{
     builder, claim_empty, engine_panic, exists, make_parent, may_not_write, open_bounded, Db,
 };
-use crate::storage::redb::journal::{self, Journal};
+use crate::storage::redb::journal;
+use crate::storage::redb::journal_file::{self, Journal};
 use crate::storage::redb::schema::{self, META, STORE_FORMAT};
 use crate::storage::redb::tail::{self, TailRepair};
 use crate::storage::tables::{
@@ -212,7 +213,7 @@ fn open_file(
         }
     }
     engine.replay(
-        journal::open_existing(path)?.as_deref(),
+        journal_file::open_existing(path)?.as_deref(),
         &journal::path_of(path),
     )?;
     let format = check_format(&engine, path, opts).map_err(|e| match &repaired {

@@ -21,7 +21,7 @@
 //! written once at creation) so that a record never makes it grow: its `fdatasync` flushes data
 //! only, not the file size.
 //!
-//! This module knows the bytes, `file.rs` the file ([`Journal`], [`open_existing`]); neither
+//! This module knows the bytes, `journal_file.rs` the file (its `Journal` and `open_existing`); neither
 //! touches redb (the engine applies the decoded changes through its `RedbWrite`).
 
 use std::ops::Bound;
@@ -32,10 +32,6 @@ use redb::StorageBackend;
 use crate::error::{Error, Result};
 use crate::storage::codec::{Wire, WireOut};
 use crate::storage::kv::TableId;
-
-mod file;
-pub use file::open_existing;
-pub(crate) use file::Journal;
 
 /// The first bytes of a journal file.
 pub const MAGIC: &[u8; 8] = b"SOMNAJ\0\0";
@@ -368,7 +364,7 @@ pub fn decode(payload: &[u8]) -> Option<Vec<Op<'_>>> {
 /// Whether a journal's first sector never got its header: shorter than the magic and the
 /// format, or zeros there. The header is written (and synced) only after the rest of the file,
 /// and no record before it, so such a journal holds nothing acknowledged.
-fn unformatted(b: &[u8]) -> bool {
+pub(super) fn unformatted(b: &[u8]) -> bool {
     b.get(..12).is_none_or(|h| h.iter().all(|x| *x == 0))
 }
 

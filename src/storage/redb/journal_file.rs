@@ -10,9 +10,11 @@ use redb::StorageBackend;
 
 use crate::error::{Error, Result};
 
-use super::{check_header, header, path_of, unformatted, HEADER, SHARED_CHECKPOINT_EVERY};
+use crate::storage::redb::journal::{
+    check_header, header, path_of, unformatted, HEADER, SHARED_CHECKPOINT_EVERY,
+};
 
-/// Opens the journal of the store at `store` to read it ([`super::pending`]); `None` when there is
+/// Opens the journal of the store at `store` to read it ([`crate::storage::redb::journal::pending`]); `None` when there is
 /// none. A journal that is a symbolic link, a FIFO, a device or anything but a regular file is
 /// [`Error::Invalid`]: somna makes it, so anything else there was put by someone else, and is
 /// never followed (nor waited on).
