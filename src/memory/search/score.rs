@@ -129,13 +129,9 @@ fn by_hash(
 ) -> Scores {
     let mut out = Scores::default();
     for (i, (list, w)) in weighted.iter().enumerate() {
+        let bit = 1u64.checked_shl(i as u32).unwrap_or(0);
         for p in list {
-            let e = out.entry(p.doc).or_insert(Scored {
-                score: 0.0,
-                mask: 0,
-            });
-            e.score += term(p, *w);
-            e.mask |= 1u64.checked_shl(i as u32).unwrap_or(0);
+            add(&mut out, p.doc, term(p, *w), bit);
         }
     }
     let asked = weighted.len().min(64) as u32;
@@ -143,6 +139,17 @@ fn by_hash(
         s.score = covered(s.score, s.mask.count_ones(), asked, k.coverage);
     }
     propagate(out, count, k)
+}
+
+/// Adds one term's `score` to document `doc` of `map` (from 0.0 when it has none yet) and
+/// sets the term's `bit` in its mask.
+fn add(map: &mut Scores, doc: u64, score: f64, bit: u64) {
+    let e = map.entry(doc).or_insert(Scored {
+        score: 0.0,
+        mask: 0,
+    });
+    e.score += score;
+    e.mask |= bit;
 }
 
 /// [`by_hash`] over arrays indexed by memory id (a query whose words are in most of a scope's
@@ -172,14 +179,7 @@ fn by_position(
                     *s += term(p, *w);
                     *m |= bit;
                 }
-                None => {
-                    let e = rest.entry(p.doc).or_insert(Scored {
-                        score: 0.0,
-                        mask: 0,
-                    });
-                    e.score += term(p, *w);
-                    e.mask |= bit;
-                }
+                None => add(&mut rest, p.doc, term(p, *w), bit),
             }
         }
     }

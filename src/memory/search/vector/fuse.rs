@@ -98,7 +98,8 @@ fn span(mut xs: Vec<f64>) -> (f64, f64) {
 /// held out against the words' 0.804, never below them on a conversation, where reciprocal
 /// rank fusion lost (0.755); the parameters were chosen by leaving each conversation out.
 /// As a list (each memory once), not a map: a hybrid query has a candidate for every vector of
-/// the scope, and hashing 10^5 of them was a tenth of its time.
+/// the scope, and hashing 10^5 of them was a tenth of its time. `top` is [`words_top`] of
+/// `lex`, selected once by the caller, which rescored it exactly.
 pub fn fuse(
     lex: &[(u64, Scored)],
     top: &[(u64, Scored)],
