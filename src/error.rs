@@ -80,7 +80,7 @@ pub enum Error {
     Ambiguous(String),
     /// An operating-system I/O error.
     Io(std::io::Error),
-    /// The store's embedder (an embeddings endpoint, [`crate::Embedder`]) cannot be reached,
+    /// The store's embedder (an embeddings endpoint, [`crate::search::Embedder`]) cannot be reached,
     /// answered an error, or answered something that is not the vectors asked for. The message
     /// names the endpoint by its scheme and host only, never a key.
     Embedder(String),

@@ -62,80 +62,92 @@ extern crate self as somna;
 #[cfg(feature = "cli")]
 pub mod cli;
 
-// Every module is private: the public surface is the list below (and `format`), as in redb. A
-// path inside the crate names the module that defines an item, never this list
+// Every module is private but the four whose own `mod.rs` is a `pub use` list (session,
+// checkpoint, trust, import): the public surface is the list below and the facade modules after
+// it, as in redb. A path inside the crate names the module that defines an item, never this list
 // (`tests/api/layers.rs` refuses `crate::Name` for a re-exported name).
-mod checkpoint;
+pub mod checkpoint;
 mod domain;
-mod import;
+pub mod import;
 mod memory;
-mod session;
+pub mod session;
 mod storage;
-mod trust;
+pub mod trust;
 mod verify;
 
-/// LangGraph's persistence: the storage of `somna.langgraph`'s checkpointer and store.
-pub use checkpoint::items::{FoundItem, StoreItem};
-pub use checkpoint::{
-    ChannelValue, CheckpointEntry, CheckpointStats, DeltaHistory, ListQuery, NewCheckpoint,
-    PendingWrite, Prune, Typed,
-};
+// The core, one screen: a store, how it opens, its errors and records, and each verb's query and
+// answer. The rest is grouped by concept in the modules that follow.
 pub use domain::block::{Block, InvalidBlock};
-pub use domain::claims::{parse_claims, uncited, Claim};
-pub use domain::cover::{cover, cover_all, reference_cover, Cover};
-pub use domain::json::{check_depth, nesting_depth, MAX_JSON_DEPTH};
-/// Ranked search's formulas (BM25 and neighbour propagation) with the measured defaults.
-pub use domain::rank;
 pub use domain::record::{BuiltFrom, Kind, Memory, Node, Status, Summary};
-/// The text rules somna applies: what a memory may hold, display-safe output, dates.
-pub use domain::text;
-pub use domain::text::{validate_key, validate_scope, validate_scopes};
-/// Ranked search's tokenizer: the terms a text or a query yields.
-pub use domain::tokenize;
 pub use error::{Error, Result};
-pub use import::copy::Copied;
-pub use import::{
-    parse_dated_lines, read_bounded, read_file, read_optmem, ExportLine, ImportSummary,
-    OptMemStore, MAX_INPUT_BYTES,
-};
 pub use memory::hints::Hints;
-pub use memory::lifecycle::{marked_line, Decision, Event, EventKind, MemoryState, TOMBSTONE};
-pub use memory::log::memory_line;
+pub use memory::lifecycle::{Decision, Event, EventKind, MemoryState};
 pub use memory::note::{Appended, NewMemory, Noted, NotedSeen, MAX_LINKS};
-pub use memory::recall::{
-    compile_pattern, compile_query, Query, Recall, RecallQuery, MAX_PATTERN_BYTES, MAX_WORDS,
-};
-pub use memory::search::embed::{BackfillProgress, BackfillReport, Embedder, Purpose};
-pub use memory::search::texts::{best_cosine, rank_texts};
-pub use memory::search::vector::{Embedding, MAX_DIMENSION};
-pub use memory::search::{Hit, RankParams, SearchMode, SearchQuery, SearchResult, MAX_NEIGHBOURS};
-pub use memory::summary::summary_line;
+pub use memory::recall::{Recall, RecallQuery};
+pub use memory::search::{Hit, SearchMode, SearchQuery, SearchResult};
 pub use memory::tree::{MergePrompt, NapOutcome, Napped, PromptInput, Why, ZoomEntry};
 pub use memory::wake::{WakeItem, WakeOptions, WakeView};
-/// What a disk under a store's file implements, for [`Store::with_backend`] (an in-memory disk,
-/// the fault-injecting disk of the crash tests): redb's trait and its error, re-exported so that
-/// a custom backend matches the engine's version (redb itself is not part of somna's API).
-pub use redb::{BackendError, StorageBackend};
-pub use session::{
-    compact_message, is_relative_file_path, validate_session_id, Archived, SaveOutcome,
-    SessionAppended, SessionInfo, SessionItems, MAX_MESSAGE_BYTES, MAX_SESSION_ID_BYTES,
-};
-pub use storage::access::{pattern_matches, validate_principal, Access, DEFAULT_ADMIN};
-pub use storage::config::{validate_config, Config, CONFIG_NAMES};
-pub use storage::options::{
-    cache_bytes_from_env, Options, UpgradeProgress, CACHE_ENV, CLI_CACHE_BYTES, SERVER_CACHE_BYTES,
-};
-pub use storage::pg::url::{check_location, url_of, without_password};
-pub use storage::redb::tail::TailRepair;
-pub use storage::store::{Migration, Store, DEFAULT_SCOPE};
+pub use storage::options::Options;
+pub use storage::store::{Store, DEFAULT_SCOPE};
 pub use storage::txn::{ReadTxn, ScopeStats, WriteTxn};
-pub use trust::audit::AuditEntry;
-pub use trust::grants::Grant;
-pub use trust::policy::{
-    looks_like_secret, reads_as_instructions, Policy, INSTRUCTION_PATTERNS, SECRET_PATTERNS,
-};
-pub use trust::tokens::TokenInfo;
 pub use verify::Report;
+
+/// Opening a store: what an open reports (a migration, a torn tail it repaired), the page
+/// cache's sizes, the store's settings, where a store may live, and the disk under a file.
+pub mod store {
+    pub use crate::storage::config::{validate_config, Config, CONFIG_NAMES};
+    pub use crate::storage::options::{
+        cache_bytes_from_env, UpgradeProgress, CACHE_ENV, CLI_CACHE_BYTES, SERVER_CACHE_BYTES,
+    };
+    pub use crate::storage::pg::url::{check_location, url_of, without_password};
+    pub use crate::storage::redb::tail::TailRepair;
+    pub use crate::storage::store::Migration;
+    /// What a disk under a store's file implements, for [`crate::Store::with_backend`] (an
+    /// in-memory disk, the fault-injecting disk of the crash tests): the engine's trait and its
+    /// error, so that a custom backend matches the engine's version (the engine itself is not
+    /// part of somna's API).
+    pub use redb::{BackendError, StorageBackend};
+}
+
+/// Ranked search beyond [`crate::SearchQuery`]: its parameters and formulas, the tokenizer, the
+/// embedder and its backfill, vectors, and ranking texts that are not in a store.
+pub mod search {
+    /// Ranked search's formulas (BM25 and neighbour propagation) with the measured defaults.
+    pub use crate::domain::rank;
+    /// Ranked search's tokenizer: the terms a text or a query yields.
+    pub use crate::domain::tokenize;
+    pub use crate::memory::search::embed::{BackfillProgress, BackfillReport, Embedder, Purpose};
+    pub use crate::memory::search::texts::{best_cosine, rank_texts};
+    pub use crate::memory::search::vector::{Embedding, MAX_DIMENSION};
+    pub use crate::memory::search::{RankParams, MAX_NEIGHBOURS};
+}
+
+/// Exact recall beyond [`crate::RecallQuery`]: its compiled query and patterns, and their limits.
+pub mod recall {
+    pub use crate::memory::recall::{
+        compile_pattern, compile_query, Query, MAX_PATTERN_BYTES, MAX_WORDS,
+    };
+}
+
+/// Wake's cover of a history (docs/design.md, "Wake"), pure: which blocks a wake shows.
+pub mod cover {
+    pub use crate::domain::cover::{cover, cover_all, reference_cover, Cover};
+}
+
+/// The text rules somna applies (what a memory may hold, display-safe output, dates, JSON
+/// nesting), and the lines a memory, summary or reviewed memory prints as.
+pub mod text {
+    pub use crate::domain::claims::{parse_claims, uncited, Claim};
+    pub use crate::domain::json::{check_depth, nesting_depth, MAX_JSON_DEPTH};
+    pub use crate::domain::text::{
+        check_scope_count, date_of, display_safe, json_safe, now_us, parse_time, prefix_within,
+        push_date, rfc3339_of, validate_field, validate_key, validate_line, validate_scope,
+        validate_scopes, DEFAULT_ENTRY_BYTES, MAX_ENTRY_BYTES, MAX_SCOPES,
+    };
+    pub use crate::memory::lifecycle::{marked_line, TOMBSTONE};
+    pub use crate::memory::log::memory_line;
+    pub use crate::memory::summary::summary_line;
+}
 
 /// The on-disk format, for tools and tests that read a store's bytes below the API: the tables
 /// as redb defines them, the format number, the order-preserving key encoding and the value

@@ -5,8 +5,8 @@
 #![no_main]
 
 use somna::text::MAX_SCOPES;
-use somna::compile_query;
-use somna::MAX_WORDS;
+use somna::recall::compile_query;
+use somna::recall::MAX_WORDS;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -14,7 +14,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let (list, line) = text.split_once('\n').unwrap_or((text, ""));
-    if somna::validate_scopes(list).is_ok() {
+    if somna::text::validate_scopes(list).is_ok() {
         assert!(list.split(',').count() <= MAX_SCOPES);
     }
     let _ = compile_query(list, false);

@@ -5,7 +5,7 @@
 #![no_main]
 
 use somna::text;
-use somna::{Block, Kind, Status, CONFIG_NAMES};
+use somna::{Block, Kind, Status, store::CONFIG_NAMES};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -26,13 +26,13 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(b.to_string().parse::<Block>().expect("round trip"), b);
         let _ = (b.halves(), b.parent());
     }
-    if somna::validate_scope(&s).is_ok() {
+    if somna::text::validate_scope(&s).is_ok() {
         assert!(!s.is_empty() && s.len() <= 128);
     }
     let name = CONFIG_NAMES[usize::from(sel) % CONFIG_NAMES.len()];
-    let _ = somna::validate_config(name, &s);
+    let _ = somna::store::validate_config(name, &s);
     if let Some((n, v)) = s.split_once('=') {
-        let _ = somna::validate_config(n, v);
+        let _ = somna::store::validate_config(n, v);
     }
     if let Ok(t) = text::parse_time(&s) {
         let _ = text::date_of(t);
@@ -40,7 +40,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let _ = s.parse::<Kind>();
     let _ = s.parse::<Status>();
-    let _ = somna::validate_key(&s);
-    let _ = somna::validate_session_id(&s);
-    let _ = somna::compile_pattern(&s);
+    let _ = somna::text::validate_key(&s);
+    let _ = somna::session::validate_session_id(&s);
+    let _ = somna::recall::compile_pattern(&s);
 });

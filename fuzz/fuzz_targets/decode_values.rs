@@ -3,7 +3,7 @@
 #![no_main]
 
 use somna::format::{decode, encode, Chunk};
-use somna::{Archived, BuiltFrom, Kind, Memory, SessionAppended, Status, Summary};
+use somna::{session::Archived, BuiltFrom, Kind, Memory, session::SessionAppended, Status, Summary};
 use libfuzzer_sys::fuzz_target;
 use serde::de::DeserializeOwned;
 use serde::Serialize;

@@ -1,4 +1,4 @@
-//! Arbitrary text into `somna::parse_dated_lines`: an error or memories that each pass
+//! Arbitrary text into `somna::import::parse_dated_lines`: an error or memories that each pass
 //! `validate_line`, in non-decreasing date order; never a panic.
 #![no_main]
 
@@ -10,7 +10,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let entry_bytes = 16 + usize::from(b) * 16;
     let text = String::from_utf8_lossy(rest);
-    if let Ok(mems) = somna::parse_dated_lines(&text, entry_bytes) {
+    if let Ok(mems) = somna::import::parse_dated_lines(&text, entry_bytes) {
         let mut last = i64::MIN;
         for m in &mems {
             somna::text::validate_line(&m.text, entry_bytes)

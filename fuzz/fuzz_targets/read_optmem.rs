@@ -1,5 +1,5 @@
 //! Arbitrary bytes as an OptMem directory (`LOG.txt` and one `TREE/<size>` file) into
-//! `somna::read_optmem`: an error or a validated store, never a panic; what it accepts
+//! `somna::import::read_optmem`: an error or a validated store, never a panic; what it accepts
 //! imports into an empty scope.
 #![no_main]
 
@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
         };
         std::fs::write(dir.path().join("TREE").join(name), tree).expect("write TREE");
     }
-    if let Ok(parsed) = somna::read_optmem(dir.path()) {
+    if let Ok(parsed) = somna::import::read_optmem(dir.path()) {
         assert!(parsed.torn_bytes < 320);
         let store =
             Store::with_backend(SimDisk::new(1), "fuzz", Options::default().exclusive(true))

@@ -5,7 +5,7 @@
 //! escapes, kept as written.
 #![no_main]
 
-use somna::{nesting_depth, MAX_JSON_DEPTH};
+use somna::{text::nesting_depth, text::MAX_JSON_DEPTH};
 use libfuzzer_sys::fuzz_target;
 
 /// serde_json's reserved key for a raw value (`serde_json::raw::TOKEN`, private).
@@ -73,7 +73,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let depth = nesting_depth(text);
-    let Ok(c) = somna::compact_message(text) else {
+    let Ok(c) = somna::session::compact_message(text) else {
         return;
     };
     // Compaction drops blanks, never brackets outside strings.

@@ -1,9 +1,9 @@
-//! Arbitrary text into `somna::tokenize`: terms are non-empty, bounded in size and
+//! Arbitrary text into `somna::search::tokenize`: terms are non-empty, bounded in size and
 //! count, the same on a second run, and a query's terms are distinct, each its own first form
 //! with distinct forms (at most an irregular verb's); never a panic.
 #![no_main]
 
-use somna::tokenize::{
+use somna::search::tokenize::{
     query_term_forms, query_terms, tokens, MAX_QUERY_TERMS, MAX_TERM_BYTES, MAX_TOKENS,
 };
 use libfuzzer_sys::fuzz_target;

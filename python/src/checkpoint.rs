@@ -5,8 +5,11 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
-use somna::FoundItem;
-use somna::{ChannelValue, CheckpointEntry, ListQuery, NewCheckpoint, PendingWrite, Prune, Typed};
+use somna::checkpoint::FoundItem;
+use somna::{
+    checkpoint::ChannelValue, checkpoint::CheckpointEntry, checkpoint::ListQuery,
+    checkpoint::NewCheckpoint, checkpoint::PendingWrite, checkpoint::Prune, checkpoint::Typed,
+};
 use std::str::FromStr;
 
 use crate::error::{invalid, OrPy};

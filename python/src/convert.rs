@@ -9,7 +9,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyString};
-use somna::SessionInfo;
+use somna::session::SessionInfo;
 use somna::{Block, Error, Hints, Kind, MergePrompt, NapOutcome, NewMemory, PromptInput, Status};
 
 // ---------------------------------------------------------------------------------------------
@@ -116,7 +116,7 @@ pub(crate) fn memory_dict<'py>(py: Python<'py>, m: &somna::Memory) -> PyResult<B
     d.set_item("supersedes", &m.supersedes)?;
     d.set_item("conflicts_with", &m.conflicts_with)?;
     d.set_item("valid_until_us", m.valid_until_us)?;
-    d.set_item("line", somna::memory_line(m))?;
+    d.set_item("line", somna::text::memory_line(m))?;
     Ok(d)
 }
 
@@ -141,7 +141,7 @@ pub(crate) fn summary_dict<'py>(
     let d = block_dict(py, "summary", b)?;
     d.set_item("text", &s.text)?;
     d.set_item("written_us", s.written_us)?;
-    d.set_item("line", somna::summary_line(b, s))?;
+    d.set_item("line", somna::text::summary_line(b, s))?;
     Ok(d)
 }
 

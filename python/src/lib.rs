@@ -36,30 +36,30 @@ fn _somna(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rank_texts, m)?)?;
     m.add_function(wrap_pyfunction!(best_cosine, m)?)?;
     m.add_function(wrap_pyfunction!(cli::_cli, m)?)?;
-    m.add("MAX_MESSAGE_BYTES", somna::MAX_MESSAGE_BYTES)?;
-    m.add("MAX_SESSION_ID_BYTES", somna::MAX_SESSION_ID_BYTES)?;
+    m.add("MAX_MESSAGE_BYTES", somna::session::MAX_MESSAGE_BYTES)?;
+    m.add("MAX_SESSION_ID_BYTES", somna::session::MAX_SESSION_ID_BYTES)?;
     m.add("DEFAULT_SCOPE", somna::DEFAULT_SCOPE)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
 
-/// The engine's lexical score of each text for `query` (`somna::rank_texts`: BM25 with the
+/// The engine's lexical score of each text for `query` (`somna::search::rank_texts`: BM25 with the
 /// coverage boost, statistics of the texts given), computed with the GIL released.
 #[pyfunction]
 fn rank_texts(py: Python<'_>, query: String, texts: Vec<String>) -> Vec<f64> {
     py.detach(move || {
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        somna::rank_texts(&query, &refs)
+        somna::search::rank_texts(&query, &refs)
     })
 }
 
 /// The best cosine between `query` and the little-endian `f32`s packed one vector after the
-/// other in `packed` (`somna::best_cosine`), or `None`.
+/// other in `packed` (`somna::search::best_cosine`), or `None`.
 #[pyfunction]
 fn best_cosine(query: Vec<f32>, packed: &[u8]) -> Option<f64> {
     let v: Vec<f32> = packed
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes(c.try_into().unwrap_or_default()))
         .collect();
-    somna::best_cosine(&query, &v)
+    somna::search::best_cosine(&query, &v)
 }

@@ -119,7 +119,7 @@ impl PyStore {
             .exclusive(exclusive);
         // A Python handle stays open: the library's default cache, sized for a server, unless
         // the call or SOMNA_CACHE_MIB says otherwise.
-        let env = somna::cache_bytes_from_env().map_err(|e| invalid(py, e.to_string()))?;
+        let env = somna::store::cache_bytes_from_env().map_err(|e| invalid(py, e.to_string()))?;
         if let Some(n) = cache_bytes.or(env) {
             opts = opts.cache_bytes(n);
         }
@@ -619,7 +619,7 @@ impl PyStore {
         let e = match (url, model, dimension) {
             (None, _, _) => None,
             (Some(url), Some(model), Some(dimension)) => {
-                let mut e = somna::Embedder::new(url, model, dimension);
+                let mut e = somna::search::Embedder::new(url, model, dimension);
                 e.api_key_env = key_env;
                 e.query_prefix = query_prefix.to_string();
                 e.passage_prefix = passage_prefix.to_string();

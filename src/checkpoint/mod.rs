@@ -22,7 +22,7 @@
 //! `store:` and the first label of their namespace (docs/trust.md).
 
 mod check;
-pub mod items;
+pub(crate) mod items;
 mod manage;
 mod read;
 mod write;
@@ -34,6 +34,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 
 pub(crate) use check::check_checkpoints;
+pub use items::{FoundItem, StoreItem};
 pub use manage::Prune;
 pub use read::{CheckpointStats, DeltaHistory, ListQuery};
 

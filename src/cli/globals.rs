@@ -134,14 +134,14 @@ impl Cli {
     /// How stores open: the busy timeout and the principal (checked).
     pub fn options(&self) -> Result<Options, Error> {
         if let Some(p) = &self.principal {
-            somna::validate_principal(p)?;
+            somna::trust::validate_principal(p)?;
         }
         // A one-shot command reads little: a small page cache. `somna mcp` stays open and
         // keeps the library's default, sized for a server. `SOMNA_CACHE_MIB` sets either.
-        let cache = match somna::cache_bytes_from_env()? {
+        let cache = match somna::store::cache_bytes_from_env()? {
             Some(n) => n,
-            None if self.stays_open() => somna::SERVER_CACHE_BYTES,
-            None => somna::CLI_CACHE_BYTES,
+            None if self.stays_open() => somna::store::SERVER_CACHE_BYTES,
+            None => somna::store::CLI_CACHE_BYTES,
         };
         // The shared commit journal pays off over many writes; a one-shot command commits
         // durably in redb (one sync) instead of a record's sync plus a checkpoint at exit.
@@ -170,7 +170,7 @@ impl Cli {
     /// The store file: `--db` (or `SOMNA_DB`), else `~/.somna/memory.redb`.
     fn db_path(&self) -> Result<PathBuf, Error> {
         if let Some(p) = &self.db {
-            somna::check_location(p)?;
+            somna::store::check_location(p)?;
             return Ok(p.clone());
         }
         default_db_path().ok_or_else(|| Error::Invalid {
@@ -210,10 +210,10 @@ impl Cli {
     fn prefix_for(&self, db: Option<PathBuf>) -> String {
         let mut cmd = program();
         if let Some(db) = db {
-            if let Some(url) = somna::url_of(&db) {
+            if let Some(url) = somna::store::url_of(&db) {
                 // Never the password: a printed command finds it where this one did
                 // (PGPASSWORD, or the URL the user keeps in SOMNA_DB).
-                let shown = somna::without_password(url);
+                let shown = somna::store::without_password(url);
                 cmd.push_str(&format!(" --db {}", shell_quote(&shown)));
             } else if default_db_path().as_ref() != Some(&db) {
                 let db = std::path::absolute(&db).unwrap_or(db);
@@ -233,7 +233,7 @@ impl Cli {
         let opts = crate::cli::progress::on_upgrade(self.options()?, self.json);
         let prefix_without_scope = self.command_prefix_without_scope();
         let prefix = self.command_prefix();
-        somna::validate_scopes(&self.scope)?;
+        somna::text::validate_scopes(&self.scope)?;
         if self.scope.contains(',') && !commands::several_scopes(&self.command) {
             return Err(Error::Invalid {
                 what: "scope",

@@ -44,12 +44,12 @@ pub fn read_stdin_line() -> Result<String, Error> {
 }
 
 /// Reads a whole file, or stdin when `file` is `-`, as UTF-8 text: at most
-/// [`somna::MAX_INPUT_BYTES`], and a file only when it is a regular one.
+/// [`somna::import::MAX_INPUT_BYTES`], and a file only when it is a regular one.
 pub fn read_input(file: &str) -> Result<String, Error> {
     let bytes = if file == "-" {
-        somna::read_bounded(std::io::stdin().lock(), "input", "stdin")?
+        somna::import::read_bounded(std::io::stdin().lock(), "input", "stdin")?
     } else {
-        somna::read_file(std::path::Path::new(file), "file")?
+        somna::import::read_file(std::path::Path::new(file), "file")?
     };
     String::from_utf8(bytes).map_err(|e| Error::Invalid {
         what: "file",
@@ -61,12 +61,12 @@ pub fn read_input(file: &str) -> Result<String, Error> {
 }
 
 /// Parses a JSON array of objects, keeping each element's text exactly. Each element may nest at
-/// most [`somna::MAX_JSON_DEPTH`] levels (checked before parsing).
+/// most [`somna::text::MAX_JSON_DEPTH`] levels (checked before parsing).
 pub fn parse_array(
     input: &str,
     what: &str,
 ) -> Result<Vec<Box<serde_json::value::RawValue>>, Error> {
-    use somna::{nesting_depth, MAX_JSON_DEPTH};
+    use somna::{text::nesting_depth, text::MAX_JSON_DEPTH};
     let depth = nesting_depth(input);
     if depth > MAX_JSON_DEPTH + 1 {
         return Err(Error::Invalid {
@@ -86,8 +86,8 @@ pub fn parse_array(
 }
 
 /// Whether a session id is safe as a file path inside a directory (`team/alice` is the file
-/// `alice.json` in its folder `team`; [`somna::is_relative_file_path`]), each part short enough
+/// `alice.json` in its folder `team`; [`somna::session::is_relative_file_path`]), each part short enough
 /// for a file name with `.json` (250 bytes).
 pub fn safe_file_id(id: &str) -> bool {
-    somna::is_relative_file_path(id) && id.split('/').all(|part| part.len() <= 250)
+    somna::session::is_relative_file_path(id) && id.split('/').all(|part| part.len() <= 250)
 }

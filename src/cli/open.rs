@@ -14,7 +14,7 @@ use crate::cli::output;
 /// it with a read-only open, which writes nothing); a command that `reads` only opens it
 /// read-only; any other opens it read-write.
 pub fn for_command(path: &Path, opts: Options, init: bool, reads: bool) -> Result<Store, Error> {
-    let server = somna::url_of(path).is_some();
+    let server = somna::store::url_of(path).is_some();
     if !server {
         check_store_file(path)?;
     }
@@ -29,7 +29,7 @@ pub fn for_command(path: &Path, opts: Options, init: bool, reads: bool) -> Resul
 /// Opens the store for `migrate`: read-only when it is at this build's format, so that nothing
 /// is written (not even the file's header); read-write, which upgrades it, when it is older.
 pub fn for_migrate(path: &Path, opts: Options) -> Result<Store, Error> {
-    if somna::url_of(path).is_some() {
+    if somna::store::url_of(path).is_some() {
         return for_command(path, opts, false, false);
     }
     check_store_file(path)?;

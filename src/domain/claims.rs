@@ -31,7 +31,7 @@ fn citation() -> Option<&'static Regex> {
 /// citing those ids; text after the last citation is a claim citing nothing.
 ///
 /// ```
-/// use somna::parse_claims;
+/// use somna::text::parse_claims;
 /// let c = parse_claims("prefers tabs [#3]; deploys via staging [#5, #7]. Likes tea");
 /// assert_eq!(c.len(), 3);
 /// assert_eq!((c[0].text.as_str(), c[0].cites.clone()), ("prefers tabs", vec![3]));

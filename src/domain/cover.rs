@@ -358,7 +358,7 @@ pub fn cover_all(t: u64, budget: usize) -> Result<Cover> {
 /// memories), never refuses; with every summary present it equals [`reference_cover`].
 ///
 /// ```
-/// use somna::cover;
+/// use somna::cover::cover;
 /// let c = cover(10, 4, &mut |_| Ok(true)).unwrap();
 /// let s: Vec<String> = c.blocks.iter().map(|b| b.to_string()).collect();
 /// assert_eq!(s, ["0-3", "4-7", "#8", "#9"]);

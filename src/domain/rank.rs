@@ -100,7 +100,7 @@ pub const COVERAGE: f64 = 0.3;
 /// score alike, which changes no order).
 ///
 /// ```
-/// use somna::rank::covered;
+/// use somna::search::rank::covered;
 /// assert_eq!(covered(2.0, 2, 2, 0.5), 3.0); // every query term
 /// assert_eq!(covered(2.0, 1, 2, 0.5), 2.5); // half of them
 /// assert_eq!(covered(2.0, 1, 0, 0.5), 2.0); // an empty query: unchanged
@@ -116,7 +116,7 @@ pub fn covered(score: f64, matched: u32, asked: u32, coverage: f64) -> f64 {
 /// (never negative, 0 when the term is in none).
 ///
 /// ```
-/// use somna::rank::idf;
+/// use somna::search::rank::idf;
 /// assert!(idf(1000, 1) > idf(1000, 100));
 /// assert!(idf(10, 10) > 0.0);
 /// assert_eq!(idf(10, 0), idf(10, 0)); // finite
@@ -131,7 +131,7 @@ pub fn idf(docs: u64, df: u64) -> f64 {
 /// terms, in a scope whose memories average `avg_len` terms.
 ///
 /// ```
-/// use somna::rank::{idf, term_score};
+/// use somna::search::rank::{idf, term_score};
 /// let w = idf(100, 5);
 /// assert!(term_score(2, 10, 10.0, w) > term_score(1, 10, 10.0, w));
 /// assert!(term_score(1, 5, 10.0, w) > term_score(1, 20, 10.0, w));
@@ -163,7 +163,7 @@ pub fn term_score_with(tf: u32, len: u32, avg_len: f64, idf: f64, k1: f64, b: f6
 ///
 /// ```
 /// use std::collections::BTreeMap;
-/// use somna::rank::with_neighbours;
+/// use somna::search::rank::with_neighbours;
 /// let direct = BTreeMap::from([(10, 2.0), (11, 1.0)]);
 /// let all = with_neighbours(&direct);
 /// assert_eq!(all[&10], 2.0 + 0.7 * 1.0);
@@ -252,7 +252,7 @@ pub fn neighbours_sorted(direct: &[(u64, f64)], radius: u64, weight: f64) -> Vec
 ///
 /// ```
 /// use std::collections::BTreeMap;
-/// use somna::rank::top;
+/// use somna::search::rank::top;
 /// let s = BTreeMap::from([(1, 0.5), (2, 3.0), (3, 3.0), (4, 1.0)]);
 /// assert_eq!(top(&s, 3), [(2, 3.0), (3, 3.0), (4, 1.0)]);
 /// ```

@@ -235,7 +235,7 @@ pub const STOP_WORDS: &[&str] = &[
 /// The terms of `text`, in order, repeated as often as they occur (term frequency is the count).
 ///
 /// ```
-/// use somna::tokenize::tokens;
+/// use somna::search::tokenize::tokens;
 /// assert_eq!(tokens("Caroline: I’m running to the Support-Group!"),
 ///            ["carolin", "i'm", "run", "to", "the", "support", "group"]);
 /// assert_eq!(tokens("東京 café 2023"), ["東", "京", "café", "2023"]);
@@ -262,7 +262,7 @@ pub struct QueryTerm {
 /// [`MAX_QUERY_TERMS`]. A query made only of stop words keeps them all.
 ///
 /// ```
-/// use somna::tokenize::query_terms;
+/// use somna::search::tokenize::query_terms;
 /// assert_eq!(query_terms("When did Caroline go to the support group?"),
 ///            ["carolin", "go", "support", "group"]);
 /// assert_eq!(query_terms("what is it"), ["what", "is", "it"]);
@@ -277,7 +277,7 @@ pub fn query_terms(query: &str) -> Vec<String> {
 /// [`query_terms`], each with the forms that count as it ([`QueryTerm::forms`]).
 ///
 /// ```
-/// use somna::tokenize::query_term_forms;
+/// use somna::search::tokenize::query_term_forms;
 /// let q = query_term_forms("When did Caroline go to the support group?");
 /// assert_eq!(q[1].term, "go");
 /// assert_eq!(q[1].forms, ["go", "went", "gone", "goe"]);

@@ -6,9 +6,10 @@
 //! anything, and writes in one transaction: all or nothing. JSON Lines are in `jsonl.rs`, the
 //! copy of a whole store to another location (or engine) in [`copy`].
 
-pub mod copy;
+pub(crate) mod copy;
 mod jsonl;
 
+pub use copy::Copied;
 pub use jsonl::{ExportLine, ImportSummary};
 
 use std::collections::HashSet;

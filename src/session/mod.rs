@@ -29,7 +29,7 @@
 
 mod append;
 mod read;
-pub mod record;
+pub(crate) mod record;
 mod save;
 mod store;
 mod verify;

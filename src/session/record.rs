@@ -72,7 +72,7 @@ pub fn is_relative_file_path(id: &str) -> bool {
 /// Compact input is returned unchanged.
 ///
 /// ```
-/// use somna::compact_message;
+/// use somna::session::compact_message;
 /// assert_eq!(compact_message(r#"{ "a" : [1, 2.50, 1e400] }"#).unwrap(), r#"{"a":[1,2.50,1e400]}"#);
 /// assert!(compact_message("[1]").is_err());
 /// assert!(compact_message("{").is_err());

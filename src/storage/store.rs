@@ -208,7 +208,7 @@ impl Store {
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let store = somna::Store::create(dir.path().join("m.redb")).unwrap();
-    /// store.grant("user:bob", somna::Access::Read, "team/").unwrap();
+    /// store.grant("user:bob", somna::trust::Access::Read, "team/").unwrap();
     /// let bob = store.as_principal(Some("user:bob"));
     /// assert!(bob.note("team/x", somna::NewMemory::new("hi")).is_err()); // no write grant
     /// ```
@@ -326,7 +326,7 @@ impl Store {
         }
     }
 
-    /// Stores a setting (see [`crate::CONFIG_NAMES`]).
+    /// Stores a setting (see [`crate::store::CONFIG_NAMES`]).
     pub fn set_config(&self, name: &str, value: &str) -> Result<u64> {
         let v = validate_config(name, value)?;
         self.write(|tx| {

@@ -4,7 +4,15 @@
 //! HTTP ([`tokens`]). Enforcement of grants lives below, in [`crate::storage::access`], so that
 //! every transaction checks them. May use [`crate::domain`] and [`crate::storage`].
 
-pub mod audit;
-pub mod grants;
-pub mod policy;
-pub mod tokens;
+pub(crate) mod audit;
+pub(crate) mod grants;
+pub(crate) mod policy;
+pub(crate) mod tokens;
+
+pub use crate::storage::access::{pattern_matches, validate_principal, Access, DEFAULT_ADMIN};
+pub use audit::AuditEntry;
+pub use grants::Grant;
+pub use policy::{
+    looks_like_secret, reads_as_instructions, Policy, INSTRUCTION_PATTERNS, SECRET_PATTERNS,
+};
+pub use tokens::TokenInfo;

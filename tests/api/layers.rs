@@ -505,3 +505,62 @@ fn no_path_inside_the_library_goes_through_a_crate_root_reexport() {
     assert!(paths > 200, "the scan found too few crate paths ({paths})");
     assert!(violations.is_empty(), "{}", violations.join("\n"));
 }
+
+/// The names `lib.rs` re-exports at the crate root itself (its `pub use` items outside any
+/// `pub mod NAME { ... }` block), each a `use` tree's last segment.
+fn root_names(lib: &str) -> Vec<String> {
+    let code: String = lib
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut names = Vec::new();
+    let mut depth = 0usize;
+    let mut rest = code.as_str();
+    while let Some(c) = rest.chars().next() {
+        if depth == 0 && rest.starts_with("pub use ") {
+            let end = rest.find(';').unwrap_or(rest.len());
+            let tree = &rest["pub use ".len()..end];
+            let inner = match (tree.find('{'), tree.rfind('}')) {
+                (Some(a), Some(b)) if a < b => &tree[a + 1..b],
+                _ => tree,
+            };
+            for item in inner.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+                names.push(item.rsplit("::").next().unwrap_or(item).to_string());
+            }
+            rest = &rest[end..];
+            continue;
+        }
+        match c {
+            '{' => depth += 1,
+            '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    names
+}
+
+#[test]
+fn the_crate_root_is_one_screen_and_reexports_no_engine() {
+    let lib = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"))
+        .expect("read lib.rs");
+    // The scan itself: a group, a facade module's list (not the root's), a lone name.
+    assert_eq!(
+        root_names("pub use a::{B, c::D}; // pub use e::F;\npub mod m {\n    pub use x::{Y, Z};\n}\npub use redb;"),
+        ["B", "D", "redb"]
+    );
+    let names = root_names(&lib);
+    assert!(names.contains(&"Store".to_string()), "{names:?}");
+    assert!(
+        names.len() <= 45,
+        "the crate root re-exports {} names (a screen is 45): group the new ones in a module: {names:?}",
+        names.len()
+    );
+    for internal in ["redb", "TailRepair", "url_of", "StorageBackend", "Embedder"] {
+        assert!(
+            !names.iter().any(|n| n == internal),
+            "the crate root re-exports {internal}"
+        );
+    }
+}

@@ -5,7 +5,7 @@
 //! `publish = false`: a dev-dependency of somna (its tests) and a dependency of the fuzz
 //! targets (`fuzz/`), never a normal dependency of anything.
 //!
-//! - [`simdisk`]: a simulated disk, a [`somna::StorageBackend`] (the trait of the redb somna
+//! - [`simdisk`]: a simulated disk, a [`somna::store::StorageBackend`] (the trait of the redb somna
 //!   was built with, re-exported, so the versions cannot diverge) that injects I/O errors, a full disk and
 //!   power losses that tear unsynced writes, deterministically from a seed.
 //! - [`crash`]: the crash-test harness: a workload over every write path, a reference run, a

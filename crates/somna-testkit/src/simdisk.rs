@@ -1,4 +1,4 @@
-//! A simulated disk for crash testing: a [`somna::StorageBackend`] that remembers both what every
+//! A simulated disk for crash testing: a [`somna::store::StorageBackend`] that remembers both what every
 //! read sees and what a power loss could leave behind, and that injects faults on a plan.
 //!
 //! The disk keeps a **live image** (every write applied, which is what reads return) and a log of
@@ -233,7 +233,7 @@ struct State {
 }
 
 /// A simulated disk: a cheap handle (clones share the same disk) implementing
-/// [`somna::StorageBackend`]. See the module documentation for the fault model.
+/// [`somna::store::StorageBackend`]. See the module documentation for the fault model.
 #[derive(Clone)]
 pub struct SimDisk {
     state: Arc<Mutex<State>>,
@@ -433,7 +433,7 @@ impl SimDisk {
     }
 
     /// Says which boot of the machine the disk's unsynced writes belong to
-    /// ([`somna::StorageBackend::boot_id`]). A disk made from a process's live image with the boot
+    /// ([`somna::store::StorageBackend::boot_id`]). A disk made from a process's live image with the boot
     /// id its writer saw is the same machine after that process died, its page cache intact; a
     /// disk made from a crash image is the machine after a restart. `None`, the default, is a
     /// disk that cannot tell: every open verifies a dead writer's unflushed commit.
@@ -591,7 +591,7 @@ impl SimDisk {
     }
 }
 
-impl somna::StorageBackend for SimDisk {
+impl somna::store::StorageBackend for SimDisk {
     fn len(&self) -> Result<u64, io::Error> {
         let s = self.begin(OpKind::Len)?;
         Ok(s.live.len() as u64)
@@ -664,7 +664,7 @@ impl somna::StorageBackend for SimDisk {
         &self,
         _start: Bound<u64>,
         _end: Bound<u64>,
-    ) -> Result<bool, somna::BackendError> {
+    ) -> Result<bool, somna::store::BackendError> {
         Ok(true)
     }
 
@@ -672,11 +672,15 @@ impl somna::StorageBackend for SimDisk {
         &self,
         _start: Bound<u64>,
         _end: Bound<u64>,
-    ) -> Result<bool, somna::BackendError> {
+    ) -> Result<bool, somna::store::BackendError> {
         Ok(true)
     }
 
-    fn lock_range(&self, _start: Bound<u64>, _end: Bound<u64>) -> Result<(), somna::BackendError> {
+    fn lock_range(
+        &self,
+        _start: Bound<u64>,
+        _end: Bound<u64>,
+    ) -> Result<(), somna::store::BackendError> {
         Ok(())
     }
 
@@ -684,7 +688,7 @@ impl somna::StorageBackend for SimDisk {
         &self,
         _start: Bound<u64>,
         _end: Bound<u64>,
-    ) -> Result<(), somna::BackendError> {
+    ) -> Result<(), somna::store::BackendError> {
         Ok(())
     }
 
@@ -692,7 +696,7 @@ impl somna::StorageBackend for SimDisk {
         &self,
         _start: Bound<u64>,
         _end: Bound<u64>,
-    ) -> Result<(), somna::BackendError> {
+    ) -> Result<(), somna::store::BackendError> {
         Ok(())
     }
 
@@ -700,7 +704,7 @@ impl somna::StorageBackend for SimDisk {
         &self,
         _start: Bound<u64>,
         _end: Bound<u64>,
-    ) -> Result<bool, somna::BackendError> {
+    ) -> Result<bool, somna::store::BackendError> {
         Ok(false)
     }
 }
@@ -708,7 +712,7 @@ impl somna::StorageBackend for SimDisk {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use somna::StorageBackend;
+    use somna::store::StorageBackend;
 
     #[test]
     fn durable_is_live_minus_the_unsynced_log() {

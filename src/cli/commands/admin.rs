@@ -25,7 +25,7 @@ pub fn config(cx: &mut Context<'_>, a: &ConfigArgs) -> Result<u8, Error> {
             what: "config",
             reason: format!(
                 "expected NAME=VALUE, e.g. RAW_MAX=32; names: {}",
-                somna::CONFIG_NAMES.join(", ")
+                somna::store::CONFIG_NAMES.join(", ")
             ),
         })?;
         let v = cx.store.set_config(name.trim(), value)?;

@@ -4,7 +4,7 @@
 //! [`somna::Store::drop_model`], [`somna::Store::backfill`]).
 
 use clap::{Args, Subcommand};
-use somna::{text, Embedder, Error};
+use somna::{search::Embedder, text, Error};
 
 use crate::cli::context::Context;
 use crate::cli::verb::Verb;

@@ -114,13 +114,13 @@ pub fn copy(
     out: &mut dyn std::io::Write,
 ) -> Result<u8, Error> {
     for p in [&a.src, &a.dst] {
-        somna::check_location(p)?;
-        if somna::url_of(p).is_none() {
+        somna::store::check_location(p)?;
+        if somna::store::url_of(p).is_none() {
             crate::cli::open::check_store_file(p)?;
         }
     }
-    let shown = |p: &std::path::Path| match somna::url_of(p) {
-        Some(u) => somna::text::display_safe(&somna::without_password(u)).into_owned(),
+    let shown = |p: &std::path::Path| match somna::store::url_of(p) {
+        Some(u) => somna::text::display_safe(&somna::store::without_password(u)).into_owned(),
         None => crate::cli::output::path_shown(
             &std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()),
         ),

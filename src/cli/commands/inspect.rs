@@ -6,7 +6,7 @@ use clap::Args;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use somna::text;
-use somna::{Block, Claim, Error, Memory, Store, Summary};
+use somna::{text::Claim, Block, Error, Memory, Store, Summary};
 use somna::{Event, EventKind, MemoryState};
 
 use super::typed::{Object, Sorted};
@@ -61,7 +61,7 @@ impl Shown {
     /// Its text: the memory's line, its envelope a field a line, then its history.
     pub fn render(&self) -> String {
         let (mem, st) = (&self.memory.0, &self.state.0);
-        let mut out = format!("{}\n", somna::marked_line(mem, st));
+        let mut out = format!("{}\n", somna::text::marked_line(mem, st));
         out.push_str(&format!("scope: {}\n", self.scope));
         out.push_str(&format!("kind: {}\n", mem.kind));
         out.push_str(&format!(

@@ -102,7 +102,7 @@ pub struct Recorded {
 /// With `--json`: [`Recorded`].
 pub fn run(cx: &mut Context<'_>, a: &NoteArgs) -> Result<u8, Error> {
     let mem = new_memory(cx, a)?;
-    let untrusted = somna::reads_as_instructions(&mem.text);
+    let untrusted = somna::trust::reads_as_instructions(&mem.text);
     let tool_call = cx.tool_call;
     let noted = cx
         .store

@@ -248,14 +248,14 @@ fn session_files(dir: &Path, prefix: &str, out: &mut Vec<(PathBuf, String)>) -> 
 /// A session file, `path`, of session `id`: its id checked and its messages, each compacted.
 fn read_session_file(path: &Path, id: &str) -> Result<(String, Vec<String>), Error> {
     let id = id.to_string();
-    somna::validate_session_id(&id)?;
+    somna::session::validate_session_id(&id)?;
     let text = read_input(&path.to_string_lossy())?;
     let items = parse_array(&text, &path.display().to_string())?;
     let msgs = items
         .iter()
         .enumerate()
         .map(|(i, r)| {
-            somna::compact_message(r.get()).map_err(|e| Error::Invalid {
+            somna::session::compact_message(r.get()).map_err(|e| Error::Invalid {
                 what: "session file",
                 reason: format!("{} message {i}: {e}", path.display()),
             })

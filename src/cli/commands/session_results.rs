@@ -70,7 +70,7 @@ impl Messages {
 
     /// The line naming the damaged messages of session `id`, if any.
     pub fn damage_note(&self, id: &str) -> Option<String> {
-        let r = somna::SessionItems {
+        let r = somna::session::SessionItems {
             items: Vec::new(),
             unreadable: self.unreadable.clone(),
         };
@@ -78,8 +78,8 @@ impl Messages {
     }
 }
 
-impl From<somna::SessionItems> for Messages {
-    fn from(r: somna::SessionItems) -> Self {
+impl From<somna::session::SessionItems> for Messages {
+    fn from(r: somna::session::SessionItems) -> Self {
         Messages {
             items: r.items.into_iter().map(Message).collect(),
             unreadable: r.unreadable,

@@ -242,8 +242,10 @@ fn nap_batch(cx: &mut Context<'_>, n: usize) -> Result<u8, Error> {
         writeln!(out, "== {}", p.block)?;
         for i in &p.inputs {
             let line = match i {
-                PromptInput::Memory(mm) => somna::memory_line(mm),
-                PromptInput::Summary { block, summary } => somna::summary_line(*block, summary),
+                PromptInput::Memory(mm) => somna::text::memory_line(mm),
+                PromptInput::Summary { block, summary } => {
+                    somna::text::summary_line(*block, summary)
+                }
             };
             writeln!(out, "{line}")?;
         }
@@ -338,7 +340,7 @@ fn nap_answer(cx: &mut Context<'_>, block: &str, t: &str) -> Result<(), Error> {
     let t = cx.text_arg(t)?;
     let napped = cx.store.nap_report(cx.scope, b, &t)?;
     let outcome = napped.outcome;
-    let uncited = somna::uncited(&somna::parse_claims(&t));
+    let uncited = somna::text::uncited(&somna::text::parse_claims(&t));
     let saved = outcome != NapOutcome::AlreadySettled;
     cx.emit(&NapResult::Answer {
         block: b.to_string(),

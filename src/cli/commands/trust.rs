@@ -7,7 +7,7 @@ use clap::Args;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use somna::text;
-use somna::{Access, Error, Kind, Policy, Status, Store};
+use somna::{trust::Access, trust::Policy, Error, Kind, Status, Store};
 
 use crate::cli::context::Context;
 use crate::cli::output::json;

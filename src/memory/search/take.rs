@@ -79,7 +79,7 @@ fn rank_scope(
 }
 
 /// Runs the query over `scopes` in one snapshot (each must be readable). With
-/// [`crate::RankParams::prune`], a lexical query is ranked pruned first and exhaustively when
+/// [`crate::search::RankParams::prune`], a lexical query is ranked pruned first and exhaustively when
 /// the walk passes the pruned rankings' bound (docs/design.md, section 12.6.1).
 pub(crate) fn search(
     r: &ReadTxn,

@@ -1,7 +1,7 @@
 //! Ranking of texts held in memory, not in a scope's index: the items of a LangGraph store
 //! (`crate::checkpoint::items`), which a search narrows by namespace and filter before it ranks.
 //! The same recipe as a scope's ranking ([`crate::domain::rank`]: the same tokenizer and query
-//! terms, BM25 with [`crate::rank::K1`] and [`crate::rank::B`], the coverage boost), with the
+//! terms, BM25 with [`crate::search::rank::K1`] and [`crate::search::rank::B`], the coverage boost), with the
 //! statistics of the texts given (as a scope's ranking uses the scope's own); no neighbours
 //! (items are not a sequence). Cost: a tokenization of every text, so it suits the candidates of
 //! one search (an item namespace), not a whole log (that is what the index is for).
@@ -16,7 +16,7 @@ use crate::memory::search::vector::norm;
 /// of the query's terms (or for every text, when the query has no term).
 ///
 /// ```
-/// use somna::rank_texts;
+/// use somna::search::rank_texts;
 /// let s = rank_texts("support group", &["went to a support group", "a group photo", "hiking"]);
 /// assert!(s[0] > s[1] && s[1] > 0.0 && s[2] == 0.0);
 /// ```
@@ -74,7 +74,7 @@ fn bag(text: &str) -> (HashMap<String, u32>, u32) {
 /// partial vector is ignored.
 ///
 /// ```
-/// use somna::best_cosine;
+/// use somna::search::best_cosine;
 /// let packed = [[1.0f32, 0.0], [0.6, 0.8]].concat();
 /// let best = best_cosine(&[0.0, 1.0], &packed).unwrap_or(0.0);
 /// assert!((best - 0.8).abs() < 1e-6);

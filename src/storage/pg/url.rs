@@ -36,7 +36,7 @@ pub fn url_of(path: &Path) -> Option<&str> {
 ///
 /// ```
 /// use std::path::Path;
-/// use somna::check_location;
+/// use somna::store::check_location;
 /// assert!(check_location(Path::new("/home/ann/.somna/memory.redb")).is_ok());
 /// assert!(check_location(Path::new("PostgreSQL://ann@db.example/mem")).is_ok());
 /// let e = check_location(Path::new("mysql://ann:secret@db.example/mem")).unwrap_err();
@@ -103,7 +103,7 @@ const SECRET_PARAMS: [&str; 2] = ["password", "sslpassword"];
 /// password is written (with `/` or `?` in it).
 ///
 /// ```
-/// use somna::without_password;
+/// use somna::store::without_password;
 /// assert_eq!(
 ///     without_password("postgresql://ann:secret@db.example:5432/mem?schema=team"),
 ///     "postgresql://ann@db.example:5432/mem?schema=team"

@@ -8,7 +8,10 @@
 
 use somna::format::TableId;
 use somna::Store;
-use somna::{ChannelValue, ListQuery, NewCheckpoint, PendingWrite, Prune, Typed};
+use somna::{
+    checkpoint::ChannelValue, checkpoint::ListQuery, checkpoint::NewCheckpoint,
+    checkpoint::PendingWrite, checkpoint::Prune, checkpoint::Typed,
+};
 
 fn t(s: &str) -> Typed {
     Typed::new("msgpack", s.as_bytes())
@@ -270,7 +273,7 @@ fn statistics_are_an_admins_and_a_sweep_deletes_only_what_its_principal_may_writ
         })
         .unwrap();
     store
-        .grant("user:bob", somna::Access::Write, "store:x")
+        .grant("user:bob", somna::trust::Access::Write, "store:x")
         .unwrap();
     let bob = store.as_principal(Some("user:bob"));
     assert!(matches!(

@@ -10,7 +10,7 @@
 use std::path::Path;
 
 use somna::Decision;
-use somna::{Access, Error, Kind, NewMemory, Options, SearchMode, SearchQuery, Store};
+use somna::{trust::Access, Error, Kind, NewMemory, Options, SearchMode, SearchQuery, Store};
 
 fn store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
@@ -422,7 +422,7 @@ fn rank_parameters_no_ranking_could_use_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let s = somna::Store::create(dir.path().join("p.redb")).unwrap();
     s.note("a", somna::NewMemory::new("alpha beta")).unwrap();
-    let with = |f: &dyn Fn(&mut somna::RankParams)| {
+    let with = |f: &dyn Fn(&mut somna::search::RankParams)| {
         let mut q = somna::SearchQuery::new("alpha");
         f(&mut q.params);
         s.search("a", &q)

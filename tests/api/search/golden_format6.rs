@@ -10,7 +10,7 @@ use std::net::TcpListener;
 use std::path::PathBuf;
 
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
-use somna::{Embedder, Error, NewMemory, Options, SearchMode, SearchQuery, Store};
+use somna::{search::Embedder, Error, NewMemory, Options, SearchMode, SearchQuery, Store};
 
 const EMBEDDINGS: TableDefinition<(u32, &str, u64), &[u8]> = TableDefinition::new("embeddings");
 const MODEL: &str = "fixture-model";
@@ -250,7 +250,8 @@ fn a_query_leaves_the_process_only_after_the_grants_and_the_query_are_checked() 
     s.note("private", NewMemory::new("alpha secret")).unwrap();
     s.set_embedder(Some(&Embedder::new(endpoint(counted), MODEL, 4)))
         .unwrap();
-    s.grant("bob", somna::Access::Read, "default").unwrap();
+    s.grant("bob", somna::trust::Access::Read, "default")
+        .unwrap();
     let bob = s.as_principal(Some("bob"));
     let q = SearchQuery::new("alpha");
     let private = ["default".to_string(), "private".to_string()];

@@ -4,7 +4,7 @@
 
 use somna::text::MAX_SCOPES;
 use somna::MAX_LINKS;
-use somna::{validate_scopes, Error, NewMemory, Store};
+use somna::{text::validate_scopes, Error, NewMemory, Store};
 
 #[test]
 fn more_scopes_than_the_limit_are_refused() {

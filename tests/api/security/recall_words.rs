@@ -3,7 +3,7 @@
 //! compiled, repeats count once, and a long list of repeated words over a store of thousands of
 //! memories is matched in one pass per line.
 
-use somna::{Error, NewMemory, RecallQuery, Store, MAX_WORDS};
+use somna::{recall::MAX_WORDS, Error, NewMemory, RecallQuery, Store};
 
 fn store_with(n: usize) -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
@@ -36,9 +36,9 @@ fn repeated_words_count_once_and_are_matched_in_one_pass() {
     // 200,000 words, but only three distinct ones (in mixed case): accepted.
     let pattern = ["alpha", "BETA", "Gamma"].repeat(66_667).join(" ");
     // One pattern per distinct word, all matched by one set in one pass over a line.
-    match somna::compile_query(&pattern, true).unwrap() {
-        somna::Query::Words(set) => assert_eq!(set.len(), 3),
-        somna::Query::Regex(_) => panic!("words mode compiled a regex"),
+    match somna::recall::compile_query(&pattern, true).unwrap() {
+        somna::recall::Query::Words(set) => assert_eq!(set.len(), 3),
+        somna::recall::Query::Regex(_) => panic!("words mode compiled a regex"),
     }
     let r = s.recall("u", &words(pattern)).unwrap();
     assert_eq!(r.total, 2_000);

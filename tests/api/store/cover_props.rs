@@ -1,4 +1,4 @@
-//! Property tests of the wake cover, `somna::cover` and `somna::reference_cover`.
+//! Property tests of the wake cover, `somna::cover` and `somna::cover::reference_cover`.
 //! They guard the invariants wake is built on: the cover tiles `[omitted, T)` exactly with
 //! aligned power-of-two blocks, oldest first; it never takes more than `budget` lines (counting
 //! the line that names left-out memories) whatever subset of summaries is missing; every block of
@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
 use somna::Block;
-use somna::{cover, cover_all, reference_cover, Cover};
+use somna::{cover::cover, cover::cover_all, cover::reference_cover, cover::Cover};
 
 fn cases() -> u32 {
     std::env::var("SOMNA_PROPTEST_CASES")

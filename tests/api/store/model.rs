@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use proptest::prelude::*;
-use somna::cover;
+use somna::cover::cover;
 use somna::{
     Block, BuiltFrom, Error, Kind, NapOutcome, NewMemory, PromptInput, RecallQuery, Store,
     WakeOptions, WakeView, ZoomEntry,
@@ -640,7 +640,8 @@ impl Harness {
                 q.until_us = until.map(|d| JAN1_2024_US + i64::from(d) * DAY_US);
                 let want = recall_model(model, &q);
                 let got = self.st().recall(SCOPES[*scope], &q).map(|r| {
-                    let lines: Vec<String> = r.matches.iter().map(somna::memory_line).collect();
+                    let lines: Vec<String> =
+                        r.matches.iter().map(somna::text::memory_line).collect();
                     (lines, r.total, r.render())
                 });
                 same(&format!("recall {q:?}"), got, want)?;
@@ -841,9 +842,9 @@ impl Harness {
                     .inputs
                     .iter()
                     .map(|i| match i {
-                        PromptInput::Memory(m) => somna::memory_line(m),
+                        PromptInput::Memory(m) => somna::text::memory_line(m),
                         PromptInput::Summary { block, summary } => {
-                            somna::summary_line(*block, summary)
+                            somna::text::summary_line(*block, summary)
                         }
                     })
                     .collect();

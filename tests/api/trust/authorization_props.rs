@@ -4,7 +4,7 @@
 //! scopes and sessions, and multi-scope wake and export carry no text from other scopes.
 
 use proptest::prelude::*;
-use somna::{Access, Block, Error, NewMemory, RecallQuery, Store, WakeOptions};
+use somna::{trust::Access, Block, Error, NewMemory, RecallQuery, Store, WakeOptions};
 
 const SCOPES: [&str; 4] = ["team/a", "team/b", "user:alice", "user:bob"];
 const PATTERNS: [&str; 6] = [
@@ -24,7 +24,7 @@ fn cases() -> u32 {
 }
 
 fn covered(p: &str, s: &str) -> bool {
-    somna::pattern_matches(p, s)
+    somna::trust::pattern_matches(p, s)
 }
 
 proptest! {

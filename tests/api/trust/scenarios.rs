@@ -4,7 +4,7 @@
 //! nowhere, and text that reads as instructions is never shown unmarked.
 
 use somna::Decision;
-use somna::{Access, Block, Error, Kind, NewMemory, RecallQuery, Store, WakeOptions};
+use somna::{trust::Access, Block, Error, Kind, NewMemory, RecallQuery, Store, WakeOptions};
 
 fn store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
@@ -318,7 +318,7 @@ fn a_redacted_memorys_text_appears_nowhere_after_redaction() {
     );
     assert_eq!(s.pending("r", None).unwrap(), vec![b("0-1")]);
     let (m, st) = s.show("r", id).unwrap();
-    assert_eq!(m.text, somna::TOMBSTONE);
+    assert_eq!(m.text, somna::text::TOMBSTONE);
     assert!(
         st.redacted
             && matches!(
@@ -375,7 +375,7 @@ fn a_malicious_memory_never_appears_unmarked() {
         .render("somna")
         .lines()
         .for_each(check);
-    assert!(!somna::reads_as_instructions(
+    assert!(!somna::trust::reads_as_instructions(
         "the user prefers the previous layout"
     ));
 }
@@ -483,7 +483,7 @@ fn recall_and_search_over_all_readable_scopes_are_one_audited_read_each() {
 #[test]
 fn the_admin_is_the_admin_by_name_with_or_without_grants() {
     let (_d, s) = store();
-    let admin = s.as_principal(Some(somna::DEFAULT_ADMIN));
+    let admin = s.as_principal(Some(somna::trust::DEFAULT_ADMIN));
     let bob = s.as_principal(Some("user:bob"));
     let is_admin = |st: &Store| st.read(|r| r.is_admin()).unwrap();
     // Without grants: the admin by name may do admin-only things, and says so.
@@ -517,7 +517,7 @@ fn a_redacted_texts_hash_is_shown_to_the_admin_only() {
     assert_eq!(admin_sees.len(), 32, "{admin_sees:?}");
     let bob = s.as_principal(Some("user:bob"));
     let (m, st) = bob.show("r", id).unwrap();
-    assert_eq!(m.text, somna::TOMBSTONE);
+    assert_eq!(m.text, somna::text::TOMBSTONE);
     assert_eq!(hash_of(&st), Some(String::new()));
     let st = bob.read(|r| r.state("r", &m)).unwrap();
     assert_eq!(hash_of(&st), Some(String::new()));
@@ -561,7 +561,7 @@ fn a_redacted_text_leaves_no_copy_in_the_file_or_its_journal() {
             copies, 0,
             "exclusive={exclusive}: copies after the redaction"
         );
-        assert_eq!(s.show("r", id).unwrap().0.text, somna::TOMBSTONE);
+        assert_eq!(s.show("r", id).unwrap().0.text, somna::text::TOMBSTONE);
         assert_eq!(
             s.show("r", id + 30).unwrap().0.text,
             "an ordinary memory, number 29"

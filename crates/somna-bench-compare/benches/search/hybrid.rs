@@ -4,7 +4,7 @@
 //! `$SOMNA_EMBED_MODEL` (default `multilingual-e5-small-q4`, dimension `$SOMNA_EMBED_DIM`,
 //! default 384, sent with `input_type`). Every turn is embedded by `Store::backfill`; each
 //! question once, by `Embedder::embed`. Per conversation: the words alone, the vectors alone,
-//! and the hybrid ([`somna::RankParams::words_weight`] chosen on the other four conversations
+//! and the hybrid ([`somna::search::RankParams::words_weight`] chosen on the other four conversations
 //! from a small grid, then scored on the held-out one), with the default weight beside it.
 //! Skipped, with a message, without `$SOMNA_EMBED_URL`.
 
@@ -12,7 +12,9 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
 
-use somna::{Embedder, Purpose, RankParams, SearchMode, SearchQuery, Store};
+use somna::{
+    search::Embedder, search::Purpose, search::RankParams, SearchMode, SearchQuery, Store,
+};
 
 use crate::locomo::{Conversation, Scores, HEADER};
 
@@ -125,7 +127,7 @@ pub fn hybrid(dir: &Path, convs: &[Conversation]) -> Option<String> {
     let mut all = [Scores::default(); 4];
     let default_i = GRID
         .iter()
-        .position(|a| (*a - somna::RankParams::default().words_weight).abs() < 1e-9)
+        .position(|a| (*a - somna::search::RankParams::default().words_weight).abs() < 1e-9)
         .unwrap_or(0);
     for (k, c) in convs.iter().enumerate() {
         // The share chosen on the other conversations.

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use rusqlite::Connection;
-use somna::{NewMemory, Options, RankParams, SearchQuery, Store};
+use somna::{search::RankParams, NewMemory, Options, SearchQuery, Store};
 
 use crate::locomo::{Conversation, Scores, HEADER};
 

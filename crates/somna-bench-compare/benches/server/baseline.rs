@@ -183,7 +183,7 @@ impl Sql {
                 .expect("a memory key")
                 + 1
         });
-        let cover = somna::cover_all(t, WAKE_LINES)
+        let cover = somna::cover::cover_all(t, WAKE_LINES)
             .map(|c| c.blocks)
             .unwrap_or_default();
         let keys: Vec<String> = cover

@@ -200,7 +200,7 @@ fn run_spec(
 /// A panic (a damaged file the engine could not report as an error) becomes `corrupt`.
 pub fn run(server: &Server, store: Store, c: Call) -> Result<(u8, String, Option<Value>), Error> {
     let scope = c.scope.unwrap_or_else(|| server.scope.clone());
-    somna::validate_scopes(&scope)?;
+    somna::text::validate_scopes(&scope)?;
     if scope.contains(',') && !commands::several_scopes(&c.command) {
         return Err(Error::Invalid {
             what: "scope",

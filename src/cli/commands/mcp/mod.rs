@@ -537,7 +537,7 @@ pub fn serve(
     a: &McpArgs,
     ui: Ui,
 ) -> Result<u8, Error> {
-    somna::validate_scope(scope)?;
+    somna::text::validate_scope(scope)?;
     let groups = if a.tools.is_empty() {
         vec![Group::Core, Group::Sessions]
     } else {

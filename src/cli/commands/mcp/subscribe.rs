@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use rmcp::model::{ResourceUpdatedNotificationParam, SubscriptionFilter};
 use rmcp::service::{Peer, SubscriptionContext};
 use rmcp::RoleServer;
-use somna::{Access, Error};
+use somna::{trust::Access, Error};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
@@ -116,7 +116,7 @@ pub fn may_subscribe(server: &Server, caller: &Caller, uri: &str) -> Result<bool
     let Some(scope) = scope_of(uri) else {
         return Ok(false);
     };
-    somna::validate_scope(scope)?;
+    somna::text::validate_scope(scope)?;
     let store = server.store()?.as_principal(caller.0.as_deref());
     store.read(|r| r.may(Access::Read, scope))
 }

@@ -1,6 +1,6 @@
 //! OptMem's flat files: `LOG.txt` of 320-byte records appended with `O_APPEND` + `fdatasync`,
 //! `TREE/<s>` of 288-byte records. Wake computes the same cover
-//! (`somna::cover_all`) and reads its records by offset (`pread`); recall runs the
+//! (`somna::cover::cover_all`) and reads its records by offset (`pread`); recall runs the
 //! same regex over every record of the log, read in 1.3 MB chunks (the scan floor). Concurrent
 //! writers write their record under a mutex (so ids stay dense) and `fdatasync` outside it, so
 //! the kernel may cover several writers with one sync. OptMem has no sessions.
@@ -198,7 +198,7 @@ impl FlatReader {
 
     fn wake(&self) -> String {
         let t = self.count();
-        let cover = ::somna::cover_all(t, WAKE_LINES)
+        let cover = ::somna::cover::cover_all(t, WAKE_LINES)
             .map(|c| c.blocks)
             .unwrap_or_default();
         let mut out = data::wake_begin(t, cover.len());

@@ -109,7 +109,7 @@ impl Pattern {
     pub fn new(pattern: &str) -> Pattern {
         Pattern {
             query: RecallQuery::new(pattern),
-            re: ::somna::compile_pattern(pattern).expect("regex"),
+            re: ::somna::recall::compile_pattern(pattern).expect("regex"),
         }
     }
 }

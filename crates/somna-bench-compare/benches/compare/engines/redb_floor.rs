@@ -240,7 +240,7 @@ impl Floor {
         let rtx = self.db.begin_read().expect("read");
         let log = rtx.open_table(LOG_T).expect("log");
         let tree = rtx.open_table(TREE_T).expect("tree");
-        let cover = ::somna::cover_all(t, WAKE_LINES)
+        let cover = ::somna::cover::cover_all(t, WAKE_LINES)
             .map(|c| c.blocks)
             .unwrap_or_default();
         let mut out = data::wake_begin(t, cover.len());

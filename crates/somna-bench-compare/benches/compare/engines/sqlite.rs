@@ -242,7 +242,7 @@ fn wake(c: &Connection) -> String {
         })
         .expect("count");
     let t = t as u64;
-    let cover = ::somna::cover_all(t, WAKE_LINES)
+    let cover = ::somna::cover::cover_all(t, WAKE_LINES)
         .map(|c| c.blocks)
         .unwrap_or_default();
     let mut out = data::wake_begin(t, cover.len());

@@ -149,10 +149,10 @@ fn wake(plan: &Plan, hs: &[History], rep: &mut Report) {
         ));
         // The cover alone, which every engine computes: the floor under any wake.
         let cns = median_ns(plan.wake_iters, || {
-            std::hint::black_box(::somna::cover_all(t, WAKE_LINES).ok());
+            std::hint::black_box(::somna::cover::cover_all(t, WAKE_LINES).ok());
         });
         let bns = median_ns(plan.wake_iters, || {
-            std::hint::black_box(::somna::reference_cover(t, WAKE_LINES));
+            std::hint::black_box(::somna::cover::reference_cover(t, WAKE_LINES));
         });
         rep.diag(format!(
             "{w}: computing the cover alone (cover_all, no I/O) takes {:.1} us (the 60-step bisection, reference_cover: {:.1} us)",
