@@ -16,8 +16,11 @@ use crate::memory;
 use crate::storage;
 use crate::storage::store::Store;
 
+// The CLI prints it and the MCP tool returns it as it is, its output schema derived from this
+// type (the `schemars` feature).
 /// What `verify` found.
 #[derive(Debug, Clone, Default, Serialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct Report {
     /// Whether redb's own check found the file intact (false: it repaired it).
     pub engine_intact: bool,

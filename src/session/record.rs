@@ -208,14 +208,17 @@ impl SessionItems {
     }
 }
 
+// Also a line of `session list` in the CLI and over MCP, its output schema derived from this
+// type (the `schemars` feature).
 /// What a session is, without its messages.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct SessionInfo {
     /// The session id.
     pub id: String,
     /// When it was created (microseconds since the epoch, UTC).
     pub created_us: i64,
-    /// When it last changed.
+    /// When it last changed (microseconds since the epoch, UTC).
     pub updated_us: i64,
     /// Its revision: a store-wide number that grows with every change.
     pub revision: u64,

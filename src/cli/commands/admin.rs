@@ -5,7 +5,7 @@ use clap::Args;
 use schemars::JsonSchema;
 use serde::Serialize;
 use somna::text;
-use somna::{Error, Store};
+use somna::{Error, Report, Store};
 
 use crate::cli::context::Context;
 use crate::cli::output::{json, plural};
@@ -166,81 +166,49 @@ pub fn migrate(cx: &mut Context<'_>) -> Result<u8, Error> {
     Ok(0)
 }
 
-// A typed result: the CLI prints it as text (`Verified::render`) or JSON, and the MCP tool
-// returns it as its structured content, its output schema derived from this type. Its fields
-// are in the order the JSON has always had (the library's `verify::Report`'s).
-/// What `verify` found.
-#[derive(Debug, Serialize)]
-#[cfg_attr(feature = "mcp", derive(JsonSchema))]
-pub struct Verified {
-    /// Whether redb's own check found the file intact (false: it repaired it).
-    pub engine_intact: bool,
-    /// Scopes checked.
-    pub scopes: usize,
-    /// Memories checked.
-    pub memories: u64,
-    /// Summaries checked.
-    pub summaries: u64,
-    /// Sessions checked.
-    pub sessions: u64,
-    /// Everything that is wrong, one sentence each. Empty: the store is sound.
-    pub problems: Vec<String>,
+// A typed result: the library's `Report`, which the CLI prints as text (`render_report`) or
+// JSON, and which the MCP tool returns as its structured content, its output schema derived from
+// the same type.
+/// Checks the file and every invariant of `store` (which needs the only handle to it).
+pub fn verified(store: &mut Store, json: bool) -> Result<Report, Error> {
+    let busy = Progress::start(json, None, "verifying every page and record");
+    let r = store.verify()?;
+    drop(busy);
+    Ok(r)
 }
 
-impl Verified {
-    /// Checks the file and every invariant of `store` (which needs the only handle to it).
-    pub fn call(store: &mut Store, json: bool) -> Result<Verified, Error> {
-        let busy = Progress::start(json, None, "verifying every page and record");
-        let r = store.verify()?;
-        drop(busy);
-        Ok(Verified {
-            engine_intact: r.engine_intact,
-            scopes: r.scopes,
-            memories: r.memories,
-            summaries: r.summaries,
-            sessions: r.sessions,
-            problems: r.problems,
-        })
+/// A report's text: a line per problem, then the count of problems or what was verified.
+pub fn render_report(r: &Report) -> String {
+    let mut out = String::new();
+    for p in &r.problems {
+        out.push_str(&format!("PROBLEM: {}\n", text::display_safe(p)));
     }
-
-    /// True when nothing is wrong.
-    pub fn ok(&self) -> bool {
-        self.problems.is_empty()
+    if !r.problems.is_empty() {
+        let n = r.problems.len() as u64;
+        let found = plural(n, "problem found", "problems found");
+        return format!("{out}{found}.\n");
     }
-
-    /// Its text: a line per problem, then the count of problems or what was verified.
-    pub fn render(&self) -> String {
-        let mut out = String::new();
-        for p in &self.problems {
-            out.push_str(&format!("PROBLEM: {}\n", text::display_safe(p)));
-        }
-        if !self.ok() {
-            let n = self.problems.len() as u64;
-            let found = plural(n, "problem found", "problems found");
-            return format!("{out}{found}.\n");
-        }
-        let repaired = match self.engine_intact {
-            true => "",
-            false => " (redb repaired its allocator state)",
-        };
-        format!(
-            "{out}OK: {}, {}, {}, {} verified{repaired}.\n",
-            plural(self.scopes as u64, "scope", "scopes"),
-            plural(self.memories, "memory", "memories"),
-            plural(self.summaries, "summary", "summaries"),
-            plural(self.sessions, "session", "sessions"),
-        )
-    }
+    let repaired = match r.engine_intact {
+        true => "",
+        false => " (redb repaired its allocator state)",
+    };
+    format!(
+        "{out}OK: {}, {}, {}, {} verified{repaired}.\n",
+        plural(r.scopes as u64, "scope", "scopes"),
+        plural(r.memories, "memory", "memories"),
+        plural(r.summaries, "summary", "summaries"),
+        plural(r.sessions, "session", "sessions"),
+    )
 }
 
 /// Checks the file and every invariant; prints the report, and exits 5 if anything is wrong.
 pub fn verify(cx: &mut Context<'_>) -> Result<u8, Error> {
-    let r = Verified::call(&mut cx.store, cx.json)?;
+    let r = verified(&mut cx.store, cx.json)?;
     cx.emit(&r)?;
     if cx.text_wanted() {
-        write!(cx.out, "{}", r.render())?;
+        write!(cx.out, "{}", render_report(&r))?;
     }
-    Ok(if r.ok() { 0 } else { 5 })
+    Ok(if r.problems.is_empty() { 0 } else { 5 })
 }
 
 /// The verb `config` (it reads when it sets nothing).

@@ -6,6 +6,7 @@
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
 use serde::{Serialize, Serializer};
+use somna::session::SessionInfo;
 use somna::text;
 use somna::{Error, Store};
 
@@ -170,48 +171,18 @@ impl Appended {
 #[derive(Debug, Serialize)]
 #[cfg_attr(feature = "mcp", derive(JsonSchema))]
 #[serde(transparent)]
-pub struct SessionList(pub Vec<SessionLine>);
-
-// Its fields are in the order the JSON has always had (the library's `SessionInfo`'s).
-/// One session, without its messages.
-#[derive(Debug, Serialize)]
-#[cfg_attr(feature = "mcp", derive(JsonSchema))]
-pub struct SessionLine {
-    /// The session id.
-    pub id: String,
-    /// When it was created (microseconds since the epoch, UTC).
-    pub created_us: i64,
-    /// When it last changed (microseconds since the epoch, UTC).
-    pub updated_us: i64,
-    /// Its revision: a store-wide number that grows with every change.
-    pub revision: u64,
-    /// Live messages.
-    pub count: u64,
-    /// Bytes of live messages.
-    pub bytes: u64,
-    /// Archived messages.
-    pub archived: u64,
-}
+pub struct SessionList(pub Vec<SessionInfo>);
 
 impl SessionList {
     /// The sessions whose id starts with `a.prefix`, after `a.after`, at most `a.limit`.
     pub fn call(store: &Store, a: &ListArgs) -> Result<SessionList, Error> {
         let l = store.session_list(&a.prefix, a.after.as_deref(), a.limit)?;
-        let lines = l.into_iter().map(|s| SessionLine {
-            id: s.id,
-            created_us: s.created_us,
-            updated_us: s.updated_us,
-            revision: s.revision,
-            count: s.count,
-            bytes: s.bytes,
-            archived: s.archived,
-        });
-        Ok(SessionList(lines.collect()))
+        Ok(SessionList(l))
     }
 
     /// Its text: one id a line.
     pub fn render(&self) -> String {
-        let line = |s: &SessionLine| format!("{}\n", text::display_safe(&s.id));
+        let line = |s: &SessionInfo| format!("{}\n", text::display_safe(&s.id));
         self.0.iter().map(line).collect()
     }
 }

@@ -317,7 +317,7 @@ pub const TOOLS: &[ToolSpec] = &[
         destructive: false,
         idempotent: true,
         input: schema_for_type::<NoArgs>,
-        output: typed_output::<admin::Verified>,
+        output: typed_output::<somna::Report>,
         shrinks: false,
         narrow: "narrow the request",
         build: |v, _| args::unscoped(v, Command::Verify),
