@@ -4,10 +4,10 @@
 //! hold every word (case-insensitively); an accepted scope list has at most `MAX_SCOPES` scopes.
 #![no_main]
 
-use somna::text::MAX_SCOPES;
+use libfuzzer_sys::fuzz_target;
 use somna::recall::compile_query;
 use somna::recall::MAX_WORDS;
-use libfuzzer_sys::fuzz_target;
+use somna::text::MAX_SCOPES;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

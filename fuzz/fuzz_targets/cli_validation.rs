@@ -4,9 +4,10 @@
 //! rules it was checked against.
 #![no_main]
 
-use somna::text;
-use somna::{Block, Kind, Status, store::CONFIG_NAMES};
 use libfuzzer_sys::fuzz_target;
+use somna::store::CONFIG_NAMES;
+use somna::text;
+use somna::{Block, Kind, Status};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&sel, rest)) = data.split_first() else {

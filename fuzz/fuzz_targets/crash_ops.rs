@@ -6,9 +6,9 @@
 //! all, pass verify and keep working; then a second crash hits the repair.
 #![no_main]
 
+use libfuzzer_sys::fuzz_target;
 use somna_testkit::crash::*;
 use somna_testkit::simdisk::{Fault, FaultPlan, SimDisk};
-use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if data.len() < 8 {

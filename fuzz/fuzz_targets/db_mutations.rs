@@ -12,9 +12,9 @@
 
 mod common;
 
+use libfuzzer_sys::fuzz_target;
 use somna::{Options, Store};
 use somna_testkit::simdisk::SimDisk;
-use libfuzzer_sys::fuzz_target;
 
 fn integrity_first() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();

@@ -2,11 +2,12 @@
 //! a panic, and a value that decodes re-encodes to the same bytes (the envelope is canonical).
 #![no_main]
 
-use somna::format::{decode, encode, Chunk};
-use somna::{session::Archived, BuiltFrom, Kind, Memory, session::SessionAppended, Status, Summary};
 use libfuzzer_sys::fuzz_target;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use somna::format::{decode, encode, Chunk};
+use somna::session::{Archived, SessionAppended};
+use somna::{BuiltFrom, Kind, Memory, Status, Summary};
 
 fn check<T: DeserializeOwned + Serialize>(bytes: &[u8]) {
     if let Ok(v) = decode::<T>("fuzz", &"key", bytes) {

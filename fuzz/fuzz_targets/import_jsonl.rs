@@ -2,9 +2,9 @@
 //! nothing, or an import after which `verify` finds nothing wrong; never a panic.
 #![no_main]
 
+use libfuzzer_sys::fuzz_target;
 use somna::{Options, Store};
 use somna_testkit::simdisk::SimDisk;
-use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let disk = SimDisk::new(1);

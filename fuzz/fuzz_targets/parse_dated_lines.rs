@@ -13,8 +13,7 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(mems) = somna::import::parse_dated_lines(&text, entry_bytes) {
         let mut last = i64::MIN;
         for m in &mems {
-            somna::text::validate_line(&m.text, entry_bytes)
-                .expect("accepted text is valid");
+            somna::text::validate_line(&m.text, entry_bytes).expect("accepted text is valid");
             let t = m.observed_us.expect("dated");
             assert!(t >= last);
             last = t;

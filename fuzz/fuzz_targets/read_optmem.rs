@@ -3,9 +3,9 @@
 //! imports into an empty scope.
 #![no_main]
 
+use libfuzzer_sys::fuzz_target;
 use somna::{Options, Store};
 use somna_testkit::simdisk::SimDisk;
-use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if data.len() < 3 {

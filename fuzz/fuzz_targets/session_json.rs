@@ -5,8 +5,8 @@
 //! escapes, kept as written.
 #![no_main]
 
-use somna::{text::nesting_depth, text::MAX_JSON_DEPTH};
 use libfuzzer_sys::fuzz_target;
+use somna::text::{nesting_depth, MAX_JSON_DEPTH};
 
 /// serde_json's reserved key for a raw value (`serde_json::raw::TOKEN`, private).
 const RAW_VALUE_KEY: &str = "$serde_json::private::RawValue";
@@ -48,7 +48,9 @@ fn has_surrogate_escape(c: &str) -> bool {
     while i < b.len() {
         if b[i] == b'\\' {
             if b.get(i + 1) == Some(&b'u') {
-                let hex = c.get(i + 2..i + 6).and_then(|h| u16::from_str_radix(h, 16).ok());
+                let hex = c
+                    .get(i + 2..i + 6)
+                    .and_then(|h| u16::from_str_radix(h, 16).ok());
                 if hex.is_some_and(|h| (0xD800..=0xDFFF).contains(&h)) {
                     return true;
                 }

@@ -8,11 +8,11 @@
 
 mod common;
 
+use libfuzzer_sys::fuzz_target;
 use redb::{self, ReadableTable, ReadableTableMetadata, TableDefinition};
 use somna::format as schema;
 use somna::{Options, Store};
 use somna_testkit::simdisk::SimDisk;
-use libfuzzer_sys::fuzz_target;
 
 fn change<K: redb::Key + 'static>(
     w: &redb::WriteTransaction,

@@ -3,10 +3,10 @@
 //! with distinct forms (at most an irregular verb's); never a panic.
 #![no_main]
 
+use libfuzzer_sys::fuzz_target;
 use somna::search::tokenize::{
     query_term_forms, query_terms, tokens, MAX_QUERY_TERMS, MAX_TERM_BYTES, MAX_TOKENS,
 };
-use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);

@@ -6,9 +6,8 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use somna::checkpoint::FoundItem;
-use somna::{
-    checkpoint::ChannelValue, checkpoint::CheckpointEntry, checkpoint::ListQuery,
-    checkpoint::NewCheckpoint, checkpoint::PendingWrite, checkpoint::Prune, checkpoint::Typed,
+use somna::checkpoint::{
+    ChannelValue, CheckpointEntry, ListQuery, NewCheckpoint, PendingWrite, Prune, Typed,
 };
 use std::str::FromStr;
 

@@ -66,7 +66,7 @@ pub fn parse_array(
     input: &str,
     what: &str,
 ) -> Result<Vec<Box<serde_json::value::RawValue>>, Error> {
-    use somna::{text::nesting_depth, text::MAX_JSON_DEPTH};
+    use somna::text::{nesting_depth, MAX_JSON_DEPTH};
     let depth = nesting_depth(input);
     if depth > MAX_JSON_DEPTH + 1 {
         return Err(Error::Invalid {

@@ -253,8 +253,10 @@ pub struct Archived {
     pub message: String,
 }
 
+// Also what `session save` prints as JSON and returns over MCP (the `schemars` feature).
 /// What a save did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct SaveOutcome {
     /// The session's revision after the save (unchanged when nothing changed).
     pub revision: u64,
@@ -266,8 +268,10 @@ pub struct SaveOutcome {
     pub archived: u64,
 }
 
+// Also what `session append` prints as JSON and returns over MCP (the `schemars` feature).
 /// What an append did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct SessionAppended {
     /// The session's revision after the append.
     pub revision: u64,

@@ -10,12 +10,15 @@ use crate::storage::store::Store;
 use crate::storage::tables::GRANTS;
 use crate::storage::txn::{ReadTxn, WriteTxn};
 
+// Also a line of `grants` in the CLI and over MCP (the `schemars` feature).
 /// One grant.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct Grant {
     /// Who holds it.
     pub principal: String,
-    /// What it allows.
+    /// What it allows: Read or Write.
+    #[cfg_attr(feature = "schemars", schemars(with = "String"))]
     pub access: Access,
     /// An exact scope, or a prefix ending in `/` or `:`.
     pub scope: String,

@@ -4,7 +4,8 @@
 //! [`somna::Store::drop_model`], [`somna::Store::backfill`]).
 
 use clap::{Args, Subcommand};
-use somna::{search::Embedder, text, Error};
+use somna::search::Embedder;
+use somna::{text, Error};
 
 use crate::cli::context::Context;
 use crate::cli::verb::Verb;

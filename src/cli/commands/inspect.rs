@@ -6,7 +6,8 @@ use clap::Args;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use somna::text;
-use somna::{text::Claim, Block, Error, Memory, Store, Summary};
+use somna::text::Claim;
+use somna::{Block, Error, Memory, Store, Summary};
 use somna::{Event, EventKind, MemoryState};
 
 use super::typed::{Object, Sorted};

@@ -6,7 +6,7 @@
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
 use serde::{Serialize, Serializer};
-use somna::session::SessionInfo;
+use somna::session::{SaveOutcome, SessionAppended, SessionInfo};
 use somna::text;
 use somna::{Error, Store};
 
@@ -88,57 +88,38 @@ impl From<somna::session::SessionItems> for Messages {
     }
 }
 
-// Its fields are in the order the JSON has always had (the library's `SaveOutcome`'s).
+// The library's outcome as it is (`serde(transparent)`): the same fields in the same order.
 /// What `session save` did.
 #[derive(Debug, Serialize)]
 #[cfg_attr(feature = "mcp", derive(JsonSchema))]
-pub struct Saved {
-    /// The session's revision after the save (unchanged when nothing changed).
-    pub revision: u64,
-    /// Stored messages kept in place.
-    pub kept: u64,
-    /// Messages written.
-    pub written: u64,
-    /// Stored messages moved to the archive.
-    pub archived: u64,
-}
+#[serde(transparent)]
+pub struct Saved(pub SaveOutcome);
 
 impl Saved {
     /// Replaces session `a.id`'s messages with `items` (JSON texts), at `a.expect_revision`.
     pub fn call(store: &Store, a: &SaveArgs, items: &[String]) -> Result<Saved, Error> {
         let refs: Vec<&str> = items.iter().map(String::as_str).collect();
-        let o = store.session_save(&a.id, &refs, a.expect_revision)?;
-        Ok(Saved {
-            revision: o.revision,
-            kept: o.kept,
-            written: o.written,
-            archived: o.archived,
-        })
+        Ok(Saved(store.session_save(
+            &a.id,
+            &refs,
+            a.expect_revision,
+        )?))
     }
 
     /// Its text: one line.
     pub fn render(&self) -> String {
         format!(
             "Saved session at revision {}: {} kept, {} written, {} archived.\n",
-            self.revision, self.kept, self.written, self.archived
+            self.0.revision, self.0.kept, self.0.written, self.0.archived
         )
     }
 }
 
-// Its fields are in the order the JSON has always had (the library's `SessionAppended`'s).
 /// What `session append` did.
 #[derive(Debug, Serialize)]
 #[cfg_attr(feature = "mcp", derive(JsonSchema))]
-pub struct Appended {
-    /// The session's revision after the append.
-    pub revision: u64,
-    /// How many messages the session held before the append (the index of the first).
-    pub first_index: u64,
-    /// How many messages were appended.
-    pub count: u64,
-    /// True when the idempotency key was used already: nothing was written.
-    pub replayed: bool,
-}
+#[serde(transparent)]
+pub struct Appended(pub SessionAppended);
 
 impl Appended {
     /// Appends `items` (JSON texts) to session `a.id`, once per `a.key`, at
@@ -146,23 +127,19 @@ impl Appended {
     pub fn call(store: &Store, a: &AppendArgs, items: &[String]) -> Result<Appended, Error> {
         let refs: Vec<&str> = items.iter().map(String::as_str).collect();
         let o = store.session_append(&a.id, &refs, a.key.as_deref(), a.expect_revision)?;
-        Ok(Appended {
-            revision: o.revision,
-            first_index: o.first_index,
-            count: o.count,
-            replayed: o.replayed,
-        })
+        Ok(Appended(o))
     }
 
     /// Its text: one line, which says when the key was seen before.
     pub fn render(&self) -> String {
-        let n = plural(self.count, "item", "items");
-        match self.replayed {
+        let o = &self.0;
+        let n = plural(o.count, "item", "items");
+        match o.replayed {
             true => format!(
                 "Already appended (key seen before): {n} at revision {}.\n",
-                self.revision
+                o.revision
             ),
-            false => format!("Appended {n} at revision {}.\n", self.revision),
+            false => format!("Appended {n} at revision {}.\n", o.revision),
         }
     }
 }

@@ -7,7 +7,8 @@ use clap::Args;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use somna::text;
-use somna::{trust::Access, trust::Policy, Error, Kind, Status, Store};
+use somna::trust::{Grant, Policy};
+use somna::{Error, Kind, Status, Store};
 
 use crate::cli::context::Context;
 use crate::cli::output::json;
@@ -151,37 +152,12 @@ pub fn revoke(cx: &mut Context<'_>, a: &GrantArgs) -> Result<u8, Error> {
 #[derive(Debug, Serialize)]
 #[cfg_attr(feature = "mcp", derive(JsonSchema))]
 #[serde(transparent)]
-pub struct Grants(pub Vec<GrantLine>);
-
-// Its fields are in the order the JSON has always had (the library's `Grant`'s).
-/// One grant.
-#[derive(Debug, Serialize)]
-#[cfg_attr(feature = "mcp", derive(JsonSchema))]
-pub struct GrantLine {
-    /// Who holds it.
-    pub principal: String,
-    /// What it allows: Read or Write.
-    #[cfg_attr(feature = "mcp", schemars(with = "String"))]
-    pub access: Access,
-    /// An exact scope, or a prefix ending in `/` or `:`.
-    pub scope: String,
-    /// Who granted it.
-    pub granted_by: String,
-    /// When (microseconds since the epoch, UTC).
-    pub granted_us: i64,
-}
+pub struct Grants(pub Vec<Grant>);
 
 impl Grants {
     /// Every grant of `store` (admin only).
     pub fn call(store: &Store) -> Result<Grants, Error> {
-        let lines = store.grants()?.into_iter().map(|g| GrantLine {
-            principal: g.principal,
-            access: g.access,
-            scope: g.scope,
-            granted_by: g.granted_by,
-            granted_us: g.granted_us,
-        });
-        Ok(Grants(lines.collect()))
+        Ok(Grants(store.grants()?))
     }
 
     /// Its text: `PRINCIPAL ACCESS SCOPE` a line, or that there is none.

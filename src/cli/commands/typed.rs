@@ -1,7 +1,9 @@
-//! Library values inside the verbs' typed results. The library's types derive no JSON Schema,
-//! so a typed result holds each such value in a wrapper whose schema says an object: as it is
-//! ([`Object`]), or with its keys sorted at every level ([`Sorted`]), as the results the verbs
-//! built as a `serde_json::Value` have always printed them.
+//! Library values inside the verbs' typed results whose types derive no JSON Schema (the
+//! library derives one, under its `schemars` feature, for the results the verbs return as they
+//! are: `Report`, `SessionInfo`, `SearchResult`, ...). A typed result holds each other value in a
+//! wrapper whose schema says an object: as it is ([`Object`]), or with its keys sorted at every
+//! level ([`Sorted`]), as the results the verbs built as a `serde_json::Value` have always
+//! printed them.
 
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;

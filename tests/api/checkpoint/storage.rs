@@ -6,12 +6,9 @@
 //! write, in steps of a bounded number of items; a dotted filter key reaches into nested
 //! metadata; store namespace labels keep control characters.
 
+use somna::checkpoint::{ChannelValue, ListQuery, NewCheckpoint, PendingWrite, Prune, Typed};
 use somna::format::TableId;
 use somna::Store;
-use somna::{
-    checkpoint::ChannelValue, checkpoint::ListQuery, checkpoint::NewCheckpoint,
-    checkpoint::PendingWrite, checkpoint::Prune, checkpoint::Typed,
-};
 
 fn t(s: &str) -> Typed {
     Typed::new("msgpack", s.as_bytes())

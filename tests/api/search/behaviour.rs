@@ -9,8 +9,9 @@
 
 use std::path::Path;
 
+use somna::trust::Access;
 use somna::Decision;
-use somna::{trust::Access, Error, Kind, NewMemory, Options, SearchMode, SearchQuery, Store};
+use somna::{Error, Kind, NewMemory, Options, SearchMode, SearchQuery, Store};
 
 fn store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();

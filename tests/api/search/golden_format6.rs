@@ -10,7 +10,8 @@ use std::net::TcpListener;
 use std::path::PathBuf;
 
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
-use somna::{search::Embedder, Error, NewMemory, Options, SearchMode, SearchQuery, Store};
+use somna::search::Embedder;
+use somna::{Error, NewMemory, Options, SearchMode, SearchQuery, Store};
 
 const EMBEDDINGS: TableDefinition<(u32, &str, u64), &[u8]> = TableDefinition::new("embeddings");
 const MODEL: &str = "fixture-model";

@@ -2,9 +2,10 @@
 //! scopes (in the CLI's list and in the library's reads over several scopes), or a note that supersedes or conflicts with more than `MAX_LINKS` memories, is
 //! refused before anything is read or written; the limits themselves are accepted.
 
+use somna::text::validate_scopes;
 use somna::text::MAX_SCOPES;
 use somna::MAX_LINKS;
-use somna::{text::validate_scopes, Error, NewMemory, Store};
+use somna::{Error, NewMemory, Store};
 
 #[test]
 fn more_scopes_than_the_limit_are_refused() {

@@ -3,7 +3,8 @@
 //! compiled, repeats count once, and a long list of repeated words over a store of thousands of
 //! memories is matched in one pass per line.
 
-use somna::{recall::MAX_WORDS, Error, NewMemory, RecallQuery, Store};
+use somna::recall::MAX_WORDS;
+use somna::{Error, NewMemory, RecallQuery, Store};
 
 fn store_with(n: usize) -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();

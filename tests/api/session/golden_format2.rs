@@ -30,7 +30,8 @@ use somna::format::{
     chain_next, decode, decode_chunk, CHAIN_START, META, SESSIONS, SESSION_CHUNKS, SESSION_HASHES,
     SESSION_MESSAGES,
 };
-use somna::{store::Migration, Error, Options, Store};
+use somna::store::Migration;
+use somna::{Error, Options, Store};
 
 const CHAT1: [&str; 3] = [
     r#"{"role":"assistant","content":"hello"}"#,

@@ -14,8 +14,8 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
+use somna::cover::{cover, cover_all, reference_cover, Cover};
 use somna::Block;
-use somna::{cover::cover, cover::cover_all, cover::reference_cover, cover::Cover};
 
 fn cases() -> u32 {
     std::env::var("SOMNA_PROPTEST_CASES")

@@ -4,7 +4,8 @@
 //! scopes and sessions, and multi-scope wake and export carry no text from other scopes.
 
 use proptest::prelude::*;
-use somna::{trust::Access, Block, Error, NewMemory, RecallQuery, Store, WakeOptions};
+use somna::trust::Access;
+use somna::{Block, Error, NewMemory, RecallQuery, Store, WakeOptions};
 
 const SCOPES: [&str; 4] = ["team/a", "team/b", "user:alice", "user:bob"];
 const PATTERNS: [&str; 6] = [

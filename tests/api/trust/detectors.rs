@@ -5,9 +5,8 @@
 
 use proptest::prelude::*;
 use regex::RegexSet;
-use somna::{
-    trust::looks_like_secret, trust::reads_as_instructions, trust::INSTRUCTION_PATTERNS,
-    trust::SECRET_PATTERNS,
+use somna::trust::{
+    looks_like_secret, reads_as_instructions, INSTRUCTION_PATTERNS, SECRET_PATTERNS,
 };
 use std::sync::LazyLock;
 

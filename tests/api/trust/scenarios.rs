@@ -3,8 +3,9 @@
 //! take effect at once, citations lead back to exactly their records, redacted text appears
 //! nowhere, and text that reads as instructions is never shown unmarked.
 
+use somna::trust::Access;
 use somna::Decision;
-use somna::{trust::Access, Block, Error, Kind, NewMemory, RecallQuery, Store, WakeOptions};
+use somna::{Block, Error, Kind, NewMemory, RecallQuery, Store, WakeOptions};
 
 fn store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();

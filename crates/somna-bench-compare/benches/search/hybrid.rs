@@ -12,9 +12,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
 
-use somna::{
-    search::Embedder, search::Purpose, search::RankParams, SearchMode, SearchQuery, Store,
-};
+use somna::search::{Embedder, Purpose, RankParams};
+use somna::{SearchMode, SearchQuery, Store};
 
 use crate::locomo::{Conversation, Scores, HEADER};
 

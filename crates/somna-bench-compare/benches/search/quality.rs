@@ -8,7 +8,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use rusqlite::Connection;
-use somna::{search::RankParams, NewMemory, Options, SearchQuery, Store};
+use somna::search::RankParams;
+use somna::{NewMemory, Options, SearchQuery, Store};
 
 use crate::locomo::{Conversation, Scores, HEADER};
 

@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex};
 use rmcp::model::{ResourceUpdatedNotificationParam, SubscriptionFilter};
 use rmcp::service::{Peer, SubscriptionContext};
 use rmcp::RoleServer;
-use somna::{trust::Access, Error};
+use somna::trust::Access;
+use somna::Error;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
