@@ -26,17 +26,20 @@ pub(crate) fn holding(meta: Option<ScopeMeta>, id: u64) -> Result<ScopeMeta> {
         })
 }
 
+// Also a scope's line of `stats` in the CLI and over MCP (the `schemars` feature); its fields
+// in the order that JSON has always had (sorted).
 /// Counters of one scope, for `stats`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct ScopeStats {
-    /// The scope's name.
-    pub scope: String,
     /// Number of memories.
     pub memories: u64,
-    /// Number of summaries.
-    pub summaries: u64,
     /// Number of blocks waiting for a summary.
     pub pending: u64,
+    /// The scope's name.
+    pub scope: String,
+    /// Number of summaries.
+    pub summaries: u64,
 }
 
 /// A write transaction. Every change somna makes goes through one; see [`crate::Store::write`].

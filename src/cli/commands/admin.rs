@@ -5,7 +5,7 @@ use clap::Args;
 use schemars::JsonSchema;
 use serde::Serialize;
 use somna::text;
-use somna::{Error, Report, Store};
+use somna::{Error, Report, ScopeStats, Store};
 
 use crate::cli::context::Context;
 use crate::cli::output::{json, plural};
@@ -59,25 +59,11 @@ pub struct Stats {
     /// Memories in every scope.
     pub memories: u64,
     /// The counts of each scope.
-    pub scopes: Vec<ScopeCounts>,
+    pub scopes: Vec<ScopeStats>,
     /// Where the store is, as the text names it (not in the JSON).
     #[serde(skip)]
     #[cfg_attr(feature = "mcp", schemars(skip))]
     pub at: String,
-}
-
-/// The counts of one scope.
-#[derive(Debug, Serialize)]
-#[cfg_attr(feature = "mcp", derive(JsonSchema))]
-pub struct ScopeCounts {
-    /// Memories.
-    pub memories: u64,
-    /// Blocks waiting for a summary.
-    pub pending: u64,
-    /// The scope.
-    pub scope: String,
-    /// Summaries.
-    pub summaries: u64,
 }
 
 impl Stats {
@@ -93,20 +79,11 @@ impl Stats {
             0 => 0.0,
             m => b as f64 / m as f64,
         });
-        let scopes = stats
-            .into_iter()
-            .map(|s| ScopeCounts {
-                memories: s.memories,
-                pending: s.pending,
-                scope: s.scope,
-                summaries: s.summaries,
-            })
-            .collect();
         Ok(Stats {
             bytes_per_memory: per,
             file_bytes,
             memories,
-            scopes,
+            scopes: stats,
             at: crate::cli::output::path_shown(store.path()),
         })
     }
