@@ -1,3 +1,8 @@
+//! LangGraph's persistence: a checkpoint to write ([`NewCheckpoint`]) and as read
+//! ([`CheckpointEntry`]), its channel values and pending writes, the long-term store's items
+//! ([`StoreItem`], [`FoundItem`]), listing and pruning. The calls are [`crate::Store`]'s
+//! (`checkpoint_put`, ...); the Python adapter `somna.langgraph` is built on them.
+//!
 //! **Layer 3, checkpoints**: a sibling of [`crate::memory`] and [`crate::session`], which it
 //! never uses; it may use [`crate::domain`], [`crate::storage`] and [`crate::trust`].
 //!

@@ -1,3 +1,8 @@
+//! Getting memories in and out: JSON Lines export and import of every scope ([`ExportLine`],
+//! [`ImportSummary`]), dated text lines ([`parse_dated_lines`]), an OptMem store
+//! ([`read_optmem`]), a whole store copied to another location ([`Copied`]), and the bounded
+//! reading of an input file ([`read_file`]).
+//!
 //! **Layer 4, import and export**: may use every layer below it ([`crate::domain`],
 //! [`crate::storage`], [`crate::trust`], [`crate::memory`], [`crate::session`]).
 //!

@@ -1,3 +1,8 @@
+//! Conversation histories and their results: what a session is ([`SessionInfo`]), what a save or
+//! an append did ([`SaveOutcome`], [`SessionAppended`]), its items and archive, and the limits
+//! and checks of a message. The calls are [`crate::Store`]'s (`session_save`, `session_load`,
+//! `session_append`, ...).
+//!
 //! **Layer 3, sessions**: a sibling of [`crate::memory`], which it never uses; it may use
 //! [`crate::domain`], [`crate::storage`] and [`crate::trust`].
 //!

@@ -1,3 +1,9 @@
+//! Who may read and write what, and what may be written: grants ([`Access`], [`Grant`];
+//! [`crate::Store::grant`]), per-scope write policies and the detection of secrets and
+//! instruction-like text ([`Policy`]; [`crate::Store::set_policy`]), the read audit
+//! ([`AuditEntry`]; [`crate::Store::audit`]) and the bearer tokens of the HTTP server
+//! ([`TokenInfo`]; [`crate::Store::tokens`]). docs/trust.md tells the model.
+//!
 //! **Layer 2, trust**: administering what may be written and who reads what: per-scope write
 //! policies and the detection of secrets and instruction-like text ([`policy`]), and the read
 //! audit ([`audit`]), and the grants themselves ([`grants`]), and the bearer tokens that authenticate principals over
