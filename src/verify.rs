@@ -84,8 +84,8 @@ impl Store {
             crate::session::verify_sessions(r, &mut problem, &mut report.sessions)?;
             // The search index equals the one rebuilt from the log and the tree (section 12).
             let indexed = scopes.values().map(|(n, m)| (n.as_str(), m.id, m.count));
-            crate::storage::index::build::check_all(&r.tx, indexed, &mut problem)?;
-            crate::checkpoint::check_checkpoints(&r.tx, &mut problem)?;
+            crate::storage::index::build::check_all(r.tx, indexed, &mut problem)?;
+            crate::checkpoint::check_checkpoints(r.tx, &mut problem)?;
             memory::verify::verify_idempotency(r, &scopes, &mut problem)
         })?;
         Ok(report)

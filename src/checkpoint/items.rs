@@ -166,7 +166,7 @@ impl WriteTxn<'_> {
         let ns = join_namespace(namespace)?;
         validate_part("key", key)?;
         self.require(Access::Write, &store_scope(namespace))?;
-        let created_us = match STORE_ITEMS.get(&self.tx, (&ns, key))? {
+        let created_us = match STORE_ITEMS.get(&*self.tx, (&ns, key))? {
             Some(v) => decode_item(&ns, key, &v)?.created_us,
             None => self.now,
         };
@@ -178,14 +178,14 @@ impl WriteTxn<'_> {
             ttl_us,
             extra: extra.to_vec(),
         };
-        STORE_ITEMS.put(&mut self.tx, (&ns, key), &encode(&item)?)
+        STORE_ITEMS.put(&mut *self.tx, (&ns, key), &encode(&item)?)
     }
 
     /// Deletes an item; whether it was there.
     pub fn store_delete(&mut self, namespace: &[&str], key: &str) -> Result<bool> {
         let ns = join_namespace(namespace)?;
         self.require(Access::Write, &store_scope(namespace))?;
-        STORE_ITEMS.delete(&mut self.tx, (&ns, key))
+        STORE_ITEMS.delete(&mut *self.tx, (&ns, key))
     }
 
     /// The live item at `key`, its expiry moved to now + its TTL (LangGraph's
@@ -197,7 +197,7 @@ impl WriteTxn<'_> {
     ) -> Result<Option<StoreItem>> {
         let ns = join_namespace(namespace)?;
         self.require(Access::Read, &store_scope(namespace))?;
-        let Some(v) = STORE_ITEMS.get(&self.tx, (&ns, key))? else {
+        let Some(v) = STORE_ITEMS.get(&*self.tx, (&ns, key))? else {
             return Ok(None);
         };
         let mut item = decode_item(&ns, key, &v)?;
@@ -206,7 +206,7 @@ impl WriteTxn<'_> {
         }
         if let Some(ttl) = item.ttl_us {
             item.expires_us = Some(self.now.saturating_add(ttl));
-            STORE_ITEMS.put(&mut self.tx, (&ns, key), &encode(&item)?)?;
+            STORE_ITEMS.put(&mut *self.tx, (&ns, key), &encode(&item)?)?;
         }
         Ok(Some(item))
     }
@@ -228,7 +228,7 @@ impl WriteTxn<'_> {
         let (now, mut seen) = (self.now, 0);
         let (mut dead, mut next) = (Vec::new(), None);
         STORE_ITEMS.scan(
-            &self.tx,
+            &*self.tx,
             from.unwrap_or(("", ""))..,
             Dir::Forward,
             |(ns, key), v| {
@@ -258,7 +258,7 @@ impl WriteTxn<'_> {
                     ok
                 }
             };
-            if ok && STORE_ITEMS.delete(&mut self.tx, (&ns, &key))? {
+            if ok && STORE_ITEMS.delete(&mut *self.tx, (&ns, &key))? {
                 deleted += 1;
             }
         }
@@ -266,12 +266,12 @@ impl WriteTxn<'_> {
     }
 }
 
-impl ReadTxn {
+impl ReadTxn<'_> {
     /// The live item at `key`.
     pub fn store_get(&self, namespace: &[&str], key: &str) -> Result<Option<StoreItem>> {
         let ns = join_namespace(namespace)?;
         self.require(Access::Read, &store_scope(namespace))?;
-        let Some(v) = STORE_ITEMS.get(&self.tx, (&ns, key))? else {
+        let Some(v) = STORE_ITEMS.get(self.tx, (&ns, key))? else {
             return Ok(None);
         };
         let item = decode_item(&ns, key, &v)?;
@@ -297,7 +297,7 @@ impl ReadTxn {
         let (mut out, mut skipped) = (Vec::new(), 0);
         let limit = limit.unwrap_or(usize::MAX);
         scan_under(
-            &self.tx,
+            self.tx,
             &p,
             crate::domain::text::now_us(),
             |ns, key, item| {
@@ -331,7 +331,7 @@ impl ReadTxn {
         let mut out: Vec<Vec<String>> = Vec::new();
         let mut last: Option<String> = None;
         let now = crate::domain::text::now_us();
-        scan_under(&self.tx, &p, now, |ns, _, _| {
+        scan_under(self.tx, &p, now, |ns, _, _| {
             if last.as_deref() != Some(ns) {
                 last = Some(ns.to_string());
                 let labels = split(ns);

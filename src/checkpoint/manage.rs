@@ -47,10 +47,10 @@ impl WriteTxn<'_> {
         self.require(Access::Write, &thread_scope(thread))?;
         let next = after(thread);
         let (t, n) = (thread, next.as_str());
-        let count = CHECKPOINTS.delete_range(&mut self.tx, (t, "", "")..(n, "", ""))?;
-        CHECKPOINT_CHANNELS.delete_range(&mut self.tx, (t, "", "", "")..(n, "", "", ""))?;
-        CHECKPOINT_ITEMS.delete_range(&mut self.tx, (t, "", "", 0)..(n, "", "", 0))?;
-        CHECKPOINT_WRITES.delete_range(&mut self.tx, (t, "", "", "", 0)..(n, "", "", "", 0))?;
+        let count = CHECKPOINTS.delete_range(&mut *self.tx, (t, "", "")..(n, "", ""))?;
+        CHECKPOINT_CHANNELS.delete_range(&mut *self.tx, (t, "", "", "")..(n, "", "", ""))?;
+        CHECKPOINT_ITEMS.delete_range(&mut *self.tx, (t, "", "", 0)..(n, "", "", 0))?;
+        CHECKPOINT_WRITES.delete_range(&mut *self.tx, (t, "", "", "", 0)..(n, "", "", "", 0))?;
         Ok(count)
     }
 
@@ -62,7 +62,7 @@ impl WriteTxn<'_> {
         }
         let runs: HashSet<&str> = run_ids.iter().copied().collect();
         let mut victims: Vec<(String, String, String)> = Vec::new();
-        CHECKPOINTS.each(&self.tx, .., |(t, ns, id), v| {
+        CHECKPOINTS.each(&*self.tx, .., |(t, ns, id), v| {
             let rec: CheckpointRecord = decode("checkpoints", &CKey(&t, &ns, id), v)?;
             if rec.run_id.as_deref().is_some_and(|r| runs.contains(r)) {
                 victims.push((t.to_string(), ns.to_string(), id.to_string()));
@@ -77,10 +77,10 @@ impl WriteTxn<'_> {
         let mut touched: BTreeSet<(&str, &str)> = BTreeSet::new();
         for (t, ns, id) in victims {
             self.require(Access::Write, &thread_scope(t))?;
-            CHECKPOINTS.delete(&mut self.tx, (t, ns, id))?;
+            CHECKPOINTS.delete(&mut *self.tx, (t, ns, id))?;
             let next = after(id);
             CHECKPOINT_WRITES.delete_range(
-                &mut self.tx,
+                &mut *self.tx,
                 (t.as_str(), ns.as_str(), id.as_str(), "", 0)..(t, ns, next.as_str(), "", 0),
             )?;
             touched.insert((t, ns));
@@ -104,7 +104,7 @@ impl WriteTxn<'_> {
         let (s, n) = (source, next.as_str());
         if source == target {
             let mut count = 0u64;
-            CHECKPOINTS.each(&self.tx, (s, "", "")..(n, "", ""), |_, _| {
+            CHECKPOINTS.each(&*self.tx, (s, "", "")..(n, "", ""), |_, _| {
                 count += 1;
                 Ok(())
             })?;
@@ -112,16 +112,16 @@ impl WriteTxn<'_> {
         }
         self.checkpoint_delete_thread(target)?;
         let mut rows: Vec<(String, String, Vec<u8>)> = Vec::new();
-        CHECKPOINTS.each(&self.tx, (s, "", "")..(n, "", ""), |(_, ns, id), v| {
+        CHECKPOINTS.each(&*self.tx, (s, "", "")..(n, "", ""), |(_, ns, id), v| {
             rows.push((ns.to_string(), id.to_string(), v.to_vec()));
             Ok(())
         })?;
         for (ns, id, v) in &rows {
-            CHECKPOINTS.put(&mut self.tx, (target, ns, id), v)?;
+            CHECKPOINTS.put(&mut *self.tx, (target, ns, id), v)?;
         }
         let mut chans: Vec<(String, String, String, Vec<u8>)> = Vec::new();
         CHECKPOINT_CHANNELS.each(
-            &self.tx,
+            &*self.tx,
             (s, "", "", "")..(n, "", "", ""),
             |(_, ns, c, ver), v| {
                 chans.push((ns.to_string(), c.to_string(), ver.to_string(), v.to_vec()));
@@ -129,7 +129,7 @@ impl WriteTxn<'_> {
             },
         )?;
         for (ns, c, ver, v) in chans {
-            CHECKPOINT_CHANNELS.put(&mut self.tx, (target, &ns, &c, &ver), &v)?;
+            CHECKPOINT_CHANNELS.put(&mut *self.tx, (target, &ns, &c, &ver), &v)?;
         }
         self.copy_items_and_writes(source, target)?;
         Ok(rows.len() as u64)
@@ -140,7 +140,7 @@ impl WriteTxn<'_> {
         let (s, n) = (source, next.as_str());
         let mut items: Vec<(String, String, u64, Vec<u8>)> = Vec::new();
         CHECKPOINT_ITEMS.each(
-            &self.tx,
+            &*self.tx,
             (s, "", "", 0)..(n, "", "", 0),
             |(_, ns, c, i), v| {
                 items.push((ns.to_string(), c.to_string(), i, v.to_vec()));
@@ -148,11 +148,11 @@ impl WriteTxn<'_> {
             },
         )?;
         for (ns, c, i, v) in items {
-            CHECKPOINT_ITEMS.put(&mut self.tx, (target, &ns, &c, i), &v)?;
+            CHECKPOINT_ITEMS.put(&mut *self.tx, (target, &ns, &c, i), &v)?;
         }
         let mut writes: Vec<(String, String, String, u64, Vec<u8>)> = Vec::new();
         CHECKPOINT_WRITES.each(
-            &self.tx,
+            &*self.tx,
             (s, "", "", "", 0)..(n, "", "", "", 0),
             |(_, ns, id, task, idx), v| {
                 writes.push((
@@ -166,7 +166,7 @@ impl WriteTxn<'_> {
             },
         )?;
         for (ns, id, task, idx, v) in writes {
-            CHECKPOINT_WRITES.put(&mut self.tx, (target, &ns, &id, &task, idx), &v)?;
+            CHECKPOINT_WRITES.put(&mut *self.tx, (target, &ns, &id, &task, idx), &v)?;
         }
         Ok(())
     }
@@ -191,7 +191,7 @@ impl WriteTxn<'_> {
         let mut seen: HashSet<String> = HashSet::new();
         let mut victims = Vec::new();
         CHECKPOINTS.scan(
-            &self.tx,
+            &*self.tx,
             (thread, "", "")..(next.as_str(), "", ""),
             Dir::Reverse,
             |(_, ns, id), _| {
@@ -210,7 +210,7 @@ impl WriteTxn<'_> {
         let next = after(ns);
         let mut live: HashSet<(String, String)> = HashSet::new();
         CHECKPOINTS.each(
-            &self.tx,
+            &*self.tx,
             (t, ns, "")..(t, next.as_str(), ""),
             |(_, _, id), v| {
                 let rec: CheckpointRecord = decode("checkpoints", &CKey(t, ns, id), v)?;
@@ -221,7 +221,7 @@ impl WriteTxn<'_> {
         let mut dead = Vec::new();
         let mut runs: HashMap<String, Vec<(u64, u64)>> = HashMap::new();
         CHECKPOINT_CHANNELS.each(
-            &self.tx,
+            &*self.tx,
             (t, ns, "", "")..(t, next.as_str(), "", ""),
             |(_, _, c, ver), v| {
                 if !live.contains(&(c.to_string(), ver.to_string())) {
@@ -235,7 +235,7 @@ impl WriteTxn<'_> {
             },
         )?;
         for (c, ver) in &dead {
-            CHECKPOINT_CHANNELS.delete(&mut self.tx, (t, ns, c, ver))?;
+            CHECKPOINT_CHANNELS.delete(&mut *self.tx, (t, ns, c, ver))?;
         }
         self.drop_unused_items(t, ns, &runs)
     }
@@ -253,7 +253,7 @@ impl WriteTxn<'_> {
             .collect();
         let mut unused = Vec::new();
         CHECKPOINT_ITEMS.each(
-            &self.tx,
+            &*self.tx,
             (t, ns, "", 0)..(t, next.as_str(), "", 0),
             |(_, _, c, i), _| {
                 let used = spans.get(c.as_ref()).is_some_and(|s| covers(s, i));
@@ -264,7 +264,7 @@ impl WriteTxn<'_> {
             },
         )?;
         for (c, i) in unused {
-            CHECKPOINT_ITEMS.delete(&mut self.tx, (t, ns, &c, i))?;
+            CHECKPOINT_ITEMS.delete(&mut *self.tx, (t, ns, &c, i))?;
         }
         Ok(())
     }

@@ -99,7 +99,7 @@ fn matches(t: &str, ns: &str, id: &str, rec: &CheckpointRecord, q: &ListQuery) -
     Ok(q.filter.iter().all(|(k, v)| at(&meta, k) == Some(v)))
 }
 
-impl ReadTxn {
+impl ReadTxn<'_> {
     /// The checkpoint `id` of a thread's namespace, or (`None`) its latest; with its channel
     /// values and pending writes.
     pub fn checkpoint_get(
@@ -120,13 +120,13 @@ impl ReadTxn {
     fn record(&self, thread: &str, ns: &str, id: Option<&str>) -> Result<Option<Found>> {
         let found = match id {
             Some(id) => CHECKPOINTS
-                .get(&self.tx, (thread, ns, id))?
+                .get(self.tx, (thread, ns, id))?
                 .map(|v| decode_record(thread, ns, id, &v).map(|r| (id.to_string(), r)))
                 .transpose()?,
             None => {
                 let next = after(ns);
                 CHECKPOINTS.edge(
-                    &self.tx,
+                    self.tx,
                     (thread, ns, "")..(thread, next.as_str(), ""),
                     Dir::Reverse,
                     |(_, _, id), v| Ok((id.to_string(), decode_record(thread, ns, id, v)?)),
@@ -191,7 +191,7 @@ impl ReadTxn {
                     continue;
                 };
                 // An empty channel is not a value (LangGraph leaves it out of channel_values).
-                match channel_value(&self.tx, (thread, ns, ch, ver))? {
+                match channel_value(self.tx, (thread, ns, ch, ver))? {
                     None | Some(ChannelValue::Empty) => {}
                     Some(v) => {
                         h.seed = Some(v);
@@ -234,7 +234,7 @@ impl ReadTxn {
         let mut out = Vec::new();
         let limit = q.limit.unwrap_or(usize::MAX);
         CHECKPOINTS.scan(
-            &self.tx,
+            self.tx,
             (t, ns, "")..hi_key,
             Dir::Reverse,
             |(_, _, id), v| {
@@ -295,12 +295,12 @@ impl ReadTxn {
             Some(t) => {
                 let next = after(t);
                 CHECKPOINTS.each(
-                    &self.tx,
+                    self.tx,
                     (t.as_str(), "", "")..(next.as_str(), "", ""),
                     |k, v| visit(k, v),
                 )?
             }
-            None => CHECKPOINTS.each(&self.tx, .., |k, v| visit(k, v))?,
+            None => CHECKPOINTS.each(self.tx, .., |k, v| visit(k, v))?,
         }
         out.sort_by(|a, b| b.id.cmp(&a.id));
         out.truncate(q.limit.unwrap_or(usize::MAX));
@@ -319,11 +319,11 @@ impl ReadTxn {
                     .map(move |(c, v)| (f.thread.as_str(), f.ns.as_str(), c.as_str(), v.as_str()))
             })
             .collect();
-        CHECKPOINT_CHANNELS.prefetch(&self.tx, keys)?;
+        CHECKPOINT_CHANNELS.prefetch(self.tx, keys)?;
         let mut writes = self.writes_of(&found)?;
         let mut out = Vec::with_capacity(found.len());
         for f in found {
-            let values = channel_values(&self.tx, &f)?;
+            let values = channel_values(self.tx, &f)?;
             let w = writes
                 .remove(&(f.thread.clone(), f.ns.clone(), f.id.clone()))
                 .unwrap_or_default();
@@ -355,7 +355,7 @@ impl ReadTxn {
         for ((t, ns), (lo, hi)) in spans {
             let next = after(hi);
             CHECKPOINT_WRITES.each(
-                &self.tx,
+                self.tx,
                 (t, ns, lo, "", 0)..(t, ns, next.as_str(), "", 0),
                 |(_, _, id, task, idx), v| {
                     let rec: WriteRecord = decode("checkpoint_writes", &CKey(t, ns, &id), v)?;
@@ -459,7 +459,7 @@ pub struct CheckpointStats {
     pub value_bytes: u64,
 }
 
-impl ReadTxn {
+impl ReadTxn<'_> {
     /// What the checkpoint tables hold, every thread's and namespace's together (admin only:
     /// the figures count what other principals stored).
     pub fn checkpoint_stats(&self) -> Result<CheckpointStats> {

@@ -84,7 +84,7 @@ impl WriteTxn<'_> {
             run_id: c.run_id.clone(),
             versions: c.versions.clone(),
         };
-        CHECKPOINTS.put(&mut self.tx, (&c.thread, &c.ns, &c.id), &encode(&rec)?)
+        CHECKPOINTS.put(&mut *self.tx, (&c.thread, &c.ns, &c.id), &encode(&rec)?)
     }
 
     fn put_channel(
@@ -95,7 +95,7 @@ impl WriteTxn<'_> {
         ver: &str,
         value: &ChannelValue,
     ) -> Result<()> {
-        if CHECKPOINT_CHANNELS.contains(&self.tx, (t, ns, ch, ver))? {
+        if CHECKPOINT_CHANNELS.contains(&*self.tx, (t, ns, ch, ver))? {
             return Ok(());
         }
         let bytes = match value {
@@ -103,7 +103,7 @@ impl WriteTxn<'_> {
             ChannelValue::Whole(v) => encode(&StoredRef::Whole(v))?,
             ChannelValue::List(items) => encode(&self.put_list(t, ns, ch, ver, items)?)?,
         };
-        CHECKPOINT_CHANNELS.put(&mut self.tx, (t, ns, ch, ver), &bytes)
+        CHECKPOINT_CHANNELS.put(&mut *self.tx, (t, ns, ch, ver), &bytes)
     }
 
     /// Writes the items of a list value that its previous version does not hold; its runs.
@@ -117,7 +117,7 @@ impl WriteTxn<'_> {
     ) -> Result<StoredChannel> {
         let sums = chains(items);
         let base = CHECKPOINT_CHANNELS.edge(
-            &self.tx,
+            &*self.tx,
             (t, ns, ch, "")..(t, ns, ch, ver),
             Dir::Reverse,
             |(_, _, _, v), bytes| {
@@ -138,7 +138,7 @@ impl WriteTxn<'_> {
         if !fresh.is_empty() {
             let first = self.next_item(t, ns, ch)?;
             for (i, it) in (first..).zip(fresh) {
-                CHECKPOINT_ITEMS.put(&mut self.tx, (t, ns, ch, i), &encode(it)?)?;
+                CHECKPOINT_ITEMS.put(&mut *self.tx, (t, ns, ch, i), &encode(it)?)?;
             }
             push_run(&mut runs, first, fresh.len() as u64);
         }
@@ -152,7 +152,7 @@ impl WriteTxn<'_> {
     /// The next free item number of a channel: one past its greatest.
     fn next_item(&self, t: &str, ns: &str, ch: &str) -> Result<u64> {
         let last = CHECKPOINT_ITEMS.edge(
-            &self.tx,
+            &*self.tx,
             (t, ns, ch, 0)..=(t, ns, ch, u64::MAX),
             Dir::Reverse,
             |(_, _, _, i), _| Ok(i),
@@ -177,7 +177,7 @@ impl WriteTxn<'_> {
         for w in writes {
             validate_part("task id", &w.task_id)?;
             let key = (thread, ns, id, w.task_id.as_str(), idx_key(w.idx));
-            if !replace && CHECKPOINT_WRITES.contains(&self.tx, key)? {
+            if !replace && CHECKPOINT_WRITES.contains(&*self.tx, key)? {
                 continue;
             }
             let rec = WriteRecord {
@@ -185,7 +185,7 @@ impl WriteTxn<'_> {
                 value: w.value.clone(),
                 task_path: w.task_path.clone(),
             };
-            CHECKPOINT_WRITES.put(&mut self.tx, key, &encode(&rec)?)?;
+            CHECKPOINT_WRITES.put(&mut *self.tx, key, &encode(&rec)?)?;
         }
         Ok(())
     }

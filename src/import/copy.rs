@@ -94,9 +94,9 @@ impl Store {
     pub fn copy_into(&self, dst: &Store, progress: &mut dyn FnMut(u64)) -> Result<Copied> {
         let rows = dst.write(|w| {
             w.require_admin("copy a store into this one")?;
-            if !list_scopes(&w.tx)?.is_empty()
-                || has_rows(&w.tx, TableId::Sessions)?
-                || has_rows(&w.tx, TableId::Grants)?
+            if !list_scopes(&*w.tx)?.is_empty()
+                || has_rows(&*w.tx, TableId::Sessions)?
+                || has_rows(&*w.tx, TableId::Grants)?
             {
                 return Err(Error::Conflict(format!(
                     "{} is not empty (it has scopes, sessions or grants); copy into a new store",
@@ -107,15 +107,15 @@ impl Store {
                 r.require_admin("copy this store")?;
                 let mut n = 0u64;
                 for t in TableId::ALL {
-                    n += copy_table(&r.tx, &mut w.tx, t, &mut |k| progress(n + k))?;
+                    n += copy_table(r.tx, &mut *w.tx, t, &mut |k| progress(n + k))?;
                 }
                 Ok(n)
             })
         })?;
         // Rows first: an export with the read audit on adds an audit row to each store.
         let (a, b) = (
-            self.read(|r| table_digests(&r.tx))?,
-            dst.read(|r| table_digests(&r.tx))?,
+            self.read(|r| table_digests(r.tx))?,
+            dst.read(|r| table_digests(r.tx))?,
         );
         if let Some(((t, _, n), (_, _, m))) = a.iter().zip(&b).find(|(x, y)| x != y) {
             return Err(Error::Storage(format!(

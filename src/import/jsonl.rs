@@ -232,7 +232,7 @@ impl Store {
             if !read.configs.is_empty() {
                 tx.require_admin("change settings")?;
                 for (name, value) in &read.configs {
-                    CONFIG.put(&mut tx.tx, name.as_str(), &encode(value)?)?;
+                    CONFIG.put(&mut *tx.tx, name.as_str(), &encode(value)?)?;
                 }
             }
             report = ImportSummary::default();
@@ -266,7 +266,7 @@ fn export_lines(r: &crate::storage::txn::ReadTxn, out: &mut dyn Write) -> Result
         out,
     )?;
     for name in CONFIG_NAMES {
-        if let Some(v) = CONFIG.get(&r.tx, name)? {
+        if let Some(v) = CONFIG.get(r.tx, name)? {
             let value: u64 = crate::storage::codec::decode("config", name, &v)?;
             put(
                 &ExportLine::Config {
@@ -282,14 +282,14 @@ fn export_lines(r: &crate::storage::txn::ReadTxn, out: &mut dyn Write) -> Result
         let Some(meta) = r.scope_meta(&scope)? else {
             continue;
         };
-        let dimension = vector::dimension(&r.tx, meta.id)?;
+        let dimension = vector::dimension(r.tx, meta.id)?;
         if let Some(dimension) = dimension {
             let scope = scope.clone();
             put(&ExportLine::Vectors { scope, dimension }, out)?;
         }
-        each_memory(&r.tx, meta.id, 0, meta.count, |m| {
+        each_memory(r.tx, meta.id, 0, meta.count, |m| {
             let vector = match dimension {
-                Some(_) => vector::get(&r.tx, meta.id, m.id)?,
+                Some(_) => vector::get(&*r.tx, meta.id, m.id)?,
                 None => None,
             };
             put(
@@ -301,7 +301,7 @@ fn export_lines(r: &crate::storage::txn::ReadTxn, out: &mut dyn Write) -> Result
                 out,
             )
         })?;
-        each_node(&r.tx, meta.id, |node| {
+        each_node(r.tx, meta.id, |node| {
             put(
                 &ExportLine::Summary {
                     scope: scope.clone(),

@@ -268,7 +268,7 @@ impl WriteTxn<'_> {
                         ),
                     ));
                 }
-                LOG.put(&mut self.tx, (meta.id, m.id), &encode(m)?)?;
+                LOG.put(&mut *self.tx, (meta.id, m.id), &encode(m)?)?;
             }
         }
         let mut present = HashSet::new();
@@ -287,7 +287,7 @@ impl WriteTxn<'_> {
                         format!("scope {scope}: summary {b} appears twice"),
                     ));
                 }
-                TREE.put(&mut self.tx, (meta.id, b.level(), b.lo()), &encode(s)?)?;
+                TREE.put(&mut *self.tx, (meta.id, b.level(), b.lo()), &encode(s)?)?;
             }
         }
         let mut pending_count = 0u64;
@@ -298,7 +298,7 @@ impl WriteTxn<'_> {
                 for k in 0..t / size {
                     let b = Block::raw(level, k * size);
                     if !present.contains(&b) {
-                        PENDING.put(&mut self.tx, (meta.id, level, b.lo()), &[])?;
+                        PENDING.put(&mut *self.tx, (meta.id, level, b.lo()), &[])?;
                         pending_count += 1;
                     }
                 }
@@ -308,7 +308,7 @@ impl WriteTxn<'_> {
         meta.count = t;
         meta.summaries = summaries.len() as u64;
         meta.pending = pending_count;
-        crate::storage::index::build::rebuild(&mut self.tx, meta.id, t)?;
+        crate::storage::index::build::rebuild(&mut *self.tx, meta.id, t)?;
         self.put_scope(scope, &meta)
     }
 

@@ -246,7 +246,7 @@ impl WriteTxn<'_> {
     ) -> Result<()> {
         let who = self.who()?;
         let last = EVENTS.edge(
-            &self.tx,
+            &*self.tx,
             (sid, id, 0)..=(sid, id, u32::MAX),
             Dir::Reverse,
             |(_, _, n), _| Ok(n),
@@ -263,7 +263,7 @@ impl WriteTxn<'_> {
             at_us: self.now,
             why: why.map(str::to_string),
         };
-        EVENTS.put(&mut self.tx, (sid, id, next), &encode(&e)?)
+        EVENTS.put(&mut *self.tx, (sid, id, next), &encode(&e)?)
     }
 
     /// Marks every summary whose block contains memory `id` stale, and pending again.
@@ -271,9 +271,9 @@ impl WriteTxn<'_> {
         let mut b = Block::single(id).parent();
         while let Some(c) = b.filter(|c| c.hi() <= meta.count) {
             let key = (meta.id, c.level(), c.lo());
-            if TREE.contains(&self.tx, key)? {
-                STALE.put(&mut self.tx, key, &[])?;
-                if !PENDING.insert(&mut self.tx, key, &[])? {
+            if TREE.contains(&*self.tx, key)? {
+                STALE.put(&mut *self.tx, key, &[])?;
+                if !PENDING.insert(&mut *self.tx, key, &[])? {
                     meta.pending += 1;
                 }
             }
@@ -304,7 +304,7 @@ impl WriteTxn<'_> {
         crate::domain::text::validate_line(reason, crate::domain::text::MAX_ENTRY_BYTES)?;
         let meta = crate::storage::txn::holding(self.scope_meta(scope)?, id)?;
         let sid = meta.id;
-        let mut rec = get_memory(&self.tx, sid, id)?;
+        let mut rec = get_memory(&*self.tx, sid, id)?;
         if rec.text == TOMBSTONE {
             return Ok(());
         }
@@ -312,13 +312,13 @@ impl WriteTxn<'_> {
         // Purge the text from the search index before it is gone, and its embedding (docs/design.md,
         // section 12).
         let b = Block::single(id);
-        crate::storage::index::write::replace(&mut self.tx, sid, b, Some(&rec.text), None)?;
-        if crate::storage::tables::VECTORS.delete(&mut self.tx, (sid, id))? {
-            crate::storage::embeddings::count_rewrite(&mut self.tx)?;
+        crate::storage::index::write::replace(&mut *self.tx, sid, b, Some(&rec.text), None)?;
+        if crate::storage::tables::VECTORS.delete(&mut *self.tx, (sid, id))? {
+            crate::storage::embeddings::count_rewrite(&mut *self.tx)?;
         }
-        crate::storage::embeddings::delete_memory(&mut self.tx, sid, id)?;
+        crate::storage::embeddings::delete_memory(&mut *self.tx, sid, id)?;
         rec.text = TOMBSTONE.to_string();
-        LOG.put(&mut self.tx, (sid, id), &encode(&rec)?)?;
+        LOG.put(&mut *self.tx, (sid, id), &encode(&rec)?)?;
         self.record_event(sid, id, EventKind::Redact { text_hash }, Some(reason))?;
         // Every summary built on it goes, exactly as `forget` drops a block and its ancestors.
         if let Some(parent) = Block::single(id).parent().filter(|p| p.hi() <= meta.count) {
@@ -328,7 +328,7 @@ impl WriteTxn<'_> {
     }
 }
 
-impl ReadTxn {
+impl ReadTxn<'_> {
     /// A memory with its effective state and history.
     ///
     /// The hash of a redacted text is shown to the admin only: it is unsalted, so a reader
@@ -337,7 +337,7 @@ impl ReadTxn {
     pub fn show(&self, scope: &str, id: u64) -> Result<(Memory, MemoryState)> {
         let m = self.memory(scope, id)?;
         let sid = self.scope_meta(scope)?.map(|s| s.id).unwrap_or(0);
-        let st = self.for_reader(state_of(&self.tx, sid, &m)?)?;
+        let st = self.for_reader(state_of(self.tx, sid, &m)?)?;
         Ok((m, st))
     }
 
@@ -346,7 +346,7 @@ impl ReadTxn {
     pub fn state(&self, scope: &str, m: &Memory) -> Result<MemoryState> {
         self.require(Access::Read, scope)?;
         let sid = self.scope_meta(scope)?.map(|s| s.id).unwrap_or(0);
-        self.for_reader(state_of(&self.tx, sid, m)?)
+        self.for_reader(state_of(self.tx, sid, m)?)
     }
 
     /// `st` as this transaction's principal may see it: without the hashes of redacted texts

@@ -112,7 +112,7 @@ impl WriteTxn<'_> {
     /// Reads one memory as of this transaction.
     pub fn memory(&self, scope: &str, id: u64) -> Result<Memory> {
         let meta = crate::storage::txn::holding(self.scope_meta(scope)?, id)?;
-        get_memory(&self.tx, meta.id, id)
+        get_memory(&*self.tx, meta.id, id)
     }
 }
 pub(crate) fn get_memory(kv: &(impl KvRead + ?Sized), scope_id: u32, id: u64) -> Result<Memory> {
@@ -139,11 +139,11 @@ pub(crate) fn each_memory(
     })
 }
 
-impl ReadTxn {
+impl ReadTxn<'_> {
     /// Reads one memory.
     pub fn memory(&self, scope: &str, id: u64) -> Result<Memory> {
         let meta = crate::storage::txn::holding(self.scope_meta(scope)?, id)?;
-        get_memory(&self.tx, meta.id, id)
+        get_memory(self.tx, meta.id, id)
     }
 
     /// Reads the memories with ids in `[lo, hi)` (clipped to the log).
@@ -156,7 +156,7 @@ impl ReadTxn {
         if lo >= hi {
             return Ok(out);
         }
-        each_memory(&self.tx, meta.id, lo, hi, |m| {
+        each_memory(self.tx, meta.id, lo, hi, |m| {
             out.push(m);
             Ok(())
         })?;

@@ -191,7 +191,7 @@ impl WriteTxn<'_> {
             }
         }
         crate::storage::index::write::add_memories(
-            &mut self.tx,
+            &mut *self.tx,
             meta.id,
             first,
             items.iter().map(|m| m.text.as_str()),
@@ -207,7 +207,7 @@ impl WriteTxn<'_> {
                 count,
                 texts_crc: crcs.0,
             };
-            IDEMPOTENCY.put(&mut self.tx, (meta.id, k), &encode(&e)?)?;
+            IDEMPOTENCY.put(&mut *self.tx, (meta.id, k), &encode(&e)?)?;
         }
         Ok(Appended {
             first,
@@ -226,7 +226,7 @@ impl WriteTxn<'_> {
         crcs: (u32, u32),
         count: u64,
     ) -> Result<Option<Appended>> {
-        let Some(v) = IDEMPOTENCY.get(&self.tx, (meta.id, k))? else {
+        let Some(v) = IDEMPOTENCY.get(&*self.tx, (meta.id, k))? else {
             return Ok(None);
         };
         let e = decode::<IdemEntry>("idempotency", &k, &v)?;
@@ -282,13 +282,13 @@ impl WriteTxn<'_> {
             conflicts_with: m.conflicts_with.clone(),
             valid_until_us: m.valid_until_us,
         };
-        LOG.put(&mut self.tx, (sid, id), &encode(&rec)?)?;
+        LOG.put(&mut *self.tx, (sid, id), &encode(&rec)?)?;
         // Every block that this memory completes becomes pending.
         let t = id + 1;
         let mut level = 1u8;
         let mut added = 0;
         while level < 63 && t.is_multiple_of(1u64 << level) {
-            PENDING.put(&mut self.tx, (sid, level, t - (1u64 << level)), &[])?;
+            PENDING.put(&mut *self.tx, (sid, level, t - (1u64 << level)), &[])?;
             added += 1;
             level += 1;
         }
@@ -376,11 +376,11 @@ impl WriteTxn<'_> {
                 seen: None,
             });
         }
-        let meta = holding(read_scope(&self.tx, scope)?, appended.first)?;
-        let memory = get_memory(&self.tx, meta.id, appended.first)?;
-        let state = state_of(&self.tx, meta.id, &memory)?;
+        let meta = holding(read_scope(&*self.tx, scope)?, appended.first)?;
+        let memory = get_memory(&*self.tx, meta.id, appended.first)?;
+        let state = state_of(&*self.tx, meta.id, &memory)?;
         let cfg = self.config()?;
-        let next_prompt = prompts_of(&self.tx, &meta, &cfg, 1)?.into_iter().next();
+        let next_prompt = prompts_of(&*self.tx, &meta, &cfg, 1)?.into_iter().next();
         if cfg.audit {
             self.record_read("show", scope, vec![format!("#{}", appended.first)])?;
         }

@@ -249,7 +249,7 @@ fn regex_error(e: regex::Error) -> Error {
     Error::invalid("regex", e.to_string().replace('\n', " "))
 }
 
-impl ReadTxn {
+impl ReadTxn<'_> {
     /// Finds memories whose line matches the query, streaming the log newest first.
     pub fn recall(&self, scope: &str, q: &RecallQuery) -> Result<Recall> {
         if q.limit == Some(0) {
@@ -276,7 +276,7 @@ impl ReadTxn {
         let mut line: Vec<u8> = Vec::new();
         let end = q.before.map_or(meta.count, |b| b.min(meta.count));
         let range = (meta.id, 0)..(meta.id, end);
-        LOG.scan(&self.tx, range, Dir::Reverse, |(_, pos), v| {
+        LOG.scan(self.tx, range, Dir::Reverse, |(_, pos), v| {
             // A borrowed view: no allocation per record; only matches are decoded whole.
             let m = match decode_view(meta.id, pos, v) {
                 Ok(m) => m,
@@ -344,7 +344,7 @@ impl ReadTxn {
         })?;
         found.reverse();
         unreadable.reverse();
-        let events = &self.tx;
+        let events = self.tx;
         if let (Some(first), Some(last)) = (found.first(), found.last()) {
             // One statement for the events of every match on a server, not one per match.
             EVENTS.prefetch_range(
@@ -356,7 +356,7 @@ impl ReadTxn {
         for m in &found {
             lines.push(crate::memory::lifecycle::marked_line(
                 m,
-                &crate::memory::lifecycle::state_of(&events, meta.id, m)?,
+                &crate::memory::lifecycle::state_of(events, meta.id, m)?,
             ));
         }
         let next_before = match found.first() {
@@ -450,7 +450,7 @@ mod tests {
                 let n = v.len();
                 let crc = crc32fast::hash(&v[1..n - 4]);
                 v[n - 4..].copy_from_slice(&crc.to_le_bytes());
-                LOG.put(&mut tx.tx, (sid, 2), &v)
+                LOG.put(&mut *tx.tx, (sid, 2), &v)
             })
             .unwrap();
         let r = store.recall("default", &RecallQuery::new(".")).unwrap();

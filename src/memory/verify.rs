@@ -71,14 +71,14 @@ pub(crate) fn verify_memory(
 
 /// `embeddings` (store format 6; a store without the table has nothing to check).
 fn verify_embeddings(r: &ReadTxn, scopes: &Scopes, problem: &mut dyn FnMut(String)) -> Result<()> {
-    if crate::storage::tables::stored_format(&r.tx)?.unwrap_or(0)
+    if crate::storage::tables::stored_format(r.tx)?.unwrap_or(0)
         < crate::storage::tables::EMBED_FORMAT
     {
         return Ok(());
     }
-    let models = embeddings::models(&r.tx)?;
+    let models = embeddings::models(r.tx)?;
     let mut dims: HashMap<(u32, String), u32> = HashMap::new();
-    EMBEDDINGS.each(&r.tx, .., |(sid, model, id), v| {
+    EMBEDDINGS.each(r.tx, .., |(sid, model, id), v| {
         if id == DIM_KEY {
             let key = format_args!("(scope {sid}, {model:?}, dimension)");
             match decode("embeddings", &key, v) {
@@ -90,7 +90,7 @@ fn verify_embeddings(r: &ReadTxn, scopes: &Scopes, problem: &mut dyn FnMut(Strin
         }
         Ok(())
     })?;
-    EMBEDDINGS.each(&r.tx, .., |(sid, model, id), v| {
+    EMBEDDINGS.each(r.tx, .., |(sid, model, id), v| {
         let Some((name, meta)) = scopes.get(&sid) else {
             problem(format!(
                 "embeddings: a row belongs to unknown scope id {sid}"
@@ -167,11 +167,11 @@ fn check_vector(row: &Row, key: &dyn std::fmt::Display, v: &[u8], problem: &mut 
 /// `vectors`, the callers' own: each row decodes, names a memory inside its scope's log and has
 /// the scope's dimension (`(sid, u64::MAX)`); and `meta["vector_rewrites"]` decodes (format 7).
 fn verify_vectors(r: &ReadTxn, scopes: &Scopes, problem: &mut dyn FnMut(String)) -> Result<()> {
-    if let Err(e) = embeddings::rewrites(&r.tx) {
+    if let Err(e) = embeddings::rewrites(r.tx) {
         problem(e.to_string());
     }
     let mut dims: HashMap<u32, u32> = HashMap::new();
-    VECTORS.each(&r.tx, .., |(sid, id), v| {
+    VECTORS.each(r.tx, .., |(sid, id), v| {
         if id == DIM_KEY {
             match decode("vectors", &format_args!("(scope {sid}, dimension)"), v) {
                 Ok(d) => {
@@ -182,7 +182,7 @@ fn verify_vectors(r: &ReadTxn, scopes: &Scopes, problem: &mut dyn FnMut(String))
         }
         Ok(())
     })?;
-    VECTORS.each(&r.tx, .., |(sid, id), v| {
+    VECTORS.each(r.tx, .., |(sid, id), v| {
         let Some((name, meta)) = scopes.get(&sid) else {
             problem(format!("vectors: a row belongs to unknown scope id {sid}"));
             return Ok(());
@@ -207,7 +207,7 @@ fn verify_vectors(r: &ReadTxn, scopes: &Scopes, problem: &mut dyn FnMut(String))
 fn verify_log(r: &ReadTxn, scopes: &Scopes, problem: &mut dyn FnMut(String)) -> Result<u64> {
     let mut next: BTreeMap<u32, u64> = BTreeMap::new();
     let mut memories = 0;
-    LOG.each(&r.tx, .., |(sid, pos), v| {
+    LOG.each(r.tx, .., |(sid, pos), v| {
         let Some((name, _)) = scopes.get(&sid) else {
             problem(format!("log: #{pos} belongs to unknown scope id {sid}"));
             return Ok(());
@@ -251,7 +251,7 @@ fn verify_log(r: &ReadTxn, scopes: &Scopes, problem: &mut dyn FnMut(String)) -> 
 fn verify_tree(r: &ReadTxn, scopes: &Scopes, problem: &mut dyn FnMut(String)) -> Result<Tree> {
     let mut tree = Tree::default();
     let mut nodes: Vec<(u32, Block, Summary)> = Vec::new();
-    TREE.each(&r.tx, .., |(sid, level, lo), v| {
+    TREE.each(r.tx, .., |(sid, level, lo), v| {
         let b = match Block::new(level, lo) {
             Ok(b) if level >= 1 => b,
             _ => {
@@ -304,7 +304,7 @@ fn verify_marks(
     built: &Blocks,
     problem: &mut dyn FnMut(String),
 ) -> Result<(Blocks, Blocks)> {
-    let kv = &r.tx;
+    let kv = r.tx;
     let mut pending = Blocks::new();
     PENDING.each(kv, .., |(sid, level, lo), _| {
         match Block::new(level, lo) {
@@ -412,7 +412,7 @@ pub(crate) fn verify_idempotency(
     scopes: &Scopes,
     problem: &mut dyn FnMut(String),
 ) -> Result<()> {
-    IDEMPOTENCY.each(&r.tx, .., |(sid, key), v| {
+    IDEMPOTENCY.each(r.tx, .., |(sid, key), v| {
         match decode::<IdemEntry>("idempotency", &key, v) {
             Ok(e) => {
                 let count = scopes.get(&sid).map(|s| s.1.count).unwrap_or(0);

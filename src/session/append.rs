@@ -44,7 +44,7 @@ impl WriteTxn<'_> {
         let batch_hash = batch.digest128().to_le_bytes();
         if let Some(k) = key {
             let found = {
-                match SESSION_IDEMPOTENCY.get(&self.tx, (id, k))? {
+                match SESSION_IDEMPOTENCY.get(&*self.tx, (id, k))? {
                     Some(v) => Some(decode::<IdemRecord>("session_idempotency", &k, &v)?),
                     None => None,
                 }
@@ -90,7 +90,7 @@ impl WriteTxn<'_> {
                 outcome,
                 hash: batch_hash,
             };
-            SESSION_IDEMPOTENCY.put(&mut self.tx, (id, k), &encode(&r)?)?;
+            SESSION_IDEMPOTENCY.put(&mut *self.tx, (id, k), &encode(&r)?)?;
         }
         Ok(outcome)
     }
@@ -111,7 +111,7 @@ impl WriteTxn<'_> {
         // The last chunk, and the chain before it (the previous chunk's), to rewrite it without
         // its last message.
         let mut last = Vec::with_capacity(2);
-        SESSION_CHUNKS.scan(&self.tx, range(id), Dir::Reverse, |(_, key), v| {
+        SESSION_CHUNKS.scan(&*self.tx, range(id), Dir::Reverse, |(_, key), v| {
             last.push((key, decode_chunk(id, key, v)?));
             Ok(if last.len() >= 2 {
                 ControlFlow::Break(())
@@ -128,12 +128,12 @@ impl WriteTxn<'_> {
         let Some(popped) = lives.pop() else {
             return Ok(None);
         };
-        SESSION_CHUNKS.delete(&mut self.tx, (id, key))?;
+        SESSION_CHUNKS.delete(&mut *self.tx, (id, key))?;
         let mut packer = Packer::after(before);
         for l in lives {
             packer.push(l.seq, l.hash, l.text);
         }
-        put_chunks(&mut self.tx, id, &packer.finish())?;
+        put_chunks(&mut *self.tx, id, &packer.finish())?;
         rec.count = rec.count.saturating_sub(1);
         rec.bytes = rec.bytes.saturating_sub(popped.text.len() as u64);
         rec.revision = self.next_revision(rec.revision);
@@ -151,7 +151,7 @@ impl WriteTxn<'_> {
             return Ok(0);
         };
         let n = rec.count;
-        SESSION_CHUNKS.delete_range(&mut self.tx, range(id))?;
+        SESSION_CHUNKS.delete_range(&mut *self.tx, range(id))?;
         rec.count = 0;
         rec.bytes = 0;
         rec.revision = self.next_revision(rec.revision);
@@ -165,13 +165,13 @@ impl WriteTxn<'_> {
     pub fn session_delete(&mut self, id: &str) -> Result<bool> {
         validate_session_id(id)?;
         self.require(Access::Write, &session_scope(id))?;
-        if !SESSIONS.delete(&mut self.tx, id)? {
+        if !SESSIONS.delete(&mut *self.tx, id)? {
             return Ok(false);
         }
-        SESSION_CHUNKS.delete_range(&mut self.tx, range(id))?;
-        SESSION_ARCHIVE.delete_range(&mut self.tx, range(id))?;
+        SESSION_CHUNKS.delete_range(&mut *self.tx, range(id))?;
+        SESSION_ARCHIVE.delete_range(&mut *self.tx, range(id))?;
         let mut keys = Vec::new();
-        SESSION_IDEMPOTENCY.scan(&self.tx, (id, "").., Dir::Forward, |(sid, key), _| {
+        SESSION_IDEMPOTENCY.scan(&*self.tx, (id, "").., Dir::Forward, |(sid, key), _| {
             if sid != id {
                 return Ok(ControlFlow::Break(()));
             }
@@ -179,7 +179,7 @@ impl WriteTxn<'_> {
             Ok(ControlFlow::Continue(()))
         })?;
         for k in keys {
-            SESSION_IDEMPOTENCY.delete(&mut self.tx, (id, k.as_str()))?;
+            SESSION_IDEMPOTENCY.delete(&mut *self.tx, (id, k.as_str()))?;
         }
         Ok(true)
     }
@@ -195,7 +195,7 @@ impl WriteTxn<'_> {
         if n == 0 {
             return Ok(0);
         }
-        SESSION_ARCHIVE.delete_range(&mut self.tx, range(id))?;
+        SESSION_ARCHIVE.delete_range(&mut *self.tx, range(id))?;
         rec.archived = 0;
         rec.archived_bytes = 0;
         rec.revision = self.next_revision(rec.revision);

@@ -30,12 +30,12 @@ enum Window {
     Latest(usize),
 }
 
-impl ReadTxn {
+impl ReadTxn<'_> {
     /// Fails with [`Error::Denied`] unless the principal may read session `id` (its scope's
     /// name built only when there is a principal to check: `Asker::require_with`).
     fn require_session(&self, id: &str) -> Result<()> {
         self.asker
-            .require_with(&self.tx, Access::Read, || session_scope(id).into())
+            .require_with(self.tx, Access::Read, || session_scope(id).into())
     }
 
     /// The session's messages, or `None` when it does not exist. A damaged message is an
@@ -66,7 +66,7 @@ impl ReadTxn {
     fn load(&self, id: &str, lossy: bool) -> Result<Option<SessionItems>> {
         validate_session_id(id)?;
         self.require_session(id)?;
-        let Some(rec) = read_record(&self.tx, id)? else {
+        let Some(rec) = read_record(self.tx, id)? else {
             return Ok(None);
         };
         self.read_messages(id, Window::All(rec.count), lossy)
@@ -91,7 +91,7 @@ impl ReadTxn {
         // Found nothing, or failed: the store may be format 2, its chunks not yet made (the
         // table may even be missing). Only then is the format read.
         let found = matches!(&r, Ok(i) if !i.items.is_empty() || !i.unreadable.is_empty());
-        if !found && matches!(stored_format(&self.tx), Ok(Some(f)) if f < CHUNK_FORMAT) {
+        if !found && matches!(stored_format(self.tx), Ok(Some(f)) if f < CHUNK_FORMAT) {
             return self.read_rows(id, window, lossy);
         }
         r
@@ -176,7 +176,7 @@ impl ReadTxn {
             return Ok(out);
         }
         if limit.is_none() {
-            table.prefetch_range(&self.tx, range(id))?;
+            table.prefetch_range(self.tx, range(id))?;
         }
         let dir = if limit.is_some() {
             Dir::Reverse
@@ -185,7 +185,7 @@ impl ReadTxn {
         };
         let limit = limit.unwrap_or(usize::MAX);
         let mut seen = 0usize;
-        table.scan(&self.tx, range(id), dir, |(_, key), v| {
+        table.scan(self.tx, range(id), dir, |(_, key), v| {
             if seen >= limit {
                 return Ok(ControlFlow::Break(()));
             }
@@ -206,7 +206,7 @@ impl ReadTxn {
     pub fn session_info(&self, id: &str) -> Result<Option<SessionInfo>> {
         validate_session_id(id)?;
         self.require_session(id)?;
-        Ok(read_record(&self.tx, id)?.map(|r| SessionInfo::from(id, &r)))
+        Ok(read_record(self.tx, id)?.map(|r| SessionInfo::from(id, &r)))
     }
 
     /// Sessions whose id starts with `prefix`, sorted, strictly after `after` (a cursor: the
@@ -217,13 +217,13 @@ impl ReadTxn {
         after: Option<&str>,
         limit: Option<usize>,
     ) -> Result<Vec<SessionInfo>> {
-        let unrestricted = self.asker.unrestricted(&self.tx)?;
+        let unrestricted = self.asker.unrestricted(self.tx)?;
         let mut out = Vec::new();
         let start = match after {
             Some(a) if a >= prefix => a,
             _ => prefix,
         };
-        SESSIONS.scan(&self.tx, start.., Dir::Forward, |id, v| {
+        SESSIONS.scan(self.tx, start.., Dir::Forward, |id, v| {
             if limit.is_some_and(|l| out.len() >= l) || !id.starts_with(prefix) {
                 return Ok(ControlFlow::Break(()));
             }
@@ -241,9 +241,9 @@ impl ReadTxn {
 
     /// Every session id, sorted.
     pub fn session_ids(&self) -> Result<Vec<String>> {
-        let unrestricted = self.asker.unrestricted(&self.tx)?;
+        let unrestricted = self.asker.unrestricted(self.tx)?;
         let mut out = Vec::new();
-        SESSIONS.each(&self.tx, .., |id, _| {
+        SESSIONS.each(self.tx, .., |id, _| {
             if unrestricted || self.may(Access::Read, &session_scope(id))? {
                 out.push(id.to_string());
             }
@@ -257,7 +257,7 @@ impl ReadTxn {
         validate_session_id(id)?;
         self.require_session(id)?;
         let mut out = Vec::new();
-        SESSION_ARCHIVE.each(&self.tx, range(id), |(_, seq), v| {
+        SESSION_ARCHIVE.each(self.tx, range(id), |(_, seq), v| {
             out.push(decode("session_archive", &SKey(id, seq), v)?);
             Ok(())
         })?;
@@ -273,7 +273,7 @@ impl ReadTxn {
         if limit == 0 {
             return Ok(out);
         }
-        SESSION_ARCHIVE.scan(&self.tx, range(id), Dir::Reverse, |(_, seq), v| {
+        SESSION_ARCHIVE.scan(self.tx, range(id), Dir::Reverse, |(_, seq), v| {
             out.push(decode("session_archive", &SKey(id, seq), v)?);
             Ok(if out.len() >= limit {
                 ControlFlow::Break(())

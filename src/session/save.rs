@@ -34,11 +34,11 @@ impl WriteTxn<'_> {
     }
 
     pub(super) fn session_record(&self, id: &str) -> Result<Option<SessionRecord>> {
-        read_record(&self.tx, id)
+        read_record(&*self.tx, id)
     }
 
     pub(super) fn put_session(&mut self, id: &str, rec: &SessionRecord) -> Result<()> {
-        SESSIONS.put(&mut self.tx, id, &encode(rec)?)
+        SESSIONS.put(&mut *self.tx, id, &encode(rec)?)
     }
 
     pub(super) fn new_record(&self) -> SessionRecord {
@@ -57,7 +57,7 @@ impl WriteTxn<'_> {
 
     /// The session's last chunk with its key (one reverse probe), or `None` when it has none.
     pub(super) fn last_chunk(&self, id: &str) -> Result<Option<(u64, Chunk)>> {
-        SESSION_CHUNKS.edge(&self.tx, range(id), Dir::Reverse, |(_, key), v| {
+        SESSION_CHUNKS.edge(&*self.tx, range(id), Dir::Reverse, |(_, key), v| {
             Ok((key, decode_chunk(id, key, v)?))
         })
     }
@@ -86,7 +86,7 @@ impl WriteTxn<'_> {
             rec.count += 1;
             rec.bytes += text.len() as u64;
         }
-        put_chunks(&mut self.tx, id, &packer.finish())
+        put_chunks(&mut *self.tx, id, &packer.finish())
     }
 
     /// Moves `texts` (live messages just dropped) to the session's archive.
@@ -97,7 +97,7 @@ impl WriteTxn<'_> {
                 archived_us: self.now,
                 message,
             };
-            SESSION_ARCHIVE.put(&mut self.tx, (id, rec.archive_next), &encode(&entry)?)?;
+            SESSION_ARCHIVE.put(&mut *self.tx, (id, rec.archive_next), &encode(&entry)?)?;
             rec.archive_next += 1;
             rec.archived += 1;
             rec.archived_bytes += len;
@@ -112,7 +112,7 @@ impl WriteTxn<'_> {
         }
         let excess = rec.archived - max;
         let mut victims = Vec::new();
-        SESSION_ARCHIVE.scan(&self.tx, range(id), Dir::Forward, |(_, seq), v| {
+        SESSION_ARCHIVE.scan(&*self.tx, range(id), Dir::Forward, |(_, seq), v| {
             if victims.len() as u64 >= excess {
                 return Ok(ControlFlow::Break(()));
             }
@@ -121,7 +121,7 @@ impl WriteTxn<'_> {
             Ok(ControlFlow::Continue(()))
         })?;
         for (seq, len) in victims {
-            SESSION_ARCHIVE.delete(&mut self.tx, (id, seq))?;
+            SESSION_ARCHIVE.delete(&mut *self.tx, (id, seq))?;
             rec.archived -= 1;
             rec.archived_bytes = rec.archived_bytes.saturating_sub(len);
         }
@@ -225,7 +225,7 @@ impl WriteTxn<'_> {
         let mut packer = Packer::after(before);
         let mut dropped = Vec::with_capacity(j - p);
         for c in chunks.into_iter().skip(first) {
-            SESSION_CHUNKS.delete(&mut self.tx, (id, c.key))?;
+            SESSION_CHUNKS.delete(&mut *self.tx, (id, c.key))?;
             for (i, l) in (c.start..).zip(c.lives) {
                 if (p..j).contains(&i) {
                     rec.count = rec.count.saturating_sub(1);
@@ -244,17 +244,17 @@ impl WriteTxn<'_> {
             rec.count += 1;
             rec.bytes += text.len() as u64;
         }
-        put_chunks(&mut self.tx, id, &packer.finish())?;
+        put_chunks(&mut *self.tx, id, &packer.finish())?;
         self.finish_save(id, &mut rec, kept, to_write.len(), archived)
     }
 
     /// Every chunk of the session, decoded, oldest first.
     fn all_chunks(&self, id: &str) -> Result<Vec<Stored>> {
         // Every chunk is read: a server sends them in one statement, not in pages.
-        SESSION_CHUNKS.prefetch_range(&self.tx, range(id))?;
+        SESSION_CHUNKS.prefetch_range(&*self.tx, range(id))?;
         let mut out: Vec<Stored> = Vec::new();
         let mut start = 0;
-        SESSION_CHUNKS.each(&self.tx, range(id), |(_, key), v| {
+        SESSION_CHUNKS.each(&*self.tx, range(id), |(_, key), v| {
             let c = decode_chunk(id, key, v)?;
             let chain = c.chain;
             let lives: Vec<Live> = c.into_live(key).collect();

@@ -41,7 +41,7 @@ pub(crate) fn verify_sessions(
     checked: &mut u64,
 ) -> Result<()> {
     let mut records: Records = BTreeMap::new();
-    let kv = &r.tx;
+    let kv = r.tx;
     SESSIONS.each(kv, .., |id, v| {
         match decode::<SessionRecord>("sessions", &id, v) {
             Ok(rec) => {

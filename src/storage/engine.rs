@@ -1,60 +1,112 @@
 //! The storage engines behind a [`crate::Store`], as one seam: the [`Engine`] trait (open or
 //! create, run a read, run a write with the engine's retry rule, close, check integrity,
 //! compact), and what every engine shares (writing a new store's header, checking its format,
-//! making a transaction). The open engine of a store, whichever it is, is `AnyEngine` (in
-//! `any_engine.rs`, above the engines, which name this file); a transaction of whichever engine
-//! is a [`ReadKv`] or [`WriteKv`] (in [`crate::storage::any_kv`]). Two engines implement it: redb, a file
+//! making a transaction). A store holds its engine as `Arc<dyn Engine>`, opened by
+//! `any_engine.rs` (above the engines, which name this file); a transaction of whichever engine
+//! reaches the layers above as `&dyn KvRead` or `&mut dyn KvWrite`
+//! ([`crate::storage::kv`]). Two engines implement it: redb, a file
 //! ([`crate::storage::redb`]), and a PostgreSQL-protocol server ([`crate::storage::pg`], a stub
 //! that refuses every URL without the `postgres` feature).
 //!
 //! Words: an *engine* is one of those two; a *backend* is only what redb calls the disk under its
 //! file (`redb::StorageBackend`, see [`crate::Store::with_backend`]).
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 
 use crate::domain::text::now_us;
 use crate::error::{Error, Result};
 use crate::storage::access::{Asker, DEFAULT_ADMIN};
-use crate::storage::any_kv::{ReadKv, WriteKv};
 use crate::storage::codec::{decode, encode};
+use crate::storage::kv::{KvRead, KvWrite};
 use crate::storage::options::Options;
 use crate::storage::redb::tail::TailRepair;
 use crate::storage::tables::{CHUNK_FORMAT, INDEX_FORMAT, META, STORE_FORMAT};
 use crate::storage::txn::{ReadTxn, WriteTxn};
 
-/// What every storage engine does for a store.
-pub(crate) trait Engine: Sized {
-    /// Opens the store at `location` (a path, or a URL for a server); with `create`, makes it
-    /// first if there is none. The format is checked; a store made now is initialized.
-    fn open(location: &Path, opts: &Options, create: bool) -> Result<Opened<Self>>;
-
+/// What every storage engine does for a store: the one seam between [`crate::Store`] and the
+/// engines, object-safe, so a store holds `Arc<dyn Engine>` and nothing above names an engine.
+/// Reads and writes take a closure with no result of its own; [`read()`] and [`write()`] below
+/// give it one.
+pub(crate) trait Engine: Send + Sync {
     /// Runs `f` over one consistent snapshot, acting as `principal` (`None`: the admin).
-    fn read<R>(&self, principal: Option<&str>, f: impl FnMut(&ReadTxn) -> Result<R>) -> Result<R>;
+    fn read_with(
+        &self,
+        principal: Option<&str>,
+        f: &mut dyn FnMut(&ReadTxn<'_>) -> Result<()>,
+    ) -> Result<()>;
 
     /// Runs `f` in one write transaction and commits it durably, acting as `principal`. The engine's
     /// retry rule: redb waits up to the busy timeout for the one writer slot and runs `f` once;
     /// a server runs `f` again, whole, while the server asks for it, up to the busy timeout.
-    fn write<R>(
+    fn write_with(
         &self,
         principal: Option<&str>,
-        f: impl FnMut(&mut WriteTxn<'_>) -> Result<R>,
-    ) -> Result<R>;
+        f: &mut dyn FnMut(&mut WriteTxn<'_>) -> Result<()>,
+    ) -> Result<()>;
 
     /// Closes the engine (the last handle to it), reporting what dropping it cannot.
-    fn close(self) -> Result<()>;
+    fn close(&mut self) -> Result<()>;
 
-    /// The engine's own integrity check: `Ok(true)` intact, `Ok(false)` repaired. It gets the
-    /// shared handle: an engine that needs to be alone (redb) checks that it is.
-    fn check_integrity(this: &mut Arc<Self>) -> Result<bool>;
+    /// The engine's own integrity check, on the only handle: `Ok(true)` intact, `Ok(false)`
+    /// repaired.
+    fn check_integrity(&mut self) -> Result<bool>;
 
-    /// Gives unused space back (redb: offline, it needs the only handle).
-    fn compact(this: &mut Arc<Self>) -> Result<()>;
+    /// Gives unused space back (redb: offline, on the only handle).
+    fn compact(&mut self) -> Result<()>;
+
+    /// What [`Engine::check_integrity`] and [`Engine::compact`] do when asked of a handle that
+    /// is not the only one: a file refuses (they need it alone); a server, whose checks and
+    /// space are its own, has nothing to do.
+    fn not_alone(&self, what: &str) -> Result<()>;
 
     /// Overwrites what freed storage still holds of data changed or deleted by earlier commits
     /// (after a redaction). Returns how much of it stays held, because a reader (in any
     /// process) may still read it: redb's pages; 0 when nothing is held.
     fn scrub(&self) -> Result<u64>;
+
+    /// Whether the store lives on a server.
+    fn is_server(&self) -> bool;
+}
+
+/// [`Engine::read_with`] with the closure's result.
+pub(crate) fn read<R>(
+    engine: &(impl Engine + ?Sized),
+    principal: Option<&str>,
+    mut f: impl FnMut(&ReadTxn<'_>) -> Result<R>,
+) -> Result<R> {
+    let mut out = None;
+    engine.read_with(principal, &mut |r| {
+        out = Some(f(r)?);
+        Ok(())
+    })?;
+    out.ok_or_else(no_result)
+}
+
+/// [`Engine::write_with`] with the closure's result (that of the attempt that committed).
+pub(crate) fn write<R>(
+    engine: &(impl Engine + ?Sized),
+    principal: Option<&str>,
+    mut f: impl FnMut(&mut WriteTxn<'_>) -> Result<R>,
+) -> Result<R> {
+    let mut out = None;
+    engine.write_with(principal, &mut |w| {
+        out = Some(f(w)?);
+        Ok(())
+    })?;
+    out.ok_or_else(no_result)
+}
+
+/// An engine that returned success without running the closure: a defect, reported.
+fn no_result() -> Error {
+    Error::Storage("the storage engine finished a transaction without running it".into())
+}
+
+/// The refusal of an operation that needs the only handle to a file.
+pub(crate) fn only_handle(what: &str) -> Error {
+    Error::invalid(
+        "store",
+        format!("{what} needs the only handle to the store"),
+    )
 }
 
 /// An opened store: its engine, the location as it may be shown, and what the open did.
@@ -75,7 +127,7 @@ pub(crate) struct Opened<E> {
 }
 
 impl<E> Opened<E> {
-    /// The same open, its engine wrapped (in `AnyEngine`).
+    /// The same open, its engine wrapped (as `Arc<dyn Engine>`).
     pub(crate) fn map<F>(self, f: impl FnOnce(E) -> F) -> Opened<F> {
         Opened {
             engine: f(self.engine),
@@ -90,9 +142,9 @@ impl<E> Opened<E> {
 
 /// Writes the header of a new store (format, creation time, scope counter, admin) unless it has
 /// one, and creates every table it lacks. The admin is the principal who made it.
-pub(crate) fn initialize(engine: &impl Engine, principal: Option<&str>) -> Result<()> {
-    engine.write(principal, |tx| {
-        let kv = &mut tx.tx;
+pub(crate) fn initialize(engine: &(impl Engine + ?Sized), principal: Option<&str>) -> Result<()> {
+    write(engine, principal, |tx| {
+        let kv = &mut *tx.tx;
         if META.get_for_update(kv, "format")?.is_none() {
             META.put(kv, "format", &encode(&STORE_FORMAT)?)?;
             META.put(kv, "created_us", &encode(&tx.now)?)?;
@@ -102,7 +154,7 @@ pub(crate) fn initialize(engine: &impl Engine, principal: Option<&str>) -> Resul
                 .principal()
                 .map(str::to_string)
                 .unwrap_or_else(|| DEFAULT_ADMIN.to_string());
-            META.put(&mut tx.tx, "admin", &encode(&admin)?)?;
+            META.put(&mut *tx.tx, "admin", &encode(&admin)?)?;
         }
         tx.ensure_tables()
     })
@@ -125,15 +177,17 @@ pub(crate) fn check_format_value(v: &[u8]) -> Result<u32> {
 /// to 3 moves every session's messages into chunks (section 13.4), then `meta.format` is set. A
 /// read-only handle leaves the store as it is. Returns the format the store had when the
 /// transaction began (another process may have upgraded it since this one read it).
-pub(crate) fn upgrade(engine: &impl Engine, opts: &Options, format: u32) -> Result<u32> {
+pub(crate) fn upgrade(engine: &(impl Engine + ?Sized), opts: &Options, format: u32) -> Result<u32> {
     if format >= STORE_FORMAT || opts.read_only {
         return Ok(format);
     }
-    engine.write(opts.principal.as_deref(), |tx| upgrade_in(&mut tx.tx, opts))
+    write(engine, opts.principal.as_deref(), |tx| {
+        upgrade_in(&mut *tx.tx, opts)
+    })
 }
 
 /// The upgrade inside a write transaction; returns the format found.
-pub(crate) fn upgrade_in(kv: &mut WriteKv<'_>, opts: &Options) -> Result<u32> {
+pub(crate) fn upgrade_in(kv: &mut dyn KvWrite, opts: &Options) -> Result<u32> {
     let now = match META.get_for_update(kv, "format")? {
         Some(v) => decode::<u32>("meta", &"format", &v)?,
         None => return Ok(STORE_FORMAT),
@@ -161,7 +215,7 @@ pub(crate) fn read_only_handle() -> Error {
 }
 
 /// A new read transaction over `kv`, acting as `principal`.
-pub(crate) fn read_txn(kv: ReadKv, principal: Option<&str>) -> ReadTxn {
+pub(crate) fn read_txn<'s>(kv: &'s dyn KvRead, principal: Option<&str>) -> ReadTxn<'s> {
     ReadTxn {
         tx: kv,
         asker: Asker::new(principal.map(str::to_string)),
@@ -169,12 +223,11 @@ pub(crate) fn read_txn(kv: ReadKv, principal: Option<&str>) -> ReadTxn {
 }
 
 /// A new write transaction over `kv`, acting as `principal`, stamped now.
-pub(crate) fn write_txn<'t>(kv: WriteKv<'t>, principal: Option<&str>) -> WriteTxn<'t> {
+pub(crate) fn write_txn<'s>(kv: &'s mut dyn KvWrite, principal: Option<&str>) -> WriteTxn<'s> {
     WriteTxn {
         tx: kv,
         now: now_us(),
         config: None,
-        _s: std::marker::PhantomData,
         asker: Asker::new(principal.map(str::to_string)),
     }
 }

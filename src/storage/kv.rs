@@ -4,9 +4,12 @@
 //! Keys are the order-preserving encoding of [`crate::storage::keys`] (an engine may compare them
 //! with `memcmp`); values are the envelope bytes of [`crate::storage::codec`], the same on every
 //! engine. Call sites use the typed descriptors of [`crate::storage::tables`], never raw bytes.
-//! A third engine is a folder beside those two: its transactions implement [`KvRead`] and
-//! [`KvWrite`], its handle [`crate::storage::engine::Engine`], and one variant joins
-//! [`crate::storage::any_engine::AnyEngine`] and the transaction enums beside it.
+//! A transaction reaches the layers above as `&dyn KvRead` or `&mut dyn KvWrite` (inside
+//! [`crate::ReadTxn`] and [`crate::WriteTxn`]): the engine owns its own transaction, lends it
+//! for the caller's closure, then commits it. A third engine is a folder beside those two: its
+//! transactions implement [`KvRead`] and [`KvWrite`], its handle
+//! [`crate::storage::engine::Engine`], and [`crate::storage::any_engine`] opens it for the
+//! locations it names.
 
 use std::ops::{Bound, ControlFlow};
 
@@ -231,96 +234,10 @@ pub trait KvWrite: KvRead {
     fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool>;
     /// Removes every key within the bounds; how many there were.
     fn delete_range(&mut self, t: TableId, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<u64>;
-}
-
-/// A transaction that hands every operation to another: the transaction of whichever engine
-/// holds the store ([`crate::storage::any_kv::ReadKv`]), a reference to one. This is what keeps
-/// the seam's signatures written once, in [`KvRead`] and [`KvWrite`]: a forwarding type names
-/// only its target, and the blanket impls below forward each operation.
-pub(crate) trait Forward {
-    /// The transaction that answers the reads.
-    fn reads(&self) -> &dyn KvRead;
-}
-
-/// [`Forward`] for a write transaction.
-pub(crate) trait ForwardWrite: Forward {
-    /// The transaction that makes the changes.
-    fn writes(&mut self) -> &mut dyn KvWrite;
-}
-
-impl<T: KvRead> Forward for &T {
-    fn reads(&self) -> &dyn KvRead {
-        *self
-    }
-}
-
-impl<T: Forward + ?Sized> KvRead for T {
-    fn get(&self, t: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.reads().get(t, key)
-    }
-
-    fn get_with(
-        &self,
-        t: TableId,
-        key: &[u8],
-        f: &mut dyn FnMut(&[u8]) -> Result<()>,
-    ) -> Result<bool> {
-        self.reads().get_with(t, key, f)
-    }
-
-    fn scan(
-        &self,
-        t: TableId,
-        lo: Bound<&[u8]>,
-        hi: Bound<&[u8]>,
-        dir: Dir,
-        f: &mut Visit<'_>,
-    ) -> Result<()> {
-        self.reads().scan(t, lo, hi, dir, f)
-    }
-
-    fn edge(
-        &self,
-        t: TableId,
-        lo: Bound<&[u8]>,
-        hi: Bound<&[u8]>,
-        dir: Dir,
-    ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        self.reads().edge(t, lo, hi, dir)
-    }
-
-    fn prefetch(&self, t: TableId, keys: &[Vec<u8>]) -> Result<()> {
-        self.reads().prefetch(t, keys)
-    }
-
-    fn prefetches(&self) -> bool {
-        self.reads().prefetches()
-    }
-
-    fn prefetch_range(&self, t: TableId, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<()> {
-        self.reads().prefetch_range(t, lo, hi)
-    }
-}
-
-impl<T: ForwardWrite + ?Sized> KvWrite for T {
-    fn get_for_update(&mut self, t: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.writes().get_for_update(t, key)
-    }
-
-    fn put(&mut self, t: TableId, key: &[u8], value: &[u8]) -> Result<()> {
-        self.writes().put(t, key, value)
-    }
-
-    fn put_many(&mut self, t: TableId, rows: &[(Vec<u8>, Vec<u8>)]) -> Result<()> {
-        self.writes().put_many(t, rows)
-    }
-
-    fn delete(&mut self, t: TableId, key: &[u8]) -> Result<bool> {
-        self.writes().delete(t, key)
-    }
-
-    fn delete_range(&mut self, t: TableId, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<u64> {
-        self.writes().delete_range(t, lo, hi)
+    /// Creates every table the store lacks: redb in this transaction; a server store's tables
+    /// are made when it is opened, so the default does nothing.
+    fn ensure_tables(&self) -> Result<()> {
+        Ok(())
     }
 }
 

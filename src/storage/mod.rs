@@ -6,11 +6,12 @@
 //! a PostgreSQL-protocol server ([`pg`]: the URL, the connections, the engine, its side of the
 //! seam; with the `postgres` feature, decided in `pg/mod.rs` alone). Between them and the
 //! layers above sit the core files:
-//! - [`engine`]: the [`engine::Engine`] trait both implement (open or create, read, write with
-//!   the engine's retry rule, close, integrity check, compaction) and what they share;
-//!   `any_engine.rs`, the open engine of a store whichever it is (`AnyEngine`, which names both
-//!   engines); [`any_kv`], a transaction of either ([`any_kv::ReadKv`], [`any_kv::WriteKv`]);
-//! - [`kv`], the byte-level seam every table access goes through, with its key encoding in
+//! - [`engine`]: the [`engine::Engine`] trait both implement (read, write with the engine's
+//!   retry rule, close, integrity check, compaction; object-safe, so a store holds
+//!   `Arc<dyn Engine>`) and what they share; `any_engine.rs` opens the engine a location names
+//!   (the one file that names both engines);
+//! - [`kv`], the byte-level seam every table access goes through (an engine's transaction
+//!   reaches the layers above as `&dyn KvRead` or `&mut dyn KvWrite`), with its key encoding in
 //!   [`keys`] and the typed tables in [`tables`]; the value envelope ([`codec`]); the session
 //!   chunks of store format 3 and the migration to them ([`chunk`]), beside the search index
 //!   ([`index`]), both of which the upgrade in [`engine`] builds;
@@ -26,7 +27,6 @@
 
 pub mod access;
 pub(crate) mod any_engine;
-pub mod any_kv;
 pub mod chunk;
 pub mod codec;
 pub mod config;

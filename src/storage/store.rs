@@ -10,9 +10,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::storage::any_engine::AnyEngine;
+use crate::storage::any_engine::{self, AnyEngine};
 use crate::storage::codec::encode;
 use crate::storage::config::{validate_config, Config};
+use crate::storage::engine;
 use crate::storage::engine::Opened;
 use crate::storage::group::{copy_error, Group, Job, Op};
 use crate::storage::redb::tail::TailRepair;
@@ -93,7 +94,7 @@ impl Store {
     /// `path` may be a server URL (`postgresql://user@host/db?schema=name`): the schema and its
     /// tables are then created on the server (see docs/scale-out.md).
     pub fn create_with(path: impl AsRef<Path>, opts: Options) -> Result<Store> {
-        let o = AnyEngine::open(path.as_ref(), &opts, true)?;
+        let o = any_engine::open(path.as_ref(), &opts, true)?;
         Ok(Self::opened(o, opts))
     }
 
@@ -106,7 +107,7 @@ impl Store {
         opts: Options,
     ) -> Result<Store> {
         let o = crate::storage::redb::with_backend(backend, None, name, &opts)?;
-        Ok(Self::opened(o.map(|e| AnyEngine::Redb(Arc::new(e))), opts))
+        Ok(Self::opened(o.map(|e| Arc::new(e) as AnyEngine), opts))
     }
 
     /// [`Store::with_backend`] with the commit journal (docs/design.md, section 14) on a
@@ -121,7 +122,7 @@ impl Store {
         opts: Options,
     ) -> Result<Store> {
         let o = crate::storage::redb::with_backend(backend, Some(Box::new(journal)), name, &opts)?;
-        Ok(Self::opened(o.map(|e| AnyEngine::Redb(Arc::new(e))), opts))
+        Ok(Self::opened(o.map(|e| Arc::new(e) as AnyEngine), opts))
     }
 
     /// Whether a store file exists (and is not empty) at `path`.
@@ -137,7 +138,7 @@ impl Store {
     /// [`Store::open`] with options. With [`Options::read_only`] the file is opened read-only
     /// (see there).
     pub fn open_with(path: impl AsRef<Path>, opts: Options) -> Result<Store> {
-        let o = AnyEngine::open(path.as_ref(), &opts, false)?;
+        let o = any_engine::open(path.as_ref(), &opts, false)?;
         Ok(Self::opened(o, opts))
     }
 
@@ -183,7 +184,7 @@ impl Store {
             return Err(crate::storage::engine::read_only_handle());
         }
         let opts = self.opts.clone();
-        let found = self.write(|tx| crate::storage::engine::upgrade_in(&mut tx.tx, &opts))?;
+        let found = self.write(|tx| crate::storage::engine::upgrade_in(&mut *tx.tx, &opts))?;
         Ok(Migration {
             from: self.format.min(found),
             to: tables::STORE_FORMAT,
@@ -193,7 +194,7 @@ impl Store {
     /// Whether the store is at an older format than this build's, which [`Store::migrate`] (or a
     /// read-write open) upgrades. Only reads.
     pub fn needs_migration(&self) -> Result<bool> {
-        let stored = self.read(|r| tables::stored_format(&r.tx))?;
+        let stored = self.read(|r| tables::stored_format(r.tx))?;
         Ok(stored.is_some_and(|f| f < tables::STORE_FORMAT))
     }
 
@@ -269,7 +270,7 @@ impl Store {
     /// On a server store `f` may run more than once (when the server asks for the transaction
     /// to be run again): it must have no effects outside the transaction.
     pub fn write<R>(&self, f: impl FnMut(&mut WriteTxn<'_>) -> Result<R>) -> Result<R> {
-        self.engine.write(self.principal(), f)
+        engine::write(&*self.engine, self.principal(), f)
     }
 
     /// Runs `f` over one consistent snapshot. Keep it short: a read transaction pins pages.
@@ -277,15 +278,18 @@ impl Store {
     /// On a server store `f` may run more than once (after a lost connection, or a
     /// serialization failure on engines that abort reads): it must have no effects outside the
     /// snapshot, as a write's closure.
-    pub fn read<R>(&self, f: impl FnMut(&ReadTxn) -> Result<R>) -> Result<R> {
-        self.engine.read(self.principal(), f)
+    pub fn read<R>(&self, f: impl FnMut(&ReadTxn<'_>) -> Result<R>) -> Result<R> {
+        engine::read(&*self.engine, self.principal(), f)
     }
 
     /// Closes the store, reporting what dropping it cannot: redb writes its allocator state
     /// when the last handle closes, which fails with [`Error::Corrupt`] on a damaged file (or an
     /// I/O error). Closing a handle while others to the same database remain open only drops it.
-    pub fn close(self) -> Result<()> {
-        self.engine.close()
+    pub fn close(mut self) -> Result<()> {
+        match Arc::get_mut(&mut self.engine) {
+            Some(e) => e.close(),
+            None => Ok(()),
+        }
     }
 
     /// Runs redb's own integrity check (every page checksum, the allocator state). Returns
@@ -295,13 +299,19 @@ impl Store {
     ///
     /// A server store has no pages of ours to check (the server checksums its own): `Ok(true)`.
     pub fn check_engine_integrity(&mut self) -> Result<bool> {
-        self.engine.check_integrity()
+        match Arc::get_mut(&mut self.engine) {
+            Some(e) => e.check_integrity(),
+            None => self.engine.not_alone("the integrity check").map(|()| true),
+        }
     }
 
     /// Compacts the file (offline: needs no other handle open in this process).
     /// On a server store this does nothing: the server reclaims space itself (autovacuum).
     pub fn compact(&mut self) -> Result<()> {
-        self.engine.compact()
+        match Arc::get_mut(&mut self.engine) {
+            Some(e) => e.compact(),
+            None => self.engine.not_alone("compaction"),
+        }
     }
 
     /// Overwrites what the store's freed space still holds of data changed or deleted before
@@ -331,7 +341,7 @@ impl Store {
         let v = validate_config(name, value)?;
         self.write(|tx| {
             tx.require_admin("change settings")?;
-            tables::CONFIG.put(&mut tx.tx, name, &encode(&v)?)?;
+            tables::CONFIG.put(&mut *tx.tx, name, &encode(&v)?)?;
             Ok(v)
         })
     }

@@ -9,10 +9,9 @@ use crate::domain::record::ScopeMeta;
 use crate::domain::text::validate_scope;
 use crate::error::{Error, Result};
 use crate::storage::access::{Access, Asker};
-use crate::storage::any_kv::{ReadKv, WriteKv};
 use crate::storage::codec::{decode, encode};
 use crate::storage::config::{read_audit, read_config, Config};
-use crate::storage::kv::KvRead;
+use crate::storage::kv::{KvRead, KvWrite};
 use crate::storage::tables::{META, SCOPES};
 
 /// The scope's metadata if it holds memory `id`; otherwise [`Error::OutOfRange`] with the
@@ -44,18 +43,19 @@ pub struct ScopeStats {
 
 /// A write transaction. Every change somna makes goes through one; see [`crate::Store::write`].
 pub struct WriteTxn<'s> {
-    pub(crate) tx: WriteKv<'s>,
+    /// The engine's transaction, lent for the caller's closure (the engine commits it after).
+    pub(crate) tx: &'s mut dyn KvWrite,
     /// The commit's timestamp (microseconds), shared by everything it records.
     pub(crate) now: i64,
     pub(crate) config: Option<Config>,
-    pub(crate) _s: std::marker::PhantomData<&'s ()>,
     /// Who is asking, and the grants in force.
     pub(crate) asker: Asker,
 }
 
 /// A read-only snapshot. See [`crate::Store::read`].
-pub struct ReadTxn {
-    pub(crate) tx: ReadKv,
+pub struct ReadTxn<'s> {
+    /// The engine's snapshot, lent for the caller's closure.
+    pub(crate) tx: &'s dyn KvRead,
     /// Who is asking, and the grants in force.
     pub(crate) asker: Asker,
 }
@@ -77,27 +77,27 @@ pub(crate) fn list_scopes(kv: &(impl KvRead + ?Sized)) -> Result<Vec<(String, Sc
     Ok(out)
 }
 
-impl ReadTxn {
+impl ReadTxn<'_> {
     /// The store's settings.
     pub fn config(&self) -> Result<Config> {
-        read_config(&self.tx)
+        read_config(self.tx)
     }
 
     /// Whether the read audit is on ([`Config::audit`], read alone).
     pub(crate) fn audit_on(&self) -> Result<bool> {
-        read_audit(&self.tx)
+        read_audit(self.tx)
     }
 
     /// The scope's bookkeeping, after checking that the principal may read it.
     pub(crate) fn scope_meta(&self, scope: &str) -> Result<Option<ScopeMeta>> {
         self.require(crate::storage::access::Access::Read, scope)?;
-        read_scope(&self.tx, scope)
+        read_scope(self.tx, scope)
     }
 
     /// Names of the scopes the principal may read, sorted.
     pub fn scopes(&self) -> Result<Vec<String>> {
         let mut out = Vec::new();
-        for (n, _) in list_scopes(&self.tx)? {
+        for (n, _) in list_scopes(self.tx)? {
             if self.may(crate::storage::access::Access::Read, &n)? {
                 out.push(n);
             }
@@ -113,7 +113,7 @@ impl ReadTxn {
     /// Counters of every scope.
     pub fn stats(&self) -> Result<Vec<ScopeStats>> {
         let mut out = Vec::new();
-        for (scope, m) in list_scopes(&self.tx)? {
+        for (scope, m) in list_scopes(self.tx)? {
             if self.may(crate::storage::access::Access::Read, &scope)? {
                 out.push(ScopeStats {
                     scope,
@@ -143,7 +143,7 @@ impl WriteTxn<'_> {
         if let Some(c) = self.config {
             return Ok(c);
         }
-        let c = read_config(&self.tx)?;
+        let c = read_config(&*self.tx)?;
         self.config = Some(c);
         Ok(c)
     }
@@ -151,7 +151,7 @@ impl WriteTxn<'_> {
     /// The scope's bookkeeping, after checking that the principal may write it.
     pub(crate) fn scope_meta(&self, scope: &str) -> Result<Option<ScopeMeta>> {
         self.require(crate::storage::access::Access::Write, scope)?;
-        read_scope(&self.tx, scope)
+        read_scope(&*self.tx, scope)
     }
 
     /// The scope's bookkeeping, creating the scope if it does not exist yet.
@@ -160,17 +160,17 @@ impl WriteTxn<'_> {
     pub(crate) fn scope_or_create(&mut self, scope: &str) -> Result<ScopeMeta> {
         validate_scope(scope)?;
         self.require(crate::storage::access::Access::Write, scope)?;
-        if let Some(v) = SCOPES.get_for_update(&mut self.tx, scope)? {
+        if let Some(v) = SCOPES.get_for_update(&mut *self.tx, scope)? {
             return decode("scopes", &scope, &v);
         }
-        let next: u32 = match META.get_for_update(&mut self.tx, "next_scope_id")? {
+        let next: u32 = match META.get_for_update(&mut *self.tx, "next_scope_id")? {
             Some(v) => decode("meta", &"next_scope_id", &v)?,
             None => 0,
         };
         let after = next
             .checked_add(1)
             .ok_or_else(|| Error::invalid("scope", "too many scopes"))?;
-        META.put(&mut self.tx, "next_scope_id", &encode(&after)?)?;
+        META.put(&mut *self.tx, "next_scope_id", &encode(&after)?)?;
         let m = ScopeMeta {
             id: next,
             created_us: self.now,
@@ -183,7 +183,7 @@ impl WriteTxn<'_> {
     }
 
     pub(crate) fn put_scope(&mut self, scope: &str, m: &ScopeMeta) -> Result<()> {
-        SCOPES.put(&mut self.tx, scope, &encode(m)?)
+        SCOPES.put(&mut *self.tx, scope, &encode(m)?)
     }
 
     /// Number of memories in `scope`, as of this transaction.
@@ -192,46 +192,46 @@ impl WriteTxn<'_> {
     }
 }
 
-impl ReadTxn {
+impl ReadTxn<'_> {
     /// Whether this transaction's principal may `access` `scope`.
     pub fn may(&self, access: Access, scope: &str) -> Result<bool> {
-        self.asker.may(&self.tx, access, scope)
+        self.asker.may(self.tx, access, scope)
     }
 
     /// Fails with [`Error::Denied`] unless the principal may `access` `scope`.
     pub(crate) fn require(&self, access: Access, scope: &str) -> Result<()> {
-        self.asker.require(&self.tx, access, scope)
+        self.asker.require(self.tx, access, scope)
     }
 
     pub(crate) fn require_admin(&self, what: &str) -> Result<()> {
-        self.asker.require_admin(&self.tx, what)
+        self.asker.require_admin(self.tx, what)
     }
 
     /// Whether this transaction's principal is the store's admin, exactly when an admin-only
     /// call would be allowed (the MCP server lists its admin tools only then; the web
     /// inspector links its admin page).
     pub fn is_admin(&self) -> Result<bool> {
-        self.asker.is_admin(&self.tx)
+        self.asker.is_admin(self.tx)
     }
 }
 
 impl WriteTxn<'_> {
     /// Whether this transaction's principal may `access` `scope`.
     pub fn may(&self, access: Access, scope: &str) -> Result<bool> {
-        self.asker.may(&self.tx, access, scope)
+        self.asker.may(&*self.tx, access, scope)
     }
 
     /// Fails with [`Error::Denied`] unless the principal may `access` `scope`.
     pub(crate) fn require(&self, access: Access, scope: &str) -> Result<()> {
-        self.asker.require(&self.tx, access, scope)
+        self.asker.require(&*self.tx, access, scope)
     }
 
     pub(crate) fn require_admin(&self, what: &str) -> Result<()> {
-        self.asker.require_admin(&self.tx, what)
+        self.asker.require_admin(&*self.tx, what)
     }
 
     /// The principal this transaction acts as, as recorded in events.
     pub fn who(&self) -> Result<String> {
-        self.asker.who(&self.tx)
+        self.asker.who(&*self.tx)
     }
 }

@@ -20,7 +20,7 @@ pub(crate) type Scopes = BTreeMap<u32, (String, ScopeMeta)>;
 /// Checks `meta`, `config` and `scopes`, reporting each problem to `problem`, and returns the
 /// scopes that decoded.
 pub(crate) fn verify_rows(r: &ReadTxn, problem: &mut dyn FnMut(String)) -> Result<Scopes> {
-    let kv = &r.tx;
+    let kv = r.tx;
     match crate::storage::tables::stored_format(kv) {
         Ok(Some(_)) => {}
         Ok(None) => problem("meta: the store format is missing".into()),
@@ -80,7 +80,7 @@ pub(crate) fn verify_journal(
     let Some(io) = crate::storage::redb::journal_file::open_existing(path)? else {
         return Ok(());
     };
-    let marker = match META.get(&r.tx, MARKER_KEY)? {
+    let marker = match META.get(r.tx, MARKER_KEY)? {
         Some(v) => match decode::<(u64, u64)>("meta", &MARKER_KEY, &v) {
             Ok(m) => m,
             Err(_) => return Ok(()),
@@ -88,7 +88,7 @@ pub(crate) fn verify_journal(
         None => return Ok(()),
     };
     // The shared journal's tail: where the record after the marker's would start
-    let tail = match META.get(&r.tx, journal::TAIL_KEY)? {
+    let tail = match META.get(r.tx, journal::TAIL_KEY)? {
         Some(v) => match decode::<u64>("meta", &journal::TAIL_KEY, &v) {
             Ok(t) => Some(t),
             Err(e) => {

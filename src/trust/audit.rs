@@ -67,7 +67,7 @@ impl Store {
         self.read(|r| {
             r.require_admin("read the audit")?;
             let mut out = Vec::new();
-            AUDIT.scan(&r.tx, .., Dir::Reverse, |k, v| {
+            AUDIT.scan(r.tx, .., Dir::Reverse, |k, v| {
                 if out.len() >= limit {
                     return Ok(ControlFlow::Break(()));
                 }
@@ -88,7 +88,7 @@ impl WriteTxn<'_> {
         // Keyed by time, not by "last + 1": concurrent audited reads on a server must not all
         // rewrite one tail key (docs/design.md, audit).
         let mut next = audit_key(self.now_us());
-        while AUDIT.contains(&self.tx, next)? {
+        while AUDIT.contains(&*self.tx, next)? {
             next = next.wrapping_add(1);
         }
         let e = AuditEntry {
@@ -98,7 +98,7 @@ impl WriteTxn<'_> {
             scope: scope.to_string(),
             items,
         };
-        AUDIT.put(&mut self.tx, next, &encode(&e)?)
+        AUDIT.put(&mut *self.tx, next, &encode(&e)?)
     }
 }
 

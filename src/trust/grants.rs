@@ -34,12 +34,12 @@ struct GrantRecord {
     granted_us: i64,
 }
 
-impl ReadTxn {
+impl ReadTxn<'_> {
     /// Every grant, by principal (admin only).
     pub fn grants(&self) -> Result<Vec<Grant>> {
         self.require_admin("list grants")?;
         let mut out = Vec::new();
-        GRANTS.each(&self.tx, .., |(p, a, pat), v| {
+        GRANTS.each(self.tx, .., |(p, a, pat), v| {
             let r: GrantRecord = decode("grants", &p, v)?;
             if let Some(access) = Access::from_code(a) {
                 out.push(Grant {
@@ -68,7 +68,7 @@ impl WriteTxn<'_> {
             granted_us: self.now,
         };
         GRANTS.put(
-            &mut self.tx,
+            &mut *self.tx,
             (principal, access.code(), scope),
             &encode(&rec)?,
         )?;
@@ -79,7 +79,7 @@ impl WriteTxn<'_> {
     /// Removes a grant. Returns whether it existed. Admin only.
     pub fn revoke(&mut self, principal: &str, access: Access, scope: &str) -> Result<bool> {
         self.require_admin("change grants")?;
-        let existed = GRANTS.delete(&mut self.tx, (principal, access.code(), scope))?;
+        let existed = GRANTS.delete(&mut *self.tx, (principal, access.code(), scope))?;
         self.asker.forget_grants();
         Ok(existed)
     }

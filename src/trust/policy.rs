@@ -402,25 +402,25 @@ pub(crate) fn read_policy(kv: &(impl KvRead + ?Sized), scope: &str) -> Result<Po
     }
 }
 
-impl ReadTxn {
+impl ReadTxn<'_> {
     /// The policy of `scope` (the default when none was set).
     pub fn policy(&self, scope: &str) -> Result<Policy> {
         self.require(Access::Read, scope)?;
-        read_policy(&self.tx, scope)
+        read_policy(self.tx, scope)
     }
 }
 
 impl WriteTxn<'_> {
     /// The policy of `scope`, as of this transaction.
     pub fn policy(&self, scope: &str) -> Result<Policy> {
-        read_policy(&self.tx, scope)
+        read_policy(&*self.tx, scope)
     }
 
     /// Sets the policy of `scope`. Admin only.
     pub fn set_policy(&mut self, scope: &str, p: &Policy) -> Result<()> {
         self.require_admin("change a policy")?;
         crate::domain::text::validate_scope(scope)?;
-        POLICIES.put(&mut self.tx, scope, &encode(p)?)
+        POLICIES.put(&mut *self.tx, scope, &encode(p)?)
     }
 }
 

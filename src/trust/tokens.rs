@@ -50,12 +50,12 @@ fn validate_hash(hash: &str) -> Result<()> {
     }
 }
 
-impl ReadTxn {
+impl ReadTxn<'_> {
     /// Every token, by hash (admin only).
     pub fn tokens(&self) -> Result<Vec<TokenInfo>> {
         self.require_admin("list tokens")?;
         let mut out = Vec::new();
-        TOKENS.each(&self.tx, .., |hash, v| {
+        TOKENS.each(self.tx, .., |hash, v| {
             let r: TokenRecord = decode("tokens", &hash, v)?;
             out.push(TokenInfo {
                 id: hash.chars().take(TOKEN_ID_LEN).collect(),
@@ -72,7 +72,7 @@ impl ReadTxn {
     /// token that was never added or was revoked. Open to every principal (see the module doc).
     pub fn token_principal(&self, hash: &str) -> Result<Option<String>> {
         validate_hash(hash)?;
-        match TOKENS.get(&self.tx, hash)? {
+        match TOKENS.get(self.tx, hash)? {
             Some(v) => {
                 let r: TokenRecord = decode("tokens", &hash, &v)?;
                 Ok(Some(r.principal))
@@ -88,7 +88,7 @@ impl WriteTxn<'_> {
         self.require_admin("add tokens")?;
         validate_hash(hash)?;
         validate_principal(principal)?;
-        if TOKENS.get(&self.tx, hash)?.is_some() {
+        if TOKENS.get(&*self.tx, hash)?.is_some() {
             return Err(Error::Conflict("this token is already stored".into()));
         }
         let rec = TokenRecord {
@@ -96,7 +96,7 @@ impl WriteTxn<'_> {
             created_by: self.who()?,
             created_us: self.now,
         };
-        TOKENS.put(&mut self.tx, hash, &encode(&rec)?)?;
+        TOKENS.put(&mut *self.tx, hash, &encode(&rec)?)?;
         Ok(TokenInfo {
             id: hash.chars().take(TOKEN_ID_LEN).collect(),
             principal: rec.principal,
@@ -118,14 +118,14 @@ impl WriteTxn<'_> {
         }
         let id = id.to_ascii_lowercase();
         let mut hashes = Vec::new();
-        TOKENS.each(&self.tx, id.as_str().., |hash, _| {
+        TOKENS.each(&*self.tx, id.as_str().., |hash, _| {
             if hash.starts_with(id.as_str()) {
                 hashes.push(hash.to_string());
             }
             Ok(())
         })?;
         for h in &hashes {
-            TOKENS.delete(&mut self.tx, h.as_str())?;
+            TOKENS.delete(&mut *self.tx, h.as_str())?;
         }
         Ok(hashes.len() as u64)
     }

@@ -321,7 +321,7 @@ impl Store {
             for s in scopes.unwrap_or_default() {
                 r.scope_meta(s)?;
             }
-            embed::read_embedder(&r.tx)
+            embed::read_embedder(r.tx)
         })?;
         let Some(e) = embedder else {
             return Ok((Cow::Borrowed(q), None));
@@ -386,17 +386,17 @@ impl Store {
     pub fn reindex(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<u64> {
         self.write(|tx| {
             tx.require_admin("reindex")?;
-            crate::storage::index::build::rebuild_all(&mut tx.tx, progress)
+            crate::storage::index::build::rebuild_all(&mut *tx.tx, progress)
         })
     }
 }
 
-impl crate::storage::txn::ReadTxn {
+impl crate::storage::txn::ReadTxn<'_> {
     /// What the search index holds for `scope`, logically (every posting, every document's
     /// length), tail and blocks together: for tests and diagnostics.
     pub fn search_index(&self, scope: &str) -> Result<crate::storage::index::build::Content> {
         match self.scope_meta(scope)? {
-            Some(m) => Ok(crate::storage::index::build::stored(&self.tx, m.id)?.0),
+            Some(m) => Ok(crate::storage::index::build::stored(self.tx, m.id)?.0),
             None => Ok(Default::default()),
         }
     }

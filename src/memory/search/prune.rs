@@ -381,12 +381,11 @@ mod tests {
                     store
                         .read(|r| {
                             let meta = r.scope_meta("default")?.unwrap();
-                            let full: Scores =
-                                lexical(&r.tx, meta.id, meta.count, &terms, &params)?
-                                    .into_iter()
-                                    .collect();
+                            let full: Scores = lexical(r.tx, meta.id, meta.count, &terms, &params)?
+                                .into_iter()
+                                .collect();
                             let Some(p) =
-                                lexical_pruned(&r.tx, meta.id, meta.count, &terms, &params, need)?
+                                lexical_pruned(r.tx, meta.id, meta.count, &terms, &params, need)?
                             else {
                                 return Ok(());
                             };

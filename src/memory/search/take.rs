@@ -23,7 +23,7 @@ type Ranked = (f64, usize, u64, u64);
 
 /// Fails unless the store has its search index (format 2).
 fn require_index(r: &ReadTxn) -> Result<()> {
-    if stored_format(&r.tx)?.unwrap_or(0) < INDEX_FORMAT {
+    if stored_format(r.tx)?.unwrap_or(0) < INDEX_FORMAT {
         return Err(Error::Unsupported(
             "this store was written by an older somna and has no search index yet: run `somna reindex` (or open it once read-write)".into(),
         ));
@@ -44,13 +44,13 @@ fn rank_scope(
 ) -> Result<(vector::Ranking, Option<f64>)> {
     let mode = q.effective_mode();
     if let (SearchMode::Lexical, Some(need)) = (mode, need) {
-        if let Some(p) = lexical_pruned(&r.tx, meta.id, meta.count, terms, &q.params, need)? {
+        if let Some(p) = lexical_pruned(r.tx, meta.id, meta.count, terms, &q.params, need)? {
             return Ok((p.scores.into_iter().collect(), Some(p.bound)));
         }
     }
     let lex = match mode {
         SearchMode::Vector => Vec::new(),
-        _ => lexical(&r.tx, meta.id, meta.count, terms, &q.params)?,
+        _ => lexical(r.tx, meta.id, meta.count, terms, &q.params)?,
     };
     let Some(v) = q.vector.as_deref().filter(|_| mode != SearchMode::Lexical) else {
         return Ok((lex, None));
@@ -64,7 +64,7 @@ fn rank_scope(
         _ => vector::words_top(&lex),
     };
     let exact: Vec<u64> = top.iter().map(|&(d, _)| d).collect();
-    let near = vector::nearest_cached(&r.tx, cache, meta.id, space, v, &exact)?;
+    let near = vector::nearest_cached(r.tx, cache, meta.id, space, v, &exact)?;
     if near.is_empty() && mode == SearchMode::Hybrid {
         // Nothing to fuse with (a scope the backfill has not reached): the words' own scores.
         return Ok((lex, None));
@@ -278,14 +278,14 @@ fn shown(
     if b.size() > 1 {
         return summary_shown(r, meta, b, q);
     }
-    let m = get_memory(&r.tx, meta.id, b.lo())?;
+    let m = get_memory(r.tx, meta.id, b.lo())?;
     if q.kind.is_some_and(|k| k != m.kind)
         || q.since_us.is_some_and(|s| m.observed_us < s)
         || q.until_us.is_some_and(|u| m.observed_us >= u)
     {
         return Ok(None);
     }
-    let st = state_of(&r.tx, meta.id, &m)?;
+    let st = state_of(r.tx, meta.id, &m)?;
     let inactive = matches!(
         st.status,
         Status::Retracted | Status::Superseded | Status::Deprecated
@@ -308,19 +308,19 @@ fn summary_shown(
         return Ok(None);
     }
     if let Some(s) = q.since_us {
-        if get_memory(&r.tx, meta.id, b.hi().saturating_sub(1))?.observed_us < s {
+        if get_memory(r.tx, meta.id, b.hi().saturating_sub(1))?.observed_us < s {
             return Ok(None);
         }
     }
     if let Some(u) = q.until_us {
-        if get_memory(&r.tx, meta.id, b.lo())?.observed_us >= u {
+        if get_memory(r.tx, meta.id, b.lo())?.observed_us >= u {
             return Ok(None);
         }
     }
-    let Some(s) = get_summary(&r.tx, meta.id, b)? else {
+    let Some(s) = get_summary(r.tx, meta.id, b)? else {
         return Ok(None);
     };
-    let stale = STALE.contains(&r.tx, (meta.id, b.level(), b.lo()))?;
+    let stale = STALE.contains(r.tx, (meta.id, b.level(), b.lo()))?;
     Ok(Some((marked_summary_line(b, &s, stale), false)))
 }
 

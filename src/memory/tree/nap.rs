@@ -54,7 +54,7 @@ impl WriteTxn<'_> {
     /// Whether `b` has a summary that is not stale.
     fn settled(&self, sid: u32, b: Block) -> Result<bool> {
         let key = (sid, b.level(), b.lo());
-        Ok(TREE.contains(&self.tx, key)? && !STALE.contains(&self.tx, key)?)
+        Ok(TREE.contains(&*self.tx, key)? && !STALE.contains(&*self.tx, key)?)
     }
 
     fn settle(
@@ -66,7 +66,7 @@ impl WriteTxn<'_> {
         cfg: &Config,
     ) -> Result<()> {
         let sid = meta.id;
-        let inputs = merge_inputs(&self.tx, sid, b, cfg)?;
+        let inputs = merge_inputs(&*self.tx, sid, b, cfg)?;
         let Some(inputs) = inputs else {
             return Err(Error::invalid(
                 "block",
@@ -76,8 +76,8 @@ impl WriteTxn<'_> {
         let claims = parse_claims(text);
         let halves = match (b.size() > cfg.raw_max, b.halves()) {
             (true, Some((l, r))) => vec![
-                (l, half_cites(&self.tx, sid, l)?),
-                (r, half_cites(&self.tx, sid, r)?),
+                (l, half_cites(&*self.tx, sid, l)?),
+                (r, half_cites(&*self.tx, sid, r)?),
             ],
             _ => Vec::new(),
         };
@@ -95,12 +95,12 @@ impl WriteTxn<'_> {
             inputs_crc: inputs_crc(&inputs),
         };
         let key = (sid, b.level(), b.lo());
-        let old = summary_text(&self.tx, sid, b);
-        crate::storage::index::write::replace(&mut self.tx, sid, b, old.as_deref(), Some(text))?;
-        let replaced = TREE.insert(&mut self.tx, key, &encode(&s)?)?;
-        CLAIMS.put(&mut self.tx, key, &encode(&claims)?)?;
-        STALE.delete(&mut self.tx, key)?;
-        if PENDING.delete(&mut self.tx, (sid, b.level(), b.lo()))? {
+        let old = summary_text(&*self.tx, sid, b);
+        crate::storage::index::write::replace(&mut *self.tx, sid, b, old.as_deref(), Some(text))?;
+        let replaced = TREE.insert(&mut *self.tx, key, &encode(&s)?)?;
+        CLAIMS.put(&mut *self.tx, key, &encode(&claims)?)?;
+        STALE.delete(&mut *self.tx, key)?;
+        if PENDING.delete(&mut *self.tx, (sid, b.level(), b.lo()))? {
             meta.pending = meta.pending.saturating_sub(1);
         }
         if !replaced {
@@ -119,7 +119,7 @@ impl WriteTxn<'_> {
         if self.settled(meta.id, b)? {
             return Ok(NapOutcome::AlreadySettled);
         }
-        let next = first_pending(&self.tx, meta.id)?;
+        let next = first_pending(&*self.tx, meta.id)?;
         if next != Some(b) {
             return Err(Error::WrongBlock { given: b, next });
         }
@@ -136,7 +136,7 @@ impl WriteTxn<'_> {
         let (next_prompt, pending) = match self.scope_meta(scope)? {
             Some(meta) if readable => {
                 let cfg = self.config()?;
-                let next = prompts_of(&self.tx, &meta, &cfg, 1)?.into_iter().next();
+                let next = prompts_of(&*self.tx, &meta, &cfg, 1)?.into_iter().next();
                 (next, meta.pending)
             }
             _ => (None, 0),
@@ -194,7 +194,7 @@ impl WriteTxn<'_> {
                 out.push((b, NapOutcome::AlreadySettled));
                 continue;
             }
-            if !PENDING.contains(&self.tx, (meta.id, b.level(), b.lo()))? {
+            if !PENDING.contains(&*self.tx, (meta.id, b.level(), b.lo()))? {
                 return Err(Error::invalid("batch", format!("{b} is not pending")));
             }
             self.settle(scope, &mut meta, b, &text, &cfg)?;
@@ -215,18 +215,18 @@ impl WriteTxn<'_> {
         let mut newly_pending = 0u64;
         while let Some(c) = cur.filter(|c| c.hi() <= meta.count) {
             let key = (meta.id, c.level(), c.lo());
-            let old = summary_text(&self.tx, meta.id, c);
-            if TREE.delete(&mut self.tx, key)? {
+            let old = summary_text(&*self.tx, meta.id, c);
+            if TREE.delete(&mut *self.tx, key)? {
                 crate::storage::index::write::replace(
-                    &mut self.tx,
+                    &mut *self.tx,
                     meta.id,
                     c,
                     old.as_deref(),
                     None,
                 )?;
-                STALE.delete(&mut self.tx, key)?;
-                CLAIMS.delete(&mut self.tx, key)?;
-                if !PENDING.insert(&mut self.tx, key, &[])? {
+                STALE.delete(&mut *self.tx, key)?;
+                CLAIMS.delete(&mut *self.tx, key)?;
+                if !PENDING.insert(&mut *self.tx, key, &[])? {
                     newly_pending += 1;
                 }
                 removed.push(c);

@@ -206,7 +206,7 @@ pub(crate) fn prompts_of(
     Ok(out)
 }
 
-impl ReadTxn {
+impl ReadTxn<'_> {
     /// Pending blocks in the order they are offered (smallest first, then oldest), at most
     /// `limit`.
     pub fn pending(&self, scope: &str, limit: Option<usize>) -> Result<Vec<Block>> {
@@ -215,7 +215,7 @@ impl ReadTxn {
         };
         let mut out = Vec::new();
         PENDING.scan(
-            &self.tx,
+            self.tx,
             pending_range(meta.id),
             Dir::Forward,
             |(_, level, lo), _| {
@@ -245,7 +245,7 @@ impl ReadTxn {
         let Some(meta) = self.scope_meta(scope)? else {
             return Ok(Vec::new());
         };
-        prompts_of(&self.tx, &meta, &self.config()?, n)
+        prompts_of(self.tx, &meta, &self.config()?, n)
     }
 }
 

@@ -88,13 +88,13 @@ impl ZoomEntry {
     }
 }
 
-impl ReadTxn {
+impl ReadTxn<'_> {
     /// The summary of `b`, if it has one.
     pub fn summary(&self, scope: &str, b: Block) -> Result<Option<Summary>> {
         let Some(meta) = self.scope_meta(scope)? else {
             return Ok(None);
         };
-        get_summary(&self.tx, meta.id, b)
+        get_summary(self.tx, meta.id, b)
     }
 
     /// The two halves of `b`: raw memories, summaries, or `not compressed yet`. Halves past
@@ -109,8 +109,8 @@ impl ReadTxn {
                 count,
             });
         };
-        let log = &self.tx;
-        let tree = &self.tx;
+        let log = self.tx;
+        let tree = self.tx;
         let mut out = Vec::new();
         if let Some((l, r)) = b.halves() {
             for h in [l, r] {
@@ -119,11 +119,11 @@ impl ReadTxn {
                 }
                 if h.size() == 1 {
                     out.push(ZoomEntry::Memory(crate::memory::log::get_memory(
-                        &log,
+                        log,
                         meta.id,
                         h.lo(),
                     )?));
-                } else if let Some(s) = get_summary(&tree, meta.id, h)? {
+                } else if let Some(s) = get_summary(tree, meta.id, h)? {
                     out.push(ZoomEntry::Summary {
                         block: h,
                         summary: s,
@@ -144,16 +144,16 @@ impl ReadTxn {
     /// The lines of `entries` (what [`ReadTxn::zoom`] returned for `scope`), with markers.
     fn lines_of(&self, scope: &str, entries: &[ZoomEntry]) -> Result<Vec<String>> {
         let sid = self.scope_meta(scope)?.map(|m| m.id).unwrap_or(0);
-        let events = &self.tx;
+        let events = self.tx;
         let mut out = Vec::with_capacity(entries.len());
         for e in entries {
             out.push(match e {
                 ZoomEntry::Memory(m) => crate::memory::lifecycle::marked_line(
                     m,
-                    &crate::memory::lifecycle::state_of(&events, sid, m)?,
+                    &crate::memory::lifecycle::state_of(events, sid, m)?,
                 ),
                 ZoomEntry::Summary { block, summary } => {
-                    let stale_now = STALE.contains(&self.tx, (sid, block.level(), block.lo()))?;
+                    let stale_now = STALE.contains(self.tx, (sid, block.level(), block.lo()))?;
                     marked_summary_line(*block, summary, stale_now)
                 }
                 ZoomEntry::Missing { .. } => e.line(),
@@ -175,12 +175,12 @@ impl ReadTxn {
             });
         };
         let sid = meta.id;
-        let Some(summary) = get_summary(&self.tx, sid, b)? else {
+        let Some(summary) = get_summary(self.tx, sid, b)? else {
             return Err(Error::invalid("block", format!("{b} has no summary yet")));
         };
         let key = (sid, b.level(), b.lo());
-        let stale = STALE.contains(&self.tx, key)?;
-        let claims: Vec<Claim> = match CLAIMS.get(&self.tx, key)? {
+        let stale = STALE.contains(self.tx, key)?;
+        let claims: Vec<Claim> = match CLAIMS.get(self.tx, key)? {
             Some(v) => decode("claims", &TreeKey(sid, b), &v)?,
             None => parse_claims(&summary.text)
                 .into_iter()
@@ -190,17 +190,17 @@ impl ReadTxn {
                 })
                 .collect(),
         };
-        let log = &self.tx;
-        let events = &self.tx;
+        let log = self.tx;
+        let events = self.tx;
         let mut out = Vec::with_capacity(claims.len());
         for c in claims {
             let mut records = Vec::new();
             for &id in &c.cites {
                 if id < count {
-                    let m = crate::memory::log::get_memory(&log, sid, id)?;
+                    let m = crate::memory::log::get_memory(log, sid, id)?;
                     records.push(crate::memory::lifecycle::marked_line(
                         &m,
-                        &crate::memory::lifecycle::state_of(&events, sid, &m)?,
+                        &crate::memory::lifecycle::state_of(events, sid, &m)?,
                     ));
                 }
             }
@@ -222,7 +222,7 @@ impl ReadTxn {
             return Ok(Vec::new());
         };
         let mut out = Vec::new();
-        each_node(&self.tx, meta.id, |n| {
+        each_node(self.tx, meta.id, |n| {
             out.push(n);
             Ok(())
         })?;

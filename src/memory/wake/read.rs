@@ -12,7 +12,7 @@ use crate::domain::record::{Memory, Summary};
 use crate::error::{Error, Result};
 use crate::memory::log::{each_memory, get_memory};
 use crate::memory::summary::{each_summary, get_summary};
-use crate::storage::kv::{Dir, KvRead};
+use crate::storage::kv::Dir;
 use crate::storage::store::Store;
 use crate::storage::tables::{EVENTS, LOG, STALE, TREE};
 use crate::storage::txn::ReadTxn;
@@ -45,7 +45,7 @@ enum Value {
     Summary(Summary),
 }
 
-impl ReadTxn {
+impl ReadTxn<'_> {
     /// The cover of `scope` for `budget` lines over the first `t` memories.
     pub fn wake_view(&self, scope: &str, budget: usize, snapshot: Option<u64>) -> Result<WakeView> {
         let meta = self.scope_meta(scope)?;
@@ -67,15 +67,15 @@ impl ReadTxn {
         };
         let Some(meta) = meta else { return Ok(view) };
         let sid = meta.id;
-        let tree = &self.tx;
-        let log = &self.tx;
-        let events = &self.tx;
+        let tree = self.tx;
+        let log = self.tx;
+        let events = self.tx;
         let mut cache: BlockMap<Option<Summary>> = HashMap::default();
         let fetch = |b: Block, cache: &mut BlockMap<Option<Summary>>| -> Result<bool> {
             if let Some(s) = cache.get(&b) {
                 return Ok(s.is_some());
             }
-            let s = get_summary(&tree, sid, b)?;
+            let s = get_summary(tree, sid, b)?;
             let present = s.is_some();
             cache.insert(b, s);
             Ok(present)
@@ -90,10 +90,10 @@ impl ReadTxn {
         view.omitted = c.omitted;
         // One probe each instead of a lookup per line: most scopes have no lifecycle events
         // and no stale summaries at all.
-        let any_events = crate::memory::lifecycle::scope_has_events(&events, sid)?;
+        let any_events = crate::memory::lifecycle::scope_has_events(events, sid)?;
         let any_stale = STALE
             .edge(
-                &self.tx,
+                self.tx,
                 (sid, 0, 0)..=(sid, u8::MAX, u64::MAX),
                 Dir::Forward,
                 |_, _| Ok(()),
@@ -114,10 +114,10 @@ impl ReadTxn {
             if b.size() == 1 {
                 let m = match got {
                     Some(Value::Memory(m)) => m,
-                    _ => get_memory(&log, sid, b.lo())?,
+                    _ => get_memory(log, sid, b.lo())?,
                 };
                 let evs = if any_events {
-                    crate::memory::lifecycle::events_of(&events, sid, m.id)?
+                    crate::memory::lifecycle::events_of(events, sid, m.id)?
                 } else {
                     Vec::new()
                 };
@@ -128,10 +128,10 @@ impl ReadTxn {
             } else {
                 let s = match (got, cache.remove(&b)) {
                     (Some(Value::Summary(s)), _) | (_, Some(Some(s))) => s,
-                    _ => get_summary(&tree, sid, b)?
+                    _ => get_summary(tree, sid, b)?
                         .ok_or_else(|| Error::corrupt("tree", b, "summary vanished during wake"))?,
                 };
-                let is_stale = any_stale && STALE.contains(&self.tx, (sid, b.level(), b.lo()))?;
+                let is_stale = any_stale && STALE.contains(self.tx, (sid, b.level(), b.lo()))?;
                 view.item_lines
                     .push(crate::memory::summary::marked_summary_line(b, &s, is_stale));
                 view.items.push(WakeItem::Summary {
@@ -177,7 +177,7 @@ impl ReadTxn {
                         .and_then(|d| usize::try_from(d / first.size()).ok())
                 };
                 if first.size() == 1 {
-                    each_memory(&self.tx, sid, first.lo(), last.hi(), |m| {
+                    each_memory(self.tx, sid, first.lo(), last.hi(), |m| {
                         if let Some(slot) = place(m.id).and_then(|i| run.get_mut(i)) {
                             *slot = Some(Value::Memory(m));
                         }
@@ -185,7 +185,7 @@ impl ReadTxn {
                     })?;
                 } else {
                     each_summary(
-                        &self.tx,
+                        self.tx,
                         sid,
                         first.level(),
                         first.lo(),
@@ -222,18 +222,18 @@ impl ReadTxn {
             .map(|b| b.lo())
             .collect();
         let sums = || blocks.iter().filter(|b| b.size() > 1);
-        LOG.prefetch(&self.tx, raw.iter().map(|&id| (sid, id)))?;
+        LOG.prefetch(self.tx, raw.iter().map(|&id| (sid, id)))?;
         TREE.prefetch(
-            &self.tx,
+            self.tx,
             sums()
                 .filter(|b| !cache.contains_key(b))
                 .map(|b| (sid, b.level(), b.lo())),
         )?;
         if any_stale {
-            STALE.prefetch(&self.tx, sums().map(|b| (sid, b.level(), b.lo())))?;
+            STALE.prefetch(self.tx, sums().map(|b| (sid, b.level(), b.lo())))?;
         }
         if let (true, Some(&lo), Some(&hi)) = (any_events, raw.iter().min(), raw.iter().max()) {
-            EVENTS.prefetch_range(&self.tx, (sid, lo, 0)..=(sid, hi, u32::MAX))?;
+            EVENTS.prefetch_range(self.tx, (sid, lo, 0)..=(sid, hi, u32::MAX))?;
         }
         Ok(())
     }
@@ -390,7 +390,7 @@ pub fn share_budget(budget: usize, counts: &[u64]) -> Vec<usize> {
     out
 }
 
-impl ReadTxn {
+impl ReadTxn<'_> {
     /// Wake over several scopes: one section per scope, naming it, sharing one budget of
     /// lines (and bytes). Every scope must be readable by the principal.
     pub fn wake_scopes(

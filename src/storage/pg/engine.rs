@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::storage::any_kv::{ReadKv, WriteKv};
 use crate::storage::engine::{
-    check_format_value, initialize, read_only_handle, read_txn, upgrade, write_txn, Engine, Opened,
+    check_format_value, initialize, read, read_only_handle, read_txn, upgrade, write_txn, Engine,
+    Opened,
 };
 use crate::storage::options::Options;
 use crate::storage::pg::conn::{Attempt, Server, COMMITS, LEGACY_SCHEMA};
@@ -111,9 +111,9 @@ impl PgEngine {
     }
 }
 
-impl Engine for PgEngine {
+impl PgEngine {
     /// Opens (with `create`: creates if missing) the store in a server's schema.
-    fn open(location: &Path, opts: &Options, create: bool) -> Result<Opened<Self>> {
+    pub(crate) fn open(location: &Path, opts: &Options, create: bool) -> Result<Opened<Self>> {
         let url = location.to_str().unwrap_or_default();
         let mut server = Server::connect(url, opts.busy_timeout)?;
         // A store made before the rename, in the schema a URL without `?schema=` meant then.
@@ -132,7 +132,9 @@ impl Engine for PgEngine {
         }
         let format = match ours {
             0 => None,
-            _ => engine.read(opts.principal.as_deref(), |r| META.get(&r.tx, "format"))?,
+            _ => read(&engine, opts.principal.as_deref(), |r| {
+                META.get(r.tx, "format")
+            })?,
         };
         let shown = PathBuf::from(engine.server.shown());
         let insecure = engine.server.insecure().map(str::to_string);
@@ -153,80 +155,76 @@ impl Engine for PgEngine {
             format,
         })
     }
+}
 
+impl Engine for PgEngine {
     /// Runs again, whole, when a statement met a serialization failure (CockroachDB aborts
     /// reads too) or a lost connection (a restart, a failover), up to the busy timeout, as a
     /// write does.
-    fn read<R>(
+    fn read_with(
         &self,
         principal: Option<&str>,
-        mut f: impl FnMut(&ReadTxn) -> Result<R>,
-    ) -> Result<R> {
+        f: &mut dyn FnMut(&ReadTxn<'_>) -> Result<()>,
+    ) -> Result<()> {
         let mut clean = false;
         self.server.retrying(|| {
             let tx = match self.begin_read(!clean) {
                 Ok(t) => t,
                 Err(e) => return Attempt::Done(Err(e)),
             };
-            let r = read_txn(ReadKv::Pg(tx), principal);
-            let out = f(&r);
-            match r.tx {
-                ReadKv::Pg(t) => {
-                    let a = t.end_read(out);
-                    clean = matches!(a, Attempt::Again(Fault::Injected));
-                    a
-                }
-                ReadKv::Redb(_) => Attempt::Done(Err(Error::Storage(
-                    "a server transaction became a file transaction".into(),
-                ))),
-            }
+            let out = f(&read_txn(&tx, principal));
+            let a = tx.end_read(out);
+            clean = matches!(a, Attempt::Again(Fault::Injected));
+            a
         })
     }
 
     /// Attempts until one commits, up to the busy timeout.
-    fn write<R>(
+    fn write_with(
         &self,
         principal: Option<&str>,
-        mut f: impl FnMut(&mut WriteTxn<'_>) -> Result<R>,
-    ) -> Result<R> {
+        f: &mut dyn FnMut(&mut WriteTxn<'_>) -> Result<()>,
+    ) -> Result<()> {
         if self.read_only {
             return Err(read_only_handle());
         }
         let mut clean = false;
         self.server.retrying(|| {
-            let tx = match self.begin_write(!clean) {
+            let mut tx = match self.begin_write(!clean) {
                 Ok(t) => t,
                 Err(a) => return a,
             };
-            let mut w = write_txn(WriteKv::Pg(tx), principal);
+            let mut w = write_txn(&mut tx, principal);
             let now = w.now;
             let r = f(&mut w);
-            match w.tx {
-                WriteKv::Pg(tx) => {
-                    let a = tx.finish(r, now);
-                    clean = matches!(a, Attempt::Again(Fault::Injected));
-                    a
-                }
-                WriteKv::Redb(_) => Attempt::Done(Err(Error::Storage(
-                    "a server transaction became a file transaction".into(),
-                ))),
-            }
+            let a = tx.finish(r, now);
+            clean = matches!(a, Attempt::Again(Fault::Injected));
+            a
         })
     }
 
     /// The connections close when the last handle goes.
-    fn close(self) -> Result<()> {
+    fn close(&mut self) -> Result<()> {
         Ok(())
     }
 
     /// A server store has no pages of ours to check (the server checksums its own).
-    fn check_integrity(_: &mut Arc<Self>) -> Result<bool> {
+    fn check_integrity(&mut self) -> Result<bool> {
         Ok(true)
     }
 
     /// The server reclaims space itself (autovacuum).
-    fn compact(_: &mut Arc<Self>) -> Result<()> {
+    fn compact(&mut self) -> Result<()> {
         Ok(())
+    }
+
+    /// Nothing to do from any handle: the checks and the space are the server's.
+    fn not_alone(&self, _what: &str) -> Result<()> {
+        Ok(())
+    }
+
+    fn is_server(&self) -> bool {
+        true
     }
 
     /// `VACUUM` of the store's tables, so the dead row versions an update or delete left are

@@ -27,7 +27,7 @@ use crate::storage::pg::conn::{Attempt, Conn, ContextRows, Server};
 use crate::storage::pg::fault::{classify, server_error, Fault};
 
 /// One transaction of the server engine (see the module doc).
-pub struct PgTx {
+pub(crate) struct PgTx {
     server: Arc<Server>,
     conn: RefCell<Option<Conn>>,
     fault: RefCell<Option<Fault>>,

@@ -8,9 +8,8 @@
 //! never `store.rs` nor the redb engine.
 //!
 //! This file is where the `postgres` feature is decided, for the whole library: without it,
-//! `off.rs` stands in for the engine, with types that cannot be built (so every match on an
-//! engine keeps its server arm, which the compiler knows cannot run) and an open that refuses
-//! every URL.
+//! `off.rs` stands in for the engine, with an engine type that cannot be built and an open that
+//! refuses every URL.
 
 pub mod url;
 
@@ -33,9 +32,5 @@ mod tls;
 
 #[cfg(feature = "postgres")]
 pub(crate) use engine::PgEngine;
-#[cfg(feature = "postgres")]
-pub use kv::PgTx;
 #[cfg(not(feature = "postgres"))]
 pub(crate) use off::PgEngine;
-#[cfg(not(feature = "postgres"))]
-pub use off::PgTx;

@@ -17,6 +17,38 @@ use crate::storage::kv::{Dir, KvRead, KvWrite, TableId, Visit};
 use crate::storage::redb::journal::Ops;
 use crate::storage::redb::schema;
 use crate::storage::redb::typed::{delete_in, delete_range_in, get_in, put_in, scan_in};
+/// The reads of an open table, written once for both kinds ([`ReadT`] and [`WriteT`]): redb's
+/// read-only and writable tables implement the same `ReadableTable`.
+macro_rules! readable {
+    ($t:ident $(<$lt:lifetime>)?; $($id:ident: $k:ty, $v:ty;)*) => {
+        impl $t $(<$lt>)? {
+            fn get(
+                &self,
+                id: TableId,
+                key: &[u8],
+                f: &mut dyn FnMut(&[u8]) -> Result<()>,
+            ) -> Result<bool> {
+                match self {
+                    $($t::$id(t) => get_in::<$k, $v, _>(t, id, key, f),)*
+                }
+            }
+
+            fn scan(
+                &self,
+                id: TableId,
+                lo: Bound<&[u8]>,
+                hi: Bound<&[u8]>,
+                dir: Dir,
+                f: &mut Visit<'_>,
+            ) -> Result<()> {
+                match self {
+                    $($t::$id(t) => scan_in::<$k, $v, _>(t, id, lo, hi, dir, f),)*
+                }
+            }
+        }
+    };
+}
+
 /// The tables of format 1: the seam's id, the redb definition, its key and value types.
 macro_rules! redb_tables {
     ($($id:ident => $def:ident: $k:ty, $v:ty;)*) => {
@@ -42,57 +74,10 @@ macro_rules! redb_tables {
             })
         }
 
-        impl ReadT {
-            fn get(
-                &self,
-                id: TableId,
-                key: &[u8],
-                f: &mut dyn FnMut(&[u8]) -> Result<()>,
-            ) -> Result<bool> {
-                match self {
-                    $(ReadT::$id(t) => get_in::<$k, $v, _>(t, id, key, f),)*
-                }
-            }
-
-            fn scan(
-                &self,
-                id: TableId,
-                lo: Bound<&[u8]>,
-                hi: Bound<&[u8]>,
-                dir: Dir,
-                f: &mut Visit<'_>,
-            ) -> Result<()> {
-                match self {
-                    $(ReadT::$id(t) => scan_in::<$k, $v, _>(t, id, lo, hi, dir, f),)*
-                }
-            }
-        }
+        readable!(ReadT; $($id: $k, $v;)*);
+        readable!(WriteT<'_>; $($id: $k, $v;)*);
 
         impl WriteT<'_> {
-            fn get(
-                &self,
-                id: TableId,
-                key: &[u8],
-                f: &mut dyn FnMut(&[u8]) -> Result<()>,
-            ) -> Result<bool> {
-                match self {
-                    $(WriteT::$id(t) => get_in::<$k, $v, _>(t, id, key, f),)*
-                }
-            }
-
-            fn scan(
-                &self,
-                id: TableId,
-                lo: Bound<&[u8]>,
-                hi: Bound<&[u8]>,
-                dir: Dir,
-                f: &mut Visit<'_>,
-            ) -> Result<()> {
-                match self {
-                    $(WriteT::$id(t) => scan_in::<$k, $v, _>(t, id, lo, hi, dir, f),)*
-                }
-            }
-
             fn put(&mut self, id: TableId, key: &[u8], value: &[u8]) -> Result<()> {
                 match self {
                     $(WriteT::$id(t) => put_in::<$k, $v>(t, id, key, value),)*
@@ -244,14 +229,6 @@ impl<'t> RedbWrite<'t> {
         self.ops.take().unwrap_or_default()
     }
 
-    /// Opens every table of format 1, creating those the file lacks.
-    pub(crate) fn ensure_tables(&self) -> Result<()> {
-        for id in TableId::ALL {
-            self.slot(id)?;
-        }
-        Ok(())
-    }
-
     /// Closes every open table (redb then records their new roots in the transaction).
     pub(crate) fn close(&self) -> Result<()> {
         for (cell, id) in self.tables.iter().zip(TableId::ALL) {
@@ -338,6 +315,14 @@ impl KvWrite for RedbWrite<'_> {
             o.delete_range(t, lo, hi);
         }
         Ok(n)
+    }
+
+    /// Opens every table of format 1, creating those the file lacks.
+    fn ensure_tables(&self) -> Result<()> {
+        for id in TableId::ALL {
+            self.slot(id)?;
+        }
+        Ok(())
     }
 }
 

@@ -57,7 +57,7 @@ impl Store {
     ) -> Result<BackfillReport> {
         let (e, scopes) = self.read(|r| {
             r.require_admin("backfill embeddings")?;
-            let e = read_embedder(&r.tx)?.ok_or_else(|| {
+            let e = read_embedder(r.tx)?.ok_or_else(|| {
                 Error::invalid(
                     "embedder",
                     "this store has none: set one first (`somna embedder set`)",
@@ -65,7 +65,7 @@ impl Store {
             })?;
             let scopes = match scope {
                 Some(s) => vec![s.to_string()],
-                None => list_scopes(&r.tx)?.into_iter().map(|(n, _)| n).collect(),
+                None => list_scopes(r.tx)?.into_iter().map(|(n, _)| n).collect(),
             };
             Ok((e, scopes))
         })?;
@@ -93,15 +93,15 @@ impl Store {
         loop {
             let room = max.saturating_sub(report.embedded);
             let (count, cursor, batch) = self.read(|r| {
-                let Some(meta) = read_scope(&r.tx, scope)? else {
+                let Some(meta) = read_scope(r.tx, scope)? else {
                     return Ok((0, 0, Vec::new()));
                 };
-                let cursor = embeddings::cursor(&r.tx, meta.id, model)?;
+                let cursor = embeddings::cursor(r.tx, meta.id, model)?;
                 let hi = meta
                     .count
                     .min(cursor.saturating_add(u64::from(e.batch).min(room)));
                 let mut batch = Vec::new();
-                each_memory(&r.tx, meta.id, cursor, hi, |m| {
+                each_memory(r.tx, meta.id, cursor, hi, |m| {
                     batch.push((m.id, m.text));
                     Ok(())
                 })?;
@@ -147,29 +147,29 @@ fn write_batch(
     vectors: &[Vec<f32>],
     hi: u64,
 ) -> Result<u64> {
-    let Some(meta) = read_scope(&tx.tx, scope)? else {
+    let Some(meta) = read_scope(&*tx.tx, scope)? else {
         return Ok(0);
     };
     let sid = meta.id;
-    embeddings::register(&mut tx.tx, model)?;
+    embeddings::register(&mut *tx.tx, model)?;
     let mut done = 0;
     for (id, v) in ids.iter().zip(vectors) {
-        if get_memory(&tx.tx, sid, *id)?.text == TOMBSTONE {
+        if get_memory(&*tx.tx, sid, *id)?.text == TOMBSTONE {
             continue;
         }
         crate::domain::vector::validate(v)?;
-        embeddings::put(&mut tx.tx, sid, model, *id, v)?;
+        embeddings::put(&mut *tx.tx, sid, model, *id, v)?;
         done += 1;
     }
-    embeddings::advance(&mut tx.tx, sid, model, hi)?;
+    embeddings::advance(&mut *tx.tx, sid, model, hi)?;
     Ok(done)
 }
 
 /// Deletes every vector of `model` in every scope; how many there were.
 pub(crate) fn drop_model(tx: &mut WriteTxn<'_>, model: &str) -> Result<u64> {
-    let sids: Vec<u32> = list_scopes(&tx.tx)?
+    let sids: Vec<u32> = list_scopes(&*tx.tx)?
         .into_iter()
         .map(|(_, m)| m.id)
         .collect();
-    embeddings::drop_model(&mut tx.tx, &sids, model)
+    embeddings::drop_model(&mut *tx.tx, &sids, model)
 }

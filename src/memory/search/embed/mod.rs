@@ -142,15 +142,15 @@ impl Store {
         self.write(|tx| {
             tx.require_admin("set the embedder")?;
             match e {
-                Some(e) => META.put(&mut tx.tx, META_KEY, &encode(e)?),
-                None => META.delete(&mut tx.tx, META_KEY).map(|_| ()),
+                Some(e) => META.put(&mut *tx.tx, META_KEY, &encode(e)?),
+                None => META.delete(&mut *tx.tx, META_KEY).map(|_| ()),
             }
         })
     }
 
     /// The store's embedder, if one is set.
     pub fn embedder(&self) -> Result<Option<Embedder>> {
-        self.read(|r| read_embedder(&r.tx))
+        self.read(|r| read_embedder(r.tx))
     }
 
     /// Deletes every vector `model` made, in every scope (admin only): after a change of model,

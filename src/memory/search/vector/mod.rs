@@ -101,7 +101,7 @@ pub(crate) fn put(
     v: &[f32],
 ) -> Result<()> {
     validate(v)?;
-    match dimension(&tx.tx, meta.id)? {
+    match dimension(&*tx.tx, meta.id)? {
         Some(d) if d as usize != v.len() => {
             return Err(Error::invalid(
                 "vector",
@@ -112,12 +112,12 @@ pub(crate) fn put(
             ));
         }
         Some(_) => {}
-        None => VECTORS.put(&mut tx.tx, (meta.id, DIM_KEY), &encode(&(v.len() as u32))?)?,
+        None => VECTORS.put(&mut *tx.tx, (meta.id, DIM_KEY), &encode(&(v.len() as u32))?)?,
     }
-    if any_at_or_above(&tx.tx, VECTORS, (meta.id, id), (meta.id, DIM_KEY))? {
-        count_rewrite(&mut tx.tx)?;
+    if any_at_or_above(&*tx.tx, VECTORS, (meta.id, id), (meta.id, DIM_KEY))? {
+        count_rewrite(&mut *tx.tx)?;
     }
-    VECTORS.put(&mut tx.tx, (meta.id, id), &encode(&v)?)
+    VECTORS.put(&mut *tx.tx, (meta.id, id), &encode(&v)?)
 }
 
 /// Restores the vectors of `scope` (which holds its memories already) as an import gives them:
@@ -135,7 +135,7 @@ pub(crate) fn restore(
         .scope_meta(scope)?
         .ok_or_else(|| Error::invalid("import", format!("scope {scope:?} holds no memory")))?;
     if let Some(d) = dimension {
-        VECTORS.put(&mut tx.tx, (meta.id, DIM_KEY), &encode(&d)?)?;
+        VECTORS.put(&mut *tx.tx, (meta.id, DIM_KEY), &encode(&d)?)?;
     }
     for (id, v) in vectors {
         put(tx, &meta, scope, *id, v)?;

@@ -6,16 +6,15 @@ mod opening;
 pub(crate) use opening::with_backend;
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use redb::{Database, Durability, TransactionError, WriteTransaction};
 
 use crate::domain::text::now_us;
 use crate::error::{Error, Result};
-use crate::storage::any_kv::{ReadKv, WriteKv};
 use crate::storage::codec::{decode, encode};
-use crate::storage::engine::{read_txn, write_txn, Engine, Opened};
+use crate::storage::engine::{only_handle, read_txn, write_txn, Engine, Opened};
 use crate::storage::kv::{KvRead, KvWrite};
 use crate::storage::options::Options;
 use crate::storage::redb::file::{engine_panic, Db};
@@ -171,9 +170,7 @@ impl RedbEngine {
         };
         if matches!(self.db()?, Db::ReadOnly(_)) {
             let (format, m, tail) = self
-                .read(None, |r| {
-                    Ok((stored_format(&r.tx)?, marker(&r.tx)?, tail(&r.tx)?))
-                })
+                .read_file(|r| Ok((stored_format(r)?, marker(r)?, tail(r)?)))
                 .unwrap_or((None, None, None));
             let n = match (format, m) {
                 (Some(f), Some(m)) if f >= JOURNAL_STORE_FORMAT => {
@@ -229,21 +226,23 @@ impl RedbEngine {
     /// at this path (whose epochs count from its own first open) never matches; a marker past
     /// seq 0 with no journal to match (one deleted by hand) gets a checkpoint first.
     fn start_journal(&mut self, open: impl FnOnce(u64) -> Result<Journal>) -> Result<()> {
-        let (m, tail) = self.read(None, |r| Ok((marker(&r.tx)?, tail(&r.tx)?)))?;
+        let (m, tail) = self.read_file(|r| Ok((marker(r)?, tail(r)?)))?;
         let m = match m {
             Some(m) => m,
             None => {
                 let fresh = (u64::try_from(now_us()).unwrap_or(1), 0);
                 let shared = self.shared;
-                self.write(None, |tx| match &mut tx.tx {
-                    WriteKv::Redb(w) => {
-                        put_marker(w, fresh)?;
+                self.guard("starting the journal", |db| {
+                    let tx = begin_write(db.writable()?, self.busy)?;
+                    {
+                        let mut w = RedbWrite::new(&tx);
+                        put_marker(&mut w, fresh)?;
                         if shared {
-                            put_tail(w, journal::HEADER)?;
+                            put_tail(&mut w, journal::HEADER)?;
                         }
-                        Ok(())
+                        w.close()?;
                     }
-                    WriteKv::Pg(_) => Ok(()),
+                    Ok(tx.commit()?)
                 })?;
                 fresh
             }
@@ -304,13 +303,13 @@ impl Drop for RedbEngine {
 }
 
 impl RedbEngine {
-    /// [`Engine::write`] on a journaled handle.
-    fn write_journaled<R>(
+    /// [`Engine::write_with`] on a journaled handle.
+    fn write_journaled(
         &self,
         journal: &Mutex<Journal>,
         principal: Option<&str>,
-        mut f: impl FnMut(&mut WriteTxn<'_>) -> Result<R>,
-    ) -> Result<R> {
+        f: &mut dyn FnMut(&mut WriteTxn<'_>) -> Result<()>,
+    ) -> Result<()> {
         let due = self.guard("writing", |db| {
             let tx = begin_write(db.writable()?, self.busy)?;
             let mut j = lock(journal)?;
@@ -323,26 +322,22 @@ impl RedbEngine {
                 r.close()?;
             }
             // The seam's tables borrow `tx` until `w` goes; the commit takes it.
-            let (r, plan) = {
-                let mut w = write_txn(WriteKv::Redb(RedbWrite::recording(&tx)), principal);
-                let r = f(&mut w)?;
-                let WriteKv::Redb(t) = &mut w.tx else {
-                    return Err(Error::Storage("a redb transaction changed engine".into()));
-                };
-                let plan = plan(t, &j, self.shared)?;
-                t.close()?;
-                (r, plan)
+            let plan = {
+                let mut kv = RedbWrite::recording(&tx);
+                f(&mut write_txn(&mut kv, principal))?;
+                let plan = plan(&mut kv, &j, self.shared)?;
+                kv.close()?;
+                plan
             };
             self.finish(tx, plan, &mut j)?;
-            Ok((r, j.wants_checkpoint(self.shared)))
+            Ok(j.wants_checkpoint(self.shared))
         })?;
-        let (r, due) = due;
         if due {
             // The write is acknowledged (its record is synced): a failed checkpoint leaves it
             // in the journal, and redb refuses the next write.
             let _ = self.checkpoint();
         }
-        Ok(r)
+        Ok(())
     }
 }
 
@@ -436,29 +431,36 @@ fn put_tail(w: &mut RedbWrite<'_>, at: u64) -> Result<()> {
     META_T.put(w, journal::TAIL_KEY, &encode(&at)?)
 }
 
-impl Engine for RedbEngine {
-    fn open(location: &Path, opts: &Options, create: bool) -> Result<Opened<Self>> {
+impl RedbEngine {
+    /// Opens the file at `location` (see `opening.rs`).
+    pub(crate) fn open(location: &Path, opts: &Options, create: bool) -> Result<Opened<Self>> {
         opening::open(location, opts, create)
     }
 
-    fn read<R>(
+    /// Runs `f` over a snapshot of the file with redb's own transaction at hand, for the
+    /// engine's bookkeeping (the journal's marker, the page checksums, the table list).
+    pub(super) fn read_file<R>(&self, f: impl FnOnce(&RedbRead) -> Result<R>) -> Result<R> {
+        self.guard("reading", |db| f(&RedbRead::new(db.begin_read()?)))
+    }
+}
+
+impl Engine for RedbEngine {
+    fn read_with(
         &self,
         principal: Option<&str>,
-        mut f: impl FnMut(&ReadTxn) -> Result<R>,
-    ) -> Result<R> {
+        f: &mut dyn FnMut(&ReadTxn<'_>) -> Result<()>,
+    ) -> Result<()> {
         self.guard("reading", |db| {
-            f(&read_txn(
-                ReadKv::Redb(RedbRead::new(db.begin_read()?)),
-                principal,
-            ))
+            let kv = RedbRead::new(db.begin_read()?);
+            f(&read_txn(&kv, principal))
         })
     }
 
-    fn write<R>(
+    fn write_with(
         &self,
         principal: Option<&str>,
-        mut f: impl FnMut(&mut WriteTxn<'_>) -> Result<R>,
-    ) -> Result<R> {
+        f: &mut dyn FnMut(&mut WriteTxn<'_>) -> Result<()>,
+    ) -> Result<()> {
         if let Some(why) = self.journal_failed.get() {
             return Err(Error::Storage(format!(
                 "an earlier commit failed ({why}); reopen the store to write again"
@@ -469,30 +471,27 @@ impl Engine for RedbEngine {
         }
         self.guard("writing", |db| {
             let tx = begin_write(db.writable()?, self.busy)?;
-            let r = {
-                let mut w = write_txn(WriteKv::Redb(RedbWrite::new(&tx)), principal);
-                let r = f(&mut w)?;
-                if let WriteKv::Redb(t) = &w.tx {
-                    t.close()?;
-                }
-                r
-            };
+            {
+                let mut kv = RedbWrite::new(&tx);
+                f(&mut write_txn(&mut kv, principal))?;
+                kv.close()?;
+            }
             tx.commit()?;
-            Ok(r)
+            Ok(())
         })
     }
 
-    fn close(mut self) -> Result<()> {
+    fn close(&mut self) -> Result<()> {
         self.shut()
     }
 
     /// redb's own check (every page checksum, the allocator state). A read-only handle checks
     /// every page checksum of the snapshot and repairs nothing (damage is [`Error::Corrupt`]).
-    fn check_integrity(this: &mut Arc<Self>) -> Result<bool> {
-        let engine = only(this, "the integrity check")?;
+    fn check_integrity(&mut self) -> Result<bool> {
+        let engine = self;
         engine.checkpoint()?;
         if matches!(engine.db()?, Db::ReadOnly(_)) {
-            let intact = engine.read(None, |r| Ok(r.tx.redb()?.raw().verify_checksums()?))?;
+            let intact = engine.read_file(|r| Ok(r.raw().verify_checksums()?))?;
             if !intact {
                 return Err(crate::error::damaged_file(
                     "a page does not match its checksum".into(),
@@ -525,24 +524,23 @@ impl Engine for RedbEngine {
         Ok(held)
     }
 
-    fn compact(this: &mut Arc<Self>) -> Result<()> {
-        let engine = only(this, "compaction")?;
+    fn compact(&mut self) -> Result<()> {
+        let engine = self;
         engine.checkpoint()?;
         engine.guard_mut("compacting the file", |db| {
             while db.compact()? {}
             Ok(())
         })
     }
-}
 
-/// The engine, when this is the only handle to it.
-fn only<'a, E>(e: &'a mut Arc<E>, what: &str) -> Result<&'a mut E> {
-    Arc::get_mut(e).ok_or_else(|| {
-        Error::invalid(
-            "store",
-            format!("{what} needs the only handle to the store"),
-        )
-    })
+    /// The check and compaction need the file alone.
+    fn not_alone(&self, what: &str) -> Result<()> {
+        Err(only_handle(what))
+    }
+
+    fn is_server(&self) -> bool {
+        false
+    }
 }
 
 /// Begins a write transaction, waiting up to `busy` for another writer (thread or process).

@@ -10,7 +10,7 @@ use redb::TableError;
 
 use crate::domain::text::now_us;
 use crate::error::{Error, Result};
-use crate::storage::engine::{check_format_value, initialize, upgrade, Engine, Opened};
+use crate::storage::engine::{check_format_value, initialize, upgrade, write, Engine, Opened};
 use crate::storage::options::Options;
 use crate::storage::redb::file::{
     builder, claim_empty, engine_panic, exists, make_parent, may_not_write, open_bounded, Db,
@@ -62,7 +62,7 @@ pub(crate) fn with_backend(
     };
     let mut engine = RedbEngine::new(Db::ReadWrite(db), opts);
     let jpath = journal::path_of(Path::new(name));
-    let fresh = engine.read(None, |r| match r.tx.redb()?.raw().open_table(META) {
+    let fresh = engine.read_file(|r| match r.raw().open_table(META) {
         Ok(_) => Ok(false),
         Err(TableError::TableDoesNotExist(_)) => Ok(true),
         Err(e) => Err(e.into()),
@@ -184,6 +184,7 @@ fn open_reader(path: &Path, opts: &Options) -> Result<Opened<RedbEngine>> {
         )),
         e => e,
     })?;
+    let mut writer = writer;
     writer.engine.close()?;
     let mut opened = open_file(path, opts, None)?;
     opened.repaired = writer.repaired;
@@ -204,7 +205,7 @@ fn open_file(
     if let Some(r) = &repaired {
         // A repair is kept only if every page of the recovered store matches its checksum:
         // a cut that took live bytes must stay an error, never become wrong answers.
-        let intact = engine.read(None, |t| Ok(t.tx.redb()?.raw().verify_checksums()?))?;
+        let intact = engine.read_file(|t| Ok(t.raw().verify_checksums()?))?;
         if !intact {
             return Err(crate::error::damaged_file(format!(
                 "its end was cut inside a page that holds data ({} bytes, {} expected)",
@@ -259,7 +260,7 @@ fn check_format(engine: &RedbEngine, path: &Path, opts: &Options) -> Result<u32>
                 "it lacks tables that this somna adds on its first read-write open".into(),
             ));
         }
-        engine.write(opts.principal.as_deref(), |tx| tx.ensure_tables())?;
+        write(engine, opts.principal.as_deref(), |tx| tx.ensure_tables())?;
     }
     upgrade(engine, opts, format)
 }
