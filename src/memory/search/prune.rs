@@ -6,18 +6,14 @@
 //! blocks that hold a candidate. The caller gets the scores and the bound every document left
 //! out stays at or below, and ranks exhaustively when the walk passes that bound.
 
-use std::ops::ControlFlow;
-
 use crate::domain::rank::{covered, idf, term_score_with};
 use crate::domain::tokenize::QueryTerm;
 use crate::error::Result;
 use crate::memory::search::score::{merged, propagate, Scored, Scores};
 use crate::memory::search::RankParams;
-use crate::storage::index::{
-    block_count, decode_block, decode_forward, read_stats, Posting, STATS_DOC,
-};
-use crate::storage::kv::{Dir, KvRead};
-use crate::storage::tables::{SEARCH_POSTINGS, SEARCH_TAIL};
+use crate::storage::index::read::{each_tail_posting, raw_blocks, RawBlocks};
+use crate::storage::index::{decode_block, read_stats, Posting};
+use crate::storage::kv::KvRead;
 
 /// At most this many rounds (each makes one more term essential) before giving up for the
 /// exhaustive ranking.
@@ -118,45 +114,20 @@ impl<'a> Cursor<'a> {
 
 /// One form's blocks as stored (`(first document, value)`), its postings in them, and its tail
 /// postings sorted by document.
-type RawList = (Vec<(u64, Vec<u8>)>, u64, Vec<Posting>);
+type RawList = (RawBlocks, u64, Vec<Posting>);
 
 /// Each form's raw blocks and tail postings, for `forms`.
 fn read_lists(kv: &(impl KvRead + ?Sized), sid: u32, forms: &[String]) -> Result<Vec<RawList>> {
     let mut out = Vec::with_capacity(forms.len());
     for f in forms {
-        let mut blocks = Vec::new();
-        let mut n = 0u64;
-        SEARCH_POSTINGS.scan(
-            kv,
-            (sid, f.as_str(), 0)..=(sid, f.as_str(), u64::MAX),
-            Dir::Forward,
-            |(_, _, first), v| {
-                n = n.saturating_add(block_count(sid, f, first, v)?);
-                blocks.push((first, v.to_vec()));
-                Ok(ControlFlow::Continue(()))
-            },
-        )?;
+        let (blocks, n) = raw_blocks(kv, sid, f)?;
         out.push((blocks, n, Vec::new()));
     }
-    SEARCH_TAIL.scan(
-        kv,
-        (sid, 0)..(sid, STATS_DOC),
-        Dir::Forward,
-        |(_, doc), v| {
-            let fw = decode_forward(sid, doc, v)?;
-            for (f, entry) in forms.iter().zip(out.iter_mut()) {
-                if let Ok(j) = fw.terms.binary_search_by(|(x, _)| x.as_str().cmp(f)) {
-                    let tf = fw.terms.get(j).map_or(0, |e| e.1);
-                    entry.2.push(Posting {
-                        doc,
-                        tf,
-                        len: fw.len,
-                    });
-                }
-            }
-            Ok(ControlFlow::Continue(()))
-        },
-    )?;
+    each_tail_posting(kv, sid, forms, |i, p| {
+        if let Some(e) = out.get_mut(i) {
+            e.2.push(p);
+        }
+    })?;
     for e in &mut out {
         e.2.sort_unstable_by_key(|p| p.doc);
     }

@@ -4,15 +4,14 @@
 //! else: no record.
 
 use std::collections::BTreeMap;
-use std::ops::ControlFlow;
 
 use crate::domain::rank::{covered, idf, neighbours_sorted, term_score_with};
 use crate::domain::tokenize::QueryTerm;
 use crate::error::Result;
 use crate::memory::search::RankParams;
-use crate::storage::index::{decode_forward, read_stats, write::each_posting, Posting, STATS_DOC};
-use crate::storage::kv::{Dir, KvRead};
-use crate::storage::tables::SEARCH_TAIL;
+use crate::storage::index::read::{each_posting, each_tail_posting};
+use crate::storage::index::{read_stats, Posting};
+use crate::storage::kv::KvRead;
 
 /// Documents' scores by document id. Hashed with foldhash (seeded per process), not std's
 /// SipHash: a search looks up and inserts once per posting it reads, and SipHash was 17% of a
@@ -31,32 +30,14 @@ pub struct Scored {
 /// Each query term's postings in scope `sid`: its blocks, then the tail's entries.
 fn postings(kv: &(impl KvRead + ?Sized), sid: u32, terms: &[String]) -> Result<Vec<Vec<Posting>>> {
     let mut out: Vec<Vec<Posting>> = vec![Vec::new(); terms.len()];
-    for (i, t) in terms.iter().enumerate() {
-        if let Some(v) = out.get_mut(i) {
-            each_posting(kv, sid, t, |p| v.push(p))?;
-        }
+    for (t, v) in terms.iter().zip(out.iter_mut()) {
+        each_posting(kv, sid, t, |p| v.push(p))?;
     }
-    SEARCH_TAIL.scan(
-        kv,
-        (sid, 0)..(sid, STATS_DOC),
-        Dir::Forward,
-        |(_, doc), v| {
-            let f = decode_forward(sid, doc, v)?;
-            for (i, t) in terms.iter().enumerate() {
-                if let Ok(j) = f.terms.binary_search_by(|(x, _)| x.as_str().cmp(t)) {
-                    let tf = f.terms.get(j).map_or(0, |e| e.1);
-                    if let Some(v) = out.get_mut(i) {
-                        v.push(Posting {
-                            doc,
-                            tf,
-                            len: f.len,
-                        });
-                    }
-                }
-            }
-            Ok(ControlFlow::Continue(()))
-        },
-    )?;
+    each_tail_posting(kv, sid, terms, |i, p| {
+        if let Some(v) = out.get_mut(i) {
+            v.push(p);
+        }
+    })?;
     Ok(out)
 }
 

@@ -1,8 +1,8 @@
 //! The ranked-search index (store format 2): what it stores and how its values are encoded.
 //! Every write that changes a memory's or a summary's text keeps it in the same transaction
 //! ([`write`](mod@write)); [`build`] rebuilds it from the log and the tree (the upgrade from format 1,
-//! `reindex`) and compares the stored index with the rebuilt one (`verify`). Querying it is
-//! `crate::memory::search`'s business. docs/design.md, section 12, gives the bytes.
+//! `reindex`) and compares the stored index with the rebuilt one (`verify`); [`read`] reads
+//! postings back for `crate::memory::search`, which ranks them and never names the tables. docs/design.md, section 12, gives the bytes.
 //!
 //! A **document** is a memory (its id) or a summary (`level << 56 | start`: memories sort
 //! first, and a summary's document names its block). Per scope the index holds:
@@ -26,6 +26,7 @@ use crate::storage::kv::{KvRead, KvWrite};
 use crate::storage::tables::SEARCH_TAIL;
 
 pub mod build;
+pub mod read;
 pub mod write;
 
 /// Documents in a scope's tail before the write that reaches this many folds them into blocks.

@@ -3,8 +3,6 @@
 //! or a summary dropped or replaced. A note costs one tail entry and the statistics (both on the
 //! scope's last leaf of `search_tail`); every [`super::TAIL_MAX`]-th document folds the tail.
 
-use std::ops::ControlFlow;
-
 use crate::domain::block::Block;
 use crate::error::Result;
 use crate::storage::index::{
@@ -207,26 +205,6 @@ fn merge<S: KvWrite + ?Sized>(kv: &mut S, sid: u32, term: &str, new: &[Posting])
         rest = later;
     }
     Ok(())
-}
-
-/// Visits each posting of `term` in scope `sid`'s blocks, in document order (not the tail).
-pub fn each_posting<S: crate::storage::kv::KvRead + ?Sized>(
-    kv: &S,
-    sid: u32,
-    term: &str,
-    mut f: impl FnMut(Posting),
-) -> Result<()> {
-    SEARCH_POSTINGS.scan(
-        kv,
-        (sid, term, 0)..=(sid, term, u64::MAX),
-        Dir::Forward,
-        |(_, _, first), v| {
-            decode_block(sid, term, first, v)?
-                .into_iter()
-                .for_each(&mut f);
-            Ok(ControlFlow::Continue(()))
-        },
-    )
 }
 
 /// Indexes the memories `first, first + 1, ...` of scope `sid`, just appended with these texts.
