@@ -163,12 +163,7 @@ pub fn rebuild<S: KvWrite + ?Sized>(kv: &mut S, sid: u32, count: u64) -> Result<
         if let Some(f) = Forward::of(text) {
             stats.docs += 1;
             stats.total_len += u64::from(f.len);
-            for (term, tf) in f.terms {
-                let p = Posting {
-                    doc,
-                    tf,
-                    len: f.len,
-                };
+            for (term, p) in f.into_postings(doc) {
                 by_term.entry(term).or_default().push(p);
             }
         }

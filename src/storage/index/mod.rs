@@ -91,6 +91,14 @@ impl Forward {
 }
 
 impl Forward {
+    /// Each of the entry's terms with its posting in document `doc`, in term order.
+    pub fn into_postings(self, doc: u64) -> impl Iterator<Item = (String, Posting)> {
+        let len = self.len;
+        self.terms
+            .into_iter()
+            .map(move |(term, tf)| (term, Posting { doc, tf, len }))
+    }
+
     /// [`encode`] of the entry, byte for byte, without serde (a note writes one).
     pub fn encode(&self) -> Vec<u8> {
         let room: usize = self.terms.iter().map(|(t, _)| t.len() + 3).sum();

@@ -148,12 +148,7 @@ fn fold<S: KvWrite + ?Sized>(kv: &mut S, sid: u32, more: Vec<(u64, Forward)>) ->
     // compared at every level cost more than the fold's writes), then merged in term order.
     let mut by_term: foldhash::HashMap<String, Vec<Posting>> = foldhash::HashMap::default();
     let mut post = |doc: u64, f: Forward| {
-        for (term, tf) in f.terms {
-            let p = Posting {
-                doc,
-                tf,
-                len: f.len,
-            };
+        for (term, p) in f.into_postings(doc) {
             by_term.entry(term).or_default().push(p);
         }
     };
