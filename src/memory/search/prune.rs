@@ -128,9 +128,7 @@ fn read_lists(kv: &(impl KvRead + ?Sized), sid: u32, forms: &[String]) -> Result
             e.2.push(p);
         }
     })?;
-    for e in &mut out {
-        e.2.sort_unstable_by_key(|p| p.doc);
-    }
+    // In document order already: the tail is scanned by key
     Ok(out)
 }
 

@@ -232,17 +232,13 @@ impl RedbEngine {
             None => {
                 let fresh = (u64::try_from(now_us()).unwrap_or(1), 0);
                 let shared = self.shared;
-                self.guard("starting the journal", |db| {
-                    let tx = begin_write(db.writable()?, self.busy)?;
-                    {
-                        let mut w = RedbWrite::new(&tx);
-                        put_marker(&mut w, fresh)?;
-                        if shared {
-                            put_tail(&mut w, journal::HEADER)?;
-                        }
-                        w.close()?;
+                // No journal yet, so a plain durable write
+                crate::storage::engine::write(&*self, None, |tx| {
+                    put_marker(&mut *tx.tx, fresh)?;
+                    if shared {
+                        put_tail(&mut *tx.tx, journal::HEADER)?;
                     }
-                    Ok(tx.commit()?)
+                    Ok(())
                 })?;
                 fresh
             }
@@ -414,7 +410,7 @@ fn marker(kv: &(impl KvRead + ?Sized)) -> Result<Option<(u64, u64)>> {
 }
 
 /// Sets the applied marker.
-fn put_marker(w: &mut RedbWrite<'_>, m: (u64, u64)) -> Result<()> {
+fn put_marker(w: &mut (impl KvWrite + ?Sized), m: (u64, u64)) -> Result<()> {
     META_T.put(w, journal::MARKER_KEY, &encode(&m)?)
 }
 
@@ -427,7 +423,7 @@ fn tail(kv: &(impl KvRead + ?Sized)) -> Result<Option<u64>> {
 }
 
 /// Sets the shared journal's tail.
-fn put_tail(w: &mut RedbWrite<'_>, at: u64) -> Result<()> {
+fn put_tail(w: &mut (impl KvWrite + ?Sized), at: u64) -> Result<()> {
     META_T.put(w, journal::TAIL_KEY, &encode(&at)?)
 }
 
@@ -450,10 +446,7 @@ impl Engine for RedbEngine {
         principal: Option<&str>,
         f: &mut dyn FnMut(&ReadTxn<'_>) -> Result<()>,
     ) -> Result<()> {
-        self.guard("reading", |db| {
-            let kv = RedbRead::new(db.begin_read()?);
-            f(&read_txn(&kv, principal))
-        })
+        self.read_file(|kv| f(&read_txn(kv, principal)))
     }
 
     fn write_with(
@@ -488,10 +481,9 @@ impl Engine for RedbEngine {
     /// redb's own check (every page checksum, the allocator state). A read-only handle checks
     /// every page checksum of the snapshot and repairs nothing (damage is [`Error::Corrupt`]).
     fn check_integrity(&mut self) -> Result<bool> {
-        let engine = self;
-        engine.checkpoint()?;
-        if matches!(engine.db()?, Db::ReadOnly(_)) {
-            let intact = engine.read_file(|r| Ok(r.raw().verify_checksums()?))?;
+        self.checkpoint()?;
+        if matches!(self.db()?, Db::ReadOnly(_)) {
+            let intact = self.read_file(|r| Ok(r.raw().verify_checksums()?))?;
             if !intact {
                 return Err(crate::error::damaged_file(
                     "a page does not match its checksum".into(),
@@ -499,7 +491,7 @@ impl Engine for RedbEngine {
             }
             return Ok(true);
         }
-        engine.guard_mut("checking the file", |db| Ok(db.check_integrity()?))
+        self.guard_mut("checking the file", |db| Ok(db.check_integrity()?))
     }
 
     /// A checkpoint of the journal (its records then durable in redb), one durable commit that
@@ -525,9 +517,8 @@ impl Engine for RedbEngine {
     }
 
     fn compact(&mut self) -> Result<()> {
-        let engine = self;
-        engine.checkpoint()?;
-        engine.guard_mut("compacting the file", |db| {
+        self.checkpoint()?;
+        self.guard_mut("compacting the file", |db| {
             while db.compact()? {}
             Ok(())
         })

@@ -177,14 +177,13 @@ fn open_reader(path: &Path, opts: &Options) -> Result<Opened<RedbEngine>> {
             other => return other,
         }
     };
-    let writer = open_writer(path, &opts.clone().read_only(false)).map_err(|e| match e {
+    let mut writer = open_writer(path, &opts.clone().read_only(false)).map_err(|e| match e {
         Error::ReadOnly(_) => Error::ReadOnly(format!(
             "{} needs one open by a user who may write it, because {why}: run `somna verify` as such a user",
             path.display()
         )),
         e => e,
     })?;
-    let mut writer = writer;
     writer.engine.close()?;
     let mut opened = open_file(path, opts, None)?;
     opened.repaired = writer.repaired;
