@@ -476,13 +476,12 @@ impl ReadTxn<'_> {
         ];
         let mut bytes = 0u64;
         for (table, n) in tables {
-            let unbounded = std::ops::Bound::Unbounded;
-            self.tx
-                .scan(table, unbounded, unbounded, Dir::Forward, &mut |_, v| {
-                    *n += 1;
-                    bytes += v.len() as u64;
-                    Ok(ControlFlow::Continue(()))
-                })?;
+            let all = crate::storage::kv::Span::all(Dir::Forward);
+            self.tx.scan(table, all, &mut |_, v| {
+                *n += 1;
+                bytes += v.len() as u64;
+                Ok(ControlFlow::Continue(()))
+            })?;
         }
         s.value_bytes = bytes;
         Ok(s)

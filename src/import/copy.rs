@@ -7,12 +7,12 @@
 //! neither copied nor compared (`tables::ENGINE_LOCAL_META`).
 
 use std::io::Write;
-use std::ops::{Bound, ControlFlow};
+use std::ops::ControlFlow;
 
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::storage::kv::{Dir, KvRead, KvWrite, TableId, Visit};
+use crate::storage::kv::{Dir, KvRead, KvWrite, Span, TableId, Visit};
 use crate::storage::store::Store;
 use crate::storage::tables::engine_local;
 use crate::storage::txn::list_scopes;
@@ -34,7 +34,7 @@ const BATCH: usize = 512;
 
 /// Visits every row of table `t`, in key order.
 fn scan_all(kv: &(impl KvRead + ?Sized), t: TableId, f: &mut Visit<'_>) -> Result<()> {
-    kv.scan(t, Bound::Unbounded, Bound::Unbounded, Dir::Forward, f)
+    kv.scan(t, Span::all(Dir::Forward), f)
 }
 
 /// A writer that keeps only a digest and a count of what passes through it.

@@ -23,26 +23,24 @@ use crate::storage::redb::tail::TailRepair;
 use crate::storage::tables::{CHUNK_FORMAT, INDEX_FORMAT, META, STORE_FORMAT};
 use crate::storage::txn::{ReadTxn, WriteTxn};
 
+/// A read's closure, as an engine takes it (see [`read()`] for one with a result).
+pub(crate) type ReadFn<'f> = dyn FnMut(&ReadTxn<'_>) -> Result<()> + 'f;
+
+/// A write's closure, as an engine takes it; a server may run it once per attempt.
+pub(crate) type WriteFn<'f> = dyn FnMut(&mut WriteTxn<'_>) -> Result<()> + 'f;
+
 /// What every storage engine does for a store: the one seam between [`crate::Store`] and the
 /// engines, object-safe, so a store holds `Arc<dyn Engine>` and nothing above names an engine.
 /// Reads and writes take a closure with no result of its own; [`read()`] and [`write()`] below
 /// give it one.
 pub(crate) trait Engine: Send + Sync {
     /// Runs `f` over one consistent snapshot, acting as `principal` (`None`: the admin).
-    fn read_with(
-        &self,
-        principal: Option<&str>,
-        f: &mut dyn FnMut(&ReadTxn<'_>) -> Result<()>,
-    ) -> Result<()>;
+    fn read_with(&self, principal: Option<&str>, f: &mut ReadFn<'_>) -> Result<()>;
 
     /// Runs `f` in one write transaction and commits it durably, acting as `principal`. The engine's
     /// retry rule: redb waits up to the busy timeout for the one writer slot and runs `f` once;
     /// a server runs `f` again, whole, while the server asks for it, up to the busy timeout.
-    fn write_with(
-        &self,
-        principal: Option<&str>,
-        f: &mut dyn FnMut(&mut WriteTxn<'_>) -> Result<()>,
-    ) -> Result<()>;
+    fn write_with(&self, principal: Option<&str>, f: &mut WriteFn<'_>) -> Result<()>;
 
     /// Closes the engine (the last handle to it), reporting what dropping it cannot.
     fn close(&mut self) -> Result<()>;

@@ -23,7 +23,7 @@ use std::marker::PhantomData;
 use std::ops::{Bound, ControlFlow, RangeBounds};
 
 use crate::error::{Error, Result};
-use crate::storage::kv::{Dir, KvRead, KvWrite, TableId};
+use crate::storage::kv::{Dir, KvRead, KvWrite, Span, TableId};
 
 /// Appends `v` big-endian.
 fn put_u8(out: &mut Vec<u8>, v: u8) {
@@ -577,7 +577,9 @@ impl<K: Key> Table<K> {
     ) -> Result<()> {
         let id = self.id;
         with_bounds::<K, _>(&range, |lo, hi| {
-            kv.scan(id, lo, hi, dir, &mut |k, v| f(decode::<K>(id, k)?, v))
+            kv.scan(id, Span::new(lo, hi, dir), &mut |k, v| {
+                f(decode::<K>(id, k)?, v)
+            })
         })
     }
 
@@ -603,7 +605,7 @@ impl<K: Key> Table<K> {
         mut f: impl FnMut(K::Dec<'_>, &[u8]) -> Result<R>,
     ) -> Result<Option<R>> {
         let id = self.id;
-        let row = with_bounds::<K, _>(&range, |lo, hi| kv.edge(id, lo, hi, dir))?;
+        let row = with_bounds::<K, _>(&range, |lo, hi| kv.edge(id, Span::new(lo, hi, dir)))?;
         row.map(|(k, v)| f(decode::<K>(id, &k)?, &v)).transpose()
     }
 }

@@ -137,6 +137,38 @@ pub enum Dir {
 /// The visitor of a scan: key bytes, value bytes; `Break` stops the scan.
 pub type Visit<'f> = dyn FnMut(&[u8], &[u8]) -> Result<ControlFlow<()>> + 'f;
 
+/// The visitor of a get: the value's bytes, borrowed where the engine can lend them.
+pub type Seen<'f> = dyn FnMut(&[u8]) -> Result<()> + 'f;
+
+/// The entries a scan visits: bounds on complete encoded keys of the table's shape, and the
+/// order they are visited in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span<'k> {
+    /// The low bound.
+    pub lo: Bound<&'k [u8]>,
+    /// The high bound.
+    pub hi: Bound<&'k [u8]>,
+    /// The order of the visit.
+    pub dir: Dir,
+}
+
+impl<'k> Span<'k> {
+    /// The entries between `lo` and `hi`, in `dir` order.
+    pub fn new(lo: Bound<&'k [u8]>, hi: Bound<&'k [u8]>, dir: Dir) -> Self {
+        Span { lo, hi, dir }
+    }
+
+    /// Every entry of the table, in `dir` order.
+    pub fn all(dir: Dir) -> Self {
+        Span::new(Bound::Unbounded, Bound::Unbounded, dir)
+    }
+
+    /// Whether no key can lie within the bounds.
+    pub(crate) fn is_empty(&self) -> bool {
+        empty_range(self.lo, self.hi)
+    }
+}
+
 /// One consistent snapshot (redb: a read or write transaction).
 pub trait KvRead {
     /// The value at `key` in table `t`. An engine implements this or [`KvRead::get_with`] (each
@@ -152,42 +184,24 @@ pub trait KvRead {
 
     /// Calls `f` with the value at `key`, if there is one, without copying it where the engine
     /// can (redb: from its page); whether there was one.
-    fn get_with(
-        &self,
-        t: TableId,
-        key: &[u8],
-        f: &mut dyn FnMut(&[u8]) -> Result<()>,
-    ) -> Result<bool> {
+    fn get_with(&self, t: TableId, key: &[u8], f: &mut Seen<'_>) -> Result<bool> {
         match self.get(t, key)? {
             Some(v) => f(&v).map(|()| true),
             None => Ok(false),
         }
     }
 
-    /// Visits the entries of `t` with keys within the bounds, in `dir` order, until `f` breaks.
-    /// Replaces `range(..)`, `.rev()`, `first()`, `last()`: nothing is collected. Bounds are
-    /// complete keys of the table's shape (the redb engine decodes them).
-    fn scan(
-        &self,
-        t: TableId,
-        lo: Bound<&[u8]>,
-        hi: Bound<&[u8]>,
-        dir: Dir,
-        f: &mut Visit<'_>,
-    ) -> Result<()>;
+    /// Visits the entries of `t` within `span`, in its order, until `f` breaks. Replaces
+    /// `range(..)`, `.rev()`, `first()`, `last()`: nothing is collected. Bounds are complete
+    /// keys of the table's shape (the redb engine decodes them).
+    fn scan(&self, t: TableId, span: Span<'_>, f: &mut Visit<'_>) -> Result<()>;
 
-    /// The first (`Dir::Forward`) or last (`Dir::Reverse`) entry of `t` within the bounds,
+    /// The first (`Dir::Forward`) or last (`Dir::Reverse`) entry of `t` within `span`,
     /// copied. The default stops a scan at its first entry; an engine that fetches scans in
     /// pages (a server) fetches one row.
-    fn edge(
-        &self,
-        t: TableId,
-        lo: Bound<&[u8]>,
-        hi: Bound<&[u8]>,
-        dir: Dir,
-    ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    fn edge(&self, t: TableId, span: Span<'_>) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         let mut out = None;
-        self.scan(t, lo, hi, dir, &mut |k, v| {
+        self.scan(t, span, &mut |k, v| {
             out = Some((k.to_vec(), v.to_vec()));
             Ok(ControlFlow::Break(()))
         })?;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::storage::engine::{
     check_format_value, initialize, read, read_only_handle, read_txn, upgrade, write_txn, Engine,
-    Opened,
+    Opened, ReadFn, WriteFn,
 };
 use crate::storage::options::Options;
 use crate::storage::pg::conn::{Attempt, Server, COMMITS, LEGACY_SCHEMA};
@@ -18,7 +18,6 @@ use crate::storage::pg::fault::{classify, server_error, Fault};
 use crate::storage::pg::kv::PgTx;
 use crate::storage::pg::settings::with_schema;
 use crate::storage::tables::{META, STORE_FORMAT, TABLE_NAMES};
-use crate::storage::txn::{ReadTxn, WriteTxn};
 
 /// An open server store: its connections, and whether this handle may write.
 pub(crate) struct PgEngine {
@@ -161,11 +160,7 @@ impl Engine for PgEngine {
     /// Runs again, whole, when a statement met a serialization failure (CockroachDB aborts
     /// reads too) or a lost connection (a restart, a failover), up to the busy timeout, as a
     /// write does.
-    fn read_with(
-        &self,
-        principal: Option<&str>,
-        f: &mut dyn FnMut(&ReadTxn<'_>) -> Result<()>,
-    ) -> Result<()> {
+    fn read_with(&self, principal: Option<&str>, f: &mut ReadFn<'_>) -> Result<()> {
         let mut clean = false;
         self.server.retrying(|| {
             let tx = match self.begin_read(!clean) {
@@ -180,11 +175,7 @@ impl Engine for PgEngine {
     }
 
     /// Attempts until one commits, up to the busy timeout.
-    fn write_with(
-        &self,
-        principal: Option<&str>,
-        f: &mut dyn FnMut(&mut WriteTxn<'_>) -> Result<()>,
-    ) -> Result<()> {
+    fn write_with(&self, principal: Option<&str>, f: &mut WriteFn<'_>) -> Result<()> {
         if self.read_only {
             return Err(read_only_handle());
         }

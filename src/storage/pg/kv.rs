@@ -21,7 +21,7 @@ use std::sync::Arc;
 use tokio_postgres::types::Type;
 
 use crate::error::{Error, Result};
-use crate::storage::kv::{empty_range, Dir, KvRead, KvWrite, TableId, Visit};
+use crate::storage::kv::{empty_range, Dir, KvRead, KvWrite, Span, TableId, Visit};
 use crate::storage::pg::client::{Param, SqlError};
 use crate::storage::pg::conn::{Attempt, Conn, ContextRows, Server};
 use crate::storage::pg::fault::{classify, server_error, Fault};
@@ -308,14 +308,9 @@ impl PgTx {
         }
     }
 
-    /// The prefetched rows within the bounds, in `dir` order, if a prefetched range holds them.
-    fn cached_rows(
-        &self,
-        t: TableId,
-        lo: Bound<&[u8]>,
-        hi: Bound<&[u8]>,
-        dir: Dir,
-    ) -> Option<Rows> {
+    /// The prefetched rows within `span`, in its order, if a prefetched range holds them.
+    fn cached_rows(&self, t: TableId, span: Span<'_>) -> Option<Rows> {
+        let Span { lo, hi, dir } = span;
         let c = self.cache.borrow();
         let rows = c.range(t, lo, hi)?;
         let mut out: Rows = rows
@@ -343,15 +338,9 @@ impl PgTx {
         }
     }
 
-    /// One page of a scan: at most `limit` entries within the bounds, in `dir` order.
-    fn page(
-        &self,
-        t: TableId,
-        lo: Bound<&[u8]>,
-        hi: Bound<&[u8]>,
-        dir: Dir,
-        limit: i64,
-    ) -> Result<Rows> {
+    /// One page of a scan: at most `limit` entries within `span`, in its order.
+    fn page(&self, t: TableId, span: Span<'_>, limit: i64) -> Result<Rows> {
+        let Span { lo, hi, dir } = span;
         let name = &self.server.table(t)?.name;
         let mut params: Vec<Param<'_>> = Vec::with_capacity(3);
         let mut sql = format!(
@@ -469,34 +458,21 @@ impl KvRead for PgTx {
         Ok(())
     }
 
-    fn edge(
-        &self,
-        t: TableId,
-        lo: Bound<&[u8]>,
-        hi: Bound<&[u8]>,
-        dir: Dir,
-    ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        if empty_range(lo, hi) {
+    fn edge(&self, t: TableId, span: Span<'_>) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        if span.is_empty() {
             return Ok(None);
         }
-        if let Some(rows) = self.cached_rows(t, lo, hi, dir) {
+        if let Some(rows) = self.cached_rows(t, span) {
             return Ok(rows.into_iter().next());
         }
-        Ok(self.page(t, lo, hi, dir, 1)?.into_iter().next())
+        Ok(self.page(t, span, 1)?.into_iter().next())
     }
 
-    fn scan(
-        &self,
-        t: TableId,
-        lo: Bound<&[u8]>,
-        hi: Bound<&[u8]>,
-        dir: Dir,
-        f: &mut Visit<'_>,
-    ) -> Result<()> {
-        if empty_range(lo, hi) {
+    fn scan(&self, t: TableId, span: Span<'_>, f: &mut Visit<'_>) -> Result<()> {
+        if span.is_empty() {
             return Ok(());
         }
-        if let Some(rows) = self.cached_rows(t, lo, hi, dir) {
+        if let Some(rows) = self.cached_rows(t, span) {
             for (k, v) in &rows {
                 if f(k, v)? == ControlFlow::Break(()) {
                     break;
@@ -506,16 +482,17 @@ impl KvRead for PgTx {
         }
         let mut limit: i64 = 64;
         let mut last: Option<Vec<u8>> = None;
+        let Span { lo, hi, dir } = span;
         loop {
-            let (l, h) = match (&last, dir) {
-                (None, _) => (lo, hi),
-                (Some(k), Dir::Forward) => (Bound::Excluded(k.as_slice()), hi),
-                (Some(k), Dir::Reverse) => (lo, Bound::Excluded(k.as_slice())),
+            let next = match (&last, dir) {
+                (None, _) => span,
+                (Some(k), Dir::Forward) => Span::new(Bound::Excluded(k.as_slice()), hi, dir),
+                (Some(k), Dir::Reverse) => Span::new(lo, Bound::Excluded(k.as_slice()), dir),
             };
-            if empty_range(l, h) {
+            if next.is_empty() {
                 return Ok(());
             }
-            let rows = self.page(t, l, h, dir, limit)?;
+            let rows = self.page(t, next, limit)?;
             let full = rows.len() as i64 == limit;
             for (k, v) in &rows {
                 if f(k, v)? == ControlFlow::Break(()) {

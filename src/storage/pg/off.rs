@@ -5,8 +5,7 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::storage::engine::{Engine, Opened};
-use crate::storage::txn::{ReadTxn, WriteTxn};
+use crate::storage::engine::{Engine, Opened, ReadFn, WriteFn};
 
 /// No server engine can be open in this build.
 pub(crate) enum PgEngine {}
@@ -27,19 +26,11 @@ impl PgEngine {
 }
 
 impl Engine for PgEngine {
-    fn read_with(
-        &self,
-        _: Option<&str>,
-        _: &mut dyn FnMut(&ReadTxn<'_>) -> Result<()>,
-    ) -> Result<()> {
+    fn read_with(&self, _: Option<&str>, _: &mut ReadFn<'_>) -> Result<()> {
         match *self {}
     }
 
-    fn write_with(
-        &self,
-        _: Option<&str>,
-        _: &mut dyn FnMut(&mut WriteTxn<'_>) -> Result<()>,
-    ) -> Result<()> {
+    fn write_with(&self, _: Option<&str>, _: &mut WriteFn<'_>) -> Result<()> {
         match *self {}
     }
 

@@ -13,7 +13,7 @@ use std::ops::Bound;
 use redb::{ReadOnlyTable, ReadTransaction, WriteTransaction};
 
 use crate::error::{Error, Result};
-use crate::storage::kv::{Dir, KvRead, KvWrite, TableId, Visit};
+use crate::storage::kv::{KvRead, KvWrite, Seen, Span, TableId, Visit};
 use crate::storage::redb::journal::Ops;
 use crate::storage::redb::schema;
 use crate::storage::redb::typed::{delete_in, delete_range_in, get_in, put_in, scan_in};
@@ -22,27 +22,15 @@ use crate::storage::redb::typed::{delete_in, delete_range_in, get_in, put_in, sc
 macro_rules! readable {
     ($t:ident $(<$lt:lifetime>)?; $($id:ident: $k:ty, $v:ty;)*) => {
         impl $t $(<$lt>)? {
-            fn get(
-                &self,
-                id: TableId,
-                key: &[u8],
-                f: &mut dyn FnMut(&[u8]) -> Result<()>,
-            ) -> Result<bool> {
+            fn get(&self, id: TableId, key: &[u8], f: &mut Seen<'_>) -> Result<bool> {
                 match self {
                     $($t::$id(t) => get_in::<$k, $v, _>(t, id, key, f),)*
                 }
             }
 
-            fn scan(
-                &self,
-                id: TableId,
-                lo: Bound<&[u8]>,
-                hi: Bound<&[u8]>,
-                dir: Dir,
-                f: &mut Visit<'_>,
-            ) -> Result<()> {
+            fn scan(&self, id: TableId, span: Span<'_>, f: &mut Visit<'_>) -> Result<()> {
                 match self {
-                    $($t::$id(t) => scan_in::<$k, $v, _>(t, id, lo, hi, dir, f),)*
+                    $($t::$id(t) => scan_in::<$k, $v, _>(t, id, span, f),)*
                 }
             }
         }
@@ -170,24 +158,12 @@ impl RedbRead {
 }
 
 impl KvRead for RedbRead {
-    fn get_with(
-        &self,
-        t: TableId,
-        key: &[u8],
-        f: &mut dyn FnMut(&[u8]) -> Result<()>,
-    ) -> Result<bool> {
+    fn get_with(&self, t: TableId, key: &[u8], f: &mut Seen<'_>) -> Result<bool> {
         self.table(t)?.get(t, key, f)
     }
 
-    fn scan(
-        &self,
-        t: TableId,
-        lo: Bound<&[u8]>,
-        hi: Bound<&[u8]>,
-        dir: Dir,
-        f: &mut Visit<'_>,
-    ) -> Result<()> {
-        self.table(t)?.scan(t, lo, hi, dir, f)
+    fn scan(&self, t: TableId, span: Span<'_>, f: &mut Visit<'_>) -> Result<()> {
+        self.table(t)?.scan(t, span, f)
     }
 }
 
@@ -267,24 +243,12 @@ impl<'t> RedbWrite<'t> {
 }
 
 impl KvRead for RedbWrite<'_> {
-    fn get_with(
-        &self,
-        t: TableId,
-        key: &[u8],
-        f: &mut dyn FnMut(&[u8]) -> Result<()>,
-    ) -> Result<bool> {
+    fn get_with(&self, t: TableId, key: &[u8], f: &mut Seen<'_>) -> Result<bool> {
         self.with(t, |w| w.get(t, key, f))
     }
 
-    fn scan(
-        &self,
-        t: TableId,
-        lo: Bound<&[u8]>,
-        hi: Bound<&[u8]>,
-        dir: Dir,
-        f: &mut Visit<'_>,
-    ) -> Result<()> {
-        self.with(t, |w| w.scan(t, lo, hi, dir, f))
+    fn scan(&self, t: TableId, span: Span<'_>, f: &mut Visit<'_>) -> Result<()> {
+        self.with(t, |w| w.scan(t, span, f))
     }
 }
 
@@ -336,6 +300,7 @@ mod tests {
     use redb::{backends::InMemoryBackend, Database, ReadableDatabase};
 
     use super::*;
+    use crate::storage::kv::Dir;
     use crate::storage::tables::{LOG, PENDING, SESSION_MESSAGES};
 
     fn db() -> Database {
@@ -500,9 +465,7 @@ mod tests {
             ));
             let r = w.scan(
                 TableId::Log,
-                Bound::Included(&[0xFF][..]),
-                Bound::Unbounded,
-                Dir::Forward,
+                Span::new(Bound::Included(&[0xFF][..]), Bound::Unbounded, Dir::Forward),
                 &mut |_, _| Ok(ControlFlow::Continue(())),
             );
             assert!(matches!(r, Err(Error::Corrupt { .. })));

@@ -13,7 +13,7 @@ use redb::ReadableTable;
 
 use crate::error::Result;
 use crate::storage::keys::{self, Key};
-use crate::storage::kv::{empty_range, Dir, TableId, Visit};
+use crate::storage::kv::{empty_range, Dir, Seen, Span, TableId, Visit};
 
 /// A key shape that is also redb's typed key: how a decoded key is viewed as redb's key, and how
 /// redb's key is encoded.
@@ -207,7 +207,7 @@ pub(super) fn get_in<K: RedbKey, V: RedbVal, T: ReadableTable<K, V>>(
     t: &T,
     id: TableId,
     key: &[u8],
-    f: &mut dyn FnMut(&[u8]) -> Result<()>,
+    f: &mut Seen<'_>,
 ) -> Result<bool> {
     let d = keys::decode::<K>(id, key)?;
     match t.get(K::view(&d))? {
@@ -269,18 +269,17 @@ impl Far<'_> {
     }
 }
 
-/// Visits the entries of table `t` within the bounds, in `dir` order, until `f` breaks.
+/// Visits the entries of table `t` within `span`, in its order, until `f` breaks.
 pub(super) fn scan_in<K: RedbKey, V: RedbVal, T: ReadableTable<K, V>>(
     t: &T,
     id: TableId,
-    lo: Bound<&[u8]>,
-    hi: Bound<&[u8]>,
-    dir: Dir,
+    span: Span<'_>,
     f: &mut Visit<'_>,
 ) -> Result<()> {
-    if empty_range(lo, hi) {
+    if span.is_empty() {
         return Ok(());
     }
+    let Span { lo, hi, dir } = span;
     // The far bound is checked here (`Far`); redb gets the near one to seek to.
     let (near_lo, near_hi, far) = match dir {
         Dir::Forward => (lo, Bound::Unbounded, hi),

@@ -14,7 +14,7 @@ use redb::{Database, Durability, TransactionError, WriteTransaction};
 use crate::domain::text::now_us;
 use crate::error::{Error, Result};
 use crate::storage::codec::{decode, encode};
-use crate::storage::engine::{only_handle, read_txn, write_txn, Engine, Opened};
+use crate::storage::engine::{only_handle, read_txn, write_txn, Engine, Opened, ReadFn, WriteFn};
 use crate::storage::kv::{KvRead, KvWrite};
 use crate::storage::options::Options;
 use crate::storage::redb::file::{engine_panic, Db};
@@ -22,7 +22,6 @@ use crate::storage::redb::journal;
 use crate::storage::redb::journal_file::Journal;
 use crate::storage::redb::kv::{RedbRead, RedbWrite};
 use crate::storage::tables::{stored_format, JOURNAL_STORE_FORMAT, META as META_T};
-use crate::storage::txn::{ReadTxn, WriteTxn};
 
 /// The open database, and the first failure of the storage engine on it.
 ///
@@ -304,7 +303,7 @@ impl RedbEngine {
         &self,
         journal: &Mutex<Journal>,
         principal: Option<&str>,
-        f: &mut dyn FnMut(&mut WriteTxn<'_>) -> Result<()>,
+        f: &mut WriteFn<'_>,
     ) -> Result<()> {
         let due = self.guard("writing", |db| {
             let tx = begin_write(db.writable()?, self.busy)?;
@@ -441,19 +440,11 @@ impl RedbEngine {
 }
 
 impl Engine for RedbEngine {
-    fn read_with(
-        &self,
-        principal: Option<&str>,
-        f: &mut dyn FnMut(&ReadTxn<'_>) -> Result<()>,
-    ) -> Result<()> {
+    fn read_with(&self, principal: Option<&str>, f: &mut ReadFn<'_>) -> Result<()> {
         self.read_file(|kv| f(&read_txn(kv, principal)))
     }
 
-    fn write_with(
-        &self,
-        principal: Option<&str>,
-        f: &mut dyn FnMut(&mut WriteTxn<'_>) -> Result<()>,
-    ) -> Result<()> {
+    fn write_with(&self, principal: Option<&str>, f: &mut WriteFn<'_>) -> Result<()> {
         if let Some(why) = self.journal_failed.get() {
             return Err(Error::Storage(format!(
                 "an earlier commit failed ({why}); reopen the store to write again"
