@@ -112,6 +112,20 @@ impl<'a> Context<'a> {
         Ok(())
     }
 
+    /// Prints a verb's typed result `v`: as JSON ([`Context::emit`]), as the text `text` makes
+    /// of it, or both, as asked. The exit code of a verb that succeeded: 0.
+    pub fn show<T: serde::Serialize>(
+        &mut self,
+        v: &T,
+        text: impl FnOnce(&T) -> String,
+    ) -> Result<u8, Error> {
+        self.emit(v)?;
+        if self.text_wanted() {
+            write!(self.out, "{}", text(v))?;
+        }
+        Ok(0)
+    }
+
     /// Keeps `v` as the captured value (both), printing nothing: for the verbs whose text is
     /// their JSON already (`session load`, `session history`). A value that cannot be read back
     /// as JSON (a stored message with an unpaired surrogate escape) is not kept: the text

@@ -112,11 +112,7 @@ impl Stats {
 /// file: the server's own tools tell its sizes).
 pub fn stats(cx: &mut Context<'_>) -> Result<u8, Error> {
     let stats = Stats::call(&cx.store)?;
-    cx.emit(&stats)?;
-    if cx.text_wanted() {
-        write!(cx.out, "{}", stats.render())?;
-    }
-    Ok(0)
+    cx.show(&stats, |stats| stats.render())
 }
 
 /// `somna migrate`: the store's format before and after. Opening an older store read-write (as

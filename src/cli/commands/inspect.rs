@@ -99,11 +99,7 @@ impl Shown {
 /// Prints the memory, its envelope, its state and its history.
 pub fn show(cx: &mut Context<'_>, a: &ShowArgs) -> Result<u8, Error> {
     let s = Shown::call(&cx.store, cx.scope, a)?;
-    cx.emit(&s)?;
-    if cx.text_wanted() {
-        write!(cx.out, "{}", s.render())?;
-    }
-    Ok(0)
+    cx.show(&s, |s| s.render())
 }
 
 /// The `history:` lines: none, or one event a line.
@@ -215,11 +211,7 @@ impl Explained {
 /// Prints the summary's claims and the records each cites.
 pub fn why(cx: &mut Context<'_>, a: &WhyArgs) -> Result<u8, Error> {
     let w = Explained::call(&cx.store, cx.scope, a)?;
-    cx.emit(&w)?;
-    if cx.text_wanted() {
-        write!(cx.out, "{}", w.render())?;
-    }
-    Ok(0)
+    cx.show(&w, |w| w.render())
 }
 
 /// The verb `show`.

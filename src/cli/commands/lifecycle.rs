@@ -91,11 +91,8 @@ impl Decided {
 /// With `--json`: `{id, status}`.
 fn decide(cx: &mut Context<'_>, a: &DecideArgs, d: Decision, word: &str) -> Result<u8, Error> {
     let o = Decided::call(&cx.store, cx.scope, a, (d, word))?;
-    cx.emit(&o)?;
-    if cx.text_wanted() {
-        write!(cx.out, "{}", o.render(&cx.prefix))?;
-    }
-    Ok(0)
+    let prefix = cx.prefix.clone();
+    cx.show(&o, |o| o.render(&prefix))
 }
 
 /// A memory redacted.
@@ -132,11 +129,8 @@ impl Redacted {
 /// With `--json`: `{id, status: "redacted"}`.
 pub fn redact(cx: &mut Context<'_>, a: &RedactArgs) -> Result<u8, Error> {
     let o = Redacted::call(&cx.store, cx.scope, a)?;
-    cx.emit(&o)?;
-    if cx.text_wanted() {
-        write!(cx.out, "{}", o.render(&cx.prefix))?;
-    }
-    Ok(0)
+    let prefix = cx.prefix.clone();
+    cx.show(&o, |o| o.render(&prefix))
 }
 
 /// The verb `accept`.

@@ -135,10 +135,7 @@ impl Recalled {
 /// 5); with `--all` or `--scope a,b`, over several scopes.
 pub fn run(cx: &mut Context<'_>, a: &RecallArgs) -> Result<u8, Error> {
     let r = Recalled::call(&cx.store, cx.scope, a)?;
-    cx.emit(&r)?;
-    if cx.text_wanted() {
-        write!(cx.out, "{}", r.render())?;
-    }
+    cx.show(&r, |r| r.render())?;
     Ok(r.exit_code())
 }
 

@@ -144,11 +144,7 @@ pub fn run(cx: &mut Context<'_>, a: &SearchArgs) -> Result<u8, Error> {
         let scopes: Vec<String> = cx.scope.split(',').map(str::to_string).collect();
         cx.store.search_scopes(&scopes, &q)?
     };
-    cx.emit(&r)?;
-    if cx.text_wanted() {
-        write!(cx.out, "{}", r.render(several))?;
-    }
-    Ok(0)
+    cx.show(&r, |r| r.render(several))
 }
 
 /// Rebuilds the search index of every scope (admin only), with a bar on a terminal.

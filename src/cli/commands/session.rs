@@ -54,11 +54,7 @@ pub fn reads_only(a: &SessionArgs) -> bool {
 /// Lists session ids, sorted (with `--json`, their metadata).
 fn list(cx: &mut Context<'_>, a: &ListArgs) -> Result<u8, Error> {
     let l = SessionList::call(&cx.store, a)?;
-    cx.emit(&l)?;
-    if cx.text_wanted() {
-        write!(cx.out, "{}", l.render())?;
-    }
-    Ok(0)
+    cx.show(&l, |l| l.render())
 }
 
 /// Prints the session's messages (exit 1 if it does not exist).
@@ -107,22 +103,14 @@ fn messages(cx: &Context<'_>, given: &[serde_json::Value]) -> Result<Vec<String>
 fn save(cx: &mut Context<'_>, a: &SaveArgs) -> Result<u8, Error> {
     let items = messages(cx, &a.messages)?;
     let o = Saved::call(&cx.store, a, &items)?;
-    cx.emit(&o)?;
-    if cx.text_wanted() {
-        write!(cx.out, "{}", o.render())?;
-    }
-    Ok(0)
+    cx.show(&o, |o| o.render())
 }
 
 /// Appends the JSON array of items on stdin (a tool call's `items`), as one atomic batch.
 fn append(cx: &mut Context<'_>, a: &AppendArgs) -> Result<u8, Error> {
     let items = messages(cx, &a.items)?;
     let o = Appended::call(&cx.store, a, &items)?;
-    cx.emit(&o)?;
-    if cx.text_wanted() {
-        write!(cx.out, "{}", o.render())?;
-    }
-    Ok(0)
+    cx.show(&o, |o| o.render())
 }
 
 /// Prints the latest items, oldest first.

@@ -105,11 +105,7 @@ impl Pending {
 /// Lists the blocks waiting for a summary, in the order they are offered.
 pub fn pending(cx: &mut Context<'_>, a: &PendingArgs) -> Result<u8, Error> {
     let p = Pending::call(&cx.store, cx.scope, a)?;
-    cx.emit(&p)?;
-    if cx.text_wanted() {
-        write!(cx.out, "{}", p.render())?;
-    }
-    Ok(0)
+    cx.show(&p, |p| p.render())
 }
 
 // A typed result: the CLI prints it as text or JSON, and the MCP tool returns it as its
@@ -409,11 +405,8 @@ impl Forgot {
 /// Drops the summary of the block and of every block built on it.
 pub fn forget(cx: &mut Context<'_>, a: &ForgetArgs) -> Result<u8, Error> {
     let f = Forgot::call(&cx.store, cx.scope, a)?;
-    cx.emit(&f)?;
-    if cx.text_wanted() {
-        write!(cx.out, "{}", f.render(&cx.prefix))?;
-    }
-    Ok(0)
+    let prefix = cx.prefix.clone();
+    cx.show(&f, |f| f.render(&prefix))
 }
 
 // A typed result: the CLI prints it as text (`Zoomed::render`) or JSON, and the MCP tool returns
@@ -462,11 +455,7 @@ pub fn zoom(cx: &mut Context<'_>, a: &ZoomArgs) -> Result<u8, Error> {
         }
         r => r?,
     };
-    cx.emit(&z)?;
-    if cx.text_wanted() {
-        write!(cx.out, "{}", z.render())?;
-    }
-    Ok(0)
+    cx.show(&z, |z| z.render())
 }
 
 /// The verb `pending`.

@@ -93,11 +93,7 @@ impl Granted {
 /// Gives the principal read or write access to the scope (or prefix).
 pub fn grant(cx: &mut Context<'_>, a: &GrantArgs) -> Result<u8, Error> {
     let g = Granted::call(&cx.store, a)?;
-    cx.emit(&g)?;
-    if cx.text_wanted() {
-        write!(cx.out, "{}", g.render())?;
-    }
-    Ok(0)
+    cx.show(&g, |g| g.render())
 }
 
 /// A grant taken back.
@@ -139,11 +135,7 @@ impl Revoked {
 /// Takes a grant back; says so when there was none.
 pub fn revoke(cx: &mut Context<'_>, a: &GrantArgs) -> Result<u8, Error> {
     let r = Revoked::call(&cx.store, a)?;
-    cx.emit(&r)?;
-    if cx.text_wanted() {
-        write!(cx.out, "{}", r.render())?;
-    }
-    Ok(0)
+    cx.show(&r, |r| r.render())
 }
 
 // A typed result: the CLI prints it as text (`Grants::render`) or JSON, and the MCP tool returns
@@ -175,11 +167,7 @@ impl Grants {
 /// Lists every grant.
 pub fn grants(cx: &mut Context<'_>) -> Result<u8, Error> {
     let g = Grants::call(&cx.store)?;
-    cx.emit(&g)?;
-    if cx.text_wanted() {
-        write!(cx.out, "{}", g.render())?;
-    }
-    Ok(0)
+    cx.show(&g, |g| g.render())
 }
 
 // A typed result: the CLI prints it as text (`PolicyShown::render`, the library's) or JSON, and
@@ -234,11 +222,7 @@ impl PolicyShown {
 /// Applies the settings to the scope's write policy (if any), then prints the policy.
 pub fn policy(cx: &mut Context<'_>, a: &PolicyArgs) -> Result<u8, Error> {
     let p = PolicyShown::call(&cx.store, cx.scope, a)?;
-    cx.emit(&p)?;
-    if cx.text_wanted() {
-        write!(cx.out, "{}", p.render())?;
-    }
-    Ok(0)
+    cx.show(&p, |p| p.render())
 }
 
 /// Lists the newest records of the read audit.

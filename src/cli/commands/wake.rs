@@ -105,11 +105,7 @@ pub fn run(cx: &mut Context<'_>, a: &WakeArgs) -> Result<u8, Error> {
         },
     };
     let woken = Woken::call(&cx.store, cx.scope, a, &w, cx.text_wanted())?;
-    cx.emit(&woken)?;
-    if cx.text_wanted() {
-        write!(cx.out, "{}", woken.render())?;
-    }
-    Ok(0)
+    cx.show(&woken, |w| w.render().to_owned())
 }
 
 /// The verb `wake`.
