@@ -74,22 +74,15 @@ pub fn validate_line(text: &str, max_bytes: usize) -> Result<()> {
         return Err(Error::invalid("text", "it is empty"));
     }
     if text.len() > max_bytes {
-        return Err(Error::invalid(
-            "text",
-            format!(
-                "it is {} bytes; the limit is {max_bytes} (ENTRY_BYTES)",
-                text.len()
-            ),
-        ));
+        let reason = format!(
+            "it is {} bytes; the limit is {max_bytes} (ENTRY_BYTES)",
+            text.len()
+        );
+        return Err(Error::invalid("text", reason));
     }
     if let Some((i, c)) = first_forbidden(text) {
-        return Err(Error::invalid(
-            "text",
-            format!(
-                "it contains the character U+{:04X} at byte {i}; text must be one line without control, separator, bidirectional or invisible format characters",
-                c as u32
-            ),
-        ));
+        let reason = format!("it contains the character U+{:04X} at byte {i}; text must be one line without control, separator, bidirectional or invisible format characters", c as u32);
+        return Err(Error::invalid("text", reason));
     }
     Ok(())
 }
@@ -377,13 +370,11 @@ pub fn validate_scope(name: &str) -> Result<()> {
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || "_.:/@-".contains(*c)))
     {
-        return Err(Error::invalid(
-            "scope",
-            format!(
-                "{:?}: the character {c:?} is not allowed (use letters, digits, _ . : / @ -)",
-                name.escape_debug().to_string()
-            ),
-        ));
+        let reason = format!(
+            "{:?}: the character {c:?} is not allowed (use letters, digits, _ . : / @ -)",
+            name.escape_debug().to_string()
+        );
+        return Err(Error::invalid("scope", reason));
     }
     Ok(())
 }

@@ -10,13 +10,11 @@ pub const MAX_DIMENSION: usize = 4096;
 /// Checks a vector: 1 to [`MAX_DIMENSION`] finite numbers, not all zero.
 pub fn validate(v: &[f32]) -> Result<()> {
     if v.is_empty() || v.len() > MAX_DIMENSION {
-        return Err(Error::invalid(
-            "vector",
-            format!(
-                "it has {} numbers; 1 to {MAX_DIMENSION} are accepted",
-                v.len()
-            ),
-        ));
+        let reason = format!(
+            "it has {} numbers; 1 to {MAX_DIMENSION} are accepted",
+            v.len()
+        );
+        return Err(Error::invalid("vector", reason));
     }
     if v.iter().any(|x| !x.is_finite()) {
         return Err(Error::invalid(

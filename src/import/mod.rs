@@ -260,13 +260,11 @@ impl WriteTxn<'_> {
                     ));
                 }
                 if m.id != i as u64 {
-                    return Err(Error::invalid(
-                        "import",
-                        format!(
-                            "scope {scope}: memory #{} is out of order (expected #{i})",
-                            m.id
-                        ),
-                    ));
+                    let reason = format!(
+                        "scope {scope}: memory #{} is out of order (expected #{i})",
+                        m.id
+                    );
+                    return Err(Error::invalid("import", reason));
                 }
                 LOG.put(&mut *self.tx, (meta.id, m.id), &encode(m)?)?;
             }

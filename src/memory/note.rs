@@ -247,12 +247,10 @@ impl WriteTxn<'_> {
     /// Writes memory `id` of scope `sid` and marks pending every block it completes; how many.
     fn put_memory(&mut self, sid: u32, id: u64, m: &NewMemory, policy: &Policy) -> Result<u64> {
         if m.supersedes.len() + m.conflicts_with.len() > MAX_LINKS {
-            return Err(Error::invalid(
-                "link",
-                format!(
-                    "#{id} names more than {MAX_LINKS} memories it supersedes or conflicts with"
-                ),
-            ));
+            let reason = format!(
+                "#{id} names more than {MAX_LINKS} memories it supersedes or conflicts with"
+            );
+            return Err(Error::invalid("link", reason));
         }
         if let Some(r) = m
             .supersedes
@@ -326,13 +324,11 @@ fn check_items(
         validate_optional_field("source", &m.source)?;
         validate_optional_field("source URI", &m.source_uri)?;
         if m.source.is_none() && policy.require_source.contains(&m.kind) {
-            return Err(Error::invalid(
-                "source",
-                format!(
-                    "the policy of scope {scope:?} requires a source for {} memories (--source ID)",
-                    m.kind
-                ),
-            ));
+            let reason = format!(
+                "the policy of scope {scope:?} requires a source for {} memories (--source ID)",
+                m.kind
+            );
+            return Err(Error::invalid("source", reason));
         }
         if policy.refuse_secrets && !m.force {
             if let Some(what) = crate::trust::policy::looks_like_secret(&m.text) {

@@ -23,13 +23,11 @@ pub fn session_scope(id: &str) -> String {
 /// Checks a session id: 1 to 256 bytes of UTF-8 without control characters.
 pub fn validate_session_id(id: &str) -> Result<()> {
     if id.is_empty() || id.len() > MAX_SESSION_ID_BYTES {
-        return Err(Error::invalid(
-            "session id",
-            format!(
-                "must be 1 to {MAX_SESSION_ID_BYTES} bytes (got {})",
-                id.len()
-            ),
-        ));
+        let reason = format!(
+            "must be 1 to {MAX_SESSION_ID_BYTES} bytes (got {})",
+            id.len()
+        );
+        return Err(Error::invalid("session id", reason));
     }
     if let Some(c) = id.chars().find(|c| c.is_control()) {
         return Err(Error::invalid(
@@ -48,13 +46,8 @@ pub fn validate_session_id(id: &str) -> Result<()> {
 pub fn validate_new_session_id(id: &str) -> Result<()> {
     validate_session_id(id)?;
     if !is_relative_file_path(id) {
-        return Err(Error::invalid(
-            "session id",
-            format!(
-                "{:?} is not a relative file path (a part between slashes is empty, . or .., or holds \\): session export-dir could not write it inside its folder",
-                crate::domain::text::display_safe(id)
-            ),
-        ));
+        let reason = format!("{:?} is not a relative file path (a part between slashes is empty, . or .., or holds \\): session export-dir could not write it inside its folder", crate::domain::text::display_safe(id));
+        return Err(Error::invalid("session id", reason));
     }
     Ok(())
 }
@@ -109,13 +102,11 @@ pub fn compact_message(json: &str) -> Result<String> {
         }
     }
     if out.len() > MAX_MESSAGE_BYTES {
-        return Err(Error::invalid(
-            "message",
-            format!(
-                "it is {} bytes; the limit is {MAX_MESSAGE_BYTES}",
-                out.len()
-            ),
-        ));
+        let reason = format!(
+            "it is {} bytes; the limit is {MAX_MESSAGE_BYTES}",
+            out.len()
+        );
+        return Err(Error::invalid("message", reason));
     }
     Ok(out)
 }

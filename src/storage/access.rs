@@ -71,13 +71,11 @@ impl std::fmt::Display for Access {
 /// Checks a principal id: 1 to 128 bytes, no control characters or spaces.
 pub fn validate_principal(p: &str) -> Result<()> {
     if p.is_empty() || p.len() > 128 || p.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        return Err(Error::invalid(
-            "principal",
-            format!(
-                "{:?}: must be 1 to 128 bytes without spaces or control characters",
-                p.escape_debug().to_string()
-            ),
-        ));
+        let reason = format!(
+            "{:?}: must be 1 to 128 bytes without spaces or control characters",
+            p.escape_debug().to_string()
+        );
+        return Err(Error::invalid("principal", reason));
     }
     Ok(())
 }

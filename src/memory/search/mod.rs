@@ -100,13 +100,11 @@ impl RankParams {
             ));
         }
         if self.neighbours > MAX_NEIGHBOURS {
-            return Err(Error::invalid(
-                "rank parameters",
-                format!(
-                    "{} neighbours on each side; at most {MAX_NEIGHBOURS}",
-                    self.neighbours
-                ),
-            ));
+            let reason = format!(
+                "{} neighbours on each side; at most {MAX_NEIGHBOURS}",
+                self.neighbours
+            );
+            return Err(Error::invalid("rank parameters", reason));
         }
         Ok(())
     }

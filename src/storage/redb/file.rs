@@ -100,13 +100,8 @@ pub(crate) fn exists(path: &Path) -> bool {
 pub(super) fn claim_empty(tmp: &Path, path: &Path) -> Result<bool> {
     let before = std::fs::symlink_metadata(path)?;
     if before.is_symlink() && std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0) {
-        return Err(Error::invalid(
-            "store path",
-            format!(
-                "{} is a symbolic link to an empty file; remove the empty file (or the link), then run init again",
-                path.display()
-            ),
-        ));
+        let reason = format!("{} is a symbolic link to an empty file; remove the empty file (or the link), then run init again", path.display());
+        return Err(Error::invalid("store path", reason));
     }
     if !before.is_file() || before.len() > 0 {
         return Ok(false);

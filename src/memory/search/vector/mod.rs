@@ -103,13 +103,11 @@ pub(crate) fn put(
     validate(v)?;
     match dimension(&*tx.tx, meta.id)? {
         Some(d) if d as usize != v.len() => {
-            return Err(Error::invalid(
-                "vector",
-                format!(
-                    "it has {} numbers; scope {scope:?} holds vectors of {d}",
-                    v.len()
-                ),
-            ));
+            let reason = format!(
+                "it has {} numbers; scope {scope:?} holds vectors of {d}",
+                v.len()
+            );
+            return Err(Error::invalid("vector", reason));
         }
         Some(_) => {}
         None => VECTORS.put(&mut *tx.tx, (meta.id, DIM_KEY), &encode(&(v.len() as u32))?)?,

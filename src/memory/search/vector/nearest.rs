@@ -103,13 +103,11 @@ fn query_dimension(
         return Ok(None);
     };
     if q.len() != dim as usize {
-        return Err(Error::invalid(
-            "vector",
-            format!(
-                "the query has {} numbers; this scope's vectors have {dim}",
-                q.len()
-            ),
-        ));
+        let reason = format!(
+            "the query has {} numbers; this scope's vectors have {dim}",
+            q.len()
+        );
+        return Err(Error::invalid("vector", reason));
     }
     Ok(Some(q.len()))
 }
