@@ -60,7 +60,7 @@ fn put_str_last(out: &mut Vec<u8>, s: &str) {
 }
 
 /// Reads the elements of an encoded key front to back; `None` on malformed bytes.
-struct Reader<'a> {
+pub struct Reader<'a> {
     b: &'a [u8],
 }
 
@@ -142,6 +142,72 @@ pub trait Key: 'static {
     fn decode(b: &[u8]) -> Option<Self::Dec<'_>>;
 }
 
+/// One element of a key: how it is written and read, in a middle position and in the last.
+/// Implemented for `u8`, `u32`, `u64` (the same in either position) and `&'static str`.
+pub trait Elem: 'static {
+    /// The element as a caller passes it.
+    type Enc<'a>: Copy;
+    /// The element as decoded from a middle position.
+    type Mid<'a>;
+    /// The element as decoded from the last position.
+    type Last<'a>;
+    /// Appends `v` as a middle element.
+    fn put_mid(v: Self::Enc<'_>, out: &mut Vec<u8>);
+    /// Appends `v` as the last element.
+    fn put_last(v: Self::Enc<'_>, out: &mut Vec<u8>);
+    /// Reads a middle element.
+    fn mid<'a>(r: &mut Reader<'a>) -> Option<Self::Mid<'a>>;
+    /// Reads the last element.
+    fn last<'a>(r: &mut Reader<'a>) -> Option<Self::Last<'a>>;
+}
+
+/// A fixed-width integer element: the same in every position.
+macro_rules! int_elem {
+    ($($t:ty => $put:ident, $read:ident;)*) => {$(
+        impl Elem for $t {
+            type Enc<'a> = $t;
+            type Mid<'a> = $t;
+            type Last<'a> = $t;
+            fn put_mid(v: $t, out: &mut Vec<u8>) {
+                $put(out, v);
+            }
+            fn put_last(v: $t, out: &mut Vec<u8>) {
+                $put(out, v);
+            }
+            fn mid(r: &mut Reader<'_>) -> Option<$t> {
+                r.$read()
+            }
+            fn last(r: &mut Reader<'_>) -> Option<$t> {
+                r.$read()
+            }
+        }
+    )*};
+}
+
+int_elem! {
+    u8 => put_u8, u8;
+    u32 => put_u32, u32;
+    u64 => put_u64, u64;
+}
+
+impl Elem for &'static str {
+    type Enc<'a> = &'a str;
+    type Mid<'a> = Cow<'a, str>;
+    type Last<'a> = &'a str;
+    fn put_mid(v: &str, out: &mut Vec<u8>) {
+        put_str_mid(out, v);
+    }
+    fn put_last(v: &str, out: &mut Vec<u8>) {
+        put_str_last(out, v);
+    }
+    fn mid<'a>(r: &mut Reader<'a>) -> Option<Cow<'a, str>> {
+        r.str_mid()
+    }
+    fn last<'a>(r: &mut Reader<'a>) -> Option<&'a str> {
+        r.str_last()
+    }
+}
+
 impl Key for &'static str {
     type Enc<'a> = &'a str;
     type Dec<'a> = &'a str;
@@ -166,185 +232,31 @@ impl Key for u64 {
     }
 }
 
-impl Key for (u32, u64) {
-    type Enc<'a> = (u32, u64);
-    type Dec<'a> = (u32, u64);
-    fn encode(k: (u32, u64), out: &mut Vec<u8>) {
-        put_u32(out, k.0);
-        put_u64(out, k.1);
-    }
-    fn decode(b: &[u8]) -> Option<(u32, u64)> {
-        let mut r = Reader { b };
-        let v = (r.u32()?, r.u64()?);
-        r.end(v)
-    }
+/// A tuple key: its elements in order, every one but the last as a middle element. The whole
+/// encoding must be read (a last string takes what is left).
+macro_rules! tuple_key {
+    ($(($($mid:ident $m:tt),*; $last:ident $l:tt);)*) => {$(
+        impl<$($mid: Elem,)* $last: Elem> Key for ($($mid,)* $last) {
+            type Enc<'a> = ($($mid::Enc<'a>,)* $last::Enc<'a>);
+            type Dec<'a> = ($($mid::Mid<'a>,)* $last::Last<'a>);
+            fn encode(k: Self::Enc<'_>, out: &mut Vec<u8>) {
+                $($mid::put_mid(k.$m, out);)*
+                $last::put_last(k.$l, out);
+            }
+            fn decode(b: &[u8]) -> Option<Self::Dec<'_>> {
+                let mut r = Reader { b };
+                let v = ($($mid::mid(&mut r)?,)* $last::last(&mut r)?);
+                r.end(v)
+            }
+        }
+    )*};
 }
 
-impl Key for (u32, u8, u64) {
-    type Enc<'a> = (u32, u8, u64);
-    type Dec<'a> = (u32, u8, u64);
-    fn encode(k: (u32, u8, u64), out: &mut Vec<u8>) {
-        put_u32(out, k.0);
-        put_u8(out, k.1);
-        put_u64(out, k.2);
-    }
-    fn decode(b: &[u8]) -> Option<(u32, u8, u64)> {
-        let mut r = Reader { b };
-        let v = (r.u32()?, r.u8()?, r.u64()?);
-        r.end(v)
-    }
-}
-
-impl Key for (u32, u64, u32) {
-    type Enc<'a> = (u32, u64, u32);
-    type Dec<'a> = (u32, u64, u32);
-    fn encode(k: (u32, u64, u32), out: &mut Vec<u8>) {
-        put_u32(out, k.0);
-        put_u64(out, k.1);
-        put_u32(out, k.2);
-    }
-    fn decode(b: &[u8]) -> Option<(u32, u64, u32)> {
-        let mut r = Reader { b };
-        let v = (r.u32()?, r.u64()?, r.u32()?);
-        r.end(v)
-    }
-}
-
-impl Key for (u32, &'static str) {
-    type Enc<'a> = (u32, &'a str);
-    type Dec<'a> = (u32, &'a str);
-    fn encode(k: (u32, &str), out: &mut Vec<u8>) {
-        put_u32(out, k.0);
-        put_str_last(out, k.1);
-    }
-    fn decode(b: &[u8]) -> Option<(u32, &str)> {
-        let mut r = Reader { b };
-        Some((r.u32()?, r.str_last()?))
-    }
-}
-
-impl Key for (&'static str, u64) {
-    type Enc<'a> = (&'a str, u64);
-    type Dec<'a> = (Cow<'a, str>, u64);
-    fn encode(k: (&str, u64), out: &mut Vec<u8>) {
-        put_str_mid(out, k.0);
-        put_u64(out, k.1);
-    }
-    fn decode(b: &[u8]) -> Option<(Cow<'_, str>, u64)> {
-        let mut r = Reader { b };
-        let v = (r.str_mid()?, r.u64()?);
-        r.end(v)
-    }
-}
-
-impl Key for (&'static str, &'static str) {
-    type Enc<'a> = (&'a str, &'a str);
-    type Dec<'a> = (Cow<'a, str>, &'a str);
-    fn encode(k: (&str, &str), out: &mut Vec<u8>) {
-        put_str_mid(out, k.0);
-        put_str_last(out, k.1);
-    }
-    fn decode(b: &[u8]) -> Option<(Cow<'_, str>, &str)> {
-        let mut r = Reader { b };
-        Some((r.str_mid()?, r.str_last()?))
-    }
-}
-
-impl Key for (&'static str, u8, &'static str) {
-    type Enc<'a> = (&'a str, u8, &'a str);
-    type Dec<'a> = (Cow<'a, str>, u8, &'a str);
-    fn encode(k: (&str, u8, &str), out: &mut Vec<u8>) {
-        put_str_mid(out, k.0);
-        put_u8(out, k.1);
-        put_str_last(out, k.2);
-    }
-    fn decode(b: &[u8]) -> Option<(Cow<'_, str>, u8, &str)> {
-        let mut r = Reader { b };
-        Some((r.str_mid()?, r.u8()?, r.str_last()?))
-    }
-}
-
-impl Key for (u32, &'static str, u64) {
-    type Enc<'a> = (u32, &'a str, u64);
-    type Dec<'a> = (u32, Cow<'a, str>, u64);
-    fn encode(k: (u32, &str, u64), out: &mut Vec<u8>) {
-        put_u32(out, k.0);
-        put_str_mid(out, k.1);
-        put_u64(out, k.2);
-    }
-    fn decode(b: &[u8]) -> Option<(u32, Cow<'_, str>, u64)> {
-        let mut r = Reader { b };
-        let (a, s, c) = (r.u32()?, r.str_mid()?, r.u64()?);
-        r.end((a, s, c))
-    }
-}
-
-impl Key for (&'static str, &'static str, &'static str) {
-    type Enc<'a> = (&'a str, &'a str, &'a str);
-    type Dec<'a> = (Cow<'a, str>, Cow<'a, str>, &'a str);
-    fn encode(k: (&str, &str, &str), out: &mut Vec<u8>) {
-        put_str_mid(out, k.0);
-        put_str_mid(out, k.1);
-        put_str_last(out, k.2);
-    }
-    fn decode(b: &[u8]) -> Option<(Cow<'_, str>, Cow<'_, str>, &str)> {
-        let mut r = Reader { b };
-        Some((r.str_mid()?, r.str_mid()?, r.str_last()?))
-    }
-}
-
-impl Key for (&'static str, &'static str, &'static str, &'static str) {
-    type Enc<'a> = (&'a str, &'a str, &'a str, &'a str);
-    type Dec<'a> = (Cow<'a, str>, Cow<'a, str>, Cow<'a, str>, &'a str);
-    fn encode(k: (&str, &str, &str, &str), out: &mut Vec<u8>) {
-        put_str_mid(out, k.0);
-        put_str_mid(out, k.1);
-        put_str_mid(out, k.2);
-        put_str_last(out, k.3);
-    }
-    fn decode(b: &[u8]) -> Option<Self::Dec<'_>> {
-        let mut r = Reader { b };
-        Some((r.str_mid()?, r.str_mid()?, r.str_mid()?, r.str_last()?))
-    }
-}
-
-impl Key for (&'static str, &'static str, &'static str, u64) {
-    type Enc<'a> = (&'a str, &'a str, &'a str, u64);
-    type Dec<'a> = (Cow<'a, str>, Cow<'a, str>, Cow<'a, str>, u64);
-    fn encode(k: (&str, &str, &str, u64), out: &mut Vec<u8>) {
-        put_str_mid(out, k.0);
-        put_str_mid(out, k.1);
-        put_str_mid(out, k.2);
-        put_u64(out, k.3);
-    }
-    fn decode(b: &[u8]) -> Option<Self::Dec<'_>> {
-        let mut r = Reader { b };
-        let v = (r.str_mid()?, r.str_mid()?, r.str_mid()?, r.u64()?);
-        r.end(v)
-    }
-}
-
-impl Key for (&'static str, &'static str, &'static str, &'static str, u64) {
-    type Enc<'a> = (&'a str, &'a str, &'a str, &'a str, u64);
-    type Dec<'a> = (Cow<'a, str>, Cow<'a, str>, Cow<'a, str>, Cow<'a, str>, u64);
-    fn encode(k: (&str, &str, &str, &str, u64), out: &mut Vec<u8>) {
-        put_str_mid(out, k.0);
-        put_str_mid(out, k.1);
-        put_str_mid(out, k.2);
-        put_str_mid(out, k.3);
-        put_u64(out, k.4);
-    }
-    fn decode(b: &[u8]) -> Option<Self::Dec<'_>> {
-        let mut r = Reader { b };
-        let v = (
-            r.str_mid()?,
-            r.str_mid()?,
-            r.str_mid()?,
-            r.str_mid()?,
-            r.u64()?,
-        );
-        r.end(v)
-    }
+tuple_key! {
+    (A 0; B 1);
+    (A 0, B 1; C 2);
+    (A 0, B 1, C 2; D 3);
+    (A 0, B 1, C 2, D 3; E 4);
 }
 
 thread_local! {
