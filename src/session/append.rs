@@ -5,11 +5,9 @@
 use std::ops::ControlFlow;
 
 use super::record::{
-    check_revision, compact_nth, range, session_scope, validate_new_session_id,
-    validate_session_id, IdemRecord, SessionAppended,
+    check_revision, compact_nth, range, validate_new_session_id, IdemRecord, SessionAppended,
 };
 use crate::error::{Error, Result};
-use crate::storage::access::Access;
 use crate::storage::chunk::{decode_chunk, put_chunks, Live, Packer, CHAIN_START};
 use crate::storage::codec::{decode, encode};
 use crate::storage::kv::Dir;
@@ -27,8 +25,7 @@ impl WriteTxn<'_> {
         key: Option<&str>,
         expected_revision: Option<u64>,
     ) -> Result<SessionAppended> {
-        validate_session_id(id)?;
-        self.require(Access::Write, &session_scope(id))?;
+        self.may_write_session(id)?;
         if let Some(k) = key {
             crate::domain::text::validate_key(k)?;
         }
@@ -101,8 +98,7 @@ impl WriteTxn<'_> {
         id: &str,
         expected_revision: Option<u64>,
     ) -> Result<Option<String>> {
-        validate_session_id(id)?;
-        self.require(Access::Write, &session_scope(id))?;
+        self.may_write_session(id)?;
         let existing = self.session_record(id)?;
         check_revision(existing.as_ref(), expected_revision)?;
         let Some(mut rec) = existing else {
@@ -145,8 +141,7 @@ impl WriteTxn<'_> {
     /// Removes every live item of the session (the archive stays; see
     /// [`WriteTxn::session_prune`]). Returns how many were removed.
     pub fn session_clear(&mut self, id: &str) -> Result<u64> {
-        validate_session_id(id)?;
-        self.require(Access::Write, &session_scope(id))?;
+        self.may_write_session(id)?;
         let Some(mut rec) = self.session_record(id)? else {
             return Ok(0);
         };
@@ -163,8 +158,7 @@ impl WriteTxn<'_> {
     /// Deletes the session wholly: its messages, archive and idempotency keys. Deleting a
     /// session that does not exist is not an error. Returns whether it existed.
     pub fn session_delete(&mut self, id: &str) -> Result<bool> {
-        validate_session_id(id)?;
-        self.require(Access::Write, &session_scope(id))?;
+        self.may_write_session(id)?;
         if !SESSIONS.delete(&mut *self.tx, id)? {
             return Ok(false);
         }
@@ -186,8 +180,7 @@ impl WriteTxn<'_> {
 
     /// Removes the session's archive. Returns how many archived messages were removed.
     pub fn session_prune(&mut self, id: &str) -> Result<u64> {
-        validate_session_id(id)?;
-        self.require(Access::Write, &session_scope(id))?;
+        self.may_write_session(id)?;
         let Some(mut rec) = self.session_record(id)? else {
             return Ok(0);
         };

@@ -33,6 +33,12 @@ impl WriteTxn<'_> {
             .max(u64::try_from(self.now).unwrap_or(0))
     }
 
+    /// Checks the session id, and that the caller may write the session.
+    pub(super) fn may_write_session(&self, id: &str) -> Result<()> {
+        validate_session_id(id)?;
+        self.require(Access::Write, &session_scope(id))
+    }
+
     pub(super) fn session_record(&self, id: &str) -> Result<Option<SessionRecord>> {
         read_record(&*self.tx, id)
     }
@@ -137,8 +143,7 @@ impl WriteTxn<'_> {
         messages: &[&str],
         expected_revision: Option<u64>,
     ) -> Result<SaveOutcome> {
-        validate_session_id(id)?;
-        self.require(Access::Write, &session_scope(id))?;
+        self.may_write_session(id)?;
         let existing = self.session_record(id)?;
         if existing.is_none() {
             validate_new_session_id(id)?;

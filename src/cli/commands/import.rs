@@ -59,12 +59,7 @@ pub fn import(cx: &mut Context<'_>, a: &ImportArgs) -> Result<u8, Error> {
         }
         writeln!(cx.out, ".")?;
     } else if let Some(f) = &a.jsonl {
-        let input = read_input(f)?;
-        let what = format!(
-            "importing {} lines (one transaction)",
-            input.lines().count()
-        );
-        let busy = Progress::start(cx.json, None, &what);
+        let (input, busy) = importing(cx.json, f)?;
         let r = cx.store.import_jsonl(&mut input.as_bytes())?;
         drop(busy);
         writeln!(
@@ -75,12 +70,7 @@ pub fn import(cx: &mut Context<'_>, a: &ImportArgs) -> Result<u8, Error> {
             plural(r.scopes as u64, "scope", "scopes")
         )?;
     } else if let Some(f) = &a.file {
-        let input = read_input(f)?;
-        let what = format!(
-            "importing {} lines (one transaction)",
-            input.lines().count()
-        );
-        let busy = Progress::start(cx.json, None, &what);
+        let (input, busy) = importing(cx.json, f)?;
         let n = cx.store.import_lines(cx.scope, &input)?;
         drop(busy);
         writeln!(
@@ -92,6 +82,17 @@ pub fn import(cx: &mut Context<'_>, a: &ImportArgs) -> Result<u8, Error> {
         )?;
     }
     Ok(0)
+}
+
+/// The input `f` names (a file, or - for stdin), with a progress line for importing its lines.
+fn importing(json: bool, f: &str) -> Result<(String, Progress), Error> {
+    let input = read_input(f)?;
+    let what = format!(
+        "importing {} lines (one transaction)",
+        input.lines().count()
+    );
+    let busy = Progress::start(json, None, &what);
+    Ok((input, busy))
 }
 
 /// Writes every scope, memory and summary as JSON Lines.
