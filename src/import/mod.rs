@@ -140,12 +140,7 @@ pub fn read_optmem(dir: &Path) -> Result<OptMemStore> {
             key: format!("record #{i} (byte {})", i * LOG_RECORD),
             reason: why.to_string(),
         };
-        let (body, nl) = rec.split_at(LOG_RECORD - 1);
-        if nl != b"\n" {
-            return Err(bad("does not end with a newline"));
-        }
-        let s = std::str::from_utf8(body).map_err(|_| bad("is not UTF-8"))?;
-        let s = s.trim_end_matches(' ');
+        let s = record_text(rec, bad)?;
         let rest = s
             .strip_prefix(&format!("#{i} "))
             .ok_or_else(|| bad(&format!("does not start with \"#{i} \"")))?;
@@ -190,12 +185,7 @@ pub fn read_optmem(dir: &Path) -> Result<OptMemStore> {
                     key: format!("{size} record {k} (block {lo}-{})", lo + size - 1),
                     reason: why.to_string(),
                 };
-                let (body, nl) = rec.split_at(TREE_RECORD - 1);
-                if nl != b"\n" {
-                    return Err(bad("does not end with a newline"));
-                }
-                let s = std::str::from_utf8(body).map_err(|_| bad("is not UTF-8"))?;
-                let s = s.trim_end_matches(' ');
+                let s = record_text(rec, bad)?;
                 if s.is_empty() {
                     continue;
                 }
@@ -212,6 +202,15 @@ pub fn read_optmem(dir: &Path) -> Result<OptMemStore> {
         summaries,
         torn_bytes,
     })
+}
+
+/// The text of one fixed-width OptMem record: UTF-8 padded with spaces, then a newline.
+fn record_text(rec: &[u8], bad: impl Fn(&str) -> Error) -> Result<&str> {
+    let Some((b'\n', body)) = rec.split_last() else {
+        return Err(bad("does not end with a newline"));
+    };
+    let s = std::str::from_utf8(body).map_err(|_| bad("is not UTF-8"))?;
+    Ok(s.trim_end_matches(' '))
 }
 
 impl WriteTxn<'_> {
