@@ -12,6 +12,9 @@ use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 /// prompt).
 pub struct AnyObject;
 
+/// A list of [`AnyObject`].
+pub type Objects = Vec<AnyObject>;
+
 impl JsonSchema for AnyObject {
     fn inline_schema() -> bool {
         true

@@ -7,6 +7,8 @@ use std::ops::ControlFlow;
 use serde::Serialize;
 
 use crate::domain::record::{Kind, Memory};
+#[cfg(feature = "schemars")]
+use crate::domain::schema::Objects;
 use crate::domain::text::{date_of, display_safe, printable_ascii};
 use crate::error::{Error, Result};
 use crate::memory::log::{decode_memory, decode_view, itoa_u64, memory_line};
@@ -65,10 +67,7 @@ impl RecallQuery {
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct Recall {
     /// The newest matches that fit the budget, oldest first.
-    #[cfg_attr(
-        feature = "schemars",
-        schemars(with = "Vec<crate::domain::schema::AnyObject>")
-    )]
+    #[cfg_attr(feature = "schemars", schemars(with = "Objects"))]
     pub matches: Vec<Memory>,
     /// How many memories matched in all (with [`RecallQuery::count_all`] off, how many the scan
     /// saw before it stopped).

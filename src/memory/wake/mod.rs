@@ -11,6 +11,8 @@ use serde::Serialize;
 
 use crate::domain::block::Block;
 use crate::domain::record::{Memory, Summary};
+#[cfg(feature = "schemars")]
+use crate::domain::schema::Objects;
 use crate::memory::hints::Hints;
 
 /// A part of wake output holds at most this many lines...
@@ -47,10 +49,7 @@ pub struct WakeView {
     /// Memories `[0, omitted)` left out to fit the budget (0: none).
     pub omitted: u64,
     /// The cover's lines, oldest first.
-    #[cfg_attr(
-        feature = "schemars",
-        schemars(with = "Vec<crate::domain::schema::AnyObject>")
-    )]
+    #[cfg_attr(feature = "schemars", schemars(with = "Objects"))]
     pub items: Vec<WakeItem>,
     /// Merges pending.
     pub pending: u64,
