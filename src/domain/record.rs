@@ -5,7 +5,6 @@
 use serde::{Deserialize, Serialize};
 
 use crate::domain::block::Block;
-use crate::error::Error;
 
 /// What kind of claim a memory makes. In JSON: the lower-case name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -51,6 +50,8 @@ pub enum Status {
     Retracted,
 }
 
+/// The lower-case names of an enum's values, declared once: `as_str`, `ALL`, `FromStr` (an
+/// unknown name is [`crate::Error::Invalid`] listing the known ones) and `Display`.
 macro_rules! names {
     ($t:ty, $what:literal, $($v:ident => $s:literal),*) => {
         impl $t {
@@ -62,11 +63,11 @@ macro_rules! names {
             pub const ALL: &'static [$t] = &[$(<$t>::$v),*];
         }
         impl std::str::FromStr for $t {
-            type Err = Error;
-            fn from_str(s: &str) -> Result<Self, Error> {
+            type Err = $crate::error::Error;
+            fn from_str(s: &str) -> Result<Self, $crate::error::Error> {
                 match s {
                     $($s => Ok(<$t>::$v),)*
-                    _ => Err(Error::invalid($what, format!(
+                    _ => Err($crate::error::Error::invalid($what, format!(
                         "{s:?} is not one of {}", [$($s),*].join(", ")))),
                 }
             }
@@ -78,6 +79,8 @@ macro_rules! names {
         }
     };
 }
+
+pub(crate) use names;
 
 names!(Kind, "kind", Statement => "statement", Observation => "observation",
     Inference => "inference", Decision => "decision", Task => "task");

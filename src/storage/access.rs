@@ -45,28 +45,7 @@ impl Access {
     }
 }
 
-impl std::str::FromStr for Access {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Access> {
-        match s {
-            "read" => Ok(Access::Read),
-            "write" => Ok(Access::Write),
-            _ => Err(Error::invalid(
-                "access",
-                format!("{s:?} is not read or write"),
-            )),
-        }
-    }
-}
-
-impl std::fmt::Display for Access {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Access::Read => "read",
-            Access::Write => "write",
-        })
-    }
-}
+crate::domain::record::names!(Access, "access", Read => "read", Write => "write");
 
 /// Checks a principal id: 1 to 128 bytes, no control characters or spaces.
 pub fn validate_principal(p: &str) -> Result<()> {

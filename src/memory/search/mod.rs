@@ -31,21 +31,8 @@ pub enum SearchMode {
     Vector,
 }
 
-impl std::str::FromStr for SearchMode {
-    type Err = Error;
-    /// `lexical`, `hybrid` or `vector`.
-    fn from_str(s: &str) -> Result<SearchMode> {
-        match s {
-            "lexical" => Ok(SearchMode::Lexical),
-            "hybrid" => Ok(SearchMode::Hybrid),
-            "vector" => Ok(SearchMode::Vector),
-            _ => Err(Error::invalid(
-                "mode",
-                format!("{s:?}: lexical, hybrid or vector"),
-            )),
-        }
-    }
-}
+crate::domain::record::names!(SearchMode, "mode", Lexical => "lexical", Hybrid => "hybrid",
+    Vector => "vector");
 
 /// Ranking parameters. The defaults are the recipe measured on LoCoMo
 /// ([`crate::domain::rank`]); setting them is for benchmarks that choose them by
