@@ -73,9 +73,7 @@ impl WriteTxn<'_> {
             };
             self.push_messages(id, &mut rec, tail, &new)?;
         }
-        rec.revision = self.next_revision(rec.revision);
-        rec.updated_us = self.now;
-        self.put_session(id, &rec)?;
+        self.put_changed(id, &mut rec)?;
         let outcome = SessionAppended {
             revision: rec.revision,
             first_index,
@@ -132,9 +130,7 @@ impl WriteTxn<'_> {
         put_chunks(&mut *self.tx, id, &packer.finish())?;
         rec.count = rec.count.saturating_sub(1);
         rec.bytes = rec.bytes.saturating_sub(popped.text.len() as u64);
-        rec.revision = self.next_revision(rec.revision);
-        rec.updated_us = self.now;
-        self.put_session(id, &rec)?;
+        self.put_changed(id, &mut rec)?;
         Ok(Some(popped.text))
     }
 
@@ -149,9 +145,7 @@ impl WriteTxn<'_> {
         SESSION_CHUNKS.delete_range(&mut *self.tx, range(id))?;
         rec.count = 0;
         rec.bytes = 0;
-        rec.revision = self.next_revision(rec.revision);
-        rec.updated_us = self.now;
-        self.put_session(id, &rec)?;
+        self.put_changed(id, &mut rec)?;
         Ok(n)
     }
 
@@ -191,9 +185,7 @@ impl WriteTxn<'_> {
         SESSION_ARCHIVE.delete_range(&mut *self.tx, range(id))?;
         rec.archived = 0;
         rec.archived_bytes = 0;
-        rec.revision = self.next_revision(rec.revision);
-        rec.updated_us = self.now;
-        self.put_session(id, &rec)?;
+        self.put_changed(id, &mut rec)?;
         Ok(n)
     }
 }

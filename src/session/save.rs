@@ -33,6 +33,13 @@ impl WriteTxn<'_> {
             .max(u64::try_from(self.now).unwrap_or(0))
     }
 
+    /// Stores the session's record after a change: a new revision, updated now.
+    pub(super) fn put_changed(&mut self, id: &str, rec: &mut SessionRecord) -> Result<()> {
+        rec.revision = self.next_revision(rec.revision);
+        rec.updated_us = self.now;
+        self.put_session(id, rec)
+    }
+
     /// Checks the session id, and that the caller may write the session.
     pub(super) fn may_write_session(&self, id: &str) -> Result<()> {
         validate_session_id(id)?;
@@ -183,9 +190,7 @@ impl WriteTxn<'_> {
         archived: usize,
     ) -> Result<SaveOutcome> {
         self.enforce_retention(id, rec)?;
-        rec.revision = self.next_revision(rec.revision);
-        rec.updated_us = self.now;
-        self.put_session(id, rec)?;
+        self.put_changed(id, rec)?;
         Ok(SaveOutcome {
             revision: rec.revision,
             kept: kept as u64,
