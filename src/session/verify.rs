@@ -11,6 +11,7 @@ use crate::storage::chunk::{
     chain_next, decode_chunk, decode_hash, CHAIN_START, CHUNK_MAX_ENTRIES,
 };
 use crate::storage::codec::decode;
+use crate::storage::keys::{Elem, Table};
 use crate::storage::kv::KvRead;
 use crate::storage::tables::{
     stored_format, CHUNK_FORMAT, SESSIONS, SESSION_ARCHIVE, SESSION_CHUNKS, SESSION_HASHES,
@@ -33,6 +34,38 @@ struct Seen {
 type Records = BTreeMap<String, SessionRecord>;
 type Tally = BTreeMap<String, Seen>;
 
+/// What the checks of the session tables share: the session records (read first), what each
+/// session's rows add up to so far, and where problems go.
+struct Check<'a> {
+    records: Records,
+    seen: Tally,
+    problem: &'a mut dyn FnMut(String),
+}
+
+impl Check<'_> {
+    /// Visits the rows of `t` (keyed by session id first) whose session has a record; of every
+    /// other row, tells that it (`what`, then its key) belongs to no session.
+    fn each_owned<X: Elem>(
+        &mut self,
+        kv: &(impl KvRead + ?Sized),
+        t: Table<(&'static str, X)>,
+        what: &str,
+        mut f: impl FnMut(&mut Self, &str, X::Last<'_>, &[u8]) -> Result<()>,
+    ) -> Result<()>
+    where
+        for<'k> X::Last<'k>: std::fmt::Debug,
+    {
+        t.each(kv, .., |(id, k), v| {
+            let id = id.as_ref();
+            if !self.records.contains_key(id) {
+                (self.problem)(format!("{what} ({id:?}, {k:?}) belongs to no session"));
+                return Ok(());
+            }
+            f(self, id, k, v)
+        })
+    }
+}
+
 /// Checks the session tables for `verify`: every value decodes, every live message has the
 /// hash of its text, every row belongs to a session, and each session's counters match its rows.
 pub(crate) fn verify_sessions(
@@ -52,40 +85,38 @@ pub(crate) fn verify_sessions(
         Ok(())
     })?;
     *checked = records.len() as u64;
-    let mut seen: Tally = BTreeMap::new();
+    let mut c = Check {
+        records,
+        seen: BTreeMap::new(),
+        problem,
+    };
     // A damaged format value is the store's checks' to report; the chunks are then checked.
     if stored_format(kv).ok().flatten().unwrap_or(CHUNK_FORMAT) < CHUNK_FORMAT {
-        verify_rows(kv, &records, &mut seen, problem)?;
+        verify_rows(kv, &mut c)?;
     } else {
-        verify_chunks(kv, &records, &mut seen, problem)?;
+        verify_chunks(kv, &mut c)?;
     }
-    SESSION_ARCHIVE.each(kv, .., |(id, seq), v| {
-        let id = id.as_ref();
-        if !records.contains_key(id) {
-            problem(format!(
-                "archived message ({id:?}, {seq}) belongs to no session"
-            ));
-            return Ok(());
-        }
-        let s = seen.entry(id.to_string()).or_default();
+    c.each_owned(kv, SESSION_ARCHIVE, "archived message", |c, id, seq, v| {
+        let s = c.seen.entry(id.to_string()).or_default();
         s.archived += 1;
         s.max_archive = Some(seq);
         if let Err(e) = decode::<Archived>("session_archive", &SKey(id, seq), v) {
-            problem(e.to_string());
+            (c.problem)(e.to_string());
         }
         Ok(())
     })?;
-    SESSION_IDEMPOTENCY.each(kv, .., |(id, key), v| {
-        let id = id.as_ref();
-        if !records.contains_key(id) {
-            problem(format!(
-                "session idempotency key ({id:?}, {key:?}) belongs to no session"
-            ));
-        } else if let Err(e) = decode::<IdemRecord>("session_idempotency", &key, v) {
-            problem(e.to_string());
+    let what = "session idempotency key";
+    c.each_owned(kv, SESSION_IDEMPOTENCY, what, |c, _, key, v| {
+        if let Err(e) = decode::<IdemRecord>("session_idempotency", &key, v) {
+            (c.problem)(e.to_string());
         }
         Ok(())
     })?;
+    let Check {
+        records,
+        mut seen,
+        problem,
+    } = c;
     for (id, rec) in &records {
         let s = seen.remove(id).unwrap_or_default();
         if s.count != rec.count || s.bytes != rec.bytes {
@@ -113,20 +144,9 @@ pub(crate) fn verify_sessions(
 
 /// The live messages of format 2: one row per message in `session_messages`, its hash beside it
 /// in `session_hashes`.
-fn verify_rows(
-    kv: &(impl KvRead + ?Sized),
-    records: &Records,
-    seen: &mut Tally,
-    problem: &mut dyn FnMut(String),
-) -> Result<()> {
-    SESSION_MESSAGES.each(kv, .., |(id, seq), v| {
-        let id = id.as_ref();
-        if !records.contains_key(id) {
-            problem(format!(
-                "session message ({id:?}, {seq}) belongs to no session"
-            ));
-            return Ok(());
-        }
+fn verify_rows(kv: &(impl KvRead + ?Sized), c: &mut Check<'_>) -> Result<()> {
+    c.each_owned(kv, SESSION_MESSAGES, "session message", |c, id, seq, v| {
+        let Check { seen, problem, .. } = c;
         let s = seen.entry(id.to_string()).or_default();
         s.count += 1;
         s.max_seq = Some(seq);
@@ -150,7 +170,7 @@ fn verify_rows(
     })?;
     SESSION_HASHES.each(kv, .., |(id, seq), _| {
         if !SESSION_MESSAGES.contains(kv, (&id, seq))? {
-            problem(format!("session hash ({id:?}, {seq}) has no message"));
+            (c.problem)(format!("session hash ({id:?}, {seq}) has no message"));
         }
         Ok(())
     })?;
@@ -160,20 +180,9 @@ fn verify_rows(
 /// The live messages of format 3: every chunk decodes, holds 1 to 64 messages whose hashes
 /// match their texts and whose sequence numbers increase across the session, and carries the
 /// chain recomputed from the session's first message; no format-2 row is left.
-fn verify_chunks(
-    kv: &(impl KvRead + ?Sized),
-    records: &Records,
-    seen: &mut Tally,
-    problem: &mut dyn FnMut(String),
-) -> Result<()> {
-    SESSION_CHUNKS.each(kv, .., |(id, key), v| {
-        let id = id.as_ref();
-        if !records.contains_key(id) {
-            problem(format!(
-                "session chunk ({id:?}, {key}) belongs to no session"
-            ));
-            return Ok(());
-        }
+fn verify_chunks(kv: &(impl KvRead + ?Sized), c: &mut Check<'_>) -> Result<()> {
+    c.each_owned(kv, SESSION_CHUNKS, "session chunk", |c, id, key, v| {
+        let Check { seen, problem, .. } = c;
         let s = seen.entry(id.to_string()).or_insert_with(|| Seen {
             chain: Some(CHAIN_START),
             ..Seen::default()
@@ -228,7 +237,7 @@ fn verify_chunks(
             Ok(())
         })?;
         if left > 0 {
-            problem(format!(
+            (c.problem)(format!(
                 "{name} holds {left} rows in a format-3 store (they move to session_chunks)"
             ));
         }
