@@ -56,6 +56,7 @@ mod session {
     mod golden_format2;
     mod golden_format3;
     mod model;
+    mod verify;
 }
 
 mod trust {
