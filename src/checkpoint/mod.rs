@@ -271,46 +271,16 @@ impl fmt::Display for VKey<'_> {
     }
 }
 
-impl crate::storage::store::Store {
+crate::storage::store::store_calls! {
     /// [`crate::WriteTxn::checkpoint_put`] in its own transaction.
-    pub fn checkpoint_put(&self, c: &NewCheckpoint) -> Result<()> {
-        self.write(|tx| tx.checkpoint_put(c))
-    }
-
+    write fn checkpoint_put(c: &NewCheckpoint) -> ();
     /// [`crate::WriteTxn::checkpoint_put_writes`] in its own transaction.
-    pub fn checkpoint_put_writes(
-        &self,
-        thread: &str,
-        ns: &str,
-        id: &str,
-        writes: &[PendingWrite],
-    ) -> Result<()> {
-        self.write(|tx| tx.checkpoint_put_writes(thread, ns, id, writes))
-    }
-
+    write fn checkpoint_put_writes(thread: &str, ns: &str, id: &str, writes: &[PendingWrite]) -> ();
     /// [`crate::ReadTxn::checkpoint_get`] over one snapshot.
-    pub fn checkpoint_get(
-        &self,
-        thread: &str,
-        ns: &str,
-        id: Option<&str>,
-    ) -> Result<Option<CheckpointEntry>> {
-        self.read(|r| r.checkpoint_get(thread, ns, id))
-    }
-
+    read fn checkpoint_get(thread: &str, ns: &str, id: Option<&str>) -> Option<CheckpointEntry>;
     /// [`crate::ReadTxn::checkpoint_delta_history`] over one snapshot.
-    pub fn checkpoint_delta_history(
-        &self,
-        thread: &str,
-        ns: &str,
-        id: Option<&str>,
-        channels: &[String],
-    ) -> Result<Vec<DeltaHistory>> {
-        self.read(|r| r.checkpoint_delta_history(thread, ns, id, channels))
-    }
-
+    read fn checkpoint_delta_history(thread: &str, ns: &str, id: Option<&str>, channels: &[String])
+        -> Vec<DeltaHistory>;
     /// [`crate::ReadTxn::checkpoint_list`] over one snapshot.
-    pub fn checkpoint_list(&self, q: &ListQuery) -> Result<Vec<CheckpointEntry>> {
-        self.read(|r| r.checkpoint_list(q))
-    }
+    read fn checkpoint_list(q: &ListQuery) -> Vec<CheckpointEntry>;
 }

@@ -1,6 +1,6 @@
 //! The session calls on [`Store`]: each one transaction (a grouped commit for save and append,
-//! an audited read for the message reads) around the [`crate::ReadTxn`] or [`crate::WriteTxn`] method of the
-//! same name.
+//! an audited read for the message reads, a plain one for the rest, declared in one line each)
+//! around the [`crate::ReadTxn`] or [`crate::WriteTxn`] method of the same name.
 
 use super::record::{
     session_scope, Archived, Packed, SaveOutcome, SessionAppended, SessionInfo, SessionItems,
@@ -55,22 +55,6 @@ impl Store {
             tx.session_append(&id, &refs, key.as_deref(), expected_revision)
         })
     }
-    /// Removes and returns the newest item; see [`WriteTxn::session_pop`].
-    pub fn session_pop(&self, id: &str, expected_revision: Option<u64>) -> Result<Option<String>> {
-        self.write(|tx| tx.session_pop(id, expected_revision))
-    }
-    /// Removes every live item; see [`WriteTxn::session_clear`].
-    pub fn session_clear(&self, id: &str) -> Result<u64> {
-        self.write(|tx| tx.session_clear(id))
-    }
-    /// Deletes a session; see [`WriteTxn::session_delete`].
-    pub fn session_delete(&self, id: &str) -> Result<bool> {
-        self.write(|tx| tx.session_delete(id))
-    }
-    /// Removes a session's archive; see [`WriteTxn::session_prune`].
-    pub fn session_prune(&self, id: &str) -> Result<u64> {
-        self.write(|tx| tx.session_prune(id))
-    }
     /// Loads a session; see [`ReadTxn::session_load`].
     pub fn session_load(&self, id: &str) -> Result<Option<Vec<String>>> {
         self.audited_as(
@@ -118,29 +102,26 @@ impl Store {
             },
         )
     }
+}
+
+crate::storage::store::store_calls! {
+    /// Removes and returns the newest item; see [`WriteTxn::session_pop`].
+    write fn session_pop(id: &str, expected_revision: Option<u64>) -> Option<String>;
+    /// Removes every live item; see [`WriteTxn::session_clear`].
+    write fn session_clear(id: &str) -> u64;
+    /// Deletes a session; see [`WriteTxn::session_delete`].
+    write fn session_delete(id: &str) -> bool;
+    /// Removes a session's archive; see [`WriteTxn::session_prune`].
+    write fn session_prune(id: &str) -> u64;
     /// A session's metadata; see [`ReadTxn::session_info`].
-    pub fn session_info(&self, id: &str) -> Result<Option<SessionInfo>> {
-        self.read(|r| r.session_info(id))
-    }
+    read fn session_info(id: &str) -> Option<SessionInfo>;
     /// Lists sessions; see [`ReadTxn::session_list`].
-    pub fn session_list(
-        &self,
-        prefix: &str,
-        after: Option<&str>,
-        limit: Option<usize>,
-    ) -> Result<Vec<SessionInfo>> {
-        self.read(|r| r.session_list(prefix, after, limit))
-    }
+    read fn session_list(prefix: &str, after: Option<&str>, limit: Option<usize>)
+        -> Vec<SessionInfo>;
     /// Every session id, sorted.
-    pub fn session_ids(&self) -> Result<Vec<String>> {
-        self.read(|r| r.session_ids())
-    }
+    read fn session_ids() -> Vec<String>;
     /// The archive of a session; see [`ReadTxn::session_archived`].
-    pub fn session_archived(&self, id: &str) -> Result<Vec<Archived>> {
-        self.read(|r| r.session_archived(id))
-    }
+    read fn session_archived(id: &str) -> Vec<Archived>;
     /// The newest `limit` archived messages; see [`ReadTxn::session_archived_newest`].
-    pub fn session_archived_newest(&self, id: &str, limit: usize) -> Result<Vec<Archived>> {
-        self.read(|r| r.session_archived_newest(id, limit))
-    }
+    read fn session_archived_newest(id: &str, limit: usize) -> Vec<Archived>;
 }

@@ -422,3 +422,18 @@ impl Store {
         out
     }
 }
+
+/// [`Store`] methods that each run the [`ReadTxn`] method of the same name over one snapshot
+/// (`read fn`) or the [`WriteTxn`] method of the same name in a transaction of its own
+/// (`write fn`), each declared in one line beside the others of its concept.
+macro_rules! store_calls {
+    ($($(#[$m:meta])* $how:ident fn $name:ident($($a:ident: $t:ty),* $(,)?) -> $r:ty;)*) => {
+        impl $crate::storage::store::Store {$(
+            $(#[$m])*
+            pub fn $name(&self, $($a: $t),*) -> $crate::error::Result<$r> {
+                self.$how(|tx| tx.$name($($a),*))
+            }
+        )*}
+    };
+}
+pub(crate) use store_calls;
