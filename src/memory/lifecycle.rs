@@ -370,10 +370,6 @@ impl ReadTxn<'_> {
 }
 
 impl Store {
-    /// Records a decision; see [`WriteTxn::decide`].
-    pub fn decide(&self, scope: &str, id: u64, d: Decision, why: Option<&str>) -> Result<()> {
-        self.write(|tx| tx.decide(scope, id, d, why))
-    }
     /// Redacts a memory ([`WriteTxn::redact`]), then scrubs what the store's freed space still
     /// holds of its text ([`Store::scrub`]). Redacting a memory already redacted scrubs again.
     pub fn redact(&self, scope: &str, id: u64, reason: &str) -> Result<()> {
@@ -397,4 +393,9 @@ impl Store {
             |_| vec![format!("#{id}")],
         )
     }
+}
+
+crate::storage::store::store_calls! {
+    /// Records a decision; see [`WriteTxn::decide`].
+    write fn decide(scope: &str, id: u64, d: Decision, why: Option<&str>) -> ();
 }

@@ -9,7 +9,6 @@ use crate::domain::text::{date_of, display_safe};
 use crate::error::{Error, Result};
 use crate::storage::codec::decode;
 use crate::storage::kv::KvRead;
-use crate::storage::store::Store;
 use crate::storage::tables::LOG;
 use crate::storage::txn::{ReadTxn, WriteTxn};
 
@@ -164,16 +163,11 @@ impl ReadTxn<'_> {
     }
 }
 
-impl Store {
+crate::storage::store::store_calls! {
     /// Number of memories in `scope`.
-    pub fn count(&self, scope: &str) -> Result<u64> {
-        self.read(|r| r.count(scope))
-    }
-
+    read fn count(scope: &str) -> u64;
     /// Reads one memory.
-    pub fn memory(&self, scope: &str, id: u64) -> Result<Memory> {
-        self.read(|r| r.memory(scope, id))
-    }
+    read fn memory(scope: &str, id: u64) -> Memory;
 }
 
 #[cfg(test)]

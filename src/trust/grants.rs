@@ -6,7 +6,6 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::storage::access::{validate_principal, Access};
 use crate::storage::codec::{decode, encode};
-use crate::storage::store::Store;
 use crate::storage::tables::GRANTS;
 use crate::storage::txn::{ReadTxn, WriteTxn};
 
@@ -96,17 +95,11 @@ fn validate_pattern(scope: &str) -> Result<()> {
     crate::domain::text::validate_scope(scope)
 }
 
-impl Store {
+crate::storage::store::store_calls! {
     /// Gives `principal` `access` to `scope`; see [`WriteTxn::grant`].
-    pub fn grant(&self, principal: &str, access: Access, scope: &str) -> Result<()> {
-        self.write(|tx| tx.grant(principal, access, scope))
-    }
+    write fn grant(principal: &str, access: Access, scope: &str) -> ();
     /// Removes a grant; see [`WriteTxn::revoke`].
-    pub fn revoke(&self, principal: &str, access: Access, scope: &str) -> Result<bool> {
-        self.write(|tx| tx.revoke(principal, access, scope))
-    }
+    write fn revoke(principal: &str, access: Access, scope: &str) -> bool;
     /// Every grant (admin only).
-    pub fn grants(&self) -> Result<Vec<Grant>> {
-        self.read(|r| r.grants())
-    }
+    read fn grants() -> Vec<Grant>;
 }

@@ -16,7 +16,6 @@ use crate::error::{Error, Result};
 use crate::storage::access::Access;
 use crate::storage::codec::{decode, encode};
 use crate::storage::kv::KvRead;
-use crate::storage::store::Store;
 use crate::storage::tables::POLICIES;
 use crate::storage::txn::{ReadTxn, WriteTxn};
 
@@ -424,13 +423,9 @@ impl WriteTxn<'_> {
     }
 }
 
-impl Store {
+crate::storage::store::store_calls! {
     /// The policy of `scope`.
-    pub fn policy(&self, scope: &str) -> Result<Policy> {
-        self.read(|r| r.policy(scope))
-    }
+    read fn policy(scope: &str) -> Policy;
     /// Sets the policy of `scope` (admin only).
-    pub fn set_policy(&self, scope: &str, p: &Policy) -> Result<()> {
-        self.write(|tx| tx.set_policy(scope, p))
-    }
+    write fn set_policy(scope: &str, p: &Policy) -> ();
 }

@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::storage::access::validate_principal;
 use crate::storage::codec::{decode, encode};
-use crate::storage::store::Store;
 use crate::storage::tables::TOKENS;
 use crate::storage::txn::{ReadTxn, WriteTxn};
 
@@ -131,21 +130,13 @@ impl WriteTxn<'_> {
     }
 }
 
-impl Store {
+crate::storage::store::store_calls! {
     /// Stores a token's hash for `principal`; see [`WriteTxn::token_add`].
-    pub fn token_add(&self, hash: &str, principal: &str) -> Result<TokenInfo> {
-        self.write(|tx| tx.token_add(hash, principal))
-    }
+    write fn token_add(hash: &str, principal: &str) -> TokenInfo;
     /// Removes tokens by id; see [`WriteTxn::token_revoke`].
-    pub fn token_revoke(&self, id: &str) -> Result<u64> {
-        self.write(|tx| tx.token_revoke(id))
-    }
+    write fn token_revoke(id: &str) -> u64;
     /// Every token (admin only).
-    pub fn tokens(&self) -> Result<Vec<TokenInfo>> {
-        self.read(|r| r.tokens())
-    }
+    read fn tokens() -> Vec<TokenInfo>;
     /// The principal of a token's hash; see [`ReadTxn::token_principal`].
-    pub fn token_principal(&self, hash: &str) -> Result<Option<String>> {
-        self.read(|r| r.token_principal(hash))
-    }
+    read fn token_principal(hash: &str) -> Option<String>;
 }

@@ -241,17 +241,6 @@ impl WriteTxn<'_> {
 }
 
 impl Store {
-    /// Answers the next merge; see [`WriteTxn::nap`].
-    pub fn nap(&self, scope: &str, b: Block, text: &str) -> Result<NapOutcome> {
-        self.write(|tx| tx.nap(scope, b, text))
-    }
-
-    /// Stores a summary and reports the next merge, in one commit; see
-    /// [`WriteTxn::nap_report`].
-    pub fn nap_report(&self, scope: &str, b: Block, text: &str) -> Result<Napped> {
-        self.write(|tx| tx.nap_report(scope, b, text))
-    }
-
     /// Applies a batch of merges atomically; see [`WriteTxn::nap_many`].
     pub fn nap_many(
         &self,
@@ -260,9 +249,14 @@ impl Store {
     ) -> Result<Vec<(Block, NapOutcome)>> {
         self.write(|tx| tx.nap_many(scope, entries.clone()))
     }
+}
 
+crate::storage::store::store_calls! {
+    /// Answers the next merge; see [`WriteTxn::nap`].
+    write fn nap(scope: &str, b: Block, text: &str) -> NapOutcome;
+    /// Stores a summary and reports the next merge, in one commit; see
+    /// [`WriteTxn::nap_report`].
+    write fn nap_report(scope: &str, b: Block, text: &str) -> Napped;
     /// Drops a summary and its ancestors; see [`WriteTxn::forget`].
-    pub fn forget(&self, scope: &str, b: Block) -> Result<Vec<Block>> {
-        self.write(|tx| tx.forget(scope, b))
-    }
+    write fn forget(scope: &str, b: Block) -> Vec<Block>;
 }

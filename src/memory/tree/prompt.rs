@@ -15,7 +15,6 @@ use crate::memory::summary::{
 };
 use crate::storage::config::Config;
 use crate::storage::kv::{Dir, KvRead};
-use crate::storage::store::Store;
 use crate::storage::tables::{LOG, PENDING, STALE};
 use crate::storage::txn::ReadTxn;
 
@@ -249,14 +248,9 @@ impl ReadTxn<'_> {
     }
 }
 
-impl Store {
+crate::storage::store::store_calls! {
     /// Pending blocks, in order.
-    pub fn pending(&self, scope: &str, limit: Option<usize>) -> Result<Vec<Block>> {
-        self.read(|r| r.pending(scope, limit))
-    }
-
+    read fn pending(scope: &str, limit: Option<usize>) -> Vec<Block>;
     /// The next merge prompt, if any.
-    pub fn next_prompt(&self, scope: &str) -> Result<Option<MergePrompt>> {
-        self.read(|r| r.next_prompt(scope))
-    }
+    read fn next_prompt(scope: &str) -> Option<MergePrompt>;
 }

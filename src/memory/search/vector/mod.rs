@@ -19,7 +19,6 @@ use crate::error::{Error, Result};
 use crate::storage::codec::{decode, encode};
 use crate::storage::embeddings::{any_at_or_above, count_rewrite};
 use crate::storage::kv::KvRead;
-use crate::storage::store::Store;
 use crate::storage::tables::VECTORS;
 use crate::storage::txn::WriteTxn;
 
@@ -151,9 +150,7 @@ impl WriteTxn<'_> {
     }
 }
 
-impl Store {
+crate::storage::store::store_calls! {
     /// Stores the embedding of memory `id` of `scope`; see [`WriteTxn::set_vector`].
-    pub fn set_vector(&self, scope: &str, id: u64, v: &[f32]) -> Result<()> {
-        self.write(|tx| tx.set_vector(scope, id, v))
-    }
+    write fn set_vector(scope: &str, id: u64, v: &[f32]) -> ();
 }
