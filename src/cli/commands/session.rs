@@ -137,18 +137,16 @@ fn pop(cx: &mut Context<'_>, a: &IdArgs) -> Result<u8, Error> {
 /// Removes every item; the archive stays.
 fn clear(cx: &mut Context<'_>, a: &IdArgs) -> Result<u8, Error> {
     let n = cx.store.session_clear(&a.id)?;
-    writeln!(cx.out, "Cleared {n} items.")?;
-    Ok(0)
+    said(cx, format_args!("Cleared {n} items."))
 }
 
 /// Deletes the session, its archive included.
 fn delete(cx: &mut Context<'_>, a: &IdArgs) -> Result<u8, Error> {
-    if cx.store.session_delete(&a.id)? {
-        writeln!(cx.out, "Deleted session.")?;
-    } else {
-        writeln!(cx.out, "No such session; nothing to delete.")?;
-    }
-    Ok(0)
+    let line = match cx.store.session_delete(&a.id)? {
+        true => "Deleted session.",
+        false => "No such session; nothing to delete.",
+    };
+    said(cx, format_args!("{line}"))
 }
 
 /// Prints the archive (the messages saves have dropped), oldest first, as JSON (`--json` or
@@ -163,7 +161,12 @@ fn history(cx: &mut Context<'_>, a: &IdArgs) -> Result<u8, Error> {
 /// Deletes the session's archive.
 fn prune(cx: &mut Context<'_>, a: &IdArgs) -> Result<u8, Error> {
     let n = cx.store.session_prune(&a.id)?;
-    writeln!(cx.out, "Pruned {n} archived messages.")?;
+    said(cx, format_args!("Pruned {n} archived messages."))
+}
+
+/// Prints `line` and a newline; exit code 0.
+fn said(cx: &mut Context<'_>, line: std::fmt::Arguments<'_>) -> Result<u8, Error> {
+    writeln!(cx.out, "{line}")?;
     Ok(0)
 }
 
