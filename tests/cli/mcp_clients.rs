@@ -4,7 +4,8 @@
 //! TypeScript SDK's client and the Inspector hid the message behind a schema error); and the
 //! protocol errors of the 2025-11-25 specification: an unknown tool and a `tools/call` without
 //! `name` are -32602, a bogus cursor -32602, a line that is not JSON -32700 with id null, a
-//! batch -32600 with id null, and over HTTP both of the latter are 400 with a JSON-RPC body.
+//! batch -32600 with id null, and over HTTP both of the latter are 400 with a JSON-RPC body;
+//! and every tool refuses an argument its schema does not name (a misspelt one is never dropped).
 
 use serde_json::{json, Value};
 
@@ -524,4 +525,45 @@ fn what_each_tool_returns_conforms_to_its_declared_output_schema() {
     let typed = schema_of("pending");
     assert_eq!(typed["properties"]["result"]["type"], "array", "{typed}");
     assert_eq!(typed["properties"]["result"]["items"]["type"], "string");
+}
+
+#[test]
+fn every_tool_refuses_an_argument_its_schema_does_not_name() {
+    // A misspelt argument (`limt`) must fail the call, never be dropped: each input schema says
+    // `additionalProperties: false`, and the server holds to it. Tools whose every argument is
+    // optional would otherwise run as if it had not been given.
+    let e = Env::init();
+    e.ok(&["note", "deploy staging on friday"]);
+    let mut s = StdioServer::start(&e, &[], &["--tools", "all"]);
+    let tools = s.request("tools/list", json!({}));
+    let list = tools["result"]["tools"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(list.len() > 20, "{tools}");
+    for tool in &list {
+        let name = tool["name"].as_str().unwrap_or_default();
+        let schema = &tool["inputSchema"];
+        assert_eq!(schema["additionalProperties"], false, "{name}: {schema}");
+        let r = s.call(name, json!({"bogus_argument": 1}));
+        assert_eq!(error_class(&r), "invalid", "{name}: {r}");
+        let required = schema["required"].as_array().map_or(0, Vec::len);
+        if required == 0 {
+            let text = r["content"][0]["text"].as_str().unwrap_or_default();
+            assert!(text.contains("bogus_argument"), "{name}: {r}");
+        }
+    }
+    // With their required arguments given, the unknown one is named too.
+    for (tool, args) in [
+        ("recall", json!({"pattern": "deploy", "bogus_argument": 1})),
+        ("search", json!({"query": "deploy", "bogus_argument": 1})),
+        ("note", json!({"text": "x", "bogus_argument": 1})),
+    ] {
+        let r = s.call(tool, args);
+        let text = r["content"][0]["text"].as_str().unwrap_or_default();
+        assert!(
+            text.contains("unknown field `bogus_argument`"),
+            "{tool}: {r}"
+        );
+    }
 }
