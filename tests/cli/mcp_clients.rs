@@ -457,11 +457,7 @@ fn what_each_tool_returns_conforms_to_its_declared_output_schema() {
         e.ok(&["note", &format!("memory {n}")]);
     }
     let mut s = StdioServer::start(&e, &[], &["--tools", "all"]);
-    let tools = s.request("tools/list", json!({}));
-    let list = tools["result"]["tools"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let list = all_tools(&mut s);
     let schema_of = |name: &str| {
         list.iter()
             .find(|t| t["name"] == name)
@@ -527,6 +523,17 @@ fn what_each_tool_returns_conforms_to_its_declared_output_schema() {
     assert_eq!(typed["properties"]["result"]["items"]["type"], "string");
 }
 
+/// Every tool the server lists (`--tools all`: more than 20).
+fn all_tools(s: &mut StdioServer) -> Vec<Value> {
+    let tools = s.request("tools/list", json!({}));
+    let list = tools["result"]["tools"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(list.len() > 20, "{tools}");
+    list
+}
+
 #[test]
 fn every_tool_refuses_an_argument_its_schema_does_not_name() {
     // A misspelt argument (`limt`) must fail the call, never be dropped: each input schema says
@@ -535,13 +542,7 @@ fn every_tool_refuses_an_argument_its_schema_does_not_name() {
     let e = Env::init();
     e.ok(&["note", "deploy staging on friday"]);
     let mut s = StdioServer::start(&e, &[], &["--tools", "all"]);
-    let tools = s.request("tools/list", json!({}));
-    let list = tools["result"]["tools"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    assert!(list.len() > 20, "{tools}");
-    for tool in &list {
+    for tool in &all_tools(&mut s) {
         let name = tool["name"].as_str().unwrap_or_default();
         let schema = &tool["inputSchema"];
         assert_eq!(schema["additionalProperties"], false, "{name}: {schema}");
