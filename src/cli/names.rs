@@ -1,4 +1,4 @@
-//! The names an option takes (kinds, statuses, accesses), offered to shell completions and
+//! The names an option takes (kinds, statuses, accesses, search modes), offered to shell completions and
 //! listed in `--help`, but checked by somna itself. A leaf: the verbs' argument structs use it.
 
 /// The names an option takes, offered to shell completions and listed in `--help`, but checked
@@ -41,5 +41,13 @@ pub fn statuses() -> Vec<&'static str> {
 
 /// The access levels of a grant.
 pub fn accesses() -> Vec<&'static str> {
-    vec!["read", "write"]
+    somna::trust::Access::ALL
+        .iter()
+        .map(|a| a.as_str())
+        .collect()
+}
+
+/// The ranking modes of a search.
+pub fn modes() -> Vec<&'static str> {
+    somna::SearchMode::ALL.iter().map(|m| m.as_str()).collect()
 }

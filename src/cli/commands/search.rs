@@ -1,7 +1,7 @@
 //! `search`: memories and summaries ranked by what they are about (BM25, with a vector when
 //! given); `reindex`: the search index rebuilt from the log and the tree.
 
-use crate::cli::names::{kinds, Names};
+use crate::cli::names::{kinds, modes, Names};
 use clap::Args;
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
@@ -60,7 +60,7 @@ pub struct SearchArgs {
     #[serde(rename = "vector", default)]
     pub vector_values: Option<Vec<f32>>,
     /// lexical, hybrid or vector [default: lexical, hybrid with --vector]
-    #[arg(long, value_parser = ["lexical", "hybrid", "vector"])]
+    #[arg(long, value_parser = Names(modes))]
     pub mode: Option<String>,
     /// BM25 k1 (advanced, for benchmarks)
     #[arg(long, hide = true)]
