@@ -17,7 +17,7 @@ pub use super::session_args::{
     AppendArgs, ExportDirArgs, IdArgs, ImportDirArgs, ItemsArgs, ListArgs, SaveArgs, SessionArgs,
     SessionCmd,
 };
-pub use super::session_results::{Appended, History, Messages, Saved, SessionList};
+pub use super::session_results::{appended_text, saved_text, History, Messages, SessionList};
 
 /// Runs one session verb; returns the exit code.
 pub fn run(cx: &mut Context<'_>, a: &SessionArgs) -> Result<u8, Error> {
@@ -102,15 +102,19 @@ fn messages(cx: &Context<'_>, given: &[serde_json::Value]) -> Result<Vec<String>
 /// Replaces the session's messages with the JSON array on stdin (a tool call's `messages`).
 fn save(cx: &mut Context<'_>, a: &SaveArgs) -> Result<u8, Error> {
     let items = messages(cx, &a.messages)?;
-    let o = Saved::call(&cx.store, a, &items)?;
-    cx.show(&o, |o| o.render())
+    let refs: Vec<&str> = items.iter().map(String::as_str).collect();
+    let o = cx.store.session_save(&a.id, &refs, a.expect_revision)?;
+    cx.show(&o, saved_text)
 }
 
 /// Appends the JSON array of items on stdin (a tool call's `items`), as one atomic batch.
 fn append(cx: &mut Context<'_>, a: &AppendArgs) -> Result<u8, Error> {
     let items = messages(cx, &a.items)?;
-    let o = Appended::call(&cx.store, a, &items)?;
-    cx.show(&o, |o| o.render())
+    let refs: Vec<&str> = items.iter().map(String::as_str).collect();
+    let o = cx
+        .store
+        .session_append(&a.id, &refs, a.key.as_deref(), a.expect_revision)?;
+    cx.show(&o, appended_text)
 }
 
 /// Prints the latest items, oldest first.

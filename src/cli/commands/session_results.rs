@@ -1,7 +1,8 @@
-//! The typed results of the session verbs the MCP tools run (`session_load`, `session_save`,
-//! `session_append`, `session_list`, `session_history`): each the one library call of its verb
-//! and its one text; the CLI prints the text or (`--json`) the JSON, and the tool returns the
-//! JSON as its structured content, its output schema derived from the type.
+//! The typed results of the session verbs the MCP tools run (`session_load`, `session_list`,
+//! `session_history`), each the one library call of its verb and its one text, and the texts of
+//! `session_save` and `session_append`, which return the library's own outcomes. The CLI prints
+//! the text or (`--json`) the JSON; the tool returns the JSON as its structured content, its
+//! output schema derived from the type.
 
 #[cfg(feature = "mcp")]
 use schemars::JsonSchema;
@@ -10,7 +11,7 @@ use somna::session::{SaveOutcome, SessionAppended, SessionInfo};
 use somna::text;
 use somna::{Error, Store};
 
-use super::session_args::{AppendArgs, IdArgs, ItemsArgs, ListArgs, SaveArgs};
+use super::session_args::{IdArgs, ItemsArgs, ListArgs};
 use crate::cli::output::{json_array, plural};
 
 /// One session message: the JSON object it was stored as, kept byte for byte.
@@ -88,59 +89,25 @@ impl From<somna::session::SessionItems> for Messages {
     }
 }
 
-// The library's outcome as it is (`serde(transparent)`): the same fields in the same order.
-/// What `session save` did.
-#[derive(Debug, Serialize)]
-#[cfg_attr(feature = "mcp", derive(JsonSchema))]
-#[serde(transparent)]
-pub struct Saved(pub SaveOutcome);
-
-impl Saved {
-    /// Replaces session `a.id`'s messages with `items` (JSON texts), at `a.expect_revision`.
-    pub fn call(store: &Store, a: &SaveArgs, items: &[String]) -> Result<Saved, Error> {
-        let refs: Vec<&str> = items.iter().map(String::as_str).collect();
-        Ok(Saved(store.session_save(
-            &a.id,
-            &refs,
-            a.expect_revision,
-        )?))
-    }
-
-    /// Its text: one line.
-    pub fn render(&self) -> String {
-        format!(
-            "Saved session at revision {}: {} kept, {} written, {} archived.\n",
-            self.0.revision, self.0.kept, self.0.written, self.0.archived
-        )
-    }
+// `session save` and `session append` return the library's own outcomes (`SaveOutcome`,
+// `SessionAppended`, which derive `JsonSchema` with the `schemars` feature): their texts are here.
+/// The text of what `session save` did: one line.
+pub fn saved_text(o: &SaveOutcome) -> String {
+    format!(
+        "Saved session at revision {}: {} kept, {} written, {} archived.\n",
+        o.revision, o.kept, o.written, o.archived
+    )
 }
 
-/// What `session append` did.
-#[derive(Debug, Serialize)]
-#[cfg_attr(feature = "mcp", derive(JsonSchema))]
-#[serde(transparent)]
-pub struct Appended(pub SessionAppended);
-
-impl Appended {
-    /// Appends `items` (JSON texts) to session `a.id`, once per `a.key`, at
-    /// `a.expect_revision`.
-    pub fn call(store: &Store, a: &AppendArgs, items: &[String]) -> Result<Appended, Error> {
-        let refs: Vec<&str> = items.iter().map(String::as_str).collect();
-        let o = store.session_append(&a.id, &refs, a.key.as_deref(), a.expect_revision)?;
-        Ok(Appended(o))
-    }
-
-    /// Its text: one line, which says when the key was seen before.
-    pub fn render(&self) -> String {
-        let o = &self.0;
-        let n = plural(o.count, "item", "items");
-        match o.replayed {
-            true => format!(
-                "Already appended (key seen before): {n} at revision {}.\n",
-                o.revision
-            ),
-            false => format!("Appended {n} at revision {}.\n", o.revision),
-        }
+/// The text of what `session append` did: one line, which says when the key was seen before.
+pub fn appended_text(o: &SessionAppended) -> String {
+    let n = plural(o.count, "item", "items");
+    match o.replayed {
+        true => format!(
+            "Already appended (key seen before): {n} at revision {}.\n",
+            o.revision
+        ),
+        false => format!("Appended {n} at revision {}.\n", o.revision),
     }
 }
 
