@@ -104,34 +104,41 @@ where
     })
 }
 
+/// Builds a verb that reads a scope or several (`scope` or `scopes`): `command` of the
+/// arguments, in the scopes given.
+fn in_scopes<T>(v: serde_json::Value, command: impl FnOnce(T) -> Command) -> Result<Call, Error>
+where
+    T: for<'de> Deserialize<'de>,
+{
+    let (scope, a) = parse::<Scopes<T>>(v)?.split()?;
+    Ok(Call {
+        command: command(a),
+        scope,
+    })
+}
+
 /// Builds `wake` (the byte budget at most the server's, and the server's when not given).
 pub fn wake(v: serde_json::Value, max_bytes: usize) -> Result<Call, Error> {
-    let (scope, mut a): (_, wake::WakeArgs) = parse::<Scopes<_>>(v)?.split()?;
-    a.bytes = Some(a.bytes.unwrap_or(max_bytes).min(max_bytes));
-    Ok(Call {
-        command: Command::Wake(a),
-        scope,
+    in_scopes(v, |mut a: wake::WakeArgs| {
+        a.bytes = Some(a.bytes.unwrap_or(max_bytes).min(max_bytes));
+        Command::Wake(a)
     })
 }
 
 /// Builds `recall` (its lines within `bytes`, the server's budget).
 pub fn recall(v: serde_json::Value, bytes: usize) -> Result<Call, Error> {
-    let (scope, mut a): (_, recall::RecallArgs) = parse::<Scopes<_>>(v)?.split()?;
-    a.bytes = Some(bytes);
-    Ok(Call {
-        command: Command::Recall(a),
-        scope,
+    in_scopes(v, |mut a: recall::RecallArgs| {
+        a.bytes = Some(bytes);
+        Command::Recall(a)
     })
 }
 
 /// Builds `search` (its lines within `bytes`, the server's budget; the vector arrives as
 /// numbers, not as a file).
 pub fn search(v: serde_json::Value, bytes: usize) -> Result<Call, Error> {
-    let (scope, mut a): (_, search::SearchArgs) = parse::<Scopes<_>>(v)?.split()?;
-    a.bytes = Some(bytes);
-    Ok(Call {
-        command: Command::Search(a),
-        scope,
+    in_scopes(v, |mut a: search::SearchArgs| {
+        a.bytes = Some(bytes);
+        Command::Search(a)
     })
 }
 
