@@ -180,43 +180,32 @@ impl Driver {
     }
 }
 
-impl Client {
+// A statement that is one round trip of tokio-postgres's call of the same name, run through
+// the driver: declared in one line each.
+macro_rules! round_trips {
+    ($($(#[$m:meta])* fn $name:ident($($a:ident: $t:ty),*) -> $r:ty;)*) => {
+        impl Client {$(
+            $(#[$m])*
+            pub(crate) fn $name(&mut self, $($a: $t),*) -> Result<$r, SqlError> {
+                let f = self.inner.$name($($a),*);
+                self.driver.run("a statement", f)
+            }
+        )*}
+    };
+}
+
+round_trips! {
     /// The rows of a typed, unprepared statement.
-    pub(crate) fn query_typed(
-        &mut self,
-        sql: &str,
-        params: &[Param<'_>],
-    ) -> Result<Vec<Row>, SqlError> {
-        let f = self.inner.query_typed(sql, params);
-        self.driver.run("a statement", f)
-    }
-
+    fn query_typed(sql: &str, params: &[Param<'_>]) -> Vec<Row>;
     /// The row of a typed, unprepared statement that returns at most one.
-    pub(crate) fn query_typed_opt(
-        &mut self,
-        sql: &str,
-        params: &[Param<'_>],
-    ) -> Result<Option<Row>, SqlError> {
-        let f = self.inner.query_typed_opt(sql, params);
-        self.driver.run("a statement", f)
-    }
-
+    fn query_typed_opt(sql: &str, params: &[Param<'_>]) -> Option<Row>;
     /// The number of rows a typed, unprepared statement changed.
-    pub(crate) fn execute_typed(
-        &mut self,
-        sql: &str,
-        params: &[Param<'_>],
-    ) -> Result<u64, SqlError> {
-        let f = self.inner.execute_typed(sql, params);
-        self.driver.run("a statement", f)
-    }
-
+    fn execute_typed(sql: &str, params: &[Param<'_>]) -> u64;
     /// Statements in the simple-query protocol, with their rows as text.
-    pub(crate) fn simple_query(&mut self, sql: &str) -> Result<Vec<SimpleQueryMessage>, SqlError> {
-        let f = self.inner.simple_query(sql);
-        self.driver.run("a statement", f)
-    }
+    fn simple_query(sql: &str) -> Vec<SimpleQueryMessage>;
+}
 
+impl Client {
     /// Statements in the simple-query protocol, rows ignored.
     pub(crate) fn batch_execute(&mut self, sql: &str) -> Result<(), SqlError> {
         let f = self.inner.batch_execute(sql);
