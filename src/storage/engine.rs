@@ -72,12 +72,7 @@ pub(crate) fn read<R>(
     principal: Option<&str>,
     mut f: impl FnMut(&ReadTxn<'_>) -> Result<R>,
 ) -> Result<R> {
-    let mut out = None;
-    engine.read_with(principal, &mut |r| {
-        out = Some(f(r)?);
-        Ok(())
-    })?;
-    out.ok_or_else(no_result)
+    kept(|out| engine.read_with(principal, &mut |r| keep(out, f(r))))
 }
 
 /// [`Engine::write_with`] with the closure's result (that of the attempt that committed).
@@ -86,15 +81,22 @@ pub(crate) fn write<R>(
     principal: Option<&str>,
     mut f: impl FnMut(&mut WriteTxn<'_>) -> Result<R>,
 ) -> Result<R> {
+    kept(|out| engine.write_with(principal, &mut |w| keep(out, f(w))))
+}
+
+/// The result `run` kept in its slot (the last one it kept), or an error if it kept none.
+fn kept<R>(run: impl FnOnce(&mut Option<R>) -> Result<()>) -> Result<R> {
     let mut out = None;
-    engine.write_with(principal, &mut |w| {
-        out = Some(f(w)?);
-        Ok(())
-    })?;
+    run(&mut out)?;
     out.ok_or_else(no_result)
 }
 
-/// An engine that returned success without running the closure: a defect, reported.
+/// Keeps `r` in `out` if it is a result; an error is the attempt's.
+fn keep<R>(out: &mut Option<R>, r: Result<R>) -> Result<()> {
+    *out = Some(r?);
+    Ok(())
+}
+
 fn no_result() -> Error {
     Error::Storage("the storage engine finished a transaction without running it".into())
 }
