@@ -144,6 +144,10 @@ pub trait Key: 'static {
 
 /// One element of a key: how it is written and read, in a middle position and in the last.
 /// Implemented for `u8`, `u32`, `u64` (the same in either position) and `&'static str`.
+///
+/// The set is closed: [`Reader`]'s methods are somna's own, so a type outside the crate cannot
+/// read itself back, and every table's key is a tuple of these four. The trait is public only
+/// because the tuple shapes' [`Key`] implementations name it.
 pub trait Elem: 'static {
     /// The element as a caller passes it.
     type Enc<'a>: Copy;

@@ -142,7 +142,8 @@ pub fn migrate(cx: &mut Context<'_>) -> Result<u8, Error> {
 // A typed result: the library's `Report`, which the CLI prints as text (`render_report`) or
 // JSON, and which the MCP tool returns as its structured content, its output schema derived from
 // the same type.
-/// Checks the file and every invariant of `store` (which needs the only handle to it).
+/// Checks the file and every invariant of `store` (which needs the only handle to it), with a
+/// spinner on a terminal unless `json` (the caller prints JSON only).
 pub fn verified(store: &mut Store, json: bool) -> Result<Report, Error> {
     let busy = Progress::start(json, None, "verifying every page and record");
     let r = store.verify()?;
