@@ -1,5 +1,6 @@
-//! The names an option takes (kinds, statuses, accesses, search modes), offered to shell completions and
-//! listed in `--help`, but checked by somna itself. A leaf: the verbs' argument structs use it.
+//! The names an option takes (kinds, statuses, accesses, search modes), offered to shell
+//! completions and listed in `--help`, but checked by somna itself. A leaf: the verbs' argument
+//! structs use it.
 
 /// The names an option takes, offered to shell completions and listed in `--help`, but checked
 /// by somna itself (so a wrong one gets somna's message, which names them all).

@@ -97,6 +97,7 @@ fn keep<R>(out: &mut Option<R>, r: Result<R>) -> Result<()> {
     Ok(())
 }
 
+/// An engine that returned success without running the closure: a defect, reported.
 fn no_result() -> Error {
     Error::Storage("the storage engine finished a transaction without running it".into())
 }

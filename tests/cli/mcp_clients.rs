@@ -536,7 +536,7 @@ fn all_tools(s: &mut StdioServer) -> Vec<Value> {
 
 #[test]
 fn every_tool_refuses_an_argument_its_schema_does_not_name() {
-    // A misspelt argument (`limt`) must fail the call, never be dropped: each input schema says
+    // A misspelt argument (here `bogus_argument`) must fail the call, never be dropped: each input schema says
     // `additionalProperties: false`, and the server holds to it. Tools whose every argument is
     // optional would otherwise run as if it had not been given.
     let e = Env::init();
